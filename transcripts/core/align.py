@@ -1,0 +1,119 @@
+"""Raw/repaired row alignment for the side-by-side timeline."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from transcripts.core.layout import Slot, layout
+from transcripts.core.model import Fault, Op, Plan, Record, Transcript
+
+
+class RowStatus(StrEnum):
+    """How a row of the side-by-side view changed between raw and repaired."""
+
+    SAME = "same"
+    CHANGED = "changed"  # the record stays, a block of it was removed
+    INSERTED = "inserted"  # only on the repaired side
+    DROPPED = "dropped"  # only on the raw side
+    MOVED_FROM = "moved_from"  # raw position of a moved result; the repaired side is empty
+    MOVED_TO = "moved_to"  # repaired position of a moved result; `moved_from` names the origin
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    """One side of a row: a record summarised for display.
+
+    `index` is the raw record index, None for an inserted record. `calls` holds
+    (tool call id, name) pairs; `results` the answered tool call ids.
+    """
+
+    index: int | None
+    role: str
+    kind: str
+    summary: str
+    calls: tuple[tuple[str, str], ...] = ()
+    results: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One aligned row: raw on the left, repaired on the right."""
+
+    status: RowStatus
+    left: Cell | None
+    right: Cell | None
+    faults: tuple[Fault, ...] = ()
+    ops: tuple[Op, ...] = ()
+    moved_from: int | None = None
+
+
+def _cell(record: Record, skip_blocks: frozenset[int] = frozenset()) -> Cell:
+    return Cell(
+        index=record.index,
+        role=str(record.role),
+        kind=record.kind,
+        summary=record.text,
+        calls=tuple((c.id, c.name) for c in record.calls if c.block not in skip_blocks),
+        results=tuple(r.tool_call_id for r in record.results if r.block not in skip_blocks),
+    )
+
+
+def _inserted_cell(slot: Slot) -> Cell:
+    op = slot.op
+    assert op is not None and op.call is not None
+    return Cell(
+        index=None,
+        role="tool",
+        kind="synthetic result",
+        summary=op.text,
+        results=(op.call.id,),
+    )
+
+
+def align(transcript: Transcript, faults: list[Fault], plan: Plan) -> list[Row]:
+    """Return the side-by-side rows for `transcript` repaired by `plan`, in repaired order.
+
+    Every raw record appears once on the left; every repaired record once on the
+    right. Faults are attached to the row of the raw record they point at.
+    """
+    by_record: dict[int, list[Fault]] = {}
+    for fault in faults:
+        by_record.setdefault(fault.record, []).append(fault)
+    records = transcript.records
+    rows: list[Row] = []
+    for slot in layout(transcript, plan):
+        if slot.op is not None and slot.record is None:
+            rows.append(Row(RowStatus.INSERTED, None, _inserted_cell(slot), ops=(slot.op,)))
+            continue
+        assert slot.record is not None
+        record = records[slot.record]
+        here = tuple(by_record.get(record.index, ()))
+        if slot.moved_away:
+            rows.append(Row(RowStatus.MOVED_FROM, _cell(record), None, here, slot.ops))
+        elif slot.dropped:
+            rows.append(Row(RowStatus.DROPPED, _cell(record), None, here, slot.ops))
+        elif slot.moved_in:
+            rows.append(
+                Row(
+                    RowStatus.MOVED_TO,
+                    None,
+                    _cell(record, slot.removed_blocks),
+                    (),
+                    slot.ops,
+                    moved_from=record.index,
+                )
+            )
+        elif slot.removed_blocks:
+            rows.append(
+                Row(
+                    RowStatus.CHANGED,
+                    _cell(record),
+                    _cell(record, slot.removed_blocks),
+                    here,
+                    slot.ops,
+                )
+            )
+        else:
+            rows.append(Row(RowStatus.SAME, _cell(record), _cell(record), here, slot.ops))
+    return rows

@@ -1,0 +1,139 @@
+"""Where every record ends up once a plan is applied, in repaired file order.
+
+Both the exporters (`transcripts.formats`) and the side-by-side alignment read
+this one layout, so what the timeline shows is exactly what the file holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from transcripts.core.model import Op, OpKind, Plan, Record, Transcript
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    """One position of the repaired file (or of the raw file, for what left it).
+
+    `record` is a raw record index; None for a new record, which `op` describes:
+    an `insert_result` (a synthetic result) or a `move_result` whose block is
+    carried out of a record that keeps other blocks. A record moved whole shows
+    twice: `moved_away` at its raw position (not written) and `moved_in` where it
+    lands. `dropped` records are not written; `removed_blocks` are block indexes
+    left out of a record that stays.
+    """
+
+    record: int | None
+    op: Op | None = None
+    ops: tuple[Op, ...] = ()
+    dropped: bool = False
+    moved_away: bool = False
+    moved_in: bool = False
+    removed_blocks: frozenset[int] = frozenset()
+
+    @property
+    def written(self) -> bool:
+        """Return True when the slot holds bytes of the repaired file."""
+        return not (self.dropped or self.moved_away)
+
+
+def block_count(record: Record) -> int:
+    """Return how many content blocks `record` holds (calls, results and others)."""
+    return len(record.calls) + len(record.results) + record.other_blocks
+
+
+def _placement_key(op: Op) -> tuple[int, int]:
+    call = op.call
+    return (call.record, call.block) if call is not None else (-1, -1)
+
+
+@dataclass(slots=True)
+class _Edits:
+    removed: dict[int, set[int]]
+    whole_moves: dict[int, Op]
+    placed: dict[int, list[Op]]
+    touching: dict[int, list[Op]]
+
+
+def _collect(transcript: Transcript, ops: Iterable[Op]) -> _Edits:
+    records = transcript.records
+    edits = _Edits({}, {}, {}, {})
+    for op in ops:
+        if op.record is not None:
+            edits.touching.setdefault(op.record, []).append(op)
+        if op.kind in (OpKind.DROP_RESULT, OpKind.DROP_CALL):
+            assert op.record is not None and op.block is not None
+            edits.removed.setdefault(op.record, set()).add(op.block)
+        elif op.kind is OpKind.MOVE_RESULT:
+            assert op.record is not None and op.block is not None and op.anchor is not None
+            if block_count(records[op.record]) == 1:
+                edits.whole_moves[op.record] = op
+            else:
+                edits.removed.setdefault(op.record, set()).add(op.block)
+            edits.placed.setdefault(op.anchor, []).append(op)
+        else:
+            assert op.anchor is not None
+            edits.placed.setdefault(op.anchor, []).append(op)
+    for ops_here in edits.placed.values():
+        ops_here.sort(key=_placement_key)
+    return edits
+
+
+def _placed_slots(edits: _Edits, anchor: int) -> list[Slot]:
+    slots = []
+    for op in edits.placed.get(anchor, ()):
+        if op.kind is OpKind.MOVE_RESULT and op.record in edits.whole_moves:
+            slots.append(Slot(op.record, ops=(op,), moved_in=True))
+        else:
+            slots.append(Slot(None, op=op, ops=(op,)))
+    return slots
+
+
+def layout(transcript: Transcript, plan: Plan) -> list[Slot]:
+    """Return the slots of the repaired file in order, plus raw positions left behind.
+
+    Records no op touches keep their relative order. New and moved records go
+    right after their anchor record, in the order of the calls they answer.
+    """
+    edits = _collect(transcript, plan.ops)
+    slots: list[Slot] = []
+    for record in transcript.records:
+        i = record.index
+        ops = tuple(edits.touching.get(i, ()))
+        removed = frozenset(edits.removed.get(i, ()))
+        if i in edits.whole_moves:
+            slots.append(Slot(i, ops=ops, moved_away=True))
+        elif removed and len(removed) >= block_count(record):
+            slots.append(Slot(i, ops=ops, dropped=True))
+        else:
+            slots.append(Slot(i, ops=ops, removed_blocks=removed))
+        slots.extend(_placed_slots(edits, i))
+    return slots
+
+
+def relayout_path(path: list[int], slots: list[Slot]) -> list[Slot]:
+    """Return the written slots that belong to the branch `path` (record indexes), in path order.
+
+    Used by tree formats: a new or moved record joins the branch right after its
+    anchor, and records that leave the file leave the branch.
+    """
+    on_path = set(path)
+    after: dict[int, list[Slot]] = {}
+    own: dict[int, Slot] = {}
+    current: int | None = None
+    for slot in slots:
+        if slot.record is not None and not slot.moved_in:
+            current = slot.record
+            own[current] = slot
+        elif current is not None:
+            after.setdefault(current, []).append(slot)
+    result: list[Slot] = []
+    for index in path:
+        if index not in on_path or index not in own:
+            continue
+        slot = own[index]
+        if slot.written:
+            result.append(slot)
+        result.extend(after.get(index, ()))
+    return result

@@ -1,0 +1,187 @@
+"""The canonical transcript model every native format is parsed into.
+
+A transcript is a list of records in file order. A record is one JSONL line or
+one element of a JSON message array; it keeps its byte span in the raw file so
+that export can splice untouched records verbatim (DESIGN.md, contract 6).
+Tool calls and tool results are addressed by (record index, block index).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class Role(StrEnum):
+    """Who a record speaks for, once its native shape is normalised."""
+
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+    SYSTEM = "system"
+    META = "meta"  # not sent to the model: snapshots, headers, settings changes
+
+
+class FaultKind(StrEnum):
+    """Stable fault-kind ids (DESIGN.md): used in the database, URLs, CSS and the API."""
+
+    MISSING_RESULT = "missing_result"
+    PENDING_RESULT = "pending_result"
+    ORPHANED_RESULT = "orphaned_result"
+    DUPLICATE_RESULT = "duplicate_result"
+    DUPLICATE_CALL_ID = "duplicate_call_id"
+    DISPLACED_RESULT = "displaced_result"
+    MISORDERED_RESULTS = "misordered_results"
+    RESULT_NOT_FIRST = "result_not_first"
+    CONTENT_AFTER_CALL = "content_after_call"
+    ABORTED_FRAME = "aborted_frame"
+    MALFORMED_CALL = "malformed_call"
+    MALFORMED_RECORD = "malformed_record"
+    EXISTING_SYNTHETIC = "existing_synthetic"
+
+
+class Action(StrEnum):
+    """What a policy row does about one fault kind."""
+
+    SYNTHESIZE = "synthesize"
+    DROP = "drop"
+    MOVE = "move"
+    KEEP_FIRST = "keep_first"
+    KEEP_LAST = "keep_last"
+    KEEP = "keep"
+    FLAG = "flag"
+
+
+class OpKind(StrEnum):
+    """One edit of a plan."""
+
+    INSERT_RESULT = "insert_result"  # a synthetic tool result placed after `anchor`
+    DROP_RESULT = "drop_result"  # remove one tool result block (the record if nothing remains)
+    MOVE_RESULT = "move_result"  # relocate one tool result block to after `anchor`
+    DROP_CALL = "drop_call"  # remove one tool call block (the record if nothing remains)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A tool call: `id` is the provider's tool call id (`tool_use.id`, `tool_calls[].id`)."""
+
+    id: str
+    name: str
+    record: int
+    block: int
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """A tool result answering the call whose id is `tool_call_id`."""
+
+    tool_call_id: str
+    record: int
+    block: int
+    is_error: bool = False
+    text: str = ""
+
+
+@dataclass(slots=True)
+class Record:
+    """One record of a transcript, in file order.
+
+    `start`/`end` are byte offsets of the record's own bytes in the raw file
+    (without the line terminator for JSONL). `uid`/`parent` carry the native
+    tree links (Claude Code `uuid`/`parentUuid`, pi `id`/`parentId`);
+    `message_id` groups records that one API response was split into.
+    `obj` is the parsed JSON value, or None for a malformed record.
+    """
+
+    index: int
+    start: int
+    end: int
+    role: Role
+    kind: str
+    obj: Any = None
+    calls: list[ToolCall] = field(default_factory=list)
+    results: list[ToolResult] = field(default_factory=list)
+    other_blocks: int = 0
+    text: str = ""
+    uid: str | None = None
+    parent: str | None = None
+    message_id: str | None = None
+    timestamp: str | None = None
+    boundary: bool = False
+    keep_from: str | None = None
+    sidechain: bool = False
+    aborted: bool = False
+    error: str | None = None
+    line: int = 0
+
+
+@dataclass(slots=True)
+class Transcript:
+    """A parsed session: its records plus what export needs to write it back.
+
+    `format` is a format id of `transcripts.formats` and `provider` the API the
+    session talks to (`anthropic`, `openai_chat`, `openai_responses`, `gemini`),
+    which decides the error texts and ordering rules that apply.
+    `tree` is True when records link by `uid`/`parent` and order follows the links.
+    """
+
+    format: str
+    provider: str
+    records: list[Record]
+    raw: bytes
+    filename: str = ""
+    tree: bool = False
+    style: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """One integrity fault found by `detect`.
+
+    `record`/`block` locate the offending call or result in the raw file;
+    `turn` is the record index of the assistant message the fault belongs to
+    (None when none does); `error` is the text the provider answers with.
+    """
+
+    kind: FaultKind
+    tool_call_id: str | None
+    record: int
+    block: int | None = None
+    turn: int | None = None
+    error: str = ""
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    """One edit of a plan, naming the fault it mends and the policy row that chose it.
+
+    `record`/`block` locate what the op removes or moves; `anchor` is the record
+    after which an inserted or moved result goes; `call` is the call answered.
+    """
+
+    kind: OpKind
+    fault: Fault
+    policy_row: str
+    record: int | None = None
+    block: int | None = None
+    anchor: int | None = None
+    call: ToolCall | None = None
+    text: str = ""
+
+    @property
+    def tool_call_id(self) -> str | None:
+        """Return the tool call id the op is about."""
+        return self.fault.tool_call_id
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The ordered ops that repair a transcript under `policy`; empty when healthy."""
+
+    policy: str
+    ops: tuple[Op, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.ops)

@@ -1,0 +1,195 @@
+"""Provider pairing rules, and the error texts providers answer when they are broken.
+
+Texts are worded as each provider words them, as quoted in public bug reports
+(see ../shared/reference/formats.md §1-§3 and integrity-semantics.md §4D):
+Anthropic's Messages API, OpenAI Chat Completions (which spells "preceeding"),
+OpenAI Responses and Gemini.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from transcripts.core.model import Record, Role, Transcript
+
+PROVIDERS = ("anthropic", "openai_chat", "openai_responses", "gemini", "bedrock")
+
+# Providers whose API accepts a tool result anywhere after its call (Responses
+# input items); all others need the results right after the calling message.
+NO_ADJACENCY = frozenset({"openai_responses"})
+
+
+def missing_text(provider: str, message: int, ids: Iterable[str]) -> str:
+    """Return the provider's error for calls in request message `message` left unanswered."""
+    joined = ", ".join(ids)
+    if provider in ("anthropic", "bedrock"):
+        return (
+            f"messages.{message}: `tool_use` ids were found without `tool_result` blocks "
+            f"immediately after: {joined}. Each `tool_use` block must have a corresponding "
+            "`tool_result` block in the next message."
+        )
+    if provider == "openai_responses":
+        return f"No tool output found for function call {joined}."
+    if provider == "gemini":
+        return (
+            "Please ensure that the number of function response parts is equal to the number "
+            "of function call parts of the function call turn."
+        )
+    return (
+        "An assistant message with 'tool_calls' must be followed by tool messages responding "
+        "to each 'tool_call_id'. The following tool_call_ids did not have response messages: "
+        f"{joined}"
+    )
+
+
+def unexpected_text(provider: str, message: int, block: int, tool_call_id: str) -> str:
+    """Return the provider's error for a result at `message`/`block` with no call right before."""
+    if provider in ("anthropic", "bedrock"):
+        return (
+            f"messages.{message}.content.{block}: unexpected `tool_use_id` found in "
+            f"`tool_result` blocks: {tool_call_id}. Each `tool_result` block must have a "
+            "corresponding `tool_use` block in the previous message."
+        )
+    if provider == "openai_responses":
+        return f"No tool call found for function call output with call_id {tool_call_id}."
+    if provider == "gemini":
+        return (
+            "Please ensure that function response turn comes immediately after a function "
+            "call turn"
+        )
+    return (
+        "Invalid parameter: messages with role 'tool' must be a response to a preceeding "
+        "message with 'tool_calls'."
+    )
+
+
+def request_positions(transcript: Transcript, context: list[int]) -> dict[int, tuple[int, int]]:
+    """Map each record of `context` to (request message index, index of its first block).
+
+    Anthropic merges consecutive messages of one role into one turn and takes
+    `system` out of `messages`; Chat Completions sends every message as is.
+    """
+    merge = transcript.provider in ("anthropic", "bedrock", "gemini")
+    positions: dict[int, tuple[int, int]] = {}
+    message, blocks, last_role = -1, 0, None
+    for index in context:
+        record = transcript.records[index]
+        if record.role is Role.META or (merge and record.role is Role.SYSTEM):
+            continue
+        role = Role.USER if merge and record.role is Role.TOOL else record.role
+        if merge and role is last_role:
+            positions[index] = (message, blocks)
+        else:
+            message, blocks = message + 1, 0
+            positions[index] = (message, 0)
+        blocks += max(1, len(record.calls) + len(record.results) + record.other_blocks)
+        last_role = role
+    return positions
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """A broken pairing rule: the record it is found at and the provider's error text."""
+
+    record: int
+    tool_call_id: str
+    error: str
+
+
+@dataclass(slots=True)
+class _Message:
+    """One request message: consecutive records the provider reads as one."""
+
+    index: int
+    role: Role
+    calls: list[tuple[int, str]]  # (record, tool call id)
+    results: list[tuple[int, int, str]]  # (record, block within the message, tool call id)
+
+
+def _messages(transcript: Transcript, order: list[int]) -> list[_Message]:
+    positions = request_positions(transcript, order)
+    messages: list[_Message] = []
+    last: int | None = None
+    last_role: Role | None = None
+    for i in order:
+        if i not in positions:
+            continue
+        record = transcript.records[i]
+        message, first = positions[i]
+        # A run of Chat Completions tool messages answers the call message as one.
+        joins = messages and (
+            message == last or (record.role is Role.TOOL and last_role is Role.TOOL)
+        )
+        if not joins:
+            role = Role.USER if record.role is Role.TOOL else record.role
+            messages.append(_Message(message, role, [], []))
+        current = messages[-1]
+        current.calls.extend((i, c.id) for c in record.calls)
+        current.results.extend((i, first + r.block, r.tool_call_id) for r in record.results)
+        last, last_role = message, record.role
+    return messages
+
+
+def validate(transcript: Transcript, context: list[int] | None = None) -> list[Violation]:
+    """Return the pairing rules `transcript` breaks for its provider, in request order.
+
+    Over the records of `context` (default: every record, in file order): tool
+    call ids are unique; every call is answered exactly once; unless the
+    provider accepts results anywhere later (Responses), the answers form the
+    very next message and every result in a message answers a call of the
+    message right before it. Shape: a list of Violation(record, tool_call_id, error).
+    """
+    records = transcript.records
+    order = list(context) if context is not None else list(range(len(records)))
+    provider = transcript.provider
+    messages = _messages(transcript, order)
+    violations: list[Violation] = []
+    seen_calls: set[str] = set()
+    for message in messages:
+        for rec, cid in message.calls:
+            if cid in seen_calls:
+                violations.append(Violation(rec, cid, "tool_use ids must be unique"))
+            seen_calls.add(cid)
+    if provider in NO_ADJACENCY:
+        open_calls: set[str] = set()
+        answered: set[str] = set()
+        for message in messages:
+            open_calls.update(cid for _, cid in message.calls)
+            for rec, block, cid in message.results:
+                if cid in open_calls and cid not in answered:
+                    answered.add(cid)
+                else:
+                    violations.append(
+                        Violation(rec, cid, unexpected_text(provider, message.index, block, cid))
+                    )
+        for message in messages:
+            for rec, cid in message.calls:
+                if cid not in answered:
+                    violations.append(
+                        Violation(rec, cid, missing_text(provider, message.index, [cid]))
+                    )
+        return violations
+    for k, message in enumerate(messages):
+        previous = messages[k - 1] if k else None
+        expected = {cid for _, cid in previous.calls} if previous is not None else set()
+        got: set[str] = set()
+        for rec, block, cid in message.results:
+            if cid in expected and cid not in got:
+                got.add(cid)
+            else:
+                violations.append(
+                    Violation(rec, cid, unexpected_text(provider, message.index, block, cid))
+                )
+        if message.calls:
+            following = messages[k + 1] if k + 1 < len(messages) else None
+            answers = {cid for _, _, cid in following.results} if following else set()
+            missing = [(rec, cid) for rec, cid in message.calls if cid not in answers]
+            for rec, cid in missing:
+                violations.append(
+                    Violation(
+                        rec, cid, missing_text(provider, message.index, [c for _, c in missing])
+                    )
+                )
+    violations.sort(key=lambda v: v.record)
+    return violations

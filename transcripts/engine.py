@@ -1,0 +1,98 @@
+"""One call from raw bytes to everything the dashboard, the CLI and the jobs show.
+
+Pure Python (no Django): sniff and parse the file, detect faults, plan a
+repair under a policy, render the repaired bytes and the side-by-side rows.
+Repair is a pure function of (bytes, format, policy, ENGINE_VERSION).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from transcripts import formats
+from transcripts.core.align import Row, align
+from transcripts.core.detect import detect, pair
+from transcripts.core.model import Fault, Plan, Transcript
+from transcripts.core.policy import DEFAULT_POLICY, PRESETS
+from transcripts.core.repair import repair
+from transcripts.formats import FormatError
+
+ENGINE_VERSION = "1"
+
+__all__ = ["ENGINE_VERSION", "Analysis", "FormatError", "analyze", "PRESETS", "DEFAULT_POLICY"]
+
+
+@dataclass
+class Analysis:
+    """What Pairfix makes of one file.
+
+    `error` is set (and `repairable` False) when the file could not be read as
+    any supported format; the message names the file, the line and the reason.
+    `repaired` equals the raw bytes when the plan is empty or nothing can be repaired.
+    """
+
+    filename: str
+    format: str
+    format_label: str
+    provider: str
+    record_count: int
+    faults: list[Fault]
+    plan: Plan
+    repaired: bytes
+    rows: list[Row]
+    error: str | None = None
+    transcript: Transcript | None = field(default=None, repr=False)
+
+    @property
+    def repairable(self) -> bool:
+        """Return True when the file parsed and a repair can be offered."""
+        return self.error is None
+
+    @property
+    def fault_counts(self) -> dict[str, int]:
+        """Return {fault kind id: count}, most frequent first."""
+        return dict(Counter(str(f.kind) for f in self.faults).most_common())
+
+
+def analyze(
+    data: bytes, filename: str, policy: str = DEFAULT_POLICY, format: str | None = None
+) -> Analysis:
+    """Parse `data`, detect its faults and plan and render a repair under `policy`.
+
+    `format` overrides sniffing. Never raises for bad content: an unreadable file
+    comes back with `error` set and the raw bytes as `repaired`. Raises KeyError
+    for an unknown policy name.
+    """
+    chosen = PRESETS[policy]
+    try:
+        transcript = formats.load(data, filename, format)
+    except FormatError as exc:
+        return Analysis(
+            filename=filename,
+            format=exc.format or "unknown",
+            format_label=formats.label(exc.format or "unknown"),
+            provider="",
+            record_count=exc.records,
+            faults=[],
+            plan=Plan(policy=policy),
+            repaired=data,
+            rows=[],
+            error=str(exc),
+        )
+    pairing = pair(transcript)
+    faults = detect(transcript, pairing)
+    plan = repair(transcript, faults, chosen, pairing)
+    repaired = formats.render(transcript, plan) if plan else data
+    return Analysis(
+        filename=filename,
+        format=transcript.format,
+        format_label=formats.label(transcript.format),
+        provider=transcript.provider,
+        record_count=len(transcript.records),
+        faults=faults,
+        plan=plan,
+        repaired=repaired,
+        rows=align(transcript, faults, plan),
+        transcript=transcript,
+    )

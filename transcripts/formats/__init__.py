@@ -1,0 +1,345 @@
+"""Native session formats: sniff, parse into the canonical model, render back byte-faithfully.
+
+`load` reads bytes into a Transcript; `render` writes a Transcript repaired by a
+Plan, splicing every record no op touches verbatim (DESIGN.md contract 6).
+Sniffing follows formats.md §9.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+
+from transcripts.core.detect import live_path
+from transcripts.core.layout import Slot, layout, relayout_path
+from transcripts.core.model import Plan, Record, Role, Transcript
+from transcripts.formats._json import ScanError, member_span, scan_array, scan_object, skip_ws, sniff_style
+from transcripts.formats.anthropic import Anthropic
+from transcripts.formats.base import Format
+from transcripts.formats.claude_code import ClaudeCode
+from transcripts.formats.openai_chat import OpenAIChat
+from transcripts.formats.openclaw import OpenClaw
+
+__all__ = ["FORMATS", "FormatError", "label", "load", "render"]
+
+# Order matters: the first format whose sniff accepts the sample wins.
+FORMATS: dict[str, Format] = {
+    f.id: f for f in (OpenClaw(), ClaudeCode(), OpenAIChat(), Anthropic())
+}
+_SNIFF_LINES = 50
+_BOM = b"\xef\xbb\xbf"
+
+
+class FormatError(ValueError):
+    """A file Pairfix cannot read: names the file, the line and the reason.
+
+    `format` is the format id when it was known (None when sniffing failed);
+    `records` how many records were read before giving up.
+    """
+
+    def __init__(
+        self, filename: str, line: int, reason: str, format: str | None = None, records: int = 0
+    ) -> None:
+        super().__init__(f"{filename}: line {line}: {reason}")
+        self.filename = filename
+        self.line = line
+        self.reason = reason
+        self.format = format
+        self.records = records
+
+
+def label(format_id: str) -> str:
+    """Return the human name of a format id ("unknown" for anything else)."""
+    fmt = FORMATS.get(format_id)
+    return fmt.label if fmt is not None else "Unknown format"
+
+
+def _line_col(text: str, pos: int) -> tuple[int, int]:
+    line = text.count("\n", 0, pos) + 1
+    return line, pos - (text.rfind("\n", 0, pos) + 1) + 1
+
+
+def load(data: bytes, filename: str, format: str | None = None) -> Transcript:
+    """Parse `data` (the bytes of `filename`) into a Transcript.
+
+    `format` (a FORMATS id) skips sniffing. Raises FormatError when the file
+    is empty, not JSON or JSONL, not valid UTF-8 as a whole document, or of no
+    supported format. A JSONL line that does not parse becomes a record with
+    `error` set (reported as `malformed_record`); the rest still parses.
+    """
+    if format is not None and format not in FORMATS:
+        raise FormatError(filename, 1, f"unknown format {format!r}")
+    body = data[len(_BOM) :] if data.startswith(_BOM) else data
+    if not body.strip():
+        raise FormatError(filename, 1, "the file is empty")
+    root: Any = None
+    doc_error: tuple[int, int, str] | None = None
+    first = body.lstrip()[:1]
+    if first in (b"[", b"{"):
+        try:
+            root = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            text = body.decode("utf-8", "replace")
+            line, col = _line_col(text, exc.pos)
+            doc_error = (line, col, exc.msg)
+    elif not first:
+        raise FormatError(filename, 1, "the file is empty")
+    wants_doc = format is not None and not FORMATS[format].jsonl
+    if root is not None and (isinstance(root, list) or wants_doc):
+        return _load_document(data, filename, root, format)
+    if isinstance(root, dict) and format is None:
+        fmt = _sniff([root], filename, documents=True)
+        if fmt is not None:
+            return _load_document(data, filename, root, fmt.id)
+    return _load_jsonl(data, filename, format, doc_error)
+
+
+def _sniff(sample: list[Any], filename: str, documents: bool) -> Format | None:
+    for fmt in FORMATS.values():
+        if fmt.jsonl != documents and fmt.sniff(sample, filename):
+            return fmt
+    return None
+
+
+def _message_array(text: str, start: int) -> int:
+    """Return the offset of the message array: the root itself or its `messages` member."""
+    if text[start] == "[":
+        return start
+    for key, value_start, _ in scan_object(text, start):
+        if key == "messages" and text[value_start] == "[":
+            return value_start
+    raise ScanError("no `messages` array in the object", start)
+
+
+def _load_document(data: bytes, filename: str, root: Any, format: str | None) -> Transcript:
+    fmt = FORMATS[format] if format else _sniff([root], filename, documents=True)
+    if fmt is None:
+        raise FormatError(
+            filename,
+            1,
+            "unknown format: a JSON document that is not OpenAI Chat Completions or "
+            "Anthropic Messages (no tool calls or tool results found)",
+        )
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FormatError(filename, data.count(b"\n", 0, exc.start) + 1,
+                          f"invalid UTF-8 byte at offset {exc.start}", fmt.id) from None
+    start = skip_ws(text, 1 if text.startswith("\ufeff") else 0)
+    try:
+        items, _ = scan_array(text, _message_array(text, start))
+    except ScanError as exc:
+        line, col = _line_col(text, exc.pos)
+        raise FormatError(filename, line, f"column {col}: {exc.reason}", fmt.id) from None
+    records: list[Record] = []
+    byte_pos, char_pos = 0, 0
+    for index, (start_char, end_char, obj) in enumerate(items):
+        byte_pos += len(text[char_pos:start_char].encode())
+        start_byte = byte_pos
+        byte_pos += len(text[start_char:end_char].encode())
+        char_pos = end_char
+        record = Record(index, start_byte, byte_pos, Role.META, "", obj=obj,
+                        line=text.count("\n", 0, start_char) + 1)
+        if isinstance(obj, dict):
+            fmt.classify(obj, record)
+        else:
+            record.error = f"{filename}: line {record.line}: element {index} is not a JSON object"
+        records.append(record)
+    style: dict[str, Any] = {}
+    if items:
+        first_start = items[0][0]
+        base = text[text.rfind("\n", 0, first_start) + 1 : first_start]
+        base = base if not base.strip() else ""
+        style["element"] = sniff_style(text[items[0][0] : items[0][1]], base, data.isascii())
+        if len(items) > 1:
+            style["sep"] = data[records[0].end : records[1].start]
+        else:
+            style["sep"] = b"," + data[records[0].start - len(base.encode()) - 1 : records[0].start]
+    return Transcript(fmt.id, fmt.provider_of(records), records, data, filename, False, style)
+
+
+def _load_jsonl(
+    data: bytes, filename: str, format: str | None, doc_error: tuple[int, int, str] | None
+) -> Transcript:
+    records: list[Record] = []
+    pos = len(_BOM) if data.startswith(_BOM) else 0
+    line_no = 0
+    eol = b"\n"
+    first_eol = data.find(b"\n")
+    if first_eol > 0 and data[first_eol - 1 : first_eol] == b"\r":
+        eol = b"\r\n"
+    size = len(data)
+    while pos < size:
+        newline = data.find(b"\n", pos)
+        stop = size if newline < 0 else newline
+        end = stop - 1 if stop > pos and data[stop - 1 : stop] == b"\r" else stop
+        line_no += 1
+        raw = data[pos:end]
+        if raw.strip():
+            record = Record(len(records), pos, end, Role.META, "malformed", line=line_no)
+            try:
+                obj = orjson.loads(raw)
+            except orjson.JSONDecodeError as exc:
+                reason = f"column {exc.colno}: {exc.msg}"
+                if newline < 0:
+                    reason = f"truncated last line ({reason})"
+                record.error = f"{filename}: line {line_no}: {reason}"
+            else:
+                if isinstance(obj, dict):
+                    record.obj = obj
+                else:
+                    record.error = f"{filename}: line {line_no}: a JSON {type(obj).__name__} that is not an object"
+            records.append(record)
+        pos = size if newline < 0 else newline + 1
+    sample = [r.obj for r in records[:_SNIFF_LINES] if r.obj is not None]
+    fmt = FORMATS[format] if format else _sniff(sample, filename, documents=False)
+    if fmt is None:
+        if doc_error is not None or not sample:
+            line, col, msg = doc_error or (records[0].line if records else 1, 1, "not JSON")
+            bad = next((r for r in records if r.error), None)
+            reason = bad.error if bad is not None and not sample else f"{filename}: line {line}: column {col}: {msg}"
+            raise FormatError(filename, line, reason.split(": ", 2)[-1] if reason.startswith(filename) else reason)
+        raise FormatError(
+            filename,
+            1,
+            "unknown format: not Claude Code, OpenClaw/pi, OpenAI Chat Completions or "
+            "Anthropic Messages",
+            records=len(records),
+        )
+    for record in records:
+        if record.obj is not None:
+            fmt.classify(record.obj, record)
+    style: dict[str, Any] = {"eol": eol}
+    first_obj = next((r for r in records if r.obj is not None), None)
+    if first_obj is not None:
+        style["element"] = sniff_style(data[first_obj.start : first_obj.end].decode("utf-8", "replace"),
+                                       "", data.isascii())
+    return Transcript(fmt.id, fmt.provider_of(records), records, data, filename, fmt.tree, style)
+
+
+def _relink(transcript: Transcript, fmt: Format, slots: list[Slot]) -> dict[int | Slot, str]:
+    """Return new parent ids for records whose predecessor on the live branch changed."""
+    records = transcript.records
+    path = live_path(transcript)
+    before = {index: path[k - 1] for k, index in enumerate(path) if k}
+    branch = relayout_path(path, slots)
+    uids = {id(slot): _uid(transcript, fmt, slot) for slot in branch}
+    parents: dict[int | Slot, str] = {}
+    for k, slot in enumerate(branch):
+        if not k:
+            continue
+        previous = branch[k - 1]
+        new_parent = uids[id(previous)]
+        if slot.record is None:
+            parents[slot] = new_parent
+            continue
+        record = records[slot.record]
+        if not slot.moved_in and (record.boundary or before.get(slot.record) == previous.record):
+            continue
+        if record.parent != new_parent:
+            parents[slot.record] = new_parent
+    return parents
+
+
+def _uid(transcript: Transcript, fmt: Format, slot: Slot) -> str:
+    if slot.record is not None:
+        return transcript.records[slot.record].uid or ""
+    assert slot.op is not None
+    return fmt.new_uid(transcript, slot.op)
+
+
+def _new_record(transcript: Transcript, fmt: Format, slot: Slot) -> Any:
+    assert slot.op is not None
+    if slot.op.record is None:
+        return fmt.synthetic(transcript, slot.op)
+    return fmt.carry(transcript, slot.op)
+
+
+def _encode(transcript: Transcript, obj: Any) -> bytes:
+    return str(transcript.style["element"].dumps(obj)).encode()
+
+
+def _record_bytes(
+    transcript: Transcript, fmt: Format, slot: Slot, parents: dict[int | Slot, str]
+) -> bytes:
+    data = transcript.raw
+    if slot.record is None:
+        obj = _new_record(transcript, fmt, slot)
+        if slot in parents:
+            obj[fmt.parent_key] = parents[slot]
+        return _encode(transcript, obj)
+    record = transcript.records[slot.record]
+    raw = data[record.start : record.end]
+    new_parent = parents.get(slot.record)
+    if slot.removed_blocks:
+        obj = fmt.strip(record.obj, slot.removed_blocks)
+        if new_parent is not None:
+            obj[fmt.parent_key] = new_parent
+        return _encode(transcript, obj)
+    if new_parent is not None:
+        text = raw.decode("utf-8")
+        span = member_span(text, fmt.parent_key)
+        if span is None:
+            return _encode(transcript, dict(record.obj, **{fmt.parent_key: new_parent}))
+        return (text[: span[0]] + json.dumps(new_parent) + text[span[1] :]).encode()
+    return raw
+
+
+def render(transcript: Transcript, plan: Plan) -> bytes:
+    """Return the bytes of `transcript` repaired by `plan`, in the file's own format.
+
+    Untouched records are copied byte for byte, with their separators, line
+    ends and the file's final newline (or lack of one). New and changed
+    records follow the file's style. An empty plan returns the raw bytes.
+    """
+    if not plan:
+        return transcript.raw
+    fmt = FORMATS[transcript.format]
+    slots = layout(transcript, plan)
+    parents = _relink(transcript, fmt, slots) if fmt.tree else {}
+    records = transcript.records
+    data = transcript.raw
+    written = [slot for slot in slots if slot.written]
+    if not records:
+        return data
+    head = data[: records[0].start]
+    tail = data[records[-1].end :]
+    pieces: list[bytes] = [head]
+    if fmt.jsonl:
+        eol = transcript.style["eol"]
+        gaps = {
+            r.index: data[r.end : (records[r.index + 1].start if r.index + 1 < len(records) else len(data))]
+            for r in records
+        }
+        lines = []
+        for slot in written:
+            gap = gaps[slot.record] if slot.record is not None and not slot.moved_in else eol
+            if slot.moved_in:
+                gap = eol
+            lines.append([_record_bytes(transcript, fmt, slot, parents), gap])
+        ends_open = not data.endswith(b"\n")
+        for k, line in enumerate(lines):
+            last = k == len(lines) - 1
+            if not line[1].strip(b"\r\n") == b"" or not line[1]:
+                pass
+            if not last and not line[1]:
+                line[1] = eol
+            if last:
+                line[1] = b"" if ends_open else (line[1] or eol)
+            pieces.append(line[0] + line[1])
+        return b"".join(pieces)
+    sep: bytes = transcript.style["sep"]
+    previous: int | None = None
+    for k, slot in enumerate(written):
+        if k:
+            own = slot.record is not None and not slot.moved_in
+            if own and previous is not None and slot.record == previous + 1:
+                pieces.append(data[records[previous].end : records[slot.record].start])
+            else:
+                pieces.append(sep)
+        pieces.append(_record_bytes(transcript, fmt, slot, parents))
+        previous = slot.record if slot.record is not None and not slot.moved_in else None
+    pieces.append(tail)
+    return b"".join(pieces)

@@ -1,0 +1,86 @@
+"""Anthropic content blocks (`tool_use`, `tool_result`, ...), shared by the formats that carry them."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from transcripts.core.model import Record, ToolCall, ToolResult
+from transcripts.formats.base import preview
+
+
+def read_blocks(content: Any, record: Record) -> None:
+    """Record the calls, results and other blocks of an Anthropic `content` value."""
+    if isinstance(content, str):
+        record.other_blocks = 1
+        record.text = preview(content)
+        return
+    if not isinstance(content, list):
+        return
+    texts: list[str] = []
+    for j, block in enumerate(content):
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "tool_use" and isinstance(block, dict):
+            name = block.get("name") if isinstance(block.get("name"), str) else ""
+            record.calls.append(ToolCall(str(block.get("id") or ""), name, record.index, j))
+            args = json.dumps(block.get("input"), ensure_ascii=False)
+            texts.append(f"{name}({preview(args, 200)})")
+        elif kind == "tool_result" and isinstance(block, dict):
+            text = preview(block.get("content"))
+            record.results.append(
+                ToolResult(
+                    str(block.get("tool_use_id") or ""),
+                    record.index,
+                    j,
+                    block.get("is_error") is True,
+                    text,
+                )
+            )
+            texts.append(text)
+        else:
+            record.other_blocks += 1
+            if kind == "thinking":
+                texts.append("(thinking)")
+            elif kind == "text" and isinstance(block, dict):
+                texts.append(str(block.get("text", "")))
+            else:
+                texts.append(f"({kind or 'block'})")
+    record.text = preview(" ".join(texts))
+
+
+def result_block(template: dict[str, Any] | None, tool_use_id: str, text: str) -> dict[str, Any]:
+    """Return an error `tool_result` block, keys in the order of `template` when given."""
+    values = {"type": "tool_result", "tool_use_id": tool_use_id, "content": text, "is_error": True}
+    if not template:
+        return values
+    out = {key: values[key] for key in template if key in values}
+    out.update((key, value) for key, value in values.items() if key not in out)
+    return out
+
+
+def find_result_block(records: list[Record]) -> dict[str, Any] | None:
+    """Return an existing `tool_result` block of the file, as a key-order template."""
+    for record in records:
+        if record.results:
+            content = _content(record.obj)
+            if isinstance(content, list):
+                block = content[record.results[0].block]
+                if isinstance(block, dict):
+                    return block
+    return None
+
+
+def _content(obj: Any) -> Any:
+    if not isinstance(obj, dict):
+        return None
+    message = obj.get("message")
+    if isinstance(message, dict):
+        return message.get("content")
+    return obj.get("content")
+
+
+def without(content: Any, blocks: frozenset[int]) -> Any:
+    """Return `content` without the blocks numbered `blocks`."""
+    if not isinstance(content, list):
+        return content
+    return [block for j, block in enumerate(content) if j not in blocks]

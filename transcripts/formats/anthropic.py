@@ -1,0 +1,58 @@
+"""Anthropic Messages API messages: a bare array or a request body, formats.md §1 and §8.3.
+
+Also Cline/Roo's `api_conversation_history.json` (the same array with extra
+keys such as `ts`). A `tool_use` in an assistant message is answered by a
+`tool_result` block at the start of the next user message.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from transcripts.core.model import Op, Record, Role, Transcript
+from transcripts.formats._blocks import find_result_block, read_blocks, result_block, without
+from transcripts.formats.base import Format
+from transcripts.formats.openai_chat import _messages
+
+
+class Anthropic(Format):
+    id = "anthropic"
+    label = "Anthropic Messages"
+    jsonl = False
+    provider = "anthropic"
+
+    def sniff(self, sample: list[Any], filename: str) -> bool:
+        messages = _messages(sample)
+        if not messages:
+            return False
+        for message in messages:
+            if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
+                return False
+            if "tool_calls" in message or "parts" in message:
+                return False
+        return any(
+            isinstance(m.get("content"), list)
+            and any(isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result")
+                    for b in m["content"])
+            for m in messages
+        )
+
+    def classify(self, obj: Any, record: Record) -> None:
+        role = obj.get("role")
+        record.kind = str(role)
+        record.role = Role.ASSISTANT if role == "assistant" else Role.USER
+        read_blocks(obj.get("content"), record)
+
+    def synthetic(self, transcript: Transcript, op: Op) -> Any:
+        assert op.call is not None
+        block = result_block(find_result_block(transcript.records), op.call.id, op.text)
+        return {"role": "user", "content": [block]}
+
+    def carry(self, transcript: Transcript, op: Op) -> Any:
+        assert op.record is not None and op.block is not None
+        source = transcript.records[op.record].obj
+        return {"role": "user", "content": [copy.deepcopy(source["content"][op.block])]}
+
+    def strip(self, obj: Any, blocks: frozenset[int]) -> Any:
+        return dict(obj, content=without(obj.get("content"), blocks))

@@ -1,0 +1,102 @@
+"""Claude Code session JSONL (`~/.claude/projects/<cwd>/<sessionId>.jsonl`), formats.md §4.
+
+One line per content block of an API message (lines share `message.id`),
+linked by `uuid`/`parentUuid`; a `compact_boundary` system line restarts the
+chain. A synthetic result is a `user` line holding one `tool_result`, linked
+after the call's line, with the child re-pointed to it.
+"""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from typing import Any
+
+from transcripts.core.model import Op, Record, Role, Transcript
+from transcripts.formats._blocks import find_result_block, read_blocks, result_block, without
+from transcripts.formats._json import ordered_like
+from transcripts.formats.base import Format, digest, preview
+
+_NAMESPACE = uuid.UUID("5b0f3a36-8f6e-4d3e-9a57-0d3a1f9b2c11")
+_NOT_CONTEXT = ("message", "requestId", "uuid", "parentUuid", "type", "timestamp", "toolUseResult")
+
+
+class ClaudeCode(Format):
+    id = "claude_code"
+    label = "Claude Code JSONL"
+    tree = True
+    uid_key = "uuid"
+    parent_key = "parentUuid"
+    provider = "anthropic"
+
+    def sniff(self, sample: list[Any], filename: str) -> bool:
+        return any(
+            isinstance(obj, dict)
+            and obj.get("type") in ("user", "assistant")
+            and {"sessionId", "uuid", "parentUuid"} <= obj.keys()
+            for obj in sample
+        )
+
+    def classify(self, obj: Any, record: Record) -> None:
+        kind = obj.get("type")
+        record.kind = str(kind)
+        if isinstance(obj.get("uuid"), str):
+            record.uid = obj["uuid"]
+        parent = obj.get("parentUuid")
+        record.parent = parent if isinstance(parent, str) else None
+        record.timestamp = obj.get("timestamp") if isinstance(obj.get("timestamp"), str) else None
+        record.sidechain = obj.get("isSidechain") is True
+        message = obj.get("message")
+        if kind in ("user", "assistant") and isinstance(message, dict):
+            record.role = Role.USER if kind == "user" else Role.ASSISTANT
+            if kind == "assistant" and isinstance(message.get("id"), str):
+                record.message_id = message["id"]
+            read_blocks(message.get("content"), record)
+            return
+        record.role = Role.META
+        if kind == "system":
+            record.boundary = obj.get("subtype") == "compact_boundary"
+            record.kind = f"system/{obj.get('subtype')}"
+            record.text = preview(obj.get("content"))
+        elif kind == "summary":
+            record.text = preview(obj.get("summary"))
+
+    def synthetic(self, transcript: Transcript, op: Op) -> Any:
+        assert op.call is not None
+        call_line = transcript.records[op.call.record].obj
+        template = next(
+            (r.obj for r in transcript.records if r.results and r.kind == "user"), None
+        )
+        block = result_block(find_result_block(transcript.records), op.call.id, op.text)
+        values: dict[str, Any] = {
+            "parentUuid": None,
+            "type": "user",
+            "message": {"role": "user", "content": [block]},
+            "uuid": self.new_uid(transcript, op),
+            "timestamp": call_line.get("timestamp"),
+            "toolUseResult": "Error: " + op.text,
+        }
+        context = {k: v for k, v in call_line.items() if k not in _NOT_CONTEXT}
+        if template is None:
+            template = {k: None for k in call_line if k != "requestId"} | {"toolUseResult": None}
+        ordered = ordered_like(template, {**context, **values})
+        return {k: v for k, v in ordered.items() if k in values or k in context}
+
+    def carry(self, transcript: Transcript, op: Op) -> Any:
+        assert op.record is not None and op.block is not None
+        source = copy.deepcopy(transcript.records[op.record].obj)
+        content = source["message"]["content"]
+        source["message"]["content"] = [content[op.block]]
+        source["uuid"] = self.new_uid(transcript, op)
+        source.pop("toolUseResult", None)
+        return source
+
+    def strip(self, obj: Any, blocks: frozenset[int]) -> Any:
+        out = copy.copy(obj)
+        out["message"] = dict(obj["message"], content=without(obj["message"]["content"], blocks))
+        return out
+
+    def new_uid(self, transcript: Transcript, op: Op) -> str:
+        assert op.call is not None
+        seed = digest(transcript.records[op.call.record].uid, op.call.id, op.call.block, op.kind)
+        return str(uuid.uuid5(_NAMESPACE, seed))

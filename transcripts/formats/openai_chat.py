@@ -1,0 +1,83 @@
+"""OpenAI Chat Completions messages: a JSON array or `{"messages": [...]}`, formats.md §2.
+
+An assistant message's `tool_calls[k]` is answered by a `role: "tool"` message
+with that `tool_call_id`, in the messages right after it.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+from transcripts.core.model import Op, Record, Role, ToolCall, ToolResult, Transcript
+from transcripts.formats._json import ordered_like
+from transcripts.formats.base import Format, preview
+
+_ROLES = {"user": Role.USER, "assistant": Role.ASSISTANT, "tool": Role.TOOL}
+
+
+def _messages(sample: list[Any]) -> list[Any] | None:
+    root = sample[0] if len(sample) == 1 else None
+    if isinstance(root, dict) and isinstance(root.get("messages"), list):
+        return list(root["messages"])
+    return list(root) if isinstance(root, list) else None
+
+
+class OpenAIChat(Format):
+    id = "openai_chat"
+    label = "OpenAI Chat Completions messages"
+    jsonl = False
+    provider = "openai_chat"
+
+    def sniff(self, sample: list[Any], filename: str) -> bool:
+        messages = _messages(sample)
+        return bool(messages) and any(
+            isinstance(m, dict)
+            and ("tool_calls" in m or (m.get("role") == "tool" and "tool_call_id" in m))
+            for m in messages or ()
+        )
+
+    def classify(self, obj: Any, record: Record) -> None:
+        role = obj.get("role")
+        record.kind = str(role)
+        record.role = _ROLES.get(str(role), Role.SYSTEM)
+        content = obj.get("content")
+        if content not in (None, "", []):
+            record.other_blocks = 1
+        texts = [preview(content)] if record.other_blocks else []
+        if role == "tool":
+            text = preview(content)
+            record.results.append(ToolResult(str(obj.get("tool_call_id") or ""), record.index, 0,
+                                             False, text))
+            record.other_blocks = 0
+        calls = obj.get("tool_calls")
+        for k, call in enumerate(calls if isinstance(calls, list) else []):
+            function = call.get("function") if isinstance(call, dict) else None
+            name = function.get("name") if isinstance(function, dict) else ""
+            name = name if isinstance(name, str) else ""
+            call_id = call.get("id") if isinstance(call, dict) else ""
+            record.calls.append(ToolCall(str(call_id or ""), name, record.index, k))
+            args = function.get("arguments") if isinstance(function, dict) else None
+            texts.append(f"{name}({preview(args if isinstance(args, str) else json.dumps(args), 200)})")
+        record.text = preview(" ".join(texts))
+
+    def synthetic(self, transcript: Transcript, op: Op) -> Any:
+        assert op.call is not None
+        sibling = next((r.obj for r in transcript.records if r.role is Role.TOOL), None)
+        return ordered_like(
+            sibling, {"role": "tool", "tool_call_id": op.call.id, "content": op.text}
+        )
+
+    def carry(self, transcript: Transcript, op: Op) -> Any:
+        raise ValueError("Chat Completions tool messages are whole records; they move whole")
+
+    def strip(self, obj: Any, blocks: frozenset[int]) -> Any:
+        out = copy.copy(obj)
+        calls = [c for k, c in enumerate(obj.get("tool_calls") or []) if k not in blocks]
+        if calls:
+            out["tool_calls"] = calls
+        else:
+            # The API rejects an empty `tool_calls` array.
+            out.pop("tool_calls", None)
+        return out

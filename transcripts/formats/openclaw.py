@@ -1,0 +1,155 @@
+"""pi coding agent / OpenClaw session JSONL, versions 1 to 3, formats.md §7.
+
+A header line, then entries linked by `id`/`parentId` into a tree; the live
+conversation is the path from the last entry to the root, and a `compaction`
+entry keeps only what follows its `firstKeptEntryId`. Results are separate
+`toolResult` messages.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+from transcripts.core.model import Op, Record, Role, ToolCall, ToolResult, Transcript
+from transcripts.core.policy import INTERRUPTED_TEXT
+from transcripts.formats._json import ordered_like
+from transcripts.formats.base import Format, digest, preview
+
+_CALL_TYPES = ("toolCall", "toolUse", "functionCall")
+_CONTEXT_ENTRIES = ("custom_message", "branch_summary")
+_PROVIDERS = {
+    "anthropic-messages": "anthropic",
+    "openai-completions": "openai_chat",
+    "openai-responses": "openai_responses",
+    "openai-codex-responses": "openai_responses",
+    "google-generative-ai": "gemini",
+    "google-gemini-cli": "gemini",
+    "google-vertex": "gemini",
+    "bedrock-converse-stream": "bedrock",
+}
+
+
+class OpenClaw(Format):
+    id = "openclaw"
+    label = "OpenClaw / pi session JSONL"
+    tree = True
+    uid_key = "id"
+    parent_key = "parentId"
+    provider = "anthropic"
+
+    def sniff(self, sample: list[Any], filename: str) -> bool:
+        first = sample[0] if sample else None
+        return (
+            isinstance(first, dict)
+            and first.get("type") == "session"
+            and ("version" in first or "cwd" in first)
+        )
+
+    def classify(self, obj: Any, record: Record) -> None:
+        kind = obj.get("type")
+        record.kind = str(kind)
+        if isinstance(obj.get("id"), str) and kind != "session":
+            record.uid = obj["id"]
+        parent = obj.get("parentId")
+        record.parent = parent if isinstance(parent, str) else None
+        record.timestamp = obj.get("timestamp") if isinstance(obj.get("timestamp"), str) else None
+        message = obj.get("message")
+        if kind == "message" and isinstance(message, dict):
+            self._message(message, record)
+        elif kind == "compaction":
+            record.role = Role.META
+            keep = obj.get("firstKeptEntryId")
+            record.keep_from = keep if isinstance(keep, str) else ""
+            record.text = preview(obj.get("summary"))
+        elif kind in _CONTEXT_ENTRIES:
+            record.role = Role.USER
+            record.other_blocks = 1
+            record.text = preview(obj.get("content") or obj.get("summary"))
+        else:
+            record.role = Role.META
+
+    def _message(self, message: dict[str, Any], record: Record) -> None:
+        role = message.get("role")
+        record.kind = str(role)
+        content = message.get("content")
+        if role == "assistant":
+            record.role = Role.ASSISTANT
+            record.aborted = message.get("stopReason") in ("error", "aborted")
+            texts = []
+            for j, block in enumerate(content if isinstance(content, list) else []):
+                kind = block.get("type") if isinstance(block, dict) else None
+                if kind in _CALL_TYPES and isinstance(block, dict):
+                    name = block.get("name") if isinstance(block.get("name"), str) else ""
+                    call_id = str(block.get("id") or "")
+                    record.calls.append(ToolCall(call_id, name, record.index, j))
+                    args = block.get("arguments", block.get("input"))
+                    texts.append(f"{name}({preview(json.dumps(args, ensure_ascii=False), 200)})")
+                else:
+                    record.other_blocks += 1
+                    if kind == "text" and isinstance(block, dict):
+                        texts.append(str(block.get("text", "")))
+                    else:
+                        texts.append(f"({kind})")
+            if isinstance(content, str):
+                record.other_blocks += 1
+                texts.append(content)
+            record.text = preview(" ".join(texts))
+        elif role == "toolResult":
+            record.role = Role.TOOL
+            call_id = message.get("toolCallId", message.get("toolUseId"))
+            text = preview(content)
+            record.results.append(
+                ToolResult(str(call_id or ""), record.index, 0, message.get("isError") is True, text)
+            )
+            record.text = text
+        else:
+            record.role = Role.USER
+            record.other_blocks = 1
+            record.text = preview(content)
+
+    def provider_of(self, records: list[Record]) -> str:
+        for record in reversed(records):
+            if record.role is Role.ASSISTANT and isinstance(record.obj, dict):
+                api = record.obj.get("message", {}).get("api")
+                if api in _PROVIDERS:
+                    return _PROVIDERS[api]
+        return self.provider
+
+    def synthetic(self, transcript: Transcript, op: Op) -> Any:
+        assert op.call is not None
+        call_entry = transcript.records[op.call.record].obj
+        sibling = next((r.obj for r in transcript.records if r.role is Role.TOOL), None)
+        message: dict[str, Any] = {
+            "role": "toolResult",
+            "toolCallId": op.call.id,
+            "toolName": op.call.name,
+            "content": [{"type": "text", "text": op.text}],
+        }
+        if op.text == INTERRUPTED_TEXT:
+            message["details"] = {"ok": False, "error": "interrupted"}
+        message["isError"] = True
+        message["timestamp"] = call_entry.get("message", {}).get("timestamp")
+        entry = {
+            "type": "message",
+            "id": self.new_uid(transcript, op),
+            "parentId": None,
+            "timestamp": call_entry.get("timestamp"),
+            "message": ordered_like(sibling.get("message") if sibling else None, message),
+        }
+        return ordered_like(sibling, entry)
+
+    def carry(self, transcript: Transcript, op: Op) -> Any:
+        raise ValueError("pi/OpenClaw results are whole records; they move whole")
+
+    def strip(self, obj: Any, blocks: frozenset[int]) -> Any:
+        out = copy.copy(obj)
+        message = dict(obj["message"])
+        message["content"] = [b for j, b in enumerate(message["content"]) if j not in blocks]
+        out["message"] = message
+        return out
+
+    def new_uid(self, transcript: Transcript, op: Op) -> str:
+        assert op.call is not None
+        return digest(transcript.records[op.call.record].uid, op.call.id, op.call.block, op.kind)[:8]
