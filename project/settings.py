@@ -1,0 +1,180 @@
+"""Settings for Pairfix, read from the environment.
+
+With nothing set, everything lives under `var/`: a SQLite database in WAL mode,
+uploaded blobs in `var/media` and Celery's filesystem broker in `var/broker`, so
+`runserver`, a worker and the tests run with no other service. Set
+`DATABASE_URL` and `CELERY_BROKER_URL` for PostgreSQL and Redis.
+"""
+
+import os
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def envbool(name: str, default: str) -> bool:
+    """Return the boolean environment variable `name`; raise on anything but True/False."""
+    value = os.getenv(name, default)
+    if value not in ("True", "False"):
+        raise ImproperlyConfigured(f"{name} must be True or False, not {value!r}")
+    return value == "True"
+
+
+def envint(name: str, default: str) -> int:
+    """Return the integer environment variable `name`; raise on a non-integer."""
+    value = os.getenv(name, default)
+    try:
+        return int(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be an integer, not {value!r}") from None
+
+
+def envpath(name: str, default: Path) -> Path:
+    """Return the directory named by `name` (default `default`), creating it if needed."""
+    path = Path(os.getenv(name, str(default))).resolve()
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+SECRET_KEY = os.getenv("SECRET_KEY", "pairfix-development-key-not-for-production")
+DEBUG = envbool("DEBUG", "True")
+ALLOWED_HOSTS = [h for h in os.getenv("ALLOWED_HOSTS", "127.0.0.1,localhost").split(",") if h]
+CSRF_TRUSTED_ORIGINS = [o for o in os.getenv("CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+
+VAR_DIR = envpath("VAR_DIR", BASE_DIR / "var")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "template_partials",
+    "transcripts",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "project.urls"
+WSGI_APPLICATION = "project.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+if database_url := os.getenv("DATABASE_URL"):
+    DATABASES = {"default": dj_database_url.parse(database_url, conn_max_age=60)}
+else:
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": VAR_DIR / "pairfix.sqlite3",
+            # WAL lets the worker write while the web server reads; IMMEDIATE takes
+            # the write lock up front, so concurrent writers wait instead of failing
+            # with "database is locked" halfway through a transaction.
+            "OPTIONS": {
+                "transaction_mode": "IMMEDIATE",
+                "timeout": 20,
+                "init_command": "PRAGMA journal_mode=WAL;PRAGMA synchronous=NORMAL;",
+            },
+            # A file, not memory: the test worker thread and the live server need
+            # their own connections to the same test database.
+            "TEST": {"NAME": str(VAR_DIR / "test.sqlite3")},
+        }
+    }
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "transcripts:session_list"
+LOGOUT_REDIRECT_URL = "login"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+
+MEDIA_ROOT = envpath("MEDIA_ROOT", VAR_DIR / "media")
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": (
+            "django.contrib.staticfiles.storage.StaticFilesStorage"
+            if DEBUG
+            else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        )
+    },
+}
+
+# Uploads are read whole by the analyzer anyway; this bounds one request.
+DATA_UPLOAD_MAX_MEMORY_SIZE = envint("DATA_UPLOAD_MAX_MEMORY_SIZE", str(50 * 1024 * 1024))
+FILE_UPLOAD_MAX_MEMORY_SIZE = DATA_UPLOAD_MAX_MEMORY_SIZE
+DATA_UPLOAD_MAX_NUMBER_FILES = envint("DATA_UPLOAD_MAX_NUMBER_FILES", "200")
+
+if broker_url := os.getenv("CELERY_BROKER_URL"):
+    CELERY_BROKER_URL = broker_url
+    CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {}
+else:
+    broker_dir = envpath("BROKER_DIR", VAR_DIR / "broker")
+    for sub in ("queue", "control", "processed"):
+        (broker_dir / sub).mkdir(exist_ok=True)
+    CELERY_BROKER_URL = "filesystem://"
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        # Producer and consumer share one folder: the web server writes where the
+        # worker reads.
+        "data_folder_in": str(broker_dir / "queue"),
+        "data_folder_out": str(broker_dir / "queue"),
+        "control_folder": str(broker_dir / "control"),
+        "store_processed": True,
+        "processed_folder": str(broker_dir / "processed"),
+    }
+CELERY_TASK_DEFAULT_QUEUE = os.getenv("CELERY_TASK_DEFAULT_QUEUE", "pairfix")
+# Progress lives in Job rows; nothing reads task results.
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": os.getenv("LOG_LEVEL", "WARNING")},
+}

@@ -1,0 +1,69 @@
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest
+
+from transcripts.models import AuditRecord, Job, JobItem, Membership, Revision, Session, Workspace
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Show rows that nothing may change: revisions are immutable, audit is append-only."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 1
+
+
+@admin.register(Workspace)
+class WorkspaceAdmin(admin.ModelAdmin):
+    list_display = ["name", "created"]
+    inlines = [MembershipInline]
+
+
+@admin.register(Session)
+class SessionAdmin(admin.ModelAdmin):
+    list_display = ["name", "workspace", "format", "record_count", "created"]
+    list_filter = ["workspace", "format"]
+    readonly_fields = ["head", "fault_counts", "record_count", "format", "error"]
+
+
+@admin.register(Revision)
+class RevisionAdmin(ReadOnlyAdmin):
+    list_display = ["session", "number", "policy", "engine_version", "sha256", "created_at"]
+
+
+@admin.register(Job)
+class JobAdmin(ReadOnlyAdmin):
+    list_display = ["pk", "workspace", "policy", "status", "total", "done", "failed"]
+    list_filter = ["status"]
+
+
+@admin.register(JobItem)
+class JobItemAdmin(ReadOnlyAdmin):
+    list_display = ["job", "session", "status", "op_count"]
+
+
+@admin.register(AuditRecord)
+class AuditRecordAdmin(ReadOnlyAdmin):
+    list_display = [
+        "created_at",
+        "op",
+        "fault_kind",
+        "tool_call_id",
+        "session",
+        "record",
+        "policy_row",
+        "acting_user",
+        "job",
+    ]
+    list_filter = ["op", "fault_kind"]

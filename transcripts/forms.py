@@ -1,0 +1,76 @@
+"""Forms: upload, bulk repair and the policy chooser; querysets scoped to the user."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from transcripts.engine import DEFAULT_POLICY, PRESETS
+from transcripts.models import Session, Workspace
+
+
+def policy_choices() -> list[tuple[str, str]]:
+    """Return (name, name) for every policy preset, the default first."""
+    names = sorted(PRESETS, key=lambda name: (name != DEFAULT_POLICY, name))
+    return [(name, name) for name in names]
+
+
+class MultipleFileInput(forms.ClearableFileInput):
+    allow_multiple_selected = True
+
+
+class MultipleFileField(forms.FileField):
+    """A file field that accepts several files (Django's documented recipe)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("widget", MultipleFileInput())
+        super().__init__(*args, **kwargs)
+
+    def clean(self, data: Any, initial: Any = None) -> Any:
+        single_file_clean = super().clean
+        if isinstance(data, list | tuple):
+            return [single_file_clean(d, initial) for d in data]
+        return [single_file_clean(data, initial)]
+
+
+class UploadForm(forms.Form):
+    workspace = forms.ModelChoiceField(queryset=Workspace.objects.none(), empty_label=None)
+    files = MultipleFileField(
+        label="Session files", help_text="JSON or JSONL transcripts, one session per file."
+    )
+
+    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["workspace"].queryset = Workspace.objects.for_user(user)
+
+    def clean_files(self) -> Any:
+        files = self.cleaned_data["files"]
+        for f in files:
+            # Keep only the last path component: a browser may send a relative path.
+            f.name = f.name.replace("\\", "/").rsplit("/", 1)[-1]
+        return files
+
+
+class RepairForm(forms.Form):
+    sessions = forms.ModelMultipleChoiceField(
+        queryset=Session.objects.none(), widget=forms.CheckboxSelectMultiple
+    )
+    policy = forms.ChoiceField(choices=policy_choices, initial=DEFAULT_POLICY)
+
+    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["sessions"].queryset = Session.objects.for_user(user)
+
+    def clean_sessions(self) -> Any:
+        sessions = self.cleaned_data["sessions"]
+        if len({s.workspace_id for s in sessions}) > 1:
+            raise forms.ValidationError("Select sessions of one workspace per job.")
+        return sessions
+
+
+class PolicyForm(forms.Form):
+    policy = forms.ChoiceField(choices=policy_choices, required=False)
+
+    def clean_policy(self) -> str:
+        return self.cleaned_data["policy"] or DEFAULT_POLICY

@@ -1,0 +1,48 @@
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+
+from transcripts import actions
+from transcripts.models import Membership, Workspace
+
+DEMO_USERNAME = "demo"
+# A local demo login, printed on every run; not a secret.
+DEMO_PASSWORD = "pairfix-demo"
+DEMO_WORKSPACE = "Demo"
+SAMPLES = settings.BASE_DIR / "demo" / "samples"
+
+
+def demo_files() -> list[Path]:
+    """Return the demo sessions: every sample transcript, without the expectation files."""
+    return sorted(
+        path
+        for folder in ("formats", "cases")
+        for path in (SAMPLES / folder).iterdir()
+        if path.suffix in (".json", ".jsonl") and not path.name.endswith(".expect.json")
+    )
+
+
+class Command(BaseCommand):
+    help = "Create the demo user and workspace and load the sample sessions (idempotent)."
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        user, _ = get_user_model().objects.get_or_create(username=DEMO_USERNAME)
+        user.set_password(DEMO_PASSWORD)
+        user.save()
+        workspace = Workspace.objects.filter(name=DEMO_WORKSPACE).first()
+        if workspace is None:
+            workspace = actions.do_create_workspace(DEMO_WORKSPACE, acting_user=user)
+        Membership.objects.get_or_create(
+            user=user, workspace=workspace, defaults={"role": Membership.Role.OWNER}
+        )
+        loaded = set(workspace.sessions.values_list("name", flat=True))
+        added = 0
+        for path in demo_files():
+            if path.name not in loaded:
+                actions.do_ingest_session(workspace, path.name, path.read_bytes(), acting_user=user)
+                added += 1
+        self.stdout.write(f"Demo workspace {workspace.name!r}: {added} session(s) added.")
+        self.stdout.write(f"Log in at http://127.0.0.1:8000/ as {DEMO_USERNAME} / {DEMO_PASSWORD}")

@@ -1,0 +1,284 @@
+"""Thin models: workspaces, sessions and their immutable revisions, jobs and the audit trail.
+
+Every query a view makes starts from a `for_user` helper, so another
+workspace's rows are simply not found (a 404, never a 403).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from django.conf import settings
+from django.core.files.base import ContentFile
+from django.core.files.storage import default_storage
+from django.db import models
+from django.urls import reverse
+
+
+def blob_name(sha256: str) -> str:
+    """Return the storage name of the blob whose content hashes to `sha256` (hex)."""
+    return f"blobs/{sha256[:2]}/{sha256}"
+
+
+def store_blob(data: bytes) -> str:
+    """Store `data` content-addressed in the default storage; return its sha256 (hex).
+
+    Storing the same bytes twice keeps one blob: the name is the hash.
+    """
+    sha256 = hashlib.sha256(data).hexdigest()
+    name = blob_name(sha256)
+    if not default_storage.exists(name):
+        default_storage.save(name, ContentFile(data))
+    return sha256
+
+
+class WorkspaceQuerySet(models.QuerySet["Workspace"]):
+    def for_user(self, user: Any) -> WorkspaceQuerySet:
+        """Return the workspaces `user` is a member of."""
+        return self.filter(memberships__user=user)
+
+
+class Workspace(models.Model):
+    name = models.CharField(max_length=100, unique=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    objects = WorkspaceQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Membership(models.Model):
+    class Role(models.TextChoices):
+        OWNER = "owner"
+        MEMBER = "member"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="memberships")
+    workspace = models.ForeignKey(Workspace, models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=20, choices=Role.choices, default=Role.MEMBER)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "workspace"], name="one_membership_per_user")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.workspace} ({self.role})"
+
+
+class SessionQuerySet(models.QuerySet["Session"]):
+    def for_user(self, user: Any) -> SessionQuerySet:
+        """Return the sessions in the workspaces of `user`."""
+        return self.filter(workspace__memberships__user=user)
+
+    def with_fault(self, kind: str) -> SessionQuerySet:
+        """Return the sessions whose head revision has at least one fault of `kind`."""
+        return self.filter(fault_counts__has_key=kind)
+
+
+class Session(models.Model):
+    """One uploaded transcript; `head` is its current revision."""
+
+    workspace = models.ForeignKey(Workspace, models.CASCADE, related_name="sessions")
+    name = models.CharField(max_length=255, help_text="The uploaded file name.")
+    format = models.CharField(max_length=40)
+    record_count = models.PositiveIntegerField(default=0)
+    # Denormalised from the head revision's analysis so the list needs no parsing.
+    fault_counts = models.JSONField(default=dict)
+    error = models.TextField(blank=True, help_text="Why the file could not be read.")
+    head = models.ForeignKey("Revision", models.PROTECT, null=True, blank=True, related_name="+")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created = models.DateTimeField(auto_now_add=True)
+
+    objects = SessionQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created", "-id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def get_absolute_url(self) -> str:
+        return reverse("transcripts:session_detail", args=[self.pk])
+
+    @property
+    def fault_total(self) -> int:
+        """Return the number of faults in the head revision."""
+        return sum(self.fault_counts.values())
+
+
+class Revision(models.Model):
+    """Immutable bytes of a session: number 0 is the upload, each repair adds one.
+
+    The content lives in storage under its sha256 (`blob_name`), so identical
+    bytes are stored once and a revision can never be rewritten in place.
+    """
+
+    session = models.ForeignKey(Session, models.CASCADE, related_name="revisions")
+    number = models.PositiveIntegerField()
+    sha256 = models.CharField(max_length=64)
+    size = models.PositiveBigIntegerField()
+    policy = models.CharField(max_length=40, blank=True)
+    engine_version = models.CharField(max_length=20)
+    parent = models.ForeignKey("self", models.PROTECT, null=True, blank=True, related_name="+")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["session", "number"]
+        constraints = [
+            # Two repairs racing from the same head cannot both write number n+1.
+            models.UniqueConstraint(fields=["session", "number"], name="one_revision_number")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session} r{self.number}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not self._state.adding:
+            raise ValueError("revisions are immutable")
+        super().save(*args, **kwargs)
+
+    def read(self) -> bytes:
+        """Return the exact bytes of this revision."""
+        with default_storage.open(blob_name(self.sha256), "rb") as f:
+            return f.read()
+
+
+class JobQuerySet(models.QuerySet["Job"]):
+    def for_user(self, user: Any) -> JobQuerySet:
+        """Return the jobs in the workspaces of `user`."""
+        return self.filter(workspace__memberships__user=user)
+
+
+class Job(models.Model):
+    """A bulk repair of some sessions under one policy; progress counters live in the row."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+
+    workspace = models.ForeignKey(Workspace, models.CASCADE, related_name="jobs")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    policy = models.CharField(max_length=40)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    total = models.PositiveIntegerField(default=0)
+    done = models.PositiveIntegerField(default=0)
+    failed = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = JobQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"job {self.pk} ({self.policy}, {self.status})"
+
+    def get_absolute_url(self) -> str:
+        return reverse("transcripts:job_detail", args=[self.pk])
+
+    @property
+    def finished_items(self) -> int:
+        """Return how many items are finished, repaired or not."""
+        return self.done + self.failed
+
+
+class JobItem(models.Model):
+    """One session of a job; a worker claims it with a conditional UPDATE on `status`."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        REPAIRED = "repaired"
+        UNCHANGED = "unchanged"
+        FENCE_LOST = "fence_lost"
+        FAILED = "failed"
+
+    job = models.ForeignKey(Job, models.CASCADE, related_name="items")
+    session = models.ForeignKey(Session, models.CASCADE, related_name="job_items")
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    revision = models.ForeignKey(Revision, models.PROTECT, null=True, blank=True, related_name="+")
+    op_count = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["job", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["job", "session"], name="one_item_per_session")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job} / {self.session}: {self.status}"
+
+
+class AuditRecordQuerySet(models.QuerySet["AuditRecord"]):
+    def for_user(self, user: Any) -> AuditRecordQuerySet:
+        """Return the audit records of sessions in the workspaces of `user`."""
+        return self.filter(session__workspace__memberships__user=user)
+
+
+class AuditRecord(models.Model):
+    """Append-only: one row per change to a session (an ingest, or one op of a repair).
+
+    For an op that removes or moves part of a record, `span_start`/`span_end`
+    are the byte offsets of that record in `revision_from` and `removed_bytes`
+    its bytes, so nothing a repair drops is lost.
+    """
+
+    class Action(models.TextChoices):
+        INGEST = "ingest"
+        INSERT_RESULT = "insert_result"
+        DROP_RESULT = "drop_result"
+        MOVE_RESULT = "move_result"
+        DROP_CALL = "drop_call"
+
+    job = models.ForeignKey(Job, models.PROTECT, null=True, blank=True, related_name="audit")
+    acting_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    session = models.ForeignKey(Session, models.PROTECT, related_name="audit")
+    revision_from = models.ForeignKey(
+        Revision, models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    revision_to = models.ForeignKey(
+        Revision, models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    op = models.CharField(max_length=20, choices=Action.choices)
+    fault_kind = models.CharField(max_length=40, blank=True)
+    tool_call_id = models.CharField(max_length=255, blank=True)
+    record = models.IntegerField(null=True, blank=True, help_text="Raw record index (0-based).")
+    block = models.IntegerField(null=True, blank=True)
+    anchor = models.IntegerField(
+        null=True, blank=True, help_text="Record after which an inserted or moved result goes."
+    )
+    policy_row = models.CharField(max_length=80, blank=True)
+    engine_version = models.CharField(max_length=20, blank=True)
+    span_start = models.PositiveBigIntegerField(null=True, blank=True)
+    span_end = models.PositiveBigIntegerField(null=True, blank=True)
+    removed_bytes = models.BinaryField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = AuditRecordQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.op} {self.tool_call_id or ''} on {self.session}".strip()
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not self._state.adding:
+            raise ValueError("audit records are append-only")
+        super().save(*args, **kwargs)
