@@ -81,6 +81,13 @@ def live_context(transcript: Transcript, path: list[int] | None = None) -> list[
     return context
 
 
+def results_follow_content(record: Record) -> bool:
+    """Return True when some other content block comes before the record's first result."""
+    taken = {r.block for r in record.results} | {c.block for c in record.calls}
+    first = min(r.block for r in record.results)
+    return any(j not in taken for j in range(first))
+
+
 @dataclass(slots=True)
 class Turn:
     """One assistant message (its records re-joined) with the results run right after it."""
@@ -124,7 +131,7 @@ def turns(transcript: Transcript, context: list[int]) -> list[Turn]:
             k += 1
         while k < len(messages) and records[messages[k]].role in (Role.USER, Role.TOOL):
             follower = records[messages[k]]
-            if not follower.results:
+            if not follower.results or results_follow_content(follower):
                 break
             turn.run.append(follower.index)
             k += 1

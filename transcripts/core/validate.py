@@ -64,6 +64,15 @@ def unexpected_text(provider: str, message: int, block: int, tool_call_id: str) 
     )
 
 
+def not_first_text(message: int, count: int) -> str:
+    """Return Anthropic's error for tool results that do not open their user message."""
+    return (
+        f"messages.{message}: Did not find {count} `tool_result` block(s) at the beginning of "
+        "this message. Messages following `tool_use` blocks must begin with a matching number "
+        "of `tool_result` blocks."
+    )
+
+
 def request_positions(transcript: Transcript, context: list[int]) -> dict[int, tuple[int, int]]:
     """Map each record of `context` to (request message index, index of its first block).
 
@@ -105,6 +114,8 @@ class _Message:
     role: Role
     calls: list[tuple[int, str]]  # (record, tool call id)
     results: list[tuple[int, int, str]]  # (record, block within the message, tool call id)
+    late: set[tuple[int, int]]  # results written after other content of the message
+    content_seen: bool = False
 
 
 def _messages(transcript: Transcript, order: list[int]) -> list[_Message]:
@@ -123,10 +134,17 @@ def _messages(transcript: Transcript, order: list[int]) -> list[_Message]:
         )
         if not joins:
             role = Role.USER if record.role is Role.TOOL else record.role
-            messages.append(_Message(message, role, [], []))
+            messages.append(_Message(message, role, [], [], set()))
         current = messages[-1]
         current.calls.extend((i, c.id) for c in record.calls)
         current.results.extend((i, first + r.block, r.tool_call_id) for r in record.results)
+        taken = {r.block for r in record.results} | {c.block for c in record.calls}
+        total = len(record.calls) + len(record.results) + record.other_blocks
+        others = [j for j in range(total) if j not in taken]
+        for r in record.results:
+            if current.content_seen or (others and others[0] < r.block):
+                current.late.add((i, first + r.block))
+        current.content_seen = current.content_seen or bool(others)
         last, last_role = message, record.role
     return messages
 
@@ -175,7 +193,9 @@ def validate(transcript: Transcript, context: list[int] | None = None) -> list[V
         expected = {cid for _, cid in previous.calls} if previous is not None else set()
         got: set[str] = set()
         for rec, block, cid in message.results:
-            if cid in expected and cid not in got:
+            if (rec, block) in message.late and provider in ("anthropic", "bedrock"):
+                violations.append(Violation(rec, cid, not_first_text(message.index, len(expected))))
+            elif cid in expected and cid not in got:
                 got.add(cid)
             else:
                 violations.append(

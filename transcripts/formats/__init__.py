@@ -86,19 +86,31 @@ def load(data: bytes, filename: str, format: str | None = None) -> Transcript:
             doc_error = (line, col, exc.msg)
     elif not first:
         raise FormatError(filename, 1, "the file is empty")
-    wants_doc = format is not None and not FORMATS[format].jsonl
-    if root is not None and (isinstance(root, list) or wants_doc):
-        return _load_document(data, filename, root, format)
-    if isinstance(root, dict) and format is None:
+    if format is not None:
+        if root is not None and not FORMATS[format].jsonl:
+            return _load_document(data, filename, root, format)
+        return _load_jsonl(data, filename, format, doc_error)
+    if root is not None:
         fmt = _sniff([root], filename, documents=True)
         if fmt is not None:
             return _load_document(data, filename, root, fmt.id)
+        if not (isinstance(root, dict) and body.strip().count(b"\n") == 0):
+            raise FormatError(
+                filename,
+                1,
+                "unknown format: a JSON document that is not OpenAI Chat Completions or "
+                "Anthropic Messages (no tool calls or tool results found)",
+            )
     return _load_jsonl(data, filename, format, doc_error)
 
 
 def _sniff(sample: list[Any], filename: str, documents: bool) -> Format | None:
-    for fmt in FORMATS.values():
-        if fmt.jsonl != documents and fmt.sniff(sample, filename):
+    candidates = [fmt for fmt in FORMATS.values() if fmt.jsonl != documents]
+    for fmt in candidates:
+        if fmt.sniff(sample, filename):
+            return fmt
+    for fmt in candidates:
+        if fmt.sniff_loose(sample, filename):
             return fmt
     return None
 
@@ -196,18 +208,20 @@ def _load_jsonl(
     sample = [r.obj for r in records[:_SNIFF_LINES] if r.obj is not None]
     fmt = FORMATS[format] if format else _sniff(sample, filename, documents=False)
     if fmt is None:
-        if doc_error is not None or not sample:
-            line, col, msg = doc_error or (records[0].line if records else 1, 1, "not JSON")
-            bad = next((r for r in records if r.error), None)
-            reason = bad.error if bad is not None and not sample else f"{filename}: line {line}: column {col}: {msg}"
-            raise FormatError(filename, line, reason.split(": ", 2)[-1] if reason.startswith(filename) else reason)
-        raise FormatError(
-            filename,
-            1,
-            "unknown format: not Claude Code, OpenClaw/pi, OpenAI Chat Completions or "
-            "Anthropic Messages",
-            records=len(records),
-        )
+        if sample:
+            raise FormatError(
+                filename,
+                1,
+                "unknown format: JSON lines, but not Claude Code, OpenClaw/pi, OpenAI Chat "
+                "Completions or Anthropic Messages",
+                records=len(records),
+            )
+        if doc_error is not None:
+            line, col, msg = doc_error
+            raise FormatError(filename, line, f"not valid JSON: column {col}: {msg}")
+        bad = records[0]
+        reason = (bad.error or "").split(": ", 2)[-1]
+        raise FormatError(filename, bad.line, f"not JSON or JSON lines: {reason}")
     for record in records:
         if record.obj is not None:
             fmt.classify(record.obj, record)

@@ -38,6 +38,14 @@ class Anthropic(Format):
             for m in messages
         )
 
+    def sniff_loose(self, sample: list[Any], filename: str) -> bool:
+        messages = _messages(sample)
+        return bool(messages) and all(
+            isinstance(m, dict) and m.get("role") in ("user", "assistant")
+            and isinstance(m.get("content"), (str, list))
+            for m in messages or ()
+        )
+
     def classify(self, obj: Any, record: Record) -> None:
         role = obj.get("role")
         record.kind = str(role)

@@ -28,6 +28,10 @@ class Format:
         """Return True when `sample` (first parsed lines, or [document root]) is this format."""
         raise NotImplementedError
 
+    def sniff_loose(self, sample: list[Any], filename: str) -> bool:
+        """Return True when `sample` could be this format though no sniff was sure of it."""
+        return False
+
     def classify(self, obj: Any, record: Record) -> None:
         """Fill `record`'s role, kind, calls, results, links and preview from `obj`."""
         raise NotImplementedError

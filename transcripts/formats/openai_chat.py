@@ -38,6 +38,14 @@ class OpenAIChat(Format):
             for m in messages or ()
         )
 
+    def sniff_loose(self, sample: list[Any], filename: str) -> bool:
+        messages = _messages(sample)
+        return bool(messages) and all(
+            isinstance(m, dict) and isinstance(m.get("role"), str)
+            and (m.get("content") is None or isinstance(m.get("content"), str))
+            for m in messages or ()
+        )
+
     def classify(self, obj: Any, record: Record) -> None:
         role = obj.get("role")
         record.kind = str(role)

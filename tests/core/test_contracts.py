@@ -1,0 +1,113 @@
+"""DESIGN.md contracts 1-6, as properties over generated sessions of every format."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests import sessions
+from transcripts.core.detect import live_context
+from transcripts.core.validate import validate
+from transcripts.engine import PRESETS, analyze
+from transcripts.formats import load
+
+BUILDERS: dict[str, tuple[str, Callable[[sessions.Script], bytes]]] = {
+    "openai_chat": ("s.json", sessions.openai_chat),
+    "openai_chat_pretty": ("s.json", lambda s: sessions.openai_chat(s, indent=2)),
+    "anthropic": ("s.json", sessions.anthropic),
+    "claude_code": ("s.jsonl", sessions.claude_code),
+    "claude_code_crlf": ("s.jsonl", lambda s: sessions.claude_code(s, "\r\n", False)),
+    "openclaw": ("s.jsonl", sessions.openclaw),
+}
+formats = st.sampled_from(sorted(BUILDERS))
+
+
+def build(name: str, script: sessions.Script) -> tuple[str, bytes]:
+    filename, builder = BUILDERS[name]
+    return filename, builder(script)
+
+
+def violations(data: bytes, filename: str) -> list:
+    transcript = load(data, filename)
+    return validate(transcript, live_context(transcript))
+
+
+@settings(max_examples=150, deadline=None)
+@given(name=formats, script=sessions.scripts(healthy=True))
+def test_healthy_input_is_untouched(name: str, script: sessions.Script) -> None:
+    filename, data = build(name, script)
+    for policy in PRESETS:
+        result = analyze(data, filename, policy)
+        assert result.faults == []
+        assert not result.plan
+        assert result.repaired == data
+    assert violations(data, filename) == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(name=formats, script=sessions.scripts())
+def test_it_finds_every_injected_fault(name: str, script: sessions.Script) -> None:
+    filename, data = build(name, script)
+    result = analyze(data, filename)
+    assert sorted((str(f.kind), f.tool_call_id) for f in result.faults) == script.expected()
+    if not script.healthy:
+        assert violations(data, filename)
+
+
+@settings(max_examples=200, deadline=None)
+@given(name=formats, script=sessions.scripts(), policy=st.sampled_from(sorted(PRESETS)))
+def test_repair_is_valid_idempotent_and_deterministic(
+    name: str, script: sessions.Script, policy: str
+) -> None:
+    filename, data = build(name, script)
+    first = analyze(data, filename, policy)
+    again = analyze(data, filename, policy)
+    assert first.repaired == again.repaired
+    assert violations(first.repaired, filename) == []
+    second = analyze(first.repaired, filename, policy)
+    assert second.faults == []
+    assert not second.plan
+    assert second.repaired == first.repaired
+
+
+@settings(max_examples=100, deadline=None)
+@given(script=sessions.scripts())
+def test_every_call_is_answered_once_right_after_it(script: sessions.Script) -> None:
+    data = sessions.openai_chat(script)
+    repaired = load(analyze(data, "s.json").repaired, "s.json")
+    records = repaired.records
+    for k, record in enumerate(records):
+        if not record.calls:
+            continue
+        ids = [c.id for c in record.calls]
+        answers = []
+        for follower in records[k + 1 :]:
+            if not follower.results:
+                break
+            answers.extend(r.tool_call_id for r in follower.results)
+        assert sorted(answers) == sorted(ids)
+
+
+@pytest.mark.parametrize("name", sorted(BUILDERS))
+def test_untouched_jsonl_records_are_byte_identical(name: str) -> None:
+    script = sessions.Script(
+        [
+            sessions.Turn(["call_001", "call_002"], ["ok", "missing"]),
+            sessions.Turn(["call_003"], ["duplicate"]),
+            sessions.Turn(["call_004"], ["ok"]),
+        ]
+    )
+    filename, data = build(name, script)
+    result = analyze(data, filename)
+    touched = {op.record for op in result.plan.ops if op.record is not None}
+    transcript = load(data, filename)
+    out = result.repaired
+    for record in transcript.records:
+        raw = data[record.start : record.end]
+        if record.index in touched:
+            assert raw not in out
+        elif record.parent is None or record.uid is None:
+            assert raw in out

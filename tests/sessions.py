@@ -1,0 +1,255 @@
+"""Build sessions in native formats from an abstract script, for property tests.
+
+A script is a list of turns; each turn is a user prompt, then an assistant
+message with tool calls, then what happens to each call's result. Faults are
+injected by the script, so tests know what a correct detector must find.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from hypothesis import strategies as st
+
+FATES = ("ok", "missing", "duplicate", "displaced", "orphan")
+
+
+@dataclass
+class Turn:
+    calls: list[str]
+    fates: list[str]
+    text: str = "working"
+    reply: str = "done"
+
+
+@dataclass
+class Script:
+    turns: list[Turn] = field(default_factory=list)
+
+    @property
+    def healthy(self) -> bool:
+        return all(f == "ok" for t in self.turns for f in t.fates)
+
+    def expected(self) -> list[tuple[str, str]]:
+        """Return (fault kind, tool call id) pairs a correct detector reports."""
+        kinds = {
+            "missing": "missing_result",
+            "duplicate": "duplicate_result",
+            "displaced": "displaced_result",
+        }
+        found = []
+        for turn in self.turns:
+            for call, fate in zip(turn.calls, turn.fates, strict=True):
+                if fate in kinds:
+                    found.append((kinds[fate], call))
+                elif fate == "orphan":
+                    found.append(("orphaned_result", "stray_" + call))
+        return sorted(found)
+
+
+texts = st.text(
+    alphabet=st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), max_size=12
+)
+
+
+@st.composite
+def scripts(draw: st.DrawFn, healthy: bool = False) -> Script:
+    n_turns = draw(st.integers(1, 5))
+    script = Script()
+    counter = 0
+    for _ in range(n_turns):
+        n_calls = draw(st.integers(0, 3))
+        calls = []
+        for _ in range(n_calls):
+            counter += 1
+            calls.append(f"call_{counter:03d}")
+        fates = [draw(st.just("ok") if healthy else st.sampled_from(FATES)) for _ in calls]
+        script.turns.append(Turn(calls, fates, draw(texts), draw(texts)))
+    return script
+
+
+def _results_plan(turn: Turn) -> tuple[list[str], list[str], list[str]]:
+    """Return (ids answered right after the call, ids after an interjection, late ids)."""
+    now, after, late = [], [], []
+    for call, fate in zip(turn.calls, turn.fates, strict=True):
+        if fate == "ok":
+            now.append(call)
+        elif fate == "duplicate":
+            now.append(call)
+            late.append(call)
+        elif fate == "displaced":
+            after.append(call)
+        elif fate == "orphan":
+            now.append(call)
+            now.append("stray_" + call)
+    return now, after, late
+
+
+def openai_chat(script: Script, indent: int | None = None) -> bytes:
+    messages: list[dict] = [{"role": "system", "content": "You help."}]
+    late: list[str] = []
+    for k, turn in enumerate(script.turns):
+        messages.append({"role": "user", "content": f"task {k}"})
+        for call in late:
+            messages.append({"role": "tool", "tool_call_id": call, "content": "again"})
+        late = []
+        if not turn.calls:
+            messages.append({"role": "assistant", "content": turn.reply})
+            continue
+        messages.append(
+            {
+                "role": "assistant",
+                "content": turn.text or None,
+                "tool_calls": [
+                    {"id": c, "type": "function",
+                     "function": {"name": "run", "arguments": json.dumps({"n": k})}}
+                    for c in turn.calls
+                ],
+            }
+        )
+        now, after, late = _results_plan(turn)
+        messages.extend({"role": "tool", "tool_call_id": c, "content": "out " + c} for c in now)
+        if after:
+            messages.append({"role": "user", "content": "hurry up"})
+            messages.extend(
+                {"role": "tool", "tool_call_id": c, "content": "out " + c} for c in after
+            )
+        messages.append({"role": "assistant", "content": turn.reply})
+    if late:
+        messages.append({"role": "user", "content": "thanks"})
+        messages.extend({"role": "tool", "tool_call_id": c, "content": "again"} for c in late)
+    return json.dumps(messages, indent=indent, ensure_ascii=False).encode()
+
+
+def anthropic(script: Script, indent: int | None = 2) -> bytes:
+    messages: list[dict] = []
+    late: list[str] = []
+    for k, turn in enumerate(script.turns):
+        prompt: list[dict] = [
+            {"type": "tool_result", "tool_use_id": c, "content": "again"} for c in late
+        ]
+        messages.append({"role": "user", "content": prompt + [{"type": "text", "text": f"task {k}"}]})
+        late = []
+        if not turn.calls:
+            messages.append({"role": "assistant", "content": [{"type": "text", "text": turn.reply}]})
+            continue
+        messages.append(
+            {
+                "role": "assistant",
+                "content": [{"type": "text", "text": turn.text}]
+                + [{"type": "tool_use", "id": c, "name": "run", "input": {"n": k}} for c in turn.calls],
+            }
+        )
+        now, after, late = _results_plan(turn)
+        blocks = [{"type": "tool_result", "tool_use_id": c, "content": "out " + c} for c in now]
+        if after:
+            if blocks:
+                messages.append({"role": "user", "content": blocks})
+            messages.append(
+                {"role": "user", "content": [{"type": "text", "text": "hurry up"}]
+                 + [{"type": "tool_result", "tool_use_id": c, "content": "out " + c} for c in after]}
+            )
+        elif blocks:
+            messages.append({"role": "user", "content": blocks})
+        messages.append({"role": "assistant", "content": [{"type": "text", "text": turn.reply}]})
+    if late:
+        messages.append(
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": c, "content": "again"} for c in late]}
+        )
+    return json.dumps(messages, indent=indent, ensure_ascii=False).encode()
+
+
+class _Chain:
+    def __init__(self, uid_key: str, parent_key: str, width: int) -> None:
+        self.uid_key, self.parent_key, self.width = uid_key, parent_key, width
+        self.last: str | None = None
+        self.n = 0
+        self.lines: list[dict] = []
+
+    def add(self, body: dict) -> dict:
+        self.n += 1
+        uid = f"{self.n:0{self.width}x}"
+        line = {self.parent_key: self.last, **body, self.uid_key: uid}
+        self.last = uid
+        self.lines.append(line)
+        return line
+
+
+def claude_code(script: Script, eol: str = "\n", final_newline: bool = True) -> bytes:
+    chain = _Chain("uuid", "parentUuid", 32)
+    ctx = {"isSidechain": False, "sessionId": "s-1", "cwd": "/w"}
+
+    def user(content: object) -> None:
+        chain.add({**ctx, "type": "user", "message": {"role": "user", "content": content}})
+
+    def result(call: str, text: str) -> None:
+        user([{"tool_use_id": call, "type": "tool_result", "content": text}])
+
+    def assistant(mid: str, block: dict) -> None:
+        chain.add({**ctx, "type": "assistant",
+                   "message": {"id": mid, "role": "assistant", "content": [block]}})
+
+    chain.lines.append({"type": "file-history-snapshot", "messageId": "m"})
+    late: list[str] = []
+    for k, turn in enumerate(script.turns):
+        user(f"task {k}")
+        for call in late:
+            result(call, "again")
+        late = []
+        mid = f"msg_{k}"
+        assistant(mid, {"type": "text", "text": turn.text})
+        for call in turn.calls:
+            assistant(mid, {"type": "tool_use", "id": call, "name": "Bash", "input": {"n": k}})
+        now, after, late = _results_plan(turn)
+        for call in now:
+            result(call, "out " + call)
+        if after:
+            user([{"type": "text", "text": "hurry up"}])
+            for call in after:
+                result(call, "out " + call)
+        assistant(f"msg_{k}_end", {"type": "text", "text": turn.reply})
+    for call in late:
+        result(call, "again")
+    text = eol.join(json.dumps(line, separators=(",", ":"), ensure_ascii=False)
+                    for line in chain.lines)
+    return (text + (eol if final_newline else "")).encode()
+
+
+def openclaw(script: Script) -> bytes:
+    chain = _Chain("id", "parentId", 8)
+    header = {"type": "session", "version": 3, "id": "sess", "cwd": "/w"}
+
+    def message(body: dict) -> None:
+        line = chain.add({"type": "message", "message": body})
+        line["type"] = "message"
+
+    late: list[str] = []
+    for k, turn in enumerate(script.turns):
+        message({"role": "user", "content": [{"type": "text", "text": f"task {k}"}]})
+        for call in late:
+            message({"role": "toolResult", "toolCallId": call, "toolName": "exec",
+                     "content": [{"type": "text", "text": "again"}], "isError": False})
+        late = []
+        message({"role": "assistant", "api": "anthropic-messages",
+                 "content": [{"type": "text", "text": turn.text}]
+                 + [{"type": "toolCall", "id": c, "name": "exec", "arguments": {"n": k}}
+                    for c in turn.calls], "stopReason": "toolUse"})
+        now, after, late = _results_plan(turn)
+        for call in now:
+            message({"role": "toolResult", "toolCallId": call, "toolName": "exec",
+                     "content": [{"type": "text", "text": "out " + call}], "isError": False})
+        if after:
+            message({"role": "user", "content": [{"type": "text", "text": "hurry up"}]})
+            for call in after:
+                message({"role": "toolResult", "toolCallId": call, "toolName": "exec",
+                         "content": [{"type": "text", "text": "out"}], "isError": False})
+        message({"role": "assistant", "api": "anthropic-messages",
+                 "content": [{"type": "text", "text": turn.reply}], "stopReason": "stop"})
+    for call in late:
+        message({"role": "toolResult", "toolCallId": call, "toolName": "exec",
+                 "content": [{"type": "text", "text": "again"}], "isError": False})
+    lines = [header] + chain.lines
+    return ("\n".join(json.dumps(x, separators=(",", ":"), ensure_ascii=False) for x in lines)
+            + "\n").encode()
