@@ -48,9 +48,7 @@ class Script:
         return sorted(found)
 
 
-texts = st.text(
-    alphabet=st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), max_size=12
-)
+texts = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), max_size=12)
 
 
 @st.composite
@@ -102,8 +100,11 @@ def openai_chat(script: Script, indent: int | None = None) -> bytes:
                 "role": "assistant",
                 "content": turn.text or None,
                 "tool_calls": [
-                    {"id": c, "type": "function",
-                     "function": {"name": "run", "arguments": json.dumps({"n": k})}}
+                    {
+                        "id": c,
+                        "type": "function",
+                        "function": {"name": "run", "arguments": json.dumps({"n": k})},
+                    }
                     for c in turn.calls
                 ],
             }
@@ -129,16 +130,23 @@ def anthropic(script: Script, indent: int | None = 2) -> bytes:
         prompt: list[dict] = [
             {"type": "tool_result", "tool_use_id": c, "content": "again"} for c in late
         ]
-        messages.append({"role": "user", "content": prompt + [{"type": "text", "text": f"task {k}"}]})
+        messages.append(
+            {"role": "user", "content": prompt + [{"type": "text", "text": f"task {k}"}]}
+        )
         late = []
         if not turn.calls:
-            messages.append({"role": "assistant", "content": [{"type": "text", "text": turn.reply}]})
+            messages.append(
+                {"role": "assistant", "content": [{"type": "text", "text": turn.reply}]}
+            )
             continue
         messages.append(
             {
                 "role": "assistant",
                 "content": [{"type": "text", "text": turn.text}]
-                + [{"type": "tool_use", "id": c, "name": "run", "input": {"n": k}} for c in turn.calls],
+                + [
+                    {"type": "tool_use", "id": c, "name": "run", "input": {"n": k}}
+                    for c in turn.calls
+                ],
             }
         )
         now, after, late = _results_plan(turn)
@@ -147,16 +155,26 @@ def anthropic(script: Script, indent: int | None = 2) -> bytes:
             if blocks:
                 messages.append({"role": "user", "content": blocks})
             messages.append(
-                {"role": "user", "content": [{"type": "text", "text": "hurry up"}]
-                 + [{"type": "tool_result", "tool_use_id": c, "content": "out " + c} for c in after]}
+                {
+                    "role": "user",
+                    "content": [{"type": "text", "text": "hurry up"}]
+                    + [
+                        {"type": "tool_result", "tool_use_id": c, "content": "out " + c}
+                        for c in after
+                    ],
+                }
             )
         elif blocks:
             messages.append({"role": "user", "content": blocks})
         messages.append({"role": "assistant", "content": [{"type": "text", "text": turn.reply}]})
     if late:
         messages.append(
-            {"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": c, "content": "again"} for c in late]}
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": c, "content": "again"} for c in late
+                ],
+            }
         )
     return json.dumps(messages, indent=indent, ensure_ascii=False).encode()
 
@@ -188,8 +206,13 @@ def claude_code(script: Script, eol: str = "\n", final_newline: bool = True) -> 
         user([{"tool_use_id": call, "type": "tool_result", "content": text}])
 
     def assistant(mid: str, block: dict) -> None:
-        chain.add({**ctx, "type": "assistant",
-                   "message": {"id": mid, "role": "assistant", "content": [block]}})
+        chain.add(
+            {
+                **ctx,
+                "type": "assistant",
+                "message": {"id": mid, "role": "assistant", "content": [block]},
+            }
+        )
 
     chain.lines.append({"type": "file-history-snapshot", "messageId": "m"})
     late: list[str] = []
@@ -212,8 +235,9 @@ def claude_code(script: Script, eol: str = "\n", final_newline: bool = True) -> 
         assistant(f"msg_{k}_end", {"type": "text", "text": turn.reply})
     for call in late:
         result(call, "again")
-    text = eol.join(json.dumps(line, separators=(",", ":"), ensure_ascii=False)
-                    for line in chain.lines)
+    text = eol.join(
+        json.dumps(line, separators=(",", ":"), ensure_ascii=False) for line in chain.lines
+    )
     return (text + (eol if final_newline else "")).encode()
 
 
@@ -229,27 +253,70 @@ def openclaw(script: Script) -> bytes:
     for k, turn in enumerate(script.turns):
         message({"role": "user", "content": [{"type": "text", "text": f"task {k}"}]})
         for call in late:
-            message({"role": "toolResult", "toolCallId": call, "toolName": "exec",
-                     "content": [{"type": "text", "text": "again"}], "isError": False})
+            message(
+                {
+                    "role": "toolResult",
+                    "toolCallId": call,
+                    "toolName": "exec",
+                    "content": [{"type": "text", "text": "again"}],
+                    "isError": False,
+                }
+            )
         late = []
-        message({"role": "assistant", "api": "anthropic-messages",
-                 "content": [{"type": "text", "text": turn.text}]
-                 + [{"type": "toolCall", "id": c, "name": "exec", "arguments": {"n": k}}
-                    for c in turn.calls], "stopReason": "toolUse"})
+        message(
+            {
+                "role": "assistant",
+                "api": "anthropic-messages",
+                "content": [{"type": "text", "text": turn.text}]
+                + [
+                    {"type": "toolCall", "id": c, "name": "exec", "arguments": {"n": k}}
+                    for c in turn.calls
+                ],
+                "stopReason": "toolUse",
+            }
+        )
         now, after, late = _results_plan(turn)
         for call in now:
-            message({"role": "toolResult", "toolCallId": call, "toolName": "exec",
-                     "content": [{"type": "text", "text": "out " + call}], "isError": False})
+            message(
+                {
+                    "role": "toolResult",
+                    "toolCallId": call,
+                    "toolName": "exec",
+                    "content": [{"type": "text", "text": "out " + call}],
+                    "isError": False,
+                }
+            )
         if after:
             message({"role": "user", "content": [{"type": "text", "text": "hurry up"}]})
             for call in after:
-                message({"role": "toolResult", "toolCallId": call, "toolName": "exec",
-                         "content": [{"type": "text", "text": "out"}], "isError": False})
-        message({"role": "assistant", "api": "anthropic-messages",
-                 "content": [{"type": "text", "text": turn.reply}], "stopReason": "stop"})
+                message(
+                    {
+                        "role": "toolResult",
+                        "toolCallId": call,
+                        "toolName": "exec",
+                        "content": [{"type": "text", "text": "out"}],
+                        "isError": False,
+                    }
+                )
+        message(
+            {
+                "role": "assistant",
+                "api": "anthropic-messages",
+                "content": [{"type": "text", "text": turn.reply}],
+                "stopReason": "stop",
+            }
+        )
     for call in late:
-        message({"role": "toolResult", "toolCallId": call, "toolName": "exec",
-                 "content": [{"type": "text", "text": "again"}], "isError": False})
+        message(
+            {
+                "role": "toolResult",
+                "toolCallId": call,
+                "toolName": "exec",
+                "content": [{"type": "text", "text": "again"}],
+                "isError": False,
+            }
+        )
     lines = [header] + chain.lines
-    return ("\n".join(json.dumps(x, separators=(",", ":"), ensure_ascii=False) for x in lines)
-            + "\n").encode()
+    return (
+        "\n".join(json.dumps(x, separators=(",", ":"), ensure_ascii=False) for x in lines) + "\n"
+    ).encode()

@@ -37,7 +37,11 @@ def live_path(transcript: Transcript) -> list[int]:
         if record.uid is not None and record.uid not in by_uid:
             by_uid[record.uid] = record
     leaf = next(
-        (r for r in reversed(records) if r.uid is not None and not r.sidechain and r.obj is not None),
+        (
+            r
+            for r in reversed(records)
+            if r.uid is not None and not r.sidechain and r.obj is not None
+        ),
         None,
     )
     if leaf is None:

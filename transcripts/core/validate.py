@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from transcripts.core.model import Record, Role, Transcript
+from transcripts.core.model import Role, Transcript
 
 PROVIDERS = ("anthropic", "openai_chat", "openai_responses", "gemini", "bedrock")
 
@@ -55,8 +55,7 @@ def unexpected_text(provider: str, message: int, block: int, tool_call_id: str) 
         return f"No tool call found for function call output with call_id {tool_call_id}."
     if provider == "gemini":
         return (
-            "Please ensure that function response turn comes immediately after a function "
-            "call turn"
+            "Please ensure that function response turn comes immediately after a function call turn"
         )
     return (
         "Invalid parameter: messages with role 'tool' must be a response to a preceeding "

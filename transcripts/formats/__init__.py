@@ -15,7 +15,14 @@ import orjson
 from transcripts.core.detect import live_path
 from transcripts.core.layout import Slot, layout, relayout_path
 from transcripts.core.model import Plan, Record, Role, Transcript
-from transcripts.formats._json import ScanError, member_span, scan_array, scan_object, skip_ws, sniff_style
+from transcripts.formats._json import (
+    ScanError,
+    member_span,
+    scan_array,
+    scan_object,
+    skip_ws,
+    sniff_style,
+)
 from transcripts.formats.anthropic import Anthropic
 from transcripts.formats.base import Format
 from transcripts.formats.claude_code import ClaudeCode
@@ -137,8 +144,12 @@ def _load_document(data: bytes, filename: str, root: Any, format: str | None) ->
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise FormatError(filename, data.count(b"\n", 0, exc.start) + 1,
-                          f"invalid UTF-8 byte at offset {exc.start}", fmt.id) from None
+        raise FormatError(
+            filename,
+            data.count(b"\n", 0, exc.start) + 1,
+            f"invalid UTF-8 byte at offset {exc.start}",
+            fmt.id,
+        ) from None
     start = skip_ws(text, 1 if text.startswith("\ufeff") else 0)
     try:
         items, _ = scan_array(text, _message_array(text, start))
@@ -152,8 +163,15 @@ def _load_document(data: bytes, filename: str, root: Any, format: str | None) ->
         start_byte = byte_pos
         byte_pos += len(text[start_char:end_char].encode())
         char_pos = end_char
-        record = Record(index, start_byte, byte_pos, Role.META, "", obj=obj,
-                        line=text.count("\n", 0, start_char) + 1)
+        record = Record(
+            index,
+            start_byte,
+            byte_pos,
+            Role.META,
+            "",
+            obj=obj,
+            line=text.count("\n", 0, start_char) + 1,
+        )
         if isinstance(obj, dict):
             fmt.classify(obj, record)
         else:
@@ -202,7 +220,8 @@ def _load_jsonl(
                 if isinstance(obj, dict):
                     record.obj = obj
                 else:
-                    record.error = f"{filename}: line {line_no}: a JSON {type(obj).__name__} that is not an object"
+                    kind = type(obj).__name__
+                    record.error = f"{filename}: line {line_no}: a JSON {kind}, not an object"
             records.append(record)
         pos = size if newline < 0 else newline + 1
     sample = [r.obj for r in records[:_SNIFF_LINES] if r.obj is not None]
@@ -228,8 +247,9 @@ def _load_jsonl(
     style: dict[str, Any] = {"eol": eol}
     first_obj = next((r for r in records if r.obj is not None), None)
     if first_obj is not None:
-        style["element"] = sniff_style(data[first_obj.start : first_obj.end].decode("utf-8", "replace"),
-                                       "", data.isascii())
+        style["element"] = sniff_style(
+            data[first_obj.start : first_obj.end].decode("utf-8", "replace"), "", data.isascii()
+        )
     return Transcript(fmt.id, fmt.provider_of(records), records, data, filename, fmt.tree, style)
 
 
@@ -324,7 +344,9 @@ def render(transcript: Transcript, plan: Plan) -> bytes:
     if fmt.jsonl:
         eol = transcript.style["eol"]
         gaps = {
-            r.index: data[r.end : (records[r.index + 1].start if r.index + 1 < len(records) else len(data))]
+            r.index: data[
+                r.end : (records[r.index + 1].start if r.index + 1 < len(records) else len(data))
+            ]
             for r in records
         }
         lines = []
@@ -336,8 +358,6 @@ def render(transcript: Transcript, plan: Plan) -> bytes:
         ends_open = not data.endswith(b"\n")
         for k, line in enumerate(lines):
             last = k == len(lines) - 1
-            if not line[1].strip(b"\r\n") == b"" or not line[1]:
-                pass
             if not last and not line[1]:
                 line[1] = eol
             if last:

@@ -1,4 +1,4 @@
-"""Anthropic content blocks (`tool_use`, `tool_result`, ...), shared by the formats that carry them."""
+"""Anthropic content blocks (`tool_use`, `tool_result`, ...), shared by formats carrying them."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def read_blocks(content: Any, record: Record) -> None:
     for j, block in enumerate(content):
         kind = block.get("type") if isinstance(block, dict) else None
         if kind == "tool_use" and isinstance(block, dict):
-            name = block.get("name") if isinstance(block.get("name"), str) else ""
+            name = str(block.get("name") or "")
             record.calls.append(ToolCall(str(block.get("id") or ""), name, record.index, j))
             args = json.dumps(block.get("input"), ensure_ascii=False)
             texts.append(f"{name}({preview(args, 200)})")

@@ -33,15 +33,18 @@ class Anthropic(Format):
                 return False
         return any(
             isinstance(m.get("content"), list)
-            and any(isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result")
-                    for b in m["content"])
+            and any(
+                isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result")
+                for b in m["content"]
+            )
             for m in messages
         )
 
     def sniff_loose(self, sample: list[Any], filename: str) -> bool:
         messages = _messages(sample)
         return bool(messages) and all(
-            isinstance(m, dict) and m.get("role") in ("user", "assistant")
+            isinstance(m, dict)
+            and m.get("role") in ("user", "assistant")
             and isinstance(m.get("content"), (str, list))
             for m in messages or ()
         )

@@ -64,9 +64,7 @@ class ClaudeCode(Format):
     def synthetic(self, transcript: Transcript, op: Op) -> Any:
         assert op.call is not None
         call_line = transcript.records[op.call.record].obj
-        template = next(
-            (r.obj for r in transcript.records if r.results and r.kind == "user"), None
-        )
+        template = next((r.obj for r in transcript.records if r.results and r.kind == "user"), None)
         block = result_block(find_result_block(transcript.records), op.call.id, op.text)
         values: dict[str, Any] = {
             "parentUuid": None,

@@ -41,7 +41,8 @@ class OpenAIChat(Format):
     def sniff_loose(self, sample: list[Any], filename: str) -> bool:
         messages = _messages(sample)
         return bool(messages) and all(
-            isinstance(m, dict) and isinstance(m.get("role"), str)
+            isinstance(m, dict)
+            and isinstance(m.get("role"), str)
             and (m.get("content") is None or isinstance(m.get("content"), str))
             for m in messages or ()
         )
@@ -56,8 +57,9 @@ class OpenAIChat(Format):
         texts = [preview(content)] if record.other_blocks else []
         if role == "tool":
             text = preview(content)
-            record.results.append(ToolResult(str(obj.get("tool_call_id") or ""), record.index, 0,
-                                             False, text))
+            record.results.append(
+                ToolResult(str(obj.get("tool_call_id") or ""), record.index, 0, False, text)
+            )
             record.other_blocks = 0
         calls = obj.get("tool_calls")
         for k, call in enumerate(calls if isinstance(calls, list) else []):
@@ -67,7 +69,9 @@ class OpenAIChat(Format):
             call_id = call.get("id") if isinstance(call, dict) else ""
             record.calls.append(ToolCall(str(call_id or ""), name, record.index, k))
             args = function.get("arguments") if isinstance(function, dict) else None
-            texts.append(f"{name}({preview(args if isinstance(args, str) else json.dumps(args), 200)})")
+            texts.append(
+                f"{name}({preview(args if isinstance(args, str) else json.dumps(args), 200)})"
+            )
         record.text = preview(" ".join(texts))
 
     def synthetic(self, transcript: Transcript, op: Op) -> Any:

@@ -81,7 +81,7 @@ class OpenClaw(Format):
             for j, block in enumerate(content if isinstance(content, list) else []):
                 kind = block.get("type") if isinstance(block, dict) else None
                 if kind in _CALL_TYPES and isinstance(block, dict):
-                    name = block.get("name") if isinstance(block.get("name"), str) else ""
+                    name = str(block.get("name") or "")
                     call_id = str(block.get("id") or "")
                     record.calls.append(ToolCall(call_id, name, record.index, j))
                     args = block.get("arguments", block.get("input"))
@@ -98,10 +98,12 @@ class OpenClaw(Format):
             record.text = preview(" ".join(texts))
         elif role == "toolResult":
             record.role = Role.TOOL
-            call_id = message.get("toolCallId", message.get("toolUseId"))
+            result_id = message.get("toolCallId", message.get("toolUseId"))
             text = preview(content)
             record.results.append(
-                ToolResult(str(call_id or ""), record.index, 0, message.get("isError") is True, text)
+                ToolResult(
+                    str(result_id or ""), record.index, 0, message.get("isError") is True, text
+                )
             )
             record.text = text
         else:
@@ -152,4 +154,6 @@ class OpenClaw(Format):
 
     def new_uid(self, transcript: Transcript, op: Op) -> str:
         assert op.call is not None
-        return digest(transcript.records[op.call.record].uid, op.call.id, op.call.block, op.kind)[:8]
+        return digest(transcript.records[op.call.record].uid, op.call.id, op.call.block, op.kind)[
+            :8
+        ]

@@ -6,7 +6,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -15,134 +14,372 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='Workspace',
+            name="Workspace",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=100, unique=True)),
-                ('created', models.DateTimeField(auto_now_add=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=100, unique=True)),
+                ("created", models.DateTimeField(auto_now_add=True)),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='Job',
+            name="Job",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('policy', models.CharField(max_length=40)),
-                ('status', models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('done', 'Done')], default='queued', max_length=20)),
-                ('total', models.PositiveIntegerField(default=0)),
-                ('done', models.PositiveIntegerField(default=0)),
-                ('failed', models.PositiveIntegerField(default=0)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('workspace', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='jobs', to='transcripts.workspace')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("policy", models.CharField(max_length=40)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[("queued", "Queued"), ("running", "Running"), ("done", "Done")],
+                        default="queued",
+                        max_length=20,
+                    ),
+                ),
+                ("total", models.PositiveIntegerField(default=0)),
+                ("done", models.PositiveIntegerField(default=0)),
+                ("failed", models.PositiveIntegerField(default=0)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "workspace",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="jobs",
+                        to="transcripts.workspace",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at', '-id'],
+                "ordering": ["-created_at", "-id"],
             },
         ),
         migrations.CreateModel(
-            name='Revision',
+            name="Revision",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('number', models.PositiveIntegerField()),
-                ('sha256', models.CharField(max_length=64)),
-                ('size', models.PositiveBigIntegerField()),
-                ('policy', models.CharField(blank=True, max_length=40)),
-                ('engine_version', models.CharField(max_length=20)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('parent', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='transcripts.revision')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("number", models.PositiveIntegerField()),
+                ("sha256", models.CharField(max_length=64)),
+                ("size", models.PositiveBigIntegerField()),
+                ("policy", models.CharField(blank=True, max_length=40)),
+                ("engine_version", models.CharField(max_length=20)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "parent",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="transcripts.revision",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['session', 'number'],
+                "ordering": ["session", "number"],
             },
         ),
         migrations.CreateModel(
-            name='Session',
+            name="Session",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(help_text='The uploaded file name.', max_length=255)),
-                ('format', models.CharField(max_length=40)),
-                ('record_count', models.PositiveIntegerField(default=0)),
-                ('fault_counts', models.JSONField(default=dict)),
-                ('error', models.TextField(blank=True, help_text='Why the file could not be read.')),
-                ('created', models.DateTimeField(auto_now_add=True)),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('head', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='transcripts.revision')),
-                ('workspace', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='sessions', to='transcripts.workspace')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(help_text="The uploaded file name.", max_length=255)),
+                ("format", models.CharField(max_length=40)),
+                ("record_count", models.PositiveIntegerField(default=0)),
+                ("fault_counts", models.JSONField(default=dict)),
+                (
+                    "error",
+                    models.TextField(blank=True, help_text="Why the file could not be read."),
+                ),
+                ("created", models.DateTimeField(auto_now_add=True)),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "head",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="transcripts.revision",
+                    ),
+                ),
+                (
+                    "workspace",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="sessions",
+                        to="transcripts.workspace",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created', '-id'],
+                "ordering": ["-created", "-id"],
             },
         ),
         migrations.AddField(
-            model_name='revision',
-            name='session',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='revisions', to='transcripts.session'),
+            model_name="revision",
+            name="session",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="revisions",
+                to="transcripts.session",
+            ),
         ),
         migrations.CreateModel(
-            name='JobItem',
+            name="JobItem",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('status', models.CharField(choices=[('queued', 'Queued'), ('repaired', 'Repaired'), ('unchanged', 'Unchanged'), ('fence_lost', 'Fence Lost'), ('failed', 'Failed')], default='queued', max_length=20)),
-                ('op_count', models.PositiveIntegerField(default=0)),
-                ('error', models.TextField(blank=True)),
-                ('job', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='items', to='transcripts.job')),
-                ('revision', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='transcripts.revision')),
-                ('session', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='job_items', to='transcripts.session')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("queued", "Queued"),
+                            ("repaired", "Repaired"),
+                            ("unchanged", "Unchanged"),
+                            ("fence_lost", "Fence Lost"),
+                            ("failed", "Failed"),
+                        ],
+                        default="queued",
+                        max_length=20,
+                    ),
+                ),
+                ("op_count", models.PositiveIntegerField(default=0)),
+                ("error", models.TextField(blank=True)),
+                (
+                    "job",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="items",
+                        to="transcripts.job",
+                    ),
+                ),
+                (
+                    "revision",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="transcripts.revision",
+                    ),
+                ),
+                (
+                    "session",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="job_items",
+                        to="transcripts.session",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['job', 'id'],
+                "ordering": ["job", "id"],
             },
         ),
         migrations.CreateModel(
-            name='AuditRecord',
+            name="AuditRecord",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('op', models.CharField(choices=[('ingest', 'Ingest'), ('insert_result', 'Insert Result'), ('drop_result', 'Drop Result'), ('move_result', 'Move Result'), ('drop_call', 'Drop Call')], max_length=20)),
-                ('fault_kind', models.CharField(blank=True, max_length=40)),
-                ('tool_call_id', models.CharField(blank=True, max_length=255)),
-                ('record', models.IntegerField(blank=True, help_text='Raw record index (0-based).', null=True)),
-                ('block', models.IntegerField(blank=True, null=True)),
-                ('anchor', models.IntegerField(blank=True, help_text='Record after which an inserted or moved result goes.', null=True)),
-                ('policy_row', models.CharField(blank=True, max_length=80)),
-                ('engine_version', models.CharField(blank=True, max_length=20)),
-                ('span_start', models.PositiveBigIntegerField(blank=True, null=True)),
-                ('span_end', models.PositiveBigIntegerField(blank=True, null=True)),
-                ('removed_bytes', models.BinaryField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('acting_user', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('job', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='audit', to='transcripts.job')),
-                ('revision_from', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='transcripts.revision')),
-                ('revision_to', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='transcripts.revision')),
-                ('session', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='audit', to='transcripts.session')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "op",
+                    models.CharField(
+                        choices=[
+                            ("ingest", "Ingest"),
+                            ("insert_result", "Insert Result"),
+                            ("drop_result", "Drop Result"),
+                            ("move_result", "Move Result"),
+                            ("drop_call", "Drop Call"),
+                        ],
+                        max_length=20,
+                    ),
+                ),
+                ("fault_kind", models.CharField(blank=True, max_length=40)),
+                ("tool_call_id", models.CharField(blank=True, max_length=255)),
+                (
+                    "record",
+                    models.IntegerField(
+                        blank=True, help_text="Raw record index (0-based).", null=True
+                    ),
+                ),
+                ("block", models.IntegerField(blank=True, null=True)),
+                (
+                    "anchor",
+                    models.IntegerField(
+                        blank=True,
+                        help_text="Record after which an inserted or moved result goes.",
+                        null=True,
+                    ),
+                ),
+                ("policy_row", models.CharField(blank=True, max_length=80)),
+                ("engine_version", models.CharField(blank=True, max_length=20)),
+                ("span_start", models.PositiveBigIntegerField(blank=True, null=True)),
+                ("span_end", models.PositiveBigIntegerField(blank=True, null=True)),
+                ("removed_bytes", models.BinaryField(blank=True, null=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "acting_user",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "job",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="audit",
+                        to="transcripts.job",
+                    ),
+                ),
+                (
+                    "revision_from",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="transcripts.revision",
+                    ),
+                ),
+                (
+                    "revision_to",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="transcripts.revision",
+                    ),
+                ),
+                (
+                    "session",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="audit",
+                        to="transcripts.session",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['id'],
+                "ordering": ["id"],
             },
         ),
         migrations.CreateModel(
-            name='Membership',
+            name="Membership",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('role', models.CharField(choices=[('owner', 'Owner'), ('member', 'Member')], default='member', max_length=20)),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='memberships', to=settings.AUTH_USER_MODEL)),
-                ('workspace', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='memberships', to='transcripts.workspace')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "role",
+                    models.CharField(
+                        choices=[("owner", "Owner"), ("member", "Member")],
+                        default="member",
+                        max_length=20,
+                    ),
+                ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="memberships",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "workspace",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="memberships",
+                        to="transcripts.workspace",
+                    ),
+                ),
             ],
         ),
         migrations.AddConstraint(
-            model_name='revision',
-            constraint=models.UniqueConstraint(fields=('session', 'number'), name='one_revision_number'),
+            model_name="revision",
+            constraint=models.UniqueConstraint(
+                fields=("session", "number"), name="one_revision_number"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='jobitem',
-            constraint=models.UniqueConstraint(fields=('job', 'session'), name='one_item_per_session'),
+            model_name="jobitem",
+            constraint=models.UniqueConstraint(
+                fields=("job", "session"), name="one_item_per_session"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='membership',
-            constraint=models.UniqueConstraint(fields=('user', 'workspace'), name='one_membership_per_user'),
+            model_name="membership",
+            constraint=models.UniqueConstraint(
+                fields=("user", "workspace"), name="one_membership_per_user"
+            ),
         ),
     ]
