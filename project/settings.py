@@ -128,7 +128,7 @@ USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = VAR_DIR / "static"
+STATIC_ROOT = envpath("STATIC_ROOT", VAR_DIR / "static")
 STATICFILES_DIRS = [BASE_DIR / "static"]
 
 MEDIA_ROOT = envpath("MEDIA_ROOT", VAR_DIR / "media")

@@ -28,10 +28,9 @@ class MultipleFileField(forms.FileField):
         super().__init__(*args, **kwargs)
 
     def clean(self, data: Any, initial: Any = None) -> Any:
-        single_file_clean = super().clean
-        if isinstance(data, list | tuple):
-            return [single_file_clean(d, initial) for d in data]
-        return [single_file_clean(data, initial)]
+        files = list(data) if isinstance(data, list | tuple) else [data]
+        # An empty selection goes through the single-file clean: "required" applies.
+        return [super(MultipleFileField, self).clean(f, initial) for f in files or [None]]
 
 
 class UploadForm(forms.Form):

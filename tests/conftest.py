@@ -1,0 +1,74 @@
+"""Fixtures for the Django side: users, workspaces, sessions and a real Celery worker."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from celery.contrib.testing.worker import start_worker
+
+from project.celery import app as celery_app
+from transcripts import actions
+from transcripts.models import Membership, Session, Workspace
+
+# A queue of its own, so that a `make run` worker on the same broker never takes
+# a test's task (and the test worker never takes a real one). Set before any
+# task is sent: Celery caches its queues on first use.
+celery_app.conf.task_default_queue = "pairfix-tests"
+
+
+@pytest.fixture
+def alice(django_user_model: Any) -> Any:
+    return django_user_model.objects.create_user("alice", password="alice-password")
+
+
+@pytest.fixture
+def bob(django_user_model: Any) -> Any:
+    return django_user_model.objects.create_user("bob", password="bob-password")
+
+
+@pytest.fixture
+def workspace(alice: Any) -> Workspace:
+    """Return alice's workspace."""
+    return actions.do_create_workspace("Alpha", acting_user=alice)
+
+
+@pytest.fixture
+def other_workspace(bob: Any) -> Workspace:
+    """Return bob's workspace, which alice is not a member of."""
+    return actions.do_create_workspace("Beta", acting_user=bob)
+
+
+@pytest.fixture
+def alice_client(client: Any, alice: Any, workspace: Workspace) -> Any:
+    client.force_login(alice)
+    return client
+
+
+@pytest.fixture
+def ingest(alice: Any) -> Callable[..., Session]:
+    """Return a function that stores bytes as a new session, as alice by default."""
+
+    def ingest(workspace: Workspace, name: str, data: bytes, user: Any = None) -> Session:
+        return actions.do_ingest_session(workspace, name, data, acting_user=user or alice)
+
+    return ingest
+
+
+@pytest.fixture
+def membership(alice: Any, other_workspace: Workspace) -> Membership:
+    """Make alice a member of bob's workspace too."""
+    return Membership.objects.create(user=alice, workspace=other_workspace)
+
+
+@pytest.fixture
+def celery_worker(transactional_db: None) -> Iterator[None]:
+    """Run a real Celery worker in a thread against the configured broker.
+
+    Needs committed rows (`transactional_db`): the worker thread has its own
+    database connection. Leftovers of an interrupted run are purged first.
+    """
+    celery_app.control.purge()
+    with start_worker(celery_app, pool="solo", perform_ping_check=False, shutdown_timeout=30):
+        yield

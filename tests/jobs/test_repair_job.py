@@ -1,0 +1,125 @@
+"""Bulk repair jobs, run by a real Celery worker against the configured broker."""
+
+import pytest
+
+from tests.helpers import ORPHANED_CALL, sample, wait_for_job
+from transcripts import actions
+from transcripts.engine import ENGINE_VERSION, analyze
+from transcripts.models import AuditRecord, Job, JobItem, Revision
+
+FAULTY = ["formats/claude_code.jsonl", "formats/openclaw.jsonl", "formats/openai_chat.json"]
+HEALTHY = "cases/02_cc-parallel-results-split-lines.jsonl"
+
+
+@pytest.mark.usefixtures("celery_worker")
+def test_the_worker_repairs_each_session_and_audits_every_op(alice, workspace, ingest):
+    faulty = {name: ingest(workspace, name.split("/")[1], sample(name)) for name in FAULTY}
+    healthy = ingest(workspace, "healthy.jsonl", sample(HEALTHY))
+    unreadable = ingest(workspace, "broken.jsonl", b"not json at all\n")
+    sessions = [*faulty.values(), healthy, unreadable]
+
+    job = actions.do_start_repair_job(workspace, sessions, "synthesize", acting_user=alice)
+    job = wait_for_job(job)
+
+    assert (job.total, job.done, job.failed) == (5, 4, 1)
+    assert job.finished_at is not None
+    statuses = dict(job.items.values_list("session__name", "status"))
+    assert statuses == {
+        "claude_code.jsonl": "repaired",
+        "openclaw.jsonl": "repaired",
+        "openai_chat.json": "repaired",
+        "healthy.jsonl": "unchanged",
+        "broken.jsonl": "failed",
+    }
+    assert job.items.get(session=unreadable).error.startswith("broken.jsonl")
+
+    for name, session in faulty.items():
+        raw = sample(name)
+        session.refresh_from_db()
+        head = session.head
+        assert head.number == 1
+        assert (head.parent.number, head.policy, head.engine_version) == (
+            0,
+            "synthesize",
+            ENGINE_VERSION,
+        )
+        assert head.created_by == alice
+        # Raw is sacred: revision 0 still holds the uploaded bytes.
+        assert session.revisions.get(number=0).read() == raw
+        expected = analyze(raw, session.name, "synthesize")
+        assert head.read() == expected.repaired
+        assert session.fault_counts == {}
+        audit = AuditRecord.objects.filter(job=job, session=session)
+        assert [(a.op, a.fault_kind, a.tool_call_id, a.record) for a in audit] == [
+            (str(op.kind), str(op.fault.kind), op.tool_call_id, op.record or op.fault.record)
+            for op in expected.plan.ops
+        ]
+        assert all(a.revision_from == head.parent and a.revision_to == head for a in audit)
+        assert all(a.acting_user == alice for a in audit)
+
+    claude = AuditRecord.objects.get(job=job, session=faulty["formats/claude_code.jsonl"])
+    assert (claude.op, claude.fault_kind, claude.tool_call_id) == (
+        "insert_result",
+        "missing_result",
+        ORPHANED_CALL,
+    )
+    assert claude.policy_row
+    assert not Revision.objects.filter(session__in=[healthy, unreadable], number__gt=0).exists()
+
+
+@pytest.mark.usefixtures("celery_worker")
+def test_a_second_job_on_repaired_sessions_changes_nothing(alice, workspace, ingest):
+    session = ingest(workspace, "claude_code.jsonl", sample("formats/claude_code.jsonl"))
+    wait_for_job(actions.do_start_repair_job(workspace, [session], "synthesize", acting_user=alice))
+
+    second = wait_for_job(
+        actions.do_start_repair_job(workspace, [session], "synthesize", acting_user=alice)
+    )
+
+    assert second.items.get().status == "unchanged"
+    assert session.revisions.count() == 2
+    assert not AuditRecord.objects.filter(job=second).exists()
+
+
+@pytest.mark.django_db
+def test_running_a_job_twice_repairs_once(alice, workspace, ingest):
+    session = ingest(workspace, "claude_code.jsonl", sample("formats/claude_code.jsonl"))
+    job = actions.do_start_repair_job(workspace, [session], "synthesize", acting_user=alice)
+
+    # A redelivered task (acks_late) runs the same job again.
+    actions.do_run_repair_job(job.pk)
+    actions.do_run_repair_job(job.pk)
+
+    job.refresh_from_db()
+    assert (job.status, job.done, job.failed) == ("done", 1, 0)
+    assert session.revisions.count() == 2
+    assert AuditRecord.objects.filter(job=job).count() == 1
+
+
+@pytest.mark.django_db
+def test_it_writes_nothing_when_the_fence_is_lost(alice, workspace, ingest):
+    session = ingest(workspace, "claude_code.jsonl", sample("formats/claude_code.jsonl"))
+    job = actions.do_start_repair_job(workspace, [session], "synthesize", acting_user=alice)
+    # Another writer has taken revision 1 but not yet moved the head.
+    Revision.objects.create(
+        session=session, number=1, sha256=session.head.sha256, size=1, engine_version="x"
+    )
+
+    actions.do_run_repair_job(job.pk)
+
+    job.refresh_from_db()
+    item = job.items.get()
+    assert (item.status, item.revision) == (JobItem.Status.FENCE_LOST, None)
+    assert (job.status, job.done, job.failed) == (Job.Status.DONE, 0, 1)
+    session.refresh_from_db()
+    assert session.head.number == 0
+    assert not AuditRecord.objects.filter(job=job).exists()
+
+
+@pytest.mark.django_db
+def test_revisions_and_audit_records_cannot_be_rewritten(alice, workspace, ingest):
+    session = ingest(workspace, "claude_code.jsonl", sample("formats/claude_code.jsonl"))
+    with pytest.raises(ValueError, match="immutable"):
+        session.head.save()
+    with pytest.raises(ValueError, match="append-only"):
+        AuditRecord.objects.get().save()

@@ -1,0 +1,69 @@
+import json
+
+import pytest
+from django.urls import reverse
+
+from tests.helpers import ORPHANED_CALL, sample
+from transcripts.engine import analyze
+
+pytestmark = pytest.mark.django_db
+
+
+def url(session):
+    return reverse("transcripts:download_repaired", args=[session.pk])
+
+
+def tool_ids(data):
+    calls, results = [], []
+    for line in data.decode().splitlines():
+        content = json.loads(line).get("message", {}).get("content")
+        for block in content if isinstance(content, list) else []:
+            if block["type"] == "tool_use":
+                calls.append(block["id"])
+            elif block["type"] == "tool_result":
+                results.append(block["tool_use_id"])
+    return calls, results
+
+
+def test_it_answers_every_tool_call(alice_client, workspace, ingest):
+    raw = sample("formats/claude_code.jsonl")
+    session = ingest(workspace, "claude_code.jsonl", raw)
+    response = alice_client.get(url(session))
+    assert response.status_code == 200
+    assert response["Content-Disposition"] == 'attachment; filename="claude_code.jsonl"'
+    calls, results = tool_ids(response.content)
+    assert ORPHANED_CALL in calls
+    assert sorted(calls) == sorted(results)
+    assert len(response.content.splitlines()) == len(raw.splitlines()) + 1
+    again = analyze(response.content, "claude_code.jsonl")
+    assert again.faults == []
+    assert not again.plan
+
+
+def test_it_repairs_under_the_chosen_policy(alice_client, workspace, ingest):
+    session = ingest(workspace, "claude_code.jsonl", sample("formats/claude_code.jsonl"))
+    response = alice_client.get(url(session), {"policy": "discard"})
+    calls, results = tool_ids(response.content)
+    assert ORPHANED_CALL not in calls
+    assert sorted(calls) == sorted(results)
+
+
+def test_it_returns_a_healthy_file_unchanged(alice_client, workspace, ingest):
+    raw = sample("cases/02_cc-parallel-results-split-lines.jsonl")
+    session = ingest(workspace, "healthy.jsonl", raw)
+    assert alice_client.get(url(session)).content == raw
+
+
+def test_it_rejects_an_unknown_policy(alice_client, workspace, ingest):
+    session = ingest(workspace, "claude_code.jsonl", sample("formats/claude_code.jsonl"))
+    assert alice_client.get(url(session), {"policy": "nope"}).status_code == 400
+
+
+def test_it_hides_other_workspaces_sessions(alice_client, other_workspace, bob, ingest):
+    theirs = ingest(other_workspace, "b.jsonl", sample("formats/claude_code.jsonl"), user=bob)
+    assert alice_client.get(url(theirs)).status_code == 404
+
+
+def test_it_rejects_post(alice_client, workspace, ingest):
+    session = ingest(workspace, "a.jsonl", sample("formats/claude_code.jsonl"))
+    assert alice_client.post(url(session)).status_code == 405

@@ -1,0 +1,55 @@
+import pytest
+from django.urls import reverse
+
+from tests.helpers import sample
+
+URL = reverse("transcripts:session_list")
+pytestmark = pytest.mark.django_db
+
+
+def test_it_requires_login(client):
+    response = client.get(URL)
+    assert response.status_code == 302
+    assert response.url == f"/accounts/login/?next={URL}"
+
+
+def test_it_shows_fault_counts_by_kind(alice_client, workspace, ingest):
+    ingest(workspace, "claude_code.jsonl", sample("formats/claude_code.jsonl"))
+    html = alice_client.get(URL).content.decode()
+    assert "claude_code.jsonl" in html
+    assert "claude_code" in html
+    # The badge names the kind in text, not by colour alone.
+    assert '<span class="badge fault-kind missing_result" title="1 × missing_result">' in html
+    assert "missing_result <b>1</b>" in html
+
+
+def test_it_hides_other_workspaces_sessions(alice_client, other_workspace, bob, ingest):
+    ingest(other_workspace, "secret-bob.jsonl", sample("formats/claude_code.jsonl"), user=bob)
+    response = alice_client.get(URL)
+    assert response.status_code == 200
+    assert b"secret-bob.jsonl" not in response.content
+
+
+def test_it_shows_sessions_of_every_workspace_of_the_user(
+    alice_client, other_workspace, membership, bob, ingest
+):
+    ingest(other_workspace, "shared.jsonl", sample("formats/claude_code.jsonl"), user=bob)
+    assert b"shared.jsonl" in alice_client.get(URL).content
+
+
+def test_it_filters_by_fault_kind(alice_client, workspace, ingest):
+    ingest(workspace, "orphan-call.jsonl", sample("formats/claude_code.jsonl"))
+    ingest(workspace, "healthy.jsonl", sample("cases/02_cc-parallel-results-split-lines.jsonl"))
+    html = alice_client.get(URL, {"fault": "missing_result"}).content.decode()
+    assert "orphan-call.jsonl" in html
+    assert "healthy.jsonl" not in html
+
+
+def test_it_marks_unreadable_sessions(alice_client, workspace, ingest):
+    ingest(workspace, "broken.jsonl", b"{not json\n")
+    html = alice_client.get(URL).content.decode()
+    assert '<span class="badge unreadable">unreadable</span>' in html
+
+
+def test_it_rejects_post(alice_client):
+    assert alice_client.post(URL).status_code == 405
