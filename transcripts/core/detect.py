@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from transcripts.core.model import Fault, FaultKind, Record, Role, ToolCall, ToolResult, Transcript
 from transcripts.core.validate import (
-    NO_ADJACENCY,
+    duplicate_text,
     missing_text,
     request_positions,
     unexpected_text,
@@ -99,6 +99,7 @@ class Turn:
     records: list[int]
     calls: list[ToolCall]
     run: list[int] = field(default_factory=list)
+    aborted: bool = False
 
     @property
     def head(self) -> int:
@@ -122,7 +123,7 @@ def turns(transcript: Transcript, context: list[int]) -> list[Turn]:
         if record.role is not Role.ASSISTANT:
             k += 1
             continue
-        turn = Turn([record.index], list(record.calls))
+        turn = Turn([record.index], list(record.calls), aborted=record.aborted)
         k += 1
         while (
             k < len(messages)
@@ -171,10 +172,28 @@ def pair(transcript: Transcript) -> Pairing:
     found = turns(transcript, context)
     positions = request_positions(transcript, context)
     provider = transcript.provider
-    loose = provider in NO_ADJACENCY
+    loose = not transcript.adjacent
     result = Pairing(context, found)
     in_place: set[ToolResult] = set()
     for turn in found:
+        if turn.aborted:
+            # pi-ai drops errored and aborted assistant frames before the provider
+            # sees them; a result made up for their calls would be an orphan there.
+            result.faults.extend(
+                Fault(
+                    FaultKind.ABORTED_FRAME,
+                    call.id,
+                    call.record,
+                    call.block,
+                    turn.head,
+                    "",
+                    "the assistant turn was aborted or errored; the runtime drops it "
+                    "before the provider sees it, so this call is never sent",
+                )
+                for call in turn.calls
+            )
+            turn.calls = []
+            continue
         pending: dict[str, deque[ToolCall]] = {}
         for call in turn.calls:
             pending.setdefault(call.id, deque()).append(call)
@@ -192,6 +211,7 @@ def pair(transcript: Transcript) -> Pairing:
                 open_calls.setdefault(call.id, []).append(call)
     ever_called = {call.id for turn in found for call in turn.calls}
     order = {index: k for k, index in enumerate(context)}
+    answered_at = {res.tool_call_id: res.record for res in result.answer.values()}
     for index in context:
         record = records[index]
         if record.role is Role.META:
@@ -220,6 +240,11 @@ def pair(transcript: Transcript) -> Pairing:
                     )
                 )
             elif res.tool_call_id in ever_called and not candidates:
+                first_answer = answered_at.get(res.tool_call_id)
+                same_message = (
+                    first_answer is not None and positions.get(first_answer, (-1,))[0] == message
+                )
+                texts = duplicate_text if same_message else unexpected_text
                 result.faults.append(
                     Fault(
                         FaultKind.DUPLICATE_RESULT,
@@ -227,7 +252,7 @@ def pair(transcript: Transcript) -> Pairing:
                         index,
                         res.block,
                         None,
-                        unexpected_text(provider, message, first + res.block, res.tool_call_id),
+                        texts(provider, message, first + res.block, res.tool_call_id),
                         "a second result for a call that already has one",
                     )
                 )

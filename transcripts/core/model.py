@@ -124,6 +124,8 @@ class Transcript:
     session talks to (`anthropic`, `openai_chat`, `openai_responses`, `gemini`),
     which decides the error texts and ordering rules that apply.
     `tree` is True when records link by `uid`/`parent` and order follows the links.
+    `adjacent` is True when results must come right after their calling message
+    (every provider but Responses; always for sessions that may switch provider).
     """
 
     format: str
@@ -132,6 +134,7 @@ class Transcript:
     raw: bytes
     filename: str = ""
     tree: bool = False
+    adjacent: bool = True
     style: dict[str, Any] = field(default_factory=dict)
 
 

@@ -15,10 +15,6 @@ from transcripts.core.model import Role, Transcript
 
 PROVIDERS = ("anthropic", "openai_chat", "openai_responses", "gemini", "bedrock")
 
-# Providers whose API accepts a tool result anywhere after its call (Responses
-# input items); all others need the results right after the calling message.
-NO_ADJACENCY = frozenset({"openai_responses"})
-
 
 def missing_text(provider: str, message: int, ids: Iterable[str]) -> str:
     """Return the provider's error for calls in request message `message` left unanswered."""
@@ -59,8 +55,18 @@ def unexpected_text(provider: str, message: int, block: int, tool_call_id: str) 
         )
     return (
         "Invalid parameter: messages with role 'tool' must be a response to a preceeding "
-        "message with 'tool_calls'."
+        f"message with 'tool_calls'. (param: messages.[{message}].role)"
     )
+
+
+def duplicate_text(provider: str, message: int, block: int, tool_call_id: str) -> str:
+    """Return the provider's error for a second result of one call in the same message."""
+    if provider in ("anthropic", "bedrock"):
+        return (
+            f"messages.{message}.content.{block}: each tool_use must have a single result. "
+            f"Found multiple `tool_result` blocks with id: {tool_call_id}"
+        )
+    return unexpected_text(provider, message, block, tool_call_id)
 
 
 def not_first_text(message: int, count: int) -> str:
@@ -159,16 +165,20 @@ def validate(transcript: Transcript, context: list[int] | None = None) -> list[V
     """
     records = transcript.records
     order = list(context) if context is not None else list(range(len(records)))
+    # Runtimes drop aborted and errored assistant frames before sending (pi-ai).
+    order = [i for i in order if not records[i].aborted]
     provider = transcript.provider
     messages = _messages(transcript, order)
     violations: list[Violation] = []
     seen_calls: set[str] = set()
     for message in messages:
         for rec, cid in message.calls:
-            if cid in seen_calls:
+            # Chat Completions accepts an id again in a later turn (case 13); Anthropic
+            # wants every tool_use id unique across the request.
+            if cid in seen_calls and provider in ("anthropic", "bedrock"):
                 violations.append(Violation(rec, cid, "tool_use ids must be unique"))
             seen_calls.add(cid)
-    if provider in NO_ADJACENCY:
+    if not transcript.adjacent:
         open_calls: set[str] = set()
         answered: set[str] = set()
         for message in messages:

@@ -157,21 +157,17 @@ def _load_document(data: bytes, filename: str, root: Any, format: str | None) ->
         line, col = _line_col(text, exc.pos)
         raise FormatError(filename, line, f"column {col}: {exc.reason}", fmt.id) from None
     records: list[Record] = []
-    byte_pos, char_pos = 0, 0
+    byte_pos, char_pos, line = 0, 0, 1
     for index, (start_char, end_char, obj) in enumerate(items):
-        byte_pos += len(text[char_pos:start_char].encode())
+        gap = text[char_pos:start_char]
+        byte_pos += len(gap.encode())
+        line += gap.count("\n")
         start_byte = byte_pos
-        byte_pos += len(text[start_char:end_char].encode())
+        element = text[start_char:end_char]
+        byte_pos += len(element.encode())
         char_pos = end_char
-        record = Record(
-            index,
-            start_byte,
-            byte_pos,
-            Role.META,
-            "",
-            obj=obj,
-            line=text.count("\n", 0, start_char) + 1,
-        )
+        record = Record(index, start_byte, byte_pos, Role.META, "", obj=obj, line=line)
+        line += element.count("\n")
         if isinstance(obj, dict):
             fmt.classify(obj, record)
         else:
@@ -187,7 +183,10 @@ def _load_document(data: bytes, filename: str, root: Any, format: str | None) ->
             style["sep"] = data[records[0].end : records[1].start]
         else:
             style["sep"] = b"," + data[records[0].start - len(base.encode()) - 1 : records[0].start]
-    return Transcript(fmt.id, fmt.provider_of(records), records, data, filename, False, style)
+    provider = fmt.provider_of(records)
+    return Transcript(
+        fmt.id, provider, records, data, filename, False, fmt.adjacent(provider), style
+    )
 
 
 def _load_jsonl(
@@ -250,7 +249,10 @@ def _load_jsonl(
         style["element"] = sniff_style(
             data[first_obj.start : first_obj.end].decode("utf-8", "replace"), "", data.isascii()
         )
-    return Transcript(fmt.id, fmt.provider_of(records), records, data, filename, fmt.tree, style)
+    provider = fmt.provider_of(records)
+    return Transcript(
+        fmt.id, provider, records, data, filename, fmt.tree, fmt.adjacent(provider), style
+    )
 
 
 def _relink(transcript: Transcript, fmt: Format, slots: list[Slot]) -> dict[int | Slot, str]:

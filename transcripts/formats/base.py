@@ -40,6 +40,14 @@ class Format:
         """Return the provider whose rules apply to a session of these records."""
         return self.provider
 
+    def adjacent(self, provider: str) -> bool:
+        """Return True when results must directly follow their calling message.
+
+        The Responses API accepts an output anywhere after its call; every other
+        provider wants the results in the very next message(s).
+        """
+        return provider != "openai_responses"
+
     def synthetic(self, transcript: Transcript, op: Op) -> Any:
         """Return a new record answering `op.call` with the error text `op.text`."""
         raise NotImplementedError

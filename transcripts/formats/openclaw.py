@@ -119,6 +119,11 @@ class OpenClaw(Format):
                     return _PROVIDERS[api]
         return self.provider
 
+    def adjacent(self, provider: str) -> bool:
+        # A pi session can switch provider at any model_change, so it must stay
+        # valid for the strictest one.
+        return True
+
     def synthetic(self, transcript: Transcript, op: Op) -> Any:
         assert op.call is not None
         call_entry = transcript.records[op.call.record].obj

@@ -1,0 +1,85 @@
+"""The fault cases of demo/samples/cases: what a correct detector reports and repairs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from transcripts.core.detect import live_context
+from transcripts.core.validate import validate
+from transcripts.engine import analyze
+from transcripts.formats import load
+from transcripts.formats._json import member_span
+
+CASES = Path(__file__).resolve().parents[2] / "demo" / "samples" / "cases"
+# Formats and fault kinds that later issues add (Codex, Gemini, duplicate_call_id).
+LATER = {
+    "04_anthropic-streaming-dup-tool-use",
+    "07_codex-interrupt-no-tool-output",
+    "15_gemini-parallel-responses-split",
+}
+
+
+def _cases() -> list[str]:
+    return sorted(
+        p.name.removesuffix(".expect.json")
+        for p in CASES.glob("*.expect.json")
+        if p.name.removesuffix(".expect.json") not in LATER
+    )
+
+
+def _unlinked(raw: bytes) -> bytes:
+    text = raw.decode()
+    for key in ("parentUuid", "parentId"):
+        span = member_span(text, key)
+        if span is not None:
+            text = text[: span[0]] + "null" + text[span[1] :]
+    return text.encode()
+
+
+def _load(case: str) -> tuple[dict, str, bytes]:
+    expect = json.loads((CASES / f"{case}.expect.json").read_text())
+    source = next(p for p in CASES.glob(f"{case}.*") if not p.name.endswith(".expect.json"))
+    return expect, source.name, source.read_bytes()
+
+
+@pytest.mark.parametrize("case", _cases())
+def test_it_reports_the_expected_faults(case: str) -> None:
+    expect, name, data = _load(case)
+    result = analyze(data, name)
+    got = {(str(f.kind), f.tool_call_id, f.record) for f in result.faults}
+    for fault in expect["faults"]:
+        kinds = {fault["kind"], *fault.get("also_acceptable_kinds", ())}
+        assert any((k, fault["tool_call_id"], fault["message_index"]) in got for k in kinds)
+    assert len(got) == len(expect["faults"])
+    for wrong in expect.get("must_not_report", ()):
+        assert not any(
+            kind == wrong["kind"] and cid == wrong.get("tool_call_id", cid) for kind, cid, _ in got
+        )
+    if expect["expected_provider_error"]:
+        # The expected text may carry a note or drop the closing sentence.
+        heads = [f.error.split(". Each ")[0] for f in result.faults]
+        assert any(head in expect["expected_provider_error"] for head in heads)
+
+
+@pytest.mark.parametrize("case", _cases())
+def test_repair_follows_the_expected_sequence(case: str) -> None:
+    expect, name, data = _load(case)
+    result = analyze(data, name)
+    transcript = load(result.repaired, name)
+    assert validate(transcript, live_context(transcript)) == []
+    sequence = expect.get("expected_output_sequence")
+    if sequence == "unchanged":
+        assert result.repaired == data
+    elif isinstance(sequence, list):
+        raw = load(data, name)
+        out = result.repaired
+        assert len(transcript.records) == len(sequence)
+        for position, item in zip(transcript.records, sequence, strict=True):
+            if not isinstance(item, int):
+                continue
+            # Kept records are byte-identical but for a re-pointed parent link.
+            before = _unlinked(data[raw.records[item].start : raw.records[item].end])
+            assert _unlinked(out[position.start : position.end]) == before
