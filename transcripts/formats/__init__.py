@@ -330,52 +330,56 @@ def render(transcript: Transcript, plan: Plan) -> bytes:
     ends and the file's final newline (or lack of one). New and changed
     records follow the file's style. An empty plan returns the raw bytes.
     """
-    if not plan:
+    if not plan or not transcript.records:
         return transcript.raw
     fmt = FORMATS[transcript.format]
     slots = layout(transcript, plan)
     parents = _relink(transcript, fmt, slots) if fmt.tree else {}
-    records = transcript.records
-    data = transcript.raw
-    written = [slot for slot in slots if slot.written]
-    if not records:
-        return data
-    head = data[: records[0].start]
-    tail = data[records[-1].end :]
-    pieces: list[bytes] = [head]
+    pieces = [
+        (slot, _record_bytes(transcript, fmt, slot, parents)) for slot in slots if slot.written
+    ]
     if fmt.jsonl:
-        eol = transcript.style["eol"]
-        gaps = {
-            r.index: data[
-                r.end : (records[r.index + 1].start if r.index + 1 < len(records) else len(data))
-            ]
-            for r in records
-        }
-        lines = []
-        for slot in written:
-            gap = gaps[slot.record] if slot.record is not None and not slot.moved_in else eol
-            if slot.moved_in:
-                gap = eol
-            lines.append([_record_bytes(transcript, fmt, slot, parents), gap])
-        ends_open = not data.endswith(b"\n")
-        for k, line in enumerate(lines):
-            last = k == len(lines) - 1
-            if not last and not line[1]:
-                line[1] = eol
-            if last:
-                line[1] = b"" if ends_open else (line[1] or eol)
-            pieces.append(line[0] + line[1])
-        return b"".join(pieces)
+        return _join_lines(transcript, pieces)
+    return _join_elements(transcript, pieces)
+
+
+def _own(slot: Slot) -> int | None:
+    """Return the raw index of a record written at its own place, else None."""
+    return slot.record if not slot.moved_in else None
+
+
+def _join_lines(transcript: Transcript, pieces: list[tuple[Slot, bytes]]) -> bytes:
+    """Join JSONL records, each followed by its own line end (and any blank lines after it)."""
+    data, records = transcript.raw, transcript.records
+    eol: bytes = transcript.style["eol"]
+    out = [data[: records[0].start]]
+    for k, (slot, line) in enumerate(pieces):
+        own = _own(slot)
+        if own is None:
+            gap = eol
+        else:
+            following = records[own + 1].start if own + 1 < len(records) else len(data)
+            gap = data[records[own].end : following] or eol
+        if k == len(pieces) - 1 and not data.endswith(b"\n"):
+            gap = b""  # the file had no final newline; neither has its repair
+        out.append(line + gap)
+    return b"".join(out)
+
+
+def _join_elements(transcript: Transcript, pieces: list[tuple[Slot, bytes]]) -> bytes:
+    """Join array elements, keeping the original separator between neighbours that stay."""
+    data, records = transcript.raw, transcript.records
     sep: bytes = transcript.style["sep"]
+    out = [data[: records[0].start]]
     previous: int | None = None
-    for k, slot in enumerate(written):
+    for k, (slot, element) in enumerate(pieces):
+        own = _own(slot)
         if k:
-            own = slot.record is not None and not slot.moved_in
-            if own and previous is not None and slot.record == previous + 1:
-                pieces.append(data[records[previous].end : records[slot.record].start])
+            if own is not None and previous is not None and own == previous + 1:
+                out.append(data[records[previous].end : records[own].start])
             else:
-                pieces.append(sep)
-        pieces.append(_record_bytes(transcript, fmt, slot, parents))
-        previous = slot.record if slot.record is not None and not slot.moved_in else None
-    pieces.append(tail)
-    return b"".join(pieces)
+                out.append(sep)
+        out.append(element)
+        previous = own
+    out.append(data[records[-1].end :])
+    return b"".join(out)

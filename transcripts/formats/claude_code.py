@@ -64,21 +64,19 @@ class ClaudeCode(Format):
     def synthetic(self, transcript: Transcript, op: Op) -> Any:
         assert op.call is not None
         call_line = transcript.records[op.call.record].obj
-        template = next((r.obj for r in transcript.records if r.results and r.kind == "user"), None)
         block = result_block(find_result_block(transcript.records), op.call.id, op.text)
-        values: dict[str, Any] = {
-            "parentUuid": None,
-            "type": "user",
-            "message": {"role": "user", "content": [block]},
-            "uuid": self.new_uid(transcript, op),
-            "timestamp": call_line.get("timestamp"),
-            "toolUseResult": "Error: " + op.text,
-        }
-        context = {k: v for k, v in call_line.items() if k not in _NOT_CONTEXT}
-        if template is None:
-            template = {k: None for k in call_line if k != "requestId"} | {"toolUseResult": None}
-        ordered = ordered_like(template, {**context, **values})
-        return {k: v for k, v in ordered.items() if k in values or k in context}
+        values = {k: v for k, v in call_line.items() if k not in _NOT_CONTEXT}
+        values.update(
+            parentUuid=None,
+            type="user",
+            message={"role": "user", "content": [block]},
+            uuid=self.new_uid(transcript, op),
+            timestamp=call_line.get("timestamp"),
+            toolUseResult="Error: " + op.text,
+        )
+        # Key order: an existing tool-result line's, else the call line's.
+        sibling = next((r.obj for r in transcript.records if r.results and r.kind == "user"), None)
+        return ordered_like(sibling or call_line, values)
 
     def carry(self, transcript: Transcript, op: Op) -> Any:
         assert op.record is not None and op.block is not None
