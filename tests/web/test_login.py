@@ -18,14 +18,10 @@ pytestmark = pytest.mark.django_db
 def test_it_redirects_anonymous_users_to_login(client, url):
     response = client.get(url)
     assert response.status_code == 302
-    assert response.url.startswith("/accounts/login/") or response.url.startswith(
-        "/admin/login/"
-    )
+    assert response.url.startswith("/accounts/login/") or response.url.startswith("/admin/login/")
 
 
 def test_it_logs_in(client, alice):
-    response = client.post(
-        reverse("login"), {"username": "alice", "password": "alice-password"}
-    )
+    response = client.post(reverse("login"), {"username": "alice", "password": "alice-password"})
     assert response.status_code == 302
     assert response.url == reverse("transcripts:session_list")

@@ -76,7 +76,9 @@ def test_it_keeps_an_unreadable_file_and_shows_why(alice_client, workspace):
 
 def test_it_refuses_a_workspace_the_user_is_not_in(alice_client, other_workspace):
     response = upload(
-        alice_client, other_workspace, SimpleUploadedFile("a.jsonl", sample("formats/claude_code.jsonl"))
+        alice_client,
+        other_workspace,
+        SimpleUploadedFile("a.jsonl", sample("formats/claude_code.jsonl")),
     )
     assert response.status_code == 400
     assert Session.objects.count() == 0

@@ -1,0 +1,28 @@
+import pytest
+from django.contrib.auth import authenticate
+from django.core.management import call_command
+
+from tests.helpers import SAMPLES
+from transcripts.models import Session, Workspace
+
+pytestmark = pytest.mark.django_db
+
+
+def test_it_creates_the_demo_login_and_sessions_once(capsys):
+    call_command("demo")
+    call_command("demo")
+
+    user = authenticate(username="demo", password="pairfix-demo")
+    assert user is not None
+    workspace = Workspace.objects.for_user(user).get()
+    names = sorted(Session.objects.filter(workspace=workspace).values_list("name", flat=True))
+    expected = sorted(
+        p.name
+        for folder in ("formats", "cases")
+        for p in (SAMPLES / folder).iterdir()
+        if not p.name.endswith(".expect.json") and p.suffix in (".json", ".jsonl")
+    )
+    assert names == expected
+    out = capsys.readouterr().out
+    assert out.count("as demo / pairfix-demo") == 2
+    assert "0 session(s) added" in out

@@ -1,0 +1,73 @@
+import pytest
+from django.core.management import CommandError, call_command
+
+from tests.helpers import SAMPLES
+from transcripts.engine import analyze
+from transcripts.models import Session
+
+THREE_FORMATS = ["claude_code.jsonl", "openclaw.jsonl", "openai_chat.json"]
+
+
+@pytest.mark.parametrize("name", THREE_FORMATS)
+@pytest.mark.parametrize("policy", ["synthesize", "discard"])
+def test_it_writes_a_file_with_no_faults_left(tmp_path, capsys, name, policy):
+    call_command("repair", str(SAMPLES / "formats" / name), "--policy", policy, "--out", tmp_path)
+    raw = (SAMPLES / "formats" / name).read_bytes()
+    repaired = (tmp_path / name).read_bytes()
+    assert repaired != raw
+    again = analyze(repaired, name, policy)
+    assert again.error is None
+    assert again.faults == []
+    assert not again.plan
+    out = capsys.readouterr().out
+    assert out.startswith(f"{SAMPLES / 'formats' / name}: ")
+    assert "faults: missing_result=1" in out
+    assert ("ops: insert_result=1" if policy == "synthesize" else "ops: drop_call=1") in out
+
+
+def test_it_processes_every_file_and_fails_on_unreadable_or_missing_ones(tmp_path, capsys):
+    broken = tmp_path / "in" / "broken.jsonl"
+    broken.parent.mkdir()
+    broken.write_bytes(b"definitely not json\n")
+    out = tmp_path / "out"
+    with pytest.raises(CommandError, match="2 file"):
+        call_command(
+            "repair",
+            str(broken),
+            str(tmp_path / "absent.json"),
+            str(SAMPLES / "formats/claude_code.jsonl"),
+            "--out",
+            out,
+        )
+    assert [p.name for p in out.iterdir()] == ["claude_code.jsonl"]
+    captured = capsys.readouterr()
+    assert "broken.jsonl: unreadable: broken.jsonl" in captured.err
+    assert "absent.json: cannot read" in captured.err
+    assert "claude_code.jsonl: claude_code, faults: missing_result=1" in captured.out
+
+
+def test_it_never_overwrites_its_input(tmp_path):
+    original = (SAMPLES / "formats/claude_code.jsonl").read_bytes()
+    path = tmp_path / "claude_code.jsonl"
+    path.write_bytes(original)
+    with pytest.raises(CommandError):
+        call_command("repair", str(path), "--out", tmp_path)
+    assert path.read_bytes() == original
+
+
+def test_it_rejects_an_unknown_policy(tmp_path):
+    with pytest.raises(CommandError, match="invalid choice: 'nope'"):
+        call_command(
+            "repair",
+            str(SAMPLES / "formats/claude_code.jsonl"),
+            "--policy",
+            "nope",
+            "--out",
+            tmp_path,
+        )
+
+
+@pytest.mark.django_db
+def test_it_writes_nothing_to_the_database(tmp_path):
+    call_command("repair", str(SAMPLES / "formats/claude_code.jsonl"), "--out", tmp_path)
+    assert Session.objects.count() == 0
