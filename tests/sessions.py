@@ -31,8 +31,12 @@ class Script:
     def healthy(self) -> bool:
         return all(f == "ok" for t in self.turns for f in t.fates)
 
-    def expected(self) -> list[tuple[str, str]]:
-        """Return (fault kind, tool call id) pairs a correct detector reports."""
+    def expected(self, fmt: str = "") -> list[tuple[str, str]]:
+        """Return (fault kind, tool call id) pairs a correct detector reports.
+
+        In the Anthropic builder, results written after a user's words share its
+        message; right after the calls that is `result_not_first`, not displaced.
+        """
         kinds = {
             "missing": "missing_result",
             "duplicate": "duplicate_result",
@@ -40,8 +44,12 @@ class Script:
         }
         found = []
         for turn in self.turns:
+            now, after, _ = _results_plan(turn)
             for call, fate in zip(turn.calls, turn.fates, strict=True):
-                if fate in kinds:
+                if fmt == "anthropic" and fate == "displaced" and not now:
+                    if call == after[0]:
+                        found.append(("result_not_first", call))
+                elif fate in kinds:
                     found.append((kinds[fate], call))
                 elif fate == "orphan":
                     found.append(("orphaned_result", "stray_" + call))

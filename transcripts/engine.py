@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from transcripts import formats
 from transcripts.core.align import Row, align
-from transcripts.core.detect import detect, pair
+from transcripts.core.detect import DEFAULT_GRACE, detect, is_live, pair
 from transcripts.core.model import Fault, Plan, Transcript
 from transcripts.core.policy import DEFAULT_POLICY, PRESETS
 from transcripts.core.repair import repair
@@ -56,13 +56,22 @@ class Analysis:
 
 
 def analyze(
-    data: bytes, filename: str, policy: str = DEFAULT_POLICY, format: str | None = None
+    data: bytes,
+    filename: str,
+    policy: str = DEFAULT_POLICY,
+    format: str | None = None,
+    *,
+    now: float | None = None,
+    last_write: float | None = None,
+    grace: float = DEFAULT_GRACE,
 ) -> Analysis:
     """Parse `data`, detect its faults and plan and render a repair under `policy`.
 
-    `format` overrides sniffing. Never raises for bad content: an unreadable file
-    comes back with `error` set and the raw bytes as `repaired`. Raises KeyError
-    for an unknown policy name.
+    `format` overrides sniffing. `now` and `last_write` (seconds since the
+    epoch) mark a session still being written: its unanswered tail calls are
+    then `pending_result` (see `detect.detect`). Never raises for bad content:
+    an unreadable file comes back with `error` set and the raw bytes as
+    `repaired`. Raises KeyError for an unknown policy name.
     """
     chosen = PRESETS[policy]
     try:
@@ -80,7 +89,11 @@ def analyze(
             rows=[],
             error=str(exc),
         )
-    pairing = pair(transcript)
+    pairing = pair(
+        transcript,
+        live=is_live(now, last_write, grace),
+        replays_aborted=chosen.replays_aborted,
+    )
     faults = detect(transcript, pairing)
     plan = repair(transcript, faults, chosen, pairing)
     repaired = formats.render(transcript, plan) if plan else data

@@ -52,13 +52,17 @@ def test_healthy_input_is_untouched(name: str, script: sessions.Script) -> None:
 def test_it_finds_every_injected_fault(name: str, script: sessions.Script) -> None:
     filename, data = build(name, script)
     result = analyze(data, filename)
-    assert sorted((str(f.kind), f.tool_call_id) for f in result.faults) == script.expected()
+    assert sorted((str(f.kind), f.tool_call_id) for f in result.faults) == script.expected(name)
     if not script.healthy:
         assert violations(data, filename)
 
 
 @settings(max_examples=200, deadline=None)
-@given(name=formats, script=sessions.scripts(), policy=st.sampled_from(sorted(PRESETS)))
+@given(
+    name=formats,
+    script=sessions.scripts(),
+    policy=st.sampled_from(["synthesize", "discard", "native", "openclaw"]),
+)
 def test_repair_is_valid_idempotent_and_deterministic(
     name: str, script: sessions.Script, policy: str
 ) -> None:
@@ -68,7 +72,8 @@ def test_repair_is_valid_idempotent_and_deterministic(
     assert first.repaired == again.repaired
     assert violations(first.repaired, filename) == []
     second = analyze(first.repaired, filename, policy)
-    assert second.faults == []
+    # Results the repair synthesized are recognised as such, and left alone.
+    assert {str(f.kind) for f in second.faults} <= {"existing_synthetic"}
     assert not second.plan
     assert second.repaired == first.repaired
 

@@ -14,9 +14,8 @@ from transcripts.formats import load
 from transcripts.formats._json import member_span
 
 CASES = Path(__file__).resolve().parents[2] / "demo" / "samples" / "cases"
-# Formats and fault kinds that later issues add (Codex, Gemini, duplicate_call_id).
+# Formats a later issue adds (Codex rollouts, Gemini contents).
 LATER = {
-    "04_anthropic-streaming-dup-tool-use",
     "07_codex-interrupt-no-tool-output",
     "15_gemini-parallel-responses-split",
 }
@@ -83,3 +82,27 @@ def test_repair_follows_the_expected_sequence(case: str) -> None:
             # Kept records are byte-identical but for a re-pointed parent link.
             before = _unlinked(data[raw.records[item].start : raw.records[item].end])
             assert _unlinked(out[position.start : position.end]) == before
+
+
+def test_streamed_copies_of_a_call_are_dropped_keeping_the_first() -> None:
+    _, name, data = _load("04_anthropic-streaming-dup-tool-use")
+    repaired = json.loads(analyze(data, name).repaired)
+    original = json.loads(data)
+    calls = [b for b in repaired["messages"][1]["content"] if b["type"] == "tool_use"]
+    assert [c["id"] for c in calls] == ["toolu_syn_wx_01", "toolu_syn_wx_02", "toolu_syn_wx_03"]
+    assert [c["input"] for c in calls] == [
+        {"city": "Springfield"},
+        {"city": "Riverton"},
+        {"city": "Lakeside"},
+    ]
+    assert repaired["messages"][0] == original["messages"][0]
+    assert repaired["messages"][2] == original["messages"][2]
+
+
+def test_a_second_result_in_one_message_is_dropped_keeping_the_first() -> None:
+    _, name, data = _load("05_anthropic-duplicate-tool-result-error-path")
+    repaired = json.loads(analyze(data, name).repaired)
+    original = json.loads(data)
+    content = original["messages"][2]["content"]
+    assert repaired["messages"][2]["content"] == [content[0], content[2]]
+    assert repaired["messages"][:2] == original["messages"][:2]

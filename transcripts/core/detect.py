@@ -10,15 +10,24 @@ across the whole file: a later turn may reuse an id (Kimi, Mistral, local models
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from transcripts.core.markers import synthetic_marker
 from transcripts.core.model import Fault, FaultKind, Record, Role, ToolCall, ToolResult, Transcript
 from transcripts.core.validate import (
     duplicate_text,
     missing_text,
+    not_first_text,
     request_positions,
     unexpected_text,
 )
+
+DEFAULT_GRACE = 300.0  # seconds a session counts as live after its last write
+# Providers that match results to calls by position where ids are missing (Gemini
+# without `id`); for every other provider results in any order are legal, and
+# reporting them would flag healthy Claude Code sessions (case 02).
+ORDER_SENSITIVE = frozenset({"gemini"})
 
 
 def live_path(transcript: Transcript) -> list[int]:
@@ -92,14 +101,29 @@ def results_follow_content(record: Record) -> bool:
     return any(j not in taken for j in range(first))
 
 
+def other_blocks(record: Record) -> list[int]:
+    """Return the indexes of the record's blocks that are neither calls nor results."""
+    taken = {r.block for r in record.results} | {c.block for c in record.calls}
+    total = len(record.calls) + len(record.results) + record.other_blocks
+    return [j for j in range(total) if j not in taken]
+
+
 @dataclass(slots=True)
 class Turn:
-    """One assistant message (its records re-joined) with the results run right after it."""
+    """One assistant message (its records re-joined) with the results run right after it.
+
+    `calls` are the calls that need an answer: a block that repeats an earlier
+    call of the message exactly (same id and arguments, a streaming artefact) is
+    in `copies` instead. `not_first` lists run records whose results follow
+    other content.
+    """
 
     records: list[int]
     calls: list[ToolCall]
     run: list[int] = field(default_factory=list)
     aborted: bool = False
+    copies: list[ToolCall] = field(default_factory=list)
+    not_first: list[int] = field(default_factory=list)
 
     @property
     def head(self) -> int:
@@ -112,7 +136,8 @@ def turns(transcript: Transcript, context: list[int]) -> list[Turn]:
 
     The result run is the records after the message, before any other
     message, that carry tool results; it ends after a record that also holds
-    other content.
+    other content. A first follower whose results come after other content
+    still belongs to the run (Anthropic then wants the results moved first).
     """
     records = transcript.records
     messages = [i for i in context if records[i].role is not Role.META]
@@ -123,7 +148,7 @@ def turns(transcript: Transcript, context: list[int]) -> list[Turn]:
         if record.role is not Role.ASSISTANT:
             k += 1
             continue
-        turn = Turn([record.index], list(record.calls), aborted=record.aborted)
+        turn = Turn([record.index], [], aborted=record.aborted)
         k += 1
         while (
             k < len(messages)
@@ -132,12 +157,24 @@ def turns(transcript: Transcript, context: list[int]) -> list[Turn]:
             and records[messages[k]].message_id == record.message_id
         ):
             turn.records.append(messages[k])
-            turn.calls.extend(records[messages[k]].calls)
             k += 1
+        seen: set[tuple[str, str]] = set()
+        for index in turn.records:
+            for call in records[index].calls:
+                key = (call.id, call.args)
+                if call.id and key in seen:
+                    turn.copies.append(call)
+                else:
+                    seen.add(key)
+                    turn.calls.append(call)
         while k < len(messages) and records[messages[k]].role in (Role.USER, Role.TOOL):
             follower = records[messages[k]]
-            if not follower.results or results_follow_content(follower):
+            if not follower.results:
                 break
+            if results_follow_content(follower):
+                if turn.run:
+                    break
+                turn.not_first.append(follower.index)
             turn.run.append(follower.index)
             k += 1
             if follower.other_blocks:
@@ -155,9 +192,19 @@ class Pairing:
     answer: dict[ToolCall, ToolResult] = field(default_factory=dict)
     faults: list[Fault] = field(default_factory=list)
     turn_of: dict[ToolCall, Turn] = field(default_factory=dict)
+    in_place: set[ToolResult] = field(default_factory=set)
+    # Replays of aborted frames: whether the target runtime sends them (OpenMAIC does).
+    replays_aborted: bool = False
 
 
-def pair(transcript: Transcript) -> Pairing:
+def _is_tail(records: list[Record], context: list[int], turn: Turn) -> bool:
+    """Return True when no message but tool results follows `turn` in the context."""
+    last = (turn.run or turn.records)[-1]
+    after = context[context.index(last) + 1 :]
+    return all(records[i].role is Role.META or records[i].results for i in after)
+
+
+def pair(transcript: Transcript, *, live: bool = False, replays_aborted: bool = False) -> Pairing:
     """Pair the calls and results of the live context and classify what does not pair.
 
     In place: a result in its turn's run answers the oldest unanswered call of
@@ -165,21 +212,28 @@ def pair(transcript: Transcript) -> Pairing:
     turn, before its call): a result whose id exactly one unanswered call in the
     context carries is `displaced_result`; one whose call is already answered is
     `duplicate_result`; any other is `orphaned_result`. Calls left unanswered
-    are `missing_result`.
+    are `missing_result`, or `pending_result` at the tail of a `live` session.
+    Calls of aborted or errored frames are `aborted_frame` and need no answer,
+    unless `replays_aborted` (the runtime sends such frames, as OpenMAIC does).
     """
     records = transcript.records
     context = live_context(transcript)
     found = turns(transcript, context)
     positions = request_positions(transcript, context)
     provider = transcript.provider
-    loose = not transcript.adjacent
-    result = Pairing(context, found)
-    in_place: set[ToolResult] = set()
+    unique_ids = provider in ("anthropic", "bedrock")
+    result = Pairing(context, found, replays_aborted=replays_aborted)
+    faults = result.faults
+
+    def at(index: int) -> tuple[int, int]:
+        return positions.get(index, (0, 0))
+
+    in_place = result.in_place
+    earlier_ids: set[str] = set()
     for turn in found:
+        message, _ = at(turn.head)
         if turn.aborted:
-            # pi-ai drops errored and aborted assistant frames before the provider
-            # sees them; a result made up for their calls would be an orphan there.
-            result.faults.extend(
+            faults.extend(
                 Fault(
                     FaultKind.ABORTED_FRAME,
                     call.id,
@@ -187,13 +241,22 @@ def pair(transcript: Transcript) -> Pairing:
                     call.block,
                     turn.head,
                     "",
-                    "the assistant turn was aborted or errored; the runtime drops it "
-                    "before the provider sees it, so this call is never sent",
+                    "the assistant turn was aborted or errored; "
+                    + (
+                        "the runtime replays it, so the call needs a result"
+                        if replays_aborted
+                        else "the runtime drops it before the provider sees it, so this call "
+                        "is never sent"
+                    ),
                 )
                 for call in turn.calls
             )
-            turn.calls = []
-            continue
+            if not replays_aborted:
+                turn.calls = []
+                turn.copies = []
+                continue
+        faults.extend(_call_faults(transcript, turn, message, earlier_ids, unique_ids))
+        earlier_ids.update(call.id for call in turn.calls)
         pending: dict[str, deque[ToolCall]] = {}
         for call in turn.calls:
             pending.setdefault(call.id, deque()).append(call)
@@ -204,6 +267,7 @@ def pair(transcript: Transcript) -> Pairing:
                 if queue:
                     result.answer[queue.popleft()] = res
                     in_place.add(res)
+        faults.extend(_run_faults(transcript, turn, result, at))
     open_calls: dict[str, list[ToolCall]] = {}
     for turn in found:
         for call in turn.calls:
@@ -217,18 +281,31 @@ def pair(transcript: Transcript) -> Pairing:
         if record.role is Role.META:
             continue
         for res in record.results:
+            marker = synthetic_marker(res.text)
+            if marker is not None:
+                faults.append(
+                    Fault(
+                        FaultKind.EXISTING_SYNTHETIC,
+                        res.tool_call_id,
+                        index,
+                        res.block,
+                        None,
+                        "",
+                        f"a result synthesized by an earlier repair ({marker})",
+                    )
+                )
             if res in in_place:
                 continue
-            message, first = positions.get(index, (0, 0))
+            message, first = at(index)
             candidates = open_calls.get(res.tool_call_id, [])
             if len(candidates) == 1:
                 call = candidates.pop()
                 result.answer[call] = res
-                if loose and order[call.record] < order[index]:
+                if not transcript.adjacent and order[call.record] < order[index]:
                     continue  # Responses accepts a result anywhere after its call
                 turn = result.turn_of[call]
-                call_message, _ = positions.get(turn.head, (0, 0))
-                result.faults.append(
+                call_message, _ = at(turn.head)
+                faults.append(
                     Fault(
                         FaultKind.DISPLACED_RESULT,
                         res.tool_call_id,
@@ -241,11 +318,9 @@ def pair(transcript: Transcript) -> Pairing:
                 )
             elif res.tool_call_id in ever_called and not candidates:
                 first_answer = answered_at.get(res.tool_call_id)
-                same_message = (
-                    first_answer is not None and positions.get(first_answer, (-1,))[0] == message
-                )
-                texts = duplicate_text if same_message else unexpected_text
-                result.faults.append(
+                same = first_answer is not None and at(first_answer)[0] == message
+                texts = duplicate_text if same else unexpected_text
+                faults.append(
                     Fault(
                         FaultKind.DUPLICATE_RESULT,
                         res.tool_call_id,
@@ -262,7 +337,7 @@ def pair(transcript: Transcript) -> Pairing:
                     if candidates
                     else "no call on the live branch has this id"
                 )
-                result.faults.append(
+                faults.append(
                     Fault(
                         FaultKind.ORPHANED_RESULT,
                         res.tool_call_id,
@@ -277,31 +352,177 @@ def pair(transcript: Transcript) -> Pairing:
         unanswered = [call for call in turn.calls if call not in result.answer]
         if not unanswered:
             continue
-        message, _ = positions.get(turn.head, (0, 0))
+        message, _ = at(turn.head)
         text = missing_text(provider, message, [call.id for call in unanswered])
+        pending_tail = live and _is_tail(records, context, turn)
         for call in unanswered:
-            result.faults.append(
+            faults.append(
                 Fault(
-                    FaultKind.MISSING_RESULT,
+                    FaultKind.PENDING_RESULT if pending_tail else FaultKind.MISSING_RESULT,
                     call.id,
                     call.record,
                     call.block,
                     turn.head,
-                    text,
-                    f"the {call.name or 'unnamed'} call has no result",
+                    "" if pending_tail else text,
+                    f"the {call.name or 'unnamed'} call "
+                    + ("is still running" if pending_tail else "has no result"),
                 )
             )
     return result
 
 
-def detect(transcript: Transcript, pairing: Pairing | None = None) -> list[Fault]:
+def _call_faults(
+    transcript: Transcript,
+    turn: Turn,
+    message: int,
+    earlier_ids: set[str],
+    unique_ids: bool,
+) -> list[Fault]:
+    """Return the faults of a turn's own calls: malformed, repeated ids, content after calls."""
+    records = transcript.records
+    found: list[Fault] = []
+    reported: set[str] = set()
+    for call in turn.copies:
+        if call.id in reported:
+            continue
+        reported.add(call.id)
+        found.append(
+            Fault(
+                FaultKind.DUPLICATE_CALL_ID,
+                call.id,
+                call.record,
+                call.block,
+                turn.head,
+                f"messages.{message}.content.{call.block}: `tool_use` ids must be unique",
+                "the same call (id and arguments) appears again in the message, "
+                "as a streaming snapshot appended twice",
+            )
+        )
+    counts: dict[str, int] = {}
+    for call in turn.calls:
+        counts[call.id] = counts.get(call.id, 0) + 1
+        repeated = counts[call.id] > 1 or call.id in earlier_ids
+        if unique_ids and call.id and repeated and call.id not in reported:
+            reported.add(call.id)
+            found.append(
+                Fault(
+                    FaultKind.DUPLICATE_CALL_ID,
+                    call.id,
+                    call.record,
+                    call.block,
+                    turn.head,
+                    f"messages.{message}.content.{call.block}: `tool_use` ids must be unique",
+                    "another call of the request already uses this id",
+                )
+            )
+        if call.problem:
+            found.append(
+                Fault(
+                    FaultKind.MALFORMED_CALL,
+                    call.id or None,
+                    call.record,
+                    call.block,
+                    turn.head,
+                    "",
+                    call.problem,
+                )
+            )
+    seen_call: ToolCall | None = None
+    for index in turn.records:
+        record = records[index]
+        others = other_blocks(record)
+        first_call = min((c.block for c in record.calls), default=None)
+        late = [j for j in others if first_call is not None and j > first_call]
+        if seen_call is not None and others and not late:
+            late = others
+        if late and (seen_call is not None or record.calls):
+            call = seen_call or min(record.calls, key=lambda c: c.block)
+            found.append(
+                Fault(
+                    FaultKind.CONTENT_AFTER_CALL,
+                    call.id,
+                    index,
+                    late[0],
+                    turn.head,
+                    "",
+                    "the assistant message goes on after a tool call",
+                )
+            )
+            break
+        if record.calls:
+            seen_call = max(record.calls, key=lambda c: c.block)
+    return found
+
+
+def _run_faults(
+    transcript: Transcript,
+    turn: Turn,
+    pairing: Pairing,
+    at: Callable[[int], tuple[int, int]],
+) -> list[Fault]:
+    """Return the faults of a turn's result run: results after content, results out of order."""
+    records = transcript.records
+    found: list[Fault] = []
+    provider = transcript.provider
+    for index in turn.not_first:
+        if provider not in ("anthropic", "bedrock"):
+            continue
+        record = records[index]
+        message, _ = at(index)
+        found.append(
+            Fault(
+                FaultKind.RESULT_NOT_FIRST,
+                record.results[0].tool_call_id,
+                index,
+                record.results[0].block,
+                turn.head,
+                not_first_text(message, len(record.results)),
+                "text comes before the tool results in the user message",
+            )
+        )
+    if provider not in ORDER_SENSITIVE:
+        return found
+    position = {call: k for k, call in enumerate(turn.calls)}
+    answered = [
+        (res, call) for call, res in pairing.answer.items() if pairing.turn_of.get(call) is turn
+    ]
+    if len(answered) == len(turn.calls) > 1:
+        answered.sort(key=lambda pair: (pair[0].record, pair[0].block))
+        order = [position[call] for _, call in answered]
+        if order != sorted(order):
+            res = next(r for (r, _), k in zip(answered, order, strict=True) if k != order.index(k))
+            found.append(
+                Fault(
+                    FaultKind.MISORDERED_RESULTS,
+                    res.tool_call_id,
+                    res.record,
+                    res.block,
+                    turn.head,
+                    "",
+                    "the turn's results do not follow the order of its calls",
+                )
+            )
+    return found
+
+
+def detect(
+    transcript: Transcript,
+    pairing: Pairing | None = None,
+    *,
+    now: float | None = None,
+    last_write: float | None = None,
+    grace: float = DEFAULT_GRACE,
+) -> list[Fault]:
     """Return every fault of `transcript`, sorted by record then block.
 
     Malformed records are reported wherever they are; pairing faults only
     inside the live context (see `pair`, whose result may be passed in).
+    `now` and `last_write` (seconds since the epoch; the core reads no clock)
+    make the session live when less than `grace` seconds apart: its
+    unanswered tail calls are then `pending_result`.
     """
     if pairing is None:
-        pairing = pair(transcript)
+        pairing = pair(transcript, live=is_live(now, last_write, grace))
     faults = [
         Fault(
             FaultKind.MALFORMED_RECORD,
@@ -318,3 +539,8 @@ def detect(transcript: Transcript, pairing: Pairing | None = None) -> list[Fault
     faults.extend(pairing.faults)
     faults.sort(key=lambda f: (f.record, -1 if f.block is None else f.block, str(f.kind)))
     return faults
+
+
+def is_live(now: float | None, last_write: float | None, grace: float = DEFAULT_GRACE) -> bool:
+    """Return True when a session last written at `last_write` is still written to at `now`."""
+    return now is not None and last_write is not None and now - last_write < grace

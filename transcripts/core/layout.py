@@ -21,7 +21,8 @@ class Slot:
     carried out of a record that keeps other blocks. A record moved whole shows
     twice: `moved_away` at its raw position (not written) and `moved_in` where it
     lands. `dropped` records are not written; `removed_blocks` are block indexes
-    left out of a record that stays.
+    left out of a record that stays; `block_order`, when set, is the order of the
+    blocks the record is written with (None: as it was).
     """
 
     record: int | None
@@ -31,6 +32,7 @@ class Slot:
     moved_away: bool = False
     moved_in: bool = False
     removed_blocks: frozenset[int] = frozenset()
+    block_order: tuple[int, ...] | None = None
 
     @property
     def written(self) -> bool:
@@ -54,15 +56,19 @@ class _Edits:
     whole_moves: dict[int, Op]
     placed: dict[int, list[Op]]
     touching: dict[int, list[Op]]
+    results_first: set[int]
 
 
 def _collect(transcript: Transcript, ops: Iterable[Op]) -> _Edits:
     records = transcript.records
-    edits = _Edits({}, {}, {}, {})
+    edits = _Edits({}, {}, {}, {}, set())
     for op in ops:
         if op.record is not None:
             edits.touching.setdefault(op.record, []).append(op)
-        if op.kind in (OpKind.DROP_RESULT, OpKind.DROP_CALL):
+        if op.kind is OpKind.RESULTS_FIRST:
+            assert op.record is not None
+            edits.results_first.add(op.record)
+        elif op.kind in (OpKind.DROP_RESULT, OpKind.DROP_CALL):
             assert op.record is not None and op.block is not None
             edits.removed.setdefault(op.record, set()).add(op.block)
         elif op.kind is OpKind.MOVE_RESULT:
@@ -90,6 +96,17 @@ def _placed_slots(edits: _Edits, anchor: int) -> list[Slot]:
     return slots
 
 
+def _order(record: Record, edits: _Edits, removed: frozenset[int]) -> tuple[int, ...] | None:
+    """Return the order a record's kept blocks are written in, None when unchanged."""
+    if not removed and record.index not in edits.results_first:
+        return None
+    kept = [j for j in range(block_count(record)) if j not in removed]
+    if record.index in edits.results_first:
+        results = {r.block for r in record.results}
+        kept = [j for j in kept if j in results] + [j for j in kept if j not in results]
+    return tuple(kept)
+
+
 def layout(transcript: Transcript, plan: Plan) -> list[Slot]:
     """Return the slots of the repaired file in order, plus raw positions left behind.
 
@@ -107,7 +124,9 @@ def layout(transcript: Transcript, plan: Plan) -> list[Slot]:
         elif removed and len(removed) >= block_count(record):
             slots.append(Slot(i, ops=ops, dropped=True))
         else:
-            slots.append(Slot(i, ops=ops, removed_blocks=removed))
+            slots.append(
+                Slot(i, ops=ops, removed_blocks=removed, block_order=_order(record, edits, removed))
+            )
         slots.extend(_placed_slots(edits, i))
     return slots
 

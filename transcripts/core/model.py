@@ -60,21 +60,29 @@ class OpKind(StrEnum):
     DROP_RESULT = "drop_result"  # remove one tool result block (the record if nothing remains)
     MOVE_RESULT = "move_result"  # relocate one tool result block to after `anchor`
     DROP_CALL = "drop_call"  # remove one tool call block (the record if nothing remains)
+    RESULTS_FIRST = "results_first"  # put a record's tool results before its other content
 
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
-    """A tool call: `id` is the provider's tool call id (`tool_use.id`, `tool_calls[].id`)."""
+    """A tool call: `id` is the provider's tool call id (`tool_use.id`, `tool_calls[].id`).
+
+    `args` is the call's arguments as canonical JSON text (equal calls, equal text);
+    `problem` says why the call is malformed (no id, bad name, partial arguments),
+    empty when it is well formed.
+    """
 
     id: str
     name: str
     record: int
     block: int
+    args: str = ""
+    problem: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class ToolResult:
-    """A tool result answering the call whose id is `tool_call_id`."""
+    """A tool result answering the call whose id is `tool_call_id`; `text` is a preview."""
 
     tool_call_id: str
     record: int
@@ -126,6 +134,7 @@ class Transcript:
     `tree` is True when records link by `uid`/`parent` and order follows the links.
     `adjacent` is True when results must come right after their calling message
     (every provider but Responses; always for sessions that may switch provider).
+    `native_text` is the text the session's own agent writes for an interrupted call.
     """
 
     format: str
@@ -135,6 +144,7 @@ class Transcript:
     filename: str = ""
     tree: bool = False
     adjacent: bool = True
+    native_text: str = "[Request interrupted by user for tool use]"
     style: dict[str, Any] = field(default_factory=dict)
 
 

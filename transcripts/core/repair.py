@@ -7,13 +7,32 @@ I/O. Repairing a repaired transcript gives an empty plan (DESIGN.md contract 4).
 from __future__ import annotations
 
 from transcripts.core.detect import Pairing, Turn, pair
-from transcripts.core.model import Action, Fault, FaultKind, Op, OpKind, Plan, Transcript
+from transcripts.core.model import (
+    Action,
+    Fault,
+    FaultKind,
+    Op,
+    OpKind,
+    Plan,
+    ToolCall,
+    Transcript,
+)
 from transcripts.core.policy import Policy
 
 
-def _anchor(turn: Turn) -> int:
-    """Return the record after which a turn's missing or moved results go."""
-    return turn.run[-1] if turn.run else turn.records[-1]
+def _anchor(pairing: Pairing, turn: Turn, call: ToolCall) -> int:
+    """Return the record after which a result for `call` goes, keeping call order.
+
+    That is the in-place result record of the nearest earlier call of the turn,
+    else the assistant message's last record.
+    """
+    run_order = {index: k for k, index in enumerate(turn.run)}
+    earlier = [
+        pairing.answer[c].record
+        for c in turn.calls[: turn.calls.index(call)]
+        if c in pairing.answer and pairing.answer[c] in pairing.in_place
+    ]
+    return max(earlier, key=run_order.__getitem__) if earlier else turn.records[-1]
 
 
 def repair(
@@ -21,52 +40,61 @@ def repair(
 ) -> Plan:
     """Return the ops that mend `faults` under `policy`, in fault order.
 
-    `pairing` is `detect.pair(transcript)` when the caller already has it.
-    Actions a kind does not support (and `keep`/`flag`) yield no op.
+    `pairing` is `detect.pair(transcript)` when the caller already has it (it
+    must have been made with `replays_aborted=policy.replays_aborted`).
+    Actions a kind does not support (and `keep`/`flag`) yield no op. A call
+    that is dropped takes its results with it, and gets no synthetic one.
     """
     if pairing is None:
-        pairing = pair(transcript)
-    calls = {(call.id, call.record, call.block): call for call in pairing.turn_of}
+        pairing = pair(transcript, replays_aborted=policy.replays_aborted)
+    text = policy.synthetic_text if policy.synthetic_text is not None else transcript.native_text
+    calls = {(call.record, call.block): call for call in pairing.turn_of}
     owner = {(res.record, res.block): call for call, res in pairing.answer.items()}
+    dropped_calls = {
+        (f.record, f.block)
+        for f in faults
+        if f.kind is FaultKind.MALFORMED_CALL and policy.action(f.kind) is Action.DROP
+    }
     ops: list[Op] = []
     for fault in faults:
         action = policy.action(fault.kind)
         row = policy.row(fault.kind)
-        if fault.kind is FaultKind.MISSING_RESULT:
-            call = calls.get((fault.tool_call_id or "", fault.record, fault.block or 0))
-            if call is None:
+        where = (fault.record, fault.block if fault.block is not None else 0)
+        kind = fault.kind
+        if kind in (FaultKind.MISSING_RESULT, FaultKind.PENDING_RESULT, FaultKind.ABORTED_FRAME):
+            call = calls.get(where)
+            if call is None or where in dropped_calls:
                 continue
             if action is Action.SYNTHESIZE:
+                anchor = _anchor(pairing, pairing.turn_of[call], call)
                 ops.append(
-                    Op(
-                        OpKind.INSERT_RESULT,
-                        fault,
-                        row,
-                        anchor=_anchor(pairing.turn_of[call]),
-                        call=call,
-                        text=policy.synthetic_text,
-                    )
+                    Op(OpKind.INSERT_RESULT, fault, row, anchor=anchor, call=call, text=text)
                 )
             elif action is Action.DROP:
                 ops.append(Op(OpKind.DROP_CALL, fault, row, call.record, call.block, call=call))
-        elif fault.kind is FaultKind.DISPLACED_RESULT and action is Action.MOVE:
-            call = owner[(fault.record, fault.block or 0)]
-            ops.append(
-                Op(
-                    OpKind.MOVE_RESULT,
-                    fault,
-                    row,
-                    fault.record,
-                    fault.block,
-                    anchor=_anchor(pairing.turn_of[call]),
-                    call=call,
-                )
+        elif kind is FaultKind.MALFORMED_CALL and action is Action.DROP:
+            call = calls.get(where)
+            ops.append(Op(OpKind.DROP_CALL, fault, row, fault.record, fault.block, call=call))
+            answer = pairing.answer.get(call) if call is not None else None
+            if answer is not None:
+                ops.append(Op(OpKind.DROP_RESULT, fault, row, answer.record, answer.block))
+        elif kind is FaultKind.DISPLACED_RESULT and action is Action.MOVE:
+            call = owner[where]
+            if (call.record, call.block) in dropped_calls:
+                continue
+            anchor = _anchor(pairing, pairing.turn_of[call], call)
+            ops.append(Op(OpKind.MOVE_RESULT, fault, row, fault.record, fault.block, anchor, call))
+        elif kind is FaultKind.RESULT_NOT_FIRST and action is Action.MOVE:
+            ops.append(Op(OpKind.RESULTS_FIRST, fault, row, fault.record, fault.block))
+        elif kind is FaultKind.DUPLICATE_CALL_ID and action is Action.KEEP_FIRST:
+            turn = next(t for t in pairing.turns if t.head == fault.turn)
+            ops.extend(
+                Op(OpKind.DROP_CALL, fault, row, copy.record, copy.block, call=copy)
+                for copy in turn.copies
+                if copy.id == fault.tool_call_id
             )
-        elif (
-            fault.kind is FaultKind.DUPLICATE_RESULT
-            and action is Action.KEEP_FIRST
-            or fault.kind is FaultKind.ORPHANED_RESULT
-            and action is Action.DROP
+        elif (kind is FaultKind.DUPLICATE_RESULT and action is Action.KEEP_FIRST) or (
+            kind is FaultKind.ORPHANED_RESULT and action is Action.DROP
         ):
             ops.append(Op(OpKind.DROP_RESULT, fault, row, fault.record, fault.block))
     return Plan(policy=policy.name, ops=tuple(ops))

@@ -185,7 +185,14 @@ def _load_document(data: bytes, filename: str, root: Any, format: str | None) ->
             style["sep"] = b"," + data[records[0].start - len(base.encode()) - 1 : records[0].start]
     provider = fmt.provider_of(records)
     return Transcript(
-        fmt.id, provider, records, data, filename, False, fmt.adjacent(provider), style
+        fmt.id,
+        provider,
+        records,
+        data,
+        filename=filename,
+        adjacent=fmt.adjacent(provider),
+        native_text=fmt.native_text,
+        style=style,
     )
 
 
@@ -251,7 +258,15 @@ def _load_jsonl(
         )
     provider = fmt.provider_of(records)
     return Transcript(
-        fmt.id, provider, records, data, filename, fmt.tree, fmt.adjacent(provider), style
+        fmt.id,
+        provider,
+        records,
+        data,
+        filename=filename,
+        tree=fmt.tree,
+        adjacent=fmt.adjacent(provider),
+        native_text=fmt.native_text,
+        style=style,
     )
 
 
@@ -309,8 +324,8 @@ def _record_bytes(
     record = transcript.records[slot.record]
     raw = data[record.start : record.end]
     new_parent = parents.get(slot.record)
-    if slot.removed_blocks:
-        obj = fmt.strip(record.obj, slot.removed_blocks)
+    if slot.block_order is not None:
+        obj = fmt.keep(record.obj, list(slot.block_order))
         if new_parent is not None:
             obj[fmt.parent_key] = new_parent
         return _encode(transcript, obj)

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from transcripts.core.model import Record, ToolCall, ToolResult
-from transcripts.formats.base import preview
+from transcripts.formats.base import call_problem, canonical, preview
 
 
 def read_blocks(content: Any, record: Record) -> None:
@@ -22,7 +22,17 @@ def read_blocks(content: Any, record: Record) -> None:
         kind = block.get("type") if isinstance(block, dict) else None
         if kind == "tool_use" and isinstance(block, dict):
             name = str(block.get("name") or "")
-            record.calls.append(ToolCall(str(block.get("id") or ""), name, record.index, j))
+            call_id, args = block.get("id"), block.get("input")
+            record.calls.append(
+                ToolCall(
+                    str(call_id or ""),
+                    name,
+                    record.index,
+                    j,
+                    canonical(args),
+                    call_problem(call_id, block.get("name"), args),
+                )
+            )
             args = json.dumps(block.get("input"), ensure_ascii=False)
             texts.append(f"{name}({preview(args, 200)})")
         elif kind == "tool_result" and isinstance(block, dict):
@@ -79,8 +89,8 @@ def _content(obj: Any) -> Any:
     return obj.get("content")
 
 
-def without(content: Any, blocks: frozenset[int]) -> Any:
-    """Return `content` without the blocks numbered `blocks`."""
+def picked(content: Any, order: list[int]) -> Any:
+    """Return the blocks of `content` numbered `order`, in that order."""
     if not isinstance(content, list):
         return content
-    return [block for j, block in enumerate(content) if j not in blocks]
+    return [content[j] for j in order]

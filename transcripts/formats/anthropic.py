@@ -11,7 +11,7 @@ import copy
 from typing import Any
 
 from transcripts.core.model import Op, Record, Role, Transcript
-from transcripts.formats._blocks import find_result_block, read_blocks, result_block, without
+from transcripts.formats._blocks import find_result_block, picked, read_blocks, result_block
 from transcripts.formats.base import Format
 from transcripts.formats.openai_chat import _messages
 
@@ -65,5 +65,5 @@ class Anthropic(Format):
         source = transcript.records[op.record].obj
         return {"role": "user", "content": [copy.deepcopy(source["content"][op.block])]}
 
-    def strip(self, obj: Any, blocks: frozenset[int]) -> Any:
-        return dict(obj, content=without(obj.get("content"), blocks))
+    def keep(self, obj: Any, order: list[int]) -> Any:
+        return dict(obj, content=picked(obj.get("content"), order))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import json
+import re
 from typing import Any, ClassVar
 
 from transcripts.core.model import Op, Record, Transcript
@@ -23,6 +25,8 @@ class Format:
     uid_key: ClassVar[str] = ""
     parent_key: ClassVar[str] = ""
     provider: ClassVar[str] = "anthropic"
+    # What the agent itself writes as the result of an interrupted call (formats.md §0.7).
+    native_text: ClassVar[str] = "[Request interrupted by user for tool use]"
 
     def sniff(self, sample: list[Any], filename: str) -> bool:
         """Return True when `sample` (first parsed lines, or [document root]) is this format."""
@@ -56,13 +60,48 @@ class Format:
         """Return a new record holding only the result block `op` moves out of its record."""
         raise NotImplementedError
 
-    def strip(self, obj: Any, blocks: frozenset[int]) -> Any:
-        """Return a copy of record `obj` without the content blocks numbered `blocks`."""
+    def keep(self, obj: Any, order: list[int]) -> Any:
+        """Return a copy of record `obj` holding only the blocks numbered `order`, in that order."""
         raise NotImplementedError
 
     def new_uid(self, transcript: Transcript, op: Op) -> str:
         """Return a deterministic id for the record `op` creates."""
         raise NotImplementedError
+
+
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def canonical(args: Any) -> str:
+    """Return call arguments as canonical JSON text, so equal arguments compare equal."""
+    if isinstance(args, str):
+        return args
+    return json.dumps(args, sort_keys=True, ensure_ascii=False)
+
+
+def call_problem(call_id: Any, name: Any, args: Any, partial: bool = False) -> str:
+    """Return why a tool call is malformed, or "" when it is well formed.
+
+    The rules are the ones OpenClaw applies before persisting a call
+    (integrity-semantics.md §1B, B-2): an id, a name of letters, digits, `_`
+    and `-` of at most 64 characters, and arguments that arrived whole.
+    """
+    if not isinstance(call_id, str) or not call_id.strip():
+        return "the call has no id"
+    if not isinstance(name, str) or not name.strip():
+        return "the call has no tool name"
+    if not _NAME.match(name.strip()):
+        return f"the tool name {name[:80]!r} is not valid (letters, digits, _ and -, at most 64)"
+    if partial:
+        return "the call's arguments were cut off mid-stream (partialJson)"
+    if args is None:
+        return "the call has no arguments"
+    if isinstance(args, str):
+        try:
+            json.loads(args)
+        except ValueError:
+            return "the call's arguments are not valid JSON (cut off mid-stream?)"
+    return ""
 
 
 def digest(*parts: object) -> str:

@@ -13,7 +13,7 @@ import uuid
 from typing import Any
 
 from transcripts.core.model import Op, Record, Role, Transcript
-from transcripts.formats._blocks import find_result_block, read_blocks, result_block, without
+from transcripts.formats._blocks import find_result_block, picked, read_blocks, result_block
 from transcripts.formats._json import ordered_like
 from transcripts.formats.base import Format, digest, preview
 
@@ -87,9 +87,9 @@ class ClaudeCode(Format):
         source.pop("toolUseResult", None)
         return source
 
-    def strip(self, obj: Any, blocks: frozenset[int]) -> Any:
+    def keep(self, obj: Any, order: list[int]) -> Any:
         out = copy.copy(obj)
-        out["message"] = dict(obj["message"], content=without(obj["message"]["content"], blocks))
+        out["message"] = dict(obj["message"], content=picked(obj["message"]["content"], order))
         return out
 
     def new_uid(self, transcript: Transcript, op: Op) -> str:

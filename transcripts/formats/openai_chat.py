@@ -12,7 +12,7 @@ from typing import Any
 
 from transcripts.core.model import Op, Record, Role, ToolCall, ToolResult, Transcript
 from transcripts.formats._json import ordered_like
-from transcripts.formats.base import Format, preview
+from transcripts.formats.base import Format, call_problem, canonical, preview
 
 _ROLES = {"user": Role.USER, "assistant": Role.ASSISTANT, "tool": Role.TOOL}
 
@@ -29,6 +29,7 @@ class OpenAIChat(Format):
     label = "OpenAI Chat Completions messages"
     jsonl = False
     provider = "openai_chat"
+    native_text = "aborted"
 
     def sniff(self, sample: list[Any], filename: str) -> bool:
         messages = _messages(sample)
@@ -62,13 +63,24 @@ class OpenAIChat(Format):
             )
             record.other_blocks = 0
         calls = obj.get("tool_calls")
+        # `content` is block 0 when present and the calls follow it, as a model writes them.
+        first = record.other_blocks
         for k, call in enumerate(calls if isinstance(calls, list) else []):
             function = call.get("function") if isinstance(call, dict) else None
-            name = function.get("name") if isinstance(function, dict) else ""
-            name = name if isinstance(name, str) else ""
-            call_id = call.get("id") if isinstance(call, dict) else ""
-            record.calls.append(ToolCall(str(call_id or ""), name, record.index, k))
+            raw_name = function.get("name") if isinstance(function, dict) else None
+            name = raw_name if isinstance(raw_name, str) else ""
+            call_id = call.get("id") if isinstance(call, dict) else None
             args = function.get("arguments") if isinstance(function, dict) else None
+            record.calls.append(
+                ToolCall(
+                    str(call_id or ""),
+                    name,
+                    record.index,
+                    first + k,
+                    canonical(args),
+                    call_problem(call_id, raw_name, args),
+                )
+            )
             texts.append(
                 f"{name}({preview(args if isinstance(args, str) else json.dumps(args), 200)})"
             )
@@ -84,9 +96,11 @@ class OpenAIChat(Format):
     def carry(self, transcript: Transcript, op: Op) -> Any:
         raise ValueError("Chat Completions tool messages are whole records; they move whole")
 
-    def strip(self, obj: Any, blocks: frozenset[int]) -> Any:
+    def keep(self, obj: Any, order: list[int]) -> Any:
         out = copy.copy(obj)
-        calls = [c for k, c in enumerate(obj.get("tool_calls") or []) if k not in blocks]
+        first = 0 if obj.get("content") in (None, "", []) else 1
+        all_calls = obj.get("tool_calls") or []
+        calls = [all_calls[j - first] for j in order if j >= first]
         if calls:
             out["tool_calls"] = calls
         else:

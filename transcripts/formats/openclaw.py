@@ -12,10 +12,11 @@ import copy
 import json
 from typing import Any
 
+from transcripts.core.markers import OPENCLAW_SENTENCE
 from transcripts.core.model import Op, Record, Role, ToolCall, ToolResult, Transcript
 from transcripts.core.policy import INTERRUPTED_TEXT
 from transcripts.formats._json import ordered_like
-from transcripts.formats.base import Format, digest, preview
+from transcripts.formats.base import Format, call_problem, canonical, digest, preview
 
 _CALL_TYPES = ("toolCall", "toolUse", "functionCall")
 _CONTEXT_ENTRIES = ("custom_message", "branch_summary")
@@ -38,6 +39,7 @@ class OpenClaw(Format):
     uid_key = "id"
     parent_key = "parentId"
     provider = "anthropic"
+    native_text = "[openclaw] " + OPENCLAW_SENTENCE
 
     def sniff(self, sample: list[Any], filename: str) -> bool:
         first = sample[0] if sample else None
@@ -82,9 +84,12 @@ class OpenClaw(Format):
                 kind = block.get("type") if isinstance(block, dict) else None
                 if kind in _CALL_TYPES and isinstance(block, dict):
                     name = str(block.get("name") or "")
-                    call_id = str(block.get("id") or "")
-                    record.calls.append(ToolCall(call_id, name, record.index, j))
+                    raw_id = block.get("id")
                     args = block.get("arguments", block.get("input"))
+                    problem = call_problem(raw_id, block.get("name"), args, "partialJson" in block)
+                    record.calls.append(
+                        ToolCall(str(raw_id or ""), name, record.index, j, canonical(args), problem)
+                    )
                     texts.append(f"{name}({preview(json.dumps(args, ensure_ascii=False), 200)})")
                 else:
                     record.other_blocks += 1
@@ -150,11 +155,10 @@ class OpenClaw(Format):
     def carry(self, transcript: Transcript, op: Op) -> Any:
         raise ValueError("pi/OpenClaw results are whole records; they move whole")
 
-    def strip(self, obj: Any, blocks: frozenset[int]) -> Any:
+    def keep(self, obj: Any, order: list[int]) -> Any:
         out = copy.copy(obj)
-        message = dict(obj["message"])
-        message["content"] = [b for j, b in enumerate(message["content"]) if j not in blocks]
-        out["message"] = message
+        content = obj["message"]["content"]
+        out["message"] = dict(obj["message"], content=[content[j] for j in order])
         return out
 
     def new_uid(self, transcript: Transcript, op: Op) -> str:

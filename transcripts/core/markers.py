@@ -1,0 +1,38 @@
+"""Recognise tool results that an earlier repair synthesized, by their text.
+
+Sources (integrity-semantics.md §1A A5, §1B B-1 and B-1a, §1C, §5.3; formats.md
+§4 and §5): OpenClaw's repair sentence under its three brand prefixes,
+OpenMAIC's interrupted receipt, pi's "No result provided" and steering text,
+Claude Code's internal-error placeholder and Codex's "aborted".
+"""
+
+from __future__ import annotations
+
+import re
+
+OPENCLAW_SENTENCE = (
+    "missing tool result in session history; inserted synthetic error result for transcript repair."
+)
+_OPENCLAW = re.compile(r"^\[(openclaw|clawdbot|moltbot)\] " + re.escape(OPENCLAW_SENTENCE))
+_OPENMAIC = re.compile(r'^\{\s*"ok"\s*:\s*false\s*,\s*"error"\s*:\s*"interrupted"')
+
+_EXACT = {
+    "No result provided": "pi",
+    "Skipped due to queued user message.": "pi steering",
+    "[Tool result missing due to internal error]": "Claude Code",
+    "aborted": "Codex",
+}
+
+
+def synthetic_marker(text: str) -> str | None:
+    """Return which system synthesized a result with this text, or None for a real result.
+
+    `text` is the result's text content (whitespace is normalised before matching).
+    """
+    text = " ".join(text.split())
+    match = _OPENCLAW.match(text)
+    if match:
+        return f"OpenClaw ([{match.group(1)}])"
+    if _OPENMAIC.match(text):
+        return "OpenMAIC"
+    return _EXACT.get(text)
