@@ -15,6 +15,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from transcripts import actions
 from transcripts.core.model import FaultKind
+from transcripts.engine import PRESETS
 from transcripts.forms import PolicyForm, RepairForm, UploadForm
 from transcripts.models import Job, Session
 
@@ -89,6 +90,7 @@ def session_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "session": session,
         "policy": policy,
         "policy_form": PolicyForm(initial={"policy": policy}),
+        "policy_description": PRESETS[policy].description,
         "analysis": actions.analyze_revision(session.head, policy),
         "revisions": session.revisions.select_related("created_by").order_by("number"),
     }

@@ -42,6 +42,13 @@ def test_upload_inspect_bulk_repair_and_download(page, live_server, alice, works
     expect(fault.locator(".badge")).to_have_text("missing_result")
     expect(page.locator("tr.row.inserted .label")).to_have_text("inserted")
 
+    # htmx swaps in the repaired side under another policy.
+    page.get_by_label("Policy").select_option("discard")
+    expect(page.locator("#timeline th").nth(2)).to_have_text("Repaired (discard)")
+    expect(page.locator("tr.row.inserted")).to_have_count(0)
+    expect(page.locator(".op.drop_call")).to_have_count(1)
+    expect(page).to_have_url(re.compile(r"\?policy=discard$"))
+
     page.get_by_role("link", name="Pairfix").click()
     page.get_by_label("Select claude_code.jsonl").check()
     page.get_by_label("Policy").select_option("synthesize")
@@ -55,7 +62,7 @@ def test_upload_inspect_bulk_repair_and_download(page, live_server, alice, works
     expect(page.locator("tr.audit-record.missing_result code")).to_have_text(ORPHANED_CALL)
 
     page.get_by_role("link", name="claude_code.jsonl").click()
-    expect(page.locator(".fault")).to_have_count(0)
+    expect(page.locator(".fault.missing_result")).to_have_count(0)
     with page.expect_download() as download_info:
         page.get_by_role("link", name="Download repaired").click()
     download = download_info.value
@@ -88,3 +95,24 @@ def test_upload_inspect_bulk_repair_and_download(page, live_server, alice, works
     assert new == old.replace(
         f'"parentUuid":"{old_parent}"'.encode(), f'"parentUuid":"{new_parent}"'.encode()
     )
+
+
+def test_dropping_files_on_the_drop_zone_uploads_them(page, live_server, alice, workspace):
+    page.goto(live_server.url + "/")
+    page.get_by_label("Username").fill("alice")
+    page.get_by_label("Password").fill("alice-password")
+    page.get_by_role("button", name="Log in").click()
+
+    # What a browser hands the page when a file is dragged in from the desktop.
+    drop = page.evaluate_handle(
+        """([name, text]) => {
+            const transfer = new DataTransfer();
+            transfer.items.add(new File([text], name));
+            return transfer;
+        }""",
+        ["dropped.jsonl", UPLOAD.read_text()],
+    )
+    page.locator(".dropzone").dispatch_event("drop", {"dataTransfer": drop})
+
+    expect(page.locator("h1")).to_have_text("dropped.jsonl")
+    expect(page.locator(".fault.missing_result .tool-call-id")).to_have_text(ORPHANED_CALL)
