@@ -8,7 +8,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests import sessions
-from transcripts.core.detect import live_context
 from transcripts.core.validate import validate
 from transcripts.engine import PRESETS, analyze
 from transcripts.formats import load
@@ -32,7 +31,7 @@ def build(name: str, script: sessions.Script) -> tuple[str, bytes]:
 
 def violations(data: bytes, filename: str) -> list:
     transcript = load(data, filename)
-    return validate(transcript, live_context(transcript))
+    return validate(transcript)
 
 
 @settings(max_examples=150, deadline=None)

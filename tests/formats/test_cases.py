@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from transcripts.core.detect import live_context
 from transcripts.core.validate import validate
 from transcripts.engine import analyze
 from transcripts.formats import load
@@ -68,7 +67,7 @@ def test_repair_follows_the_expected_sequence(case: str) -> None:
     expect, name, data = _load(case)
     result = analyze(data, name)
     transcript = load(result.repaired, name)
-    assert validate(transcript, live_context(transcript)) == []
+    assert validate(transcript) == []
     sequence = expect.get("expected_output_sequence")
     if sequence == "unchanged":
         assert result.repaired == data

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from transcripts.core.detect import live_context
 from transcripts.core.validate import validate
 from transcripts.engine import analyze
 from transcripts.formats import load
@@ -67,5 +66,5 @@ def test_injected_faults_are_found_and_repaired(tmp_path: Path, fmt: str) -> Non
     assert expected
     assert sorted((str(f.kind), f.tool_call_id, f.record) for f in result.faults) == expected
     repaired = load(result.repaired, path.name)
-    assert validate(repaired, live_context(repaired)) == []
+    assert validate(repaired) == []
     assert not analyze(result.repaired, path.name).plan

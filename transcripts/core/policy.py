@@ -107,7 +107,7 @@ PRESETS: Mapping[str, Policy] = MappingProxyType(
                 duplicate_result=Action.KEEP_FIRST,
                 orphaned_result=Action.KEEP,
                 result_not_first=Action.MOVE,
-                aborted_frame=Action.SYNTHESIZE,
+                aborted_frame=Action.KEEP,
             ),
             replays_aborted=True,
             description=(

@@ -20,17 +20,21 @@ from transcripts.core.model import (
 from transcripts.core.policy import Policy
 
 
-def _anchor(pairing: Pairing, turn: Turn, call: ToolCall) -> int:
+def _anchor(transcript: Transcript, pairing: Pairing, turn: Turn, call: ToolCall) -> int:
     """Return the record after which a result for `call` goes, keeping call order.
 
     That is the in-place result record of the nearest earlier call of the turn,
-    else the assistant message's last record.
+    else the assistant message's last record. A record whose results are
+    followed by other content is passed over: a result placed after it would
+    land behind that content (Anthropic wants the results first).
     """
     run_order = {index: k for k, index in enumerate(turn.run)}
     earlier = [
         pairing.answer[c].record
         for c in turn.calls[: turn.calls.index(call)]
-        if c in pairing.answer and pairing.answer[c] in pairing.in_place
+        if c in pairing.answer
+        and pairing.answer[c] in pairing.in_place
+        and not transcript.records[pairing.answer[c].record].other_blocks
     ]
     return max(earlier, key=run_order.__getitem__) if earlier else turn.records[-1]
 
@@ -61,12 +65,14 @@ def repair(
         row = policy.row(fault.kind)
         where = (fault.record, fault.block if fault.block is not None else 0)
         kind = fault.kind
-        if kind in (FaultKind.MISSING_RESULT, FaultKind.PENDING_RESULT, FaultKind.ABORTED_FRAME):
+        if kind is FaultKind.ABORTED_FRAME and action is Action.DROP:
+            ops.append(Op(OpKind.DROP_CALL, fault, row, fault.record, fault.block))
+        elif kind in (FaultKind.MISSING_RESULT, FaultKind.PENDING_RESULT):
             call = calls.get(where)
             if call is None or where in dropped_calls:
                 continue
             if action is Action.SYNTHESIZE:
-                anchor = _anchor(pairing, pairing.turn_of[call], call)
+                anchor = _anchor(transcript, pairing, pairing.turn_of[call], call)
                 ops.append(
                     Op(OpKind.INSERT_RESULT, fault, row, anchor=anchor, call=call, text=text)
                 )
@@ -82,7 +88,7 @@ def repair(
             call = owner[where]
             if (call.record, call.block) in dropped_calls:
                 continue
-            anchor = _anchor(pairing, pairing.turn_of[call], call)
+            anchor = _anchor(transcript, pairing, pairing.turn_of[call], call)
             ops.append(Op(OpKind.MOVE_RESULT, fault, row, fault.record, fault.block, anchor, call))
         elif kind is FaultKind.RESULT_NOT_FIRST and action is Action.MOVE:
             ops.append(Op(OpKind.RESULTS_FIRST, fault, row, fault.record, fault.block))

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from transcripts.core.branch import live_context
 from transcripts.core.model import Role, Transcript
 
 PROVIDERS = ("anthropic", "openai_chat", "openai_responses", "gemini", "bedrock")
@@ -78,13 +79,15 @@ def not_first_text(message: int, count: int) -> str:
     )
 
 
-def request_positions(transcript: Transcript, context: list[int]) -> dict[int, tuple[int, int]]:
+def request_positions(
+    transcript: Transcript, context: list[int], provider: str | None = None
+) -> dict[int, tuple[int, int]]:
     """Map each record of `context` to (request message index, index of its first block).
 
     Anthropic merges consecutive messages of one role into one turn and takes
     `system` out of `messages`; Chat Completions sends every message as is.
     """
-    merge = transcript.provider in ("anthropic", "bedrock", "gemini")
+    merge = (provider or transcript.provider) in ("anthropic", "bedrock", "gemini")
     positions: dict[int, tuple[int, int]] = {}
     message, blocks, last_role = -1, 0, None
     for index in context:
@@ -117,14 +120,14 @@ class _Message:
 
     index: int
     role: Role
-    calls: list[tuple[int, str]]  # (record, tool call id)
+    calls: list[tuple[int, int, str]]  # (record, block within the message, tool call id)
     results: list[tuple[int, int, str]]  # (record, block within the message, tool call id)
     late: set[tuple[int, int]]  # results written after other content of the message
     content_seen: bool = False
 
 
-def _messages(transcript: Transcript, order: list[int]) -> list[_Message]:
-    positions = request_positions(transcript, order)
+def _messages(transcript: Transcript, order: list[int], provider: str) -> list[_Message]:
+    positions = request_positions(transcript, order, provider)
     messages: list[_Message] = []
     last: int | None = None
     last_role: Role | None = None
@@ -133,15 +136,25 @@ def _messages(transcript: Transcript, order: list[int]) -> list[_Message]:
             continue
         record = transcript.records[i]
         message, first = positions[i]
-        # A run of Chat Completions tool messages answers the call message as one.
-        joins = messages and (
-            message == last or (record.role is Role.TOOL and last_role is Role.TOOL)
+        # A run of result-only messages (Chat Completions `tool` messages, or what a
+        # converter makes of result blocks) answers the call message as one.
+        previous = messages[-1] if messages else None
+        joins = previous is not None and (
+            message == last
+            or (
+                bool(record.results)
+                and not record.calls
+                and not record.other_blocks
+                and bool(previous.results)
+                and not previous.calls
+                and not previous.content_seen
+            )
         )
         if not joins:
             role = Role.USER if record.role is Role.TOOL else record.role
             messages.append(_Message(message, role, [], [], set()))
         current = messages[-1]
-        current.calls.extend((i, c.id) for c in record.calls)
+        current.calls.extend((i, first + c.block, c.id) for c in record.calls)
         current.results.extend((i, first + r.block, r.tool_call_id) for r in record.results)
         taken = {r.block for r in record.results} | {c.block for c in record.calls}
         total = len(record.calls) + len(record.results) + record.other_blocks
@@ -150,39 +163,57 @@ def _messages(transcript: Transcript, order: list[int]) -> list[_Message]:
             if current.content_seen or (others and others[0] < r.block):
                 current.late.add((i, first + r.block))
         current.content_seen = current.content_seen or bool(others)
-        last, last_role = message, record.role
+        last = message
     return messages
 
 
-def validate(transcript: Transcript, context: list[int] | None = None) -> list[Violation]:
-    """Return the pairing rules `transcript` breaks for its provider, in request order.
+def validate(
+    transcript: Transcript,
+    provider: str | None = None,
+    *,
+    context: list[int] | None = None,
+    drops_aborted: bool = True,
+) -> list[Violation]:
+    """Return the pairing rules `transcript` breaks for `provider`, by record.
 
-    Over the records of `context` (default: every record, in file order): tool
-    call ids are unique; every call is answered exactly once; unless the
-    provider accepts results anywhere later (Responses), the answers form the
-    very next message and every result in a message answers a call of the
-    message right before it. Shape: a list of Violation(record, tool_call_id, error).
+    `provider` is one of PROVIDERS (default: the session's own). Checks the
+    records of `context` (default: the live context the runtime sends):
+    Anthropic and Bedrock want tool_use ids unique across the request; every
+    call is answered exactly once; except on the Responses API, which takes an
+    output anywhere after its call, the answers form the very next message,
+    open it (Anthropic), and every result answers a call of the message right
+    before it; Gemini wants as many responses as calls. Aborted and errored
+    assistant frames are left out when the runtime drops them (`drops_aborted`,
+    as pi-ai does). Shape: a list of Violation(record, tool_call_id, error),
+    each error worded as the provider words it. Raises ValueError for an
+    unknown provider.
     """
+    provider = provider or transcript.provider
+    if provider not in PROVIDERS:
+        raise ValueError(f"unknown provider {provider!r}; expected one of {PROVIDERS}")
     records = transcript.records
-    order = list(context) if context is not None else list(range(len(records)))
-    # Runtimes drop aborted and errored assistant frames before sending (pi-ai).
-    order = [i for i in order if not records[i].aborted]
-    provider = transcript.provider
-    messages = _messages(transcript, order)
+    order = list(context) if context is not None else live_context(transcript)
+    if drops_aborted:
+        order = [i for i in order if not records[i].aborted]
+    adjacent = (
+        transcript.adjacent if provider == transcript.provider else (provider != "openai_responses")
+    )
+    messages = _messages(transcript, order, provider)
     violations: list[Violation] = []
     seen_calls: set[str] = set()
     for message in messages:
-        for rec, cid in message.calls:
+        for rec, block, cid in message.calls:
             # Chat Completions accepts an id again in a later turn (case 13); Anthropic
             # wants every tool_use id unique across the request.
             if cid in seen_calls and provider in ("anthropic", "bedrock"):
-                violations.append(Violation(rec, cid, "tool_use ids must be unique"))
+                text = f"messages.{message.index}.content.{block}: `tool_use` ids must be unique"
+                violations.append(Violation(rec, cid, text))
             seen_calls.add(cid)
-    if not transcript.adjacent:
+    if not adjacent:
         open_calls: set[str] = set()
         answered: set[str] = set()
         for message in messages:
-            open_calls.update(cid for _, cid in message.calls)
+            open_calls.update(cid for _, _, cid in message.calls)
             for rec, block, cid in message.results:
                 if cid in open_calls and cid not in answered:
                     answered.add(cid)
@@ -191,7 +222,7 @@ def validate(transcript: Transcript, context: list[int] | None = None) -> list[V
                         Violation(rec, cid, unexpected_text(provider, message.index, block, cid))
                     )
         for message in messages:
-            for rec, cid in message.calls:
+            for rec, _, cid in message.calls:
                 if cid not in answered:
                     violations.append(
                         Violation(rec, cid, missing_text(provider, message.index, [cid]))
@@ -199,13 +230,17 @@ def validate(transcript: Transcript, context: list[int] | None = None) -> list[V
         return violations
     for k, message in enumerate(messages):
         previous = messages[k - 1] if k else None
-        expected = {cid for _, cid in previous.calls} if previous is not None else set()
+        expected = {cid for _, _, cid in previous.calls} if previous is not None else set()
         got: set[str] = set()
         for rec, block, cid in message.results:
             if (rec, block) in message.late and provider in ("anthropic", "bedrock"):
                 violations.append(Violation(rec, cid, not_first_text(message.index, len(expected))))
             elif cid in expected and cid not in got:
                 got.add(cid)
+            elif cid in got:
+                violations.append(
+                    Violation(rec, cid, duplicate_text(provider, message.index, block, cid))
+                )
             else:
                 violations.append(
                     Violation(rec, cid, unexpected_text(provider, message.index, block, cid))
@@ -213,7 +248,7 @@ def validate(transcript: Transcript, context: list[int] | None = None) -> list[V
         if message.calls:
             following = messages[k + 1] if k + 1 < len(messages) else None
             answers = {cid for _, _, cid in following.results} if following else set()
-            missing = [(rec, cid) for rec, cid in message.calls if cid not in answers]
+            missing = [(rec, cid) for rec, _, cid in message.calls if cid not in answers]
             for rec, cid in missing:
                 violations.append(
                     Violation(

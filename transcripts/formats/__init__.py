@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from transcripts.core.detect import live_path
+from transcripts.core.branch import live_path
 from transcripts.core.layout import Slot, layout, relayout_path
 from transcripts.core.model import Plan, Record, Role, Transcript
 from transcripts.formats._json import (

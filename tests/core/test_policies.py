@@ -1,0 +1,198 @@
+"""Policies: every preset repairs validly; the reference presets behave as their systems do."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests import sessions
+from transcripts.core.markers import OPENCLAW_SENTENCE
+from transcripts.core.policy import INTERRUPTED_TEXT
+from transcripts.core.validate import PROVIDERS, validate
+from transcripts.engine import PRESETS, analyze
+from transcripts.formats import load
+
+SAMPLES = Path(__file__).resolve().parents[2] / "demo" / "samples"
+BUILDERS = {
+    "s.json": sessions.openai_chat,
+    "a.json": sessions.anthropic,
+    "c.jsonl": sessions.claude_code,
+    "o.jsonl": sessions.openclaw,
+}
+# The providers each shape is sent to: pi converts its provider-neutral messages for
+# whichever provider the session switches to; the others have one wire shape.
+SENT_TO = {
+    "s.json": ("openai_chat",),
+    "a.json": ("anthropic", "bedrock"),
+    "c.jsonl": ("anthropic", "bedrock"),
+    "o.jsonl": PROVIDERS,
+}
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    filename=st.sampled_from(sorted(BUILDERS)),
+    script=sessions.scripts(),
+    policy=st.sampled_from(sorted(PRESETS)),
+    data=st.data(),
+)
+def test_every_preset_repairs_for_every_provider(
+    filename: str, script: sessions.Script, policy: str, data: st.DataObject
+) -> None:
+    provider = data.draw(st.sampled_from(SENT_TO[filename]))
+    result = analyze(BUILDERS[filename](script), filename, policy)
+    repaired = load(result.repaired, filename)
+    left = validate(repaired, provider, drops_aborted=not PRESETS[policy].replays_aborted)
+    if policy == "openmaic":
+        # OpenMAIC leaves results of unknown calls where they are (§1A, A4): exactly
+        # those remain for the provider to refuse.
+        assert {v.tool_call_id for v in left} == {
+            cid for kind, cid in script.expected() if kind == "orphaned_result"
+        }
+    else:
+        assert left == []
+
+
+@pytest.mark.parametrize("policy", sorted(PRESETS))
+def test_every_op_names_its_fault_and_policy_row(policy: str) -> None:
+    data = sessions.openclaw(
+        sessions.Script([sessions.Turn(["c1", "c2", "c3"], ["missing", "duplicate", "orphan"])])
+    )
+    plan = analyze(data, "o.jsonl", policy).plan
+    assert plan.policy == policy
+    for op in plan.ops:
+        action = PRESETS[policy].action(op.fault.kind)
+        assert op.policy_row == f"{policy}: {op.fault.kind} -> {action}"
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("claude_code.jsonl", "[Request interrupted by user for tool use]"),
+        ("openclaw.jsonl", "[openclaw] " + OPENCLAW_SENTENCE),
+        ("openai_chat.json", "aborted"),
+    ],
+)
+def test_native_writes_each_agents_own_interruption_text(name: str, text: str) -> None:
+    data = (SAMPLES / "formats" / name).read_bytes()
+    result = analyze(data, name, "native")
+    assert [op.text for op in result.plan.ops] == [text]
+    assert json.dumps(text)[1:-1].encode() in result.repaired
+
+
+def _case(name: str) -> tuple[str, bytes]:
+    path = next((SAMPLES / "cases").glob(f"{name}.json*"))
+    return path.name, path.read_bytes()
+
+
+def test_aborted_frames_get_no_synthetic_result_by_default() -> None:
+    name, data = _case("08_pi-aborted-toolcall-then-user")
+    for policy in ("synthesize", "discard", "native", "openclaw"):
+        result = analyze(data, name, policy)
+        assert [str(f.kind) for f in result.faults] == ["aborted_frame"]
+        assert result.repaired == data
+
+
+def test_openmaic_answers_the_call_of_an_aborted_frame() -> None:
+    name, data = _case("08_pi-aborted-toolcall-then-user")
+    lines = analyze(data, name, "openmaic").repaired.splitlines()
+    assert len(lines) == len(data.splitlines()) + 1
+    receipt = json.loads(lines[4])
+    assert receipt["parentId"] == "e0000003"
+    assert receipt["message"]["toolCallId"] == "toolu_syn_mig_01"
+    assert receipt["message"]["details"] == {"ok": False, "error": "interrupted"}
+    assert receipt["message"]["content"][0]["text"] == INTERRUPTED_TEXT
+    assert json.loads(lines[5])["parentId"] == receipt["id"]
+
+
+def test_openmaic_keeps_an_unknown_result_where_openclaw_drops_it() -> None:
+    name, data = _case("10_openclaw-displaced-dup-orphan-results")
+    kept = analyze(data, name, "openmaic").repaired
+    dropped = analyze(data, name, "openclaw").repaired
+    assert b"call_syn_old_99" in kept
+    assert b"call_syn_old_99" not in dropped
+
+
+def _tail_call_session() -> bytes:
+    script = sessions.Script([sessions.Turn(["c1"], ["ok"]), sessions.Turn(["c2"], ["missing"])])
+    lines = sessions.openclaw(script).splitlines(keepends=True)
+    # Cut the session right after the unanswered call, as a live agent leaves it.
+    cut = next(k for k, line in enumerate(lines) if b'"c2"' in line)
+    return b"".join(lines[: cut + 1])
+
+
+def test_a_live_sessions_tail_call_is_pending_and_left_alone() -> None:
+    data = _tail_call_session()
+    result = analyze(data, "o.jsonl", now=1_000_030.0, last_write=1_000_000.0, grace=60)
+    assert [(str(f.kind), f.tool_call_id) for f in result.faults] == [("pending_result", "c2")]
+    assert not result.plan
+
+
+def test_a_tail_call_becomes_missing_once_the_grace_passes() -> None:
+    data = _tail_call_session()
+    result = analyze(data, "o.jsonl", now=1_000_090.0, last_write=1_000_000.0, grace=60)
+    assert [(str(f.kind), f.tool_call_id) for f in result.faults] == [("missing_result", "c2")]
+    assert analyze(data, "o.jsonl").faults == result.faults
+
+
+def test_a_call_cut_off_mid_stream_is_dropped_with_its_result() -> None:
+    call = {"type": "toolCall", "id": "t1", "name": "exec", "partialJson": '{"cmd":"ru'}
+    lines = [
+        {"type": "session", "version": 3, "id": "s", "cwd": "/w"},
+        {
+            "type": "message",
+            "id": "a1",
+            "parentId": None,
+            "message": {"role": "user", "content": "go"},
+        },
+        {
+            "type": "message",
+            "id": "a2",
+            "parentId": "a1",
+            "message": {
+                "role": "assistant",
+                "content": [{"type": "text", "text": "ok"}, call],
+                "stopReason": "toolUse",
+            },
+        },
+        {
+            "type": "message",
+            "id": "a3",
+            "parentId": "a2",
+            "message": {
+                "role": "toolResult",
+                "toolCallId": "t1",
+                "toolName": "exec",
+                "content": [],
+                "isError": True,
+            },
+        },
+        {
+            "type": "message",
+            "id": "a4",
+            "parentId": "a3",
+            "message": {"role": "user", "content": "and?"},
+        },
+    ]
+    data = "".join(json.dumps(line) + "\n" for line in lines).encode()
+    result = analyze(data, "o.jsonl")
+    assert [(str(f.kind), f.tool_call_id) for f in result.faults] == [("malformed_call", "t1")]
+    out = [json.loads(line) for line in result.repaired.splitlines()]
+    assert [line["id"] for line in out] == ["s", "a1", "a2", "a4"]
+    assert out[2]["message"]["content"] == [{"type": "text", "text": "ok"}]
+    assert out[3]["parentId"] == "a2"
+    assert not analyze(result.repaired, "o.jsonl").plan
+
+
+def test_results_an_earlier_repair_made_are_recognised() -> None:
+    data = (SAMPLES / "formats" / "openclaw.jsonl").read_bytes()
+    for policy, system in [("synthesize", "OpenMAIC"), ("openclaw", "OpenClaw ([openclaw])")]:
+        repaired = analyze(data, "openclaw.jsonl", policy).repaired
+        again = analyze(repaired, "openclaw.jsonl", policy)
+        assert [str(f.kind) for f in again.faults] == ["existing_synthetic"]
+        assert system in again.faults[0].detail
+        assert not again.plan
