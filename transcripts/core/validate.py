@@ -130,7 +130,6 @@ def _messages(transcript: Transcript, order: list[int], provider: str) -> list[_
     positions = request_positions(transcript, order, provider)
     messages: list[_Message] = []
     last: int | None = None
-    last_role: Role | None = None
     for i in order:
         if i not in positions:
             continue
