@@ -137,14 +137,19 @@ def do_repair_job_item(item_id: int, *, job: Job) -> None:
     assert base is not None
     try:
         analysis = analyze_revision(base, job.policy)
-        after = analyze(analysis.repaired, session.name, job.policy, format=analysis.format)
+        # The new head's own faults, for the session list.
+        after = (
+            analyze(analysis.repaired, session.name, job.policy, format=analysis.format)
+            if analysis.plan
+            else None
+        )
     except Exception as exc:  # an engine bug must fail one item, not the whole job
         _finish_item(item, job, JobItem.Status.FAILED, error=f"{type(exc).__name__}: {exc}")
         return
     if analysis.error:
         _finish_item(item, job, JobItem.Status.FAILED, error=analysis.error)
         return
-    if not analysis.plan:
+    if after is None:
         _finish_item(item, job, JobItem.Status.UNCHANGED)
         return
     sha256 = store_blob(analysis.repaired)
