@@ -16,10 +16,7 @@ def live_path(transcript: Transcript) -> list[int]:
     records = transcript.records
     if not transcript.tree:
         return [r.index for r in records]
-    by_uid: dict[str, Record] = {}
-    for record in records:
-        if record.uid is not None and record.uid not in by_uid:
-            by_uid[record.uid] = record
+    by_uid = _by_uid(records)
     leaf = next(
         (
             r
@@ -30,9 +27,22 @@ def live_path(transcript: Transcript) -> list[int]:
     )
     if leaf is None:
         return [r.index for r in records]
+    return _path_to(by_uid, leaf)
+
+
+def _by_uid(records: list[Record]) -> dict[str, Record]:
+    by_uid: dict[str, Record] = {}
+    for record in records:
+        if record.uid is not None and record.uid not in by_uid:
+            by_uid[record.uid] = record
+    return by_uid
+
+
+def _path_to(by_uid: dict[str, Record], leaf: Record) -> list[int]:
+    """Return the indexes from the root down to `leaf`, following `parent` links."""
     path: list[int] = []
     seen: set[str] = set()
-    current: Record | None = by_uid[leaf.uid] if leaf.uid else None
+    current: Record | None = by_uid.get(leaf.uid) if leaf.uid else None
     while current is not None and current.uid not in seen:
         assert current.uid is not None
         seen.add(current.uid)
@@ -40,6 +50,45 @@ def live_path(transcript: Transcript) -> list[int]:
         current = by_uid.get(current.parent) if current.parent is not None else None
     path.reverse()
     return path
+
+
+def branch_paths(transcript: Transcript) -> list[list[int]]:
+    """Return the live path first, then the path of each sidechain, root first.
+
+    A Claude Code sidechain (`isSidechain`, a subagent's conversation) is its
+    own conversation; its path runs from its own root to its last record.
+    """
+    paths = [live_path(transcript)]
+    if not transcript.tree:
+        return paths
+    records = transcript.records
+    by_uid = _by_uid(records)
+    root_of: dict[str, str] = {}
+
+    def root(record: Record) -> str:
+        trail: list[str] = []
+        current: Record | None = record
+        while current is not None and current.uid is not None and current.uid not in root_of:
+            if current.uid in trail:
+                break
+            trail.append(current.uid)
+            current = by_uid.get(current.parent) if current.parent is not None else None
+        top = root_of[current.uid] if current is not None and current.uid in root_of else trail[-1]
+        for uid in trail:
+            root_of[uid] = top
+        return top
+
+    last_leaf: dict[str, Record] = {}
+    for record in records:
+        if record.sidechain and record.uid is not None and record.obj is not None:
+            last_leaf[root(record)] = record
+    paths.extend(_path_to(by_uid, leaf) for leaf in last_leaf.values())
+    return paths
+
+
+def context_scopes(transcript: Transcript) -> list[list[int]]:
+    """Return the pairing scopes: the live context first, then each sidechain's."""
+    return [live_context(transcript, path) for path in branch_paths(transcript)]
 
 
 def live_context(transcript: Transcript, path: list[int] | None = None) -> list[int]:

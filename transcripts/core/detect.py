@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from transcripts.core.branch import live_context
+from transcripts.core.branch import context_scopes
 from transcripts.core.markers import synthetic_marker
 from transcripts.core.model import Fault, FaultKind, Record, Role, ToolCall, ToolResult, Transcript
 from transcripts.core.validate import (
@@ -152,14 +152,24 @@ def pair(transcript: Transcript, *, live: bool = False, replays_aborted: bool = 
     are `missing_result`, or `pending_result` at the tail of a `live` session.
     Calls of aborted or errored frames are `aborted_frame` and need no answer,
     unless `replays_aborted` (the runtime sends such frames, as OpenMAIC does).
+    Each scope (the live context, then each sidechain) pairs on its own.
     """
+    scopes = context_scopes(transcript)
+    result = Pairing(scopes[0], [], replays_aborted=replays_aborted)
+    for context in scopes:
+        _pair_scope(transcript, context, result, live)
+    return result
+
+
+def _pair_scope(transcript: Transcript, context: list[int], result: Pairing, live: bool) -> None:
+    """Pair one scope's calls and results into `result` (see `pair`)."""
     records = transcript.records
-    context = live_context(transcript)
     found = turns(transcript, context)
+    result.turns.extend(found)
     positions = request_positions(transcript, context)
     provider = transcript.provider
     unique_ids = provider in ("anthropic", "bedrock")
-    result = Pairing(context, found, replays_aborted=replays_aborted)
+    replays_aborted = result.replays_aborted
     faults = result.faults
 
     def at(index: int) -> tuple[int, int]:
@@ -305,7 +315,6 @@ def pair(transcript: Transcript, *, live: bool = False, replays_aborted: bool = 
                     + ("is still running" if pending_tail else "has no result"),
                 )
             )
-    return result
 
 
 def _call_faults(

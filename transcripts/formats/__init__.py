@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from transcripts.core.branch import live_path
+from transcripts.core.branch import branch_paths
 from transcripts.core.layout import Slot, layout, relayout_path
 from transcripts.core.model import Plan, Record, Role, Transcript
 from transcripts.formats._json import (
@@ -272,8 +272,16 @@ def _load_jsonl(
 
 def _relink(transcript: Transcript, fmt: Format, slots: list[Slot]) -> dict[int | Slot, str]:
     """Return new parent ids for records whose predecessor on the live branch changed."""
+    parents: dict[int | Slot, str] = {}
+    for path in branch_paths(transcript):
+        parents.update(_relink_path(transcript, fmt, slots, path))
+    return parents
+
+
+def _relink_path(
+    transcript: Transcript, fmt: Format, slots: list[Slot], path: list[int]
+) -> dict[int | Slot, str]:
     records = transcript.records
-    path = live_path(transcript)
     before = {index: path[k - 1] for k, index in enumerate(path) if k}
     branch = relayout_path(path, slots)
     uids = {id(slot): _uid(transcript, fmt, slot) for slot in branch}

@@ -1,0 +1,118 @@
+"""Pairing follows the live branch; sidechains pair on their own; abandoned branches are ignored."""
+
+from __future__ import annotations
+
+import json
+
+from transcripts.engine import analyze
+
+
+def _cc(uuid: str, parent: str | None, kind: str, content: object, **extra: object) -> dict:
+    message: dict = {"role": kind, "content": content}
+    if kind == "assistant":
+        message["id"] = "msg_" + uuid
+    return {
+        "parentUuid": parent,
+        "isSidechain": False,
+        "sessionId": "s",
+        "type": kind,
+        "message": message,
+        "uuid": uuid,
+        **extra,
+    }
+
+
+def _use(call_id: str) -> list[dict]:
+    return [{"type": "tool_use", "id": call_id, "name": "Bash", "input": {}}]
+
+
+def _result(call_id: str) -> list[dict]:
+    return [{"type": "tool_result", "tool_use_id": call_id, "content": "ok"}]
+
+
+def _jsonl(lines: list[dict]) -> bytes:
+    return "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines).encode()
+
+
+def test_a_sidechains_orphaned_call_is_found_and_answered_inside_it() -> None:
+    side = {"isSidechain": True, "agentId": "a1"}
+    lines = [
+        _cc("u1", None, "user", "start"),
+        _cc("u2", "u1", "assistant", _use("t_main")),
+        _cc("u3", "u2", "user", _result("t_main")),
+        _cc("s1", None, "user", "subtask", **side),
+        _cc("s2", "s1", "assistant", _use("t_side"), **side),
+        _cc("s3", "s2", "user", "stop", **side),
+        _cc("u4", "u3", "assistant", [{"type": "text", "text": "done"}]),
+    ]
+    for line in lines[3:6]:
+        line["isSidechain"] = True
+    result = analyze(_jsonl(lines), "c.jsonl")
+    assert [(str(f.kind), f.tool_call_id, f.record) for f in result.faults] == [
+        ("missing_result", "t_side", 4)
+    ]
+    out = [json.loads(line) for line in result.repaired.splitlines()]
+    inserted = out[5]
+    assert inserted["parentUuid"] == "s2"
+    assert inserted["isSidechain"] is True
+    assert out[6]["uuid"] == "s3"
+    assert out[6]["parentUuid"] == inserted["uuid"]
+    assert out[7]["parentUuid"] == "u3"
+    assert not analyze(result.repaired, "c.jsonl").plan
+
+
+def _pi(entry_id: str, parent: str | None, message: dict) -> dict:
+    return {"type": "message", "id": entry_id, "parentId": parent, "message": message}
+
+
+def test_a_result_on_an_abandoned_branch_is_not_an_orphan_of_the_live_one() -> None:
+    call = {"type": "toolCall", "id": "t_old", "name": "exec", "arguments": {}}
+    lines = [
+        {"type": "session", "version": 3, "id": "s", "cwd": "/w"},
+        _pi("e1", None, {"role": "user", "content": "hi"}),
+        # An abandoned branch: a call never answered, and a stray result.
+        _pi("e2", "e1", {"role": "assistant", "content": [call], "stopReason": "toolUse"}),
+        _pi("e3", "e2", {"role": "toolResult", "toolCallId": "t_gone", "content": []}),
+        # The live branch starts again from e1.
+        _pi(
+            "e4",
+            "e1",
+            {
+                "role": "assistant",
+                "content": [{"type": "text", "text": "hello"}],
+                "stopReason": "stop",
+            },
+        ),
+        _pi("e5", "e4", {"role": "user", "content": "thanks"}),
+    ]
+    data = _jsonl(lines)
+    result = analyze(data, "o.jsonl")
+    assert result.faults == []
+    assert result.repaired == data
+
+
+def test_a_result_after_a_pi_compaction_whose_call_was_summarised_is_orphaned() -> None:
+    call = {"type": "toolCall", "id": "t_early", "name": "exec", "arguments": {}}
+    lines = [
+        {"type": "session", "version": 3, "id": "s", "cwd": "/w"},
+        _pi("e1", None, {"role": "user", "content": "go"}),
+        _pi("e2", "e1", {"role": "assistant", "content": [call], "stopReason": "toolUse"}),
+        _pi("e3", "e2", {"role": "user", "content": "wait"}),
+        {
+            "type": "compaction",
+            "id": "e4",
+            "parentId": "e3",
+            "summary": "s",
+            "firstKeptEntryId": "e3",
+            "tokensBefore": 1,
+        },
+        _pi("e5", "e4", {"role": "toolResult", "toolCallId": "t_early", "content": []}),
+        _pi("e6", "e5", {"role": "user", "content": "and?"}),
+    ]
+    result = analyze(_jsonl(lines), "o.jsonl")
+    assert [(str(f.kind), f.tool_call_id, f.record) for f in result.faults] == [
+        ("orphaned_result", "t_early", 5)
+    ]
+    out = [json.loads(line) for line in result.repaired.splitlines()]
+    assert [line["id"] for line in out] == ["s", "e1", "e2", "e3", "e4", "e6"]
+    assert out[-1]["parentId"] == "e4"
