@@ -36,8 +36,10 @@ def test_it_answers_every_tool_call(alice_client, workspace, ingest):
     assert sorted(calls) == sorted(results)
     assert len(response.content.splitlines()) == len(raw.splitlines()) + 1
     again = analyze(response.content, "claude_code.jsonl")
-    assert again.faults == []
     assert not again.plan
+    assert [(str(f.kind), f.tool_call_id) for f in again.faults] == [
+        ("existing_synthetic", ORPHANED_CALL)
+    ]
 
 
 def test_it_repairs_under_the_chosen_policy(alice_client, workspace, ingest):
