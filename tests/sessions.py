@@ -46,6 +46,8 @@ class Script:
         for turn in self.turns:
             now, after, _ = _results_plan(turn)
             for call, fate in zip(turn.calls, turn.fates, strict=True):
+                if fmt == "codex" and fate == "displaced":
+                    continue  # the Responses API takes an output anywhere after its call
                 if fmt == "anthropic" and fate == "displaced" and not now:
                     if call == after[0]:
                         found.append(("result_not_first", call))
@@ -328,3 +330,60 @@ def openclaw(script: Script) -> bytes:
     return (
         "\n".join(json.dumps(x, separators=(",", ":"), ensure_ascii=False) for x in lines) + "\n"
     ).encode()
+
+
+def codex(script: Script) -> bytes:
+    lines: list[dict] = [
+        {"timestamp": "t", "type": "session_meta", "payload": {"id": "s", "cwd": "/w"}}
+    ]
+
+    def item(payload: dict) -> None:
+        lines.append({"timestamp": "t", "type": "response_item", "payload": payload})
+
+    def user(text: str) -> None:
+        item({"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]})
+
+    def output(call: str, text: str) -> None:
+        item({"type": "function_call_output", "call_id": call, "output": text})
+
+    late: list[str] = []
+    for k, turn in enumerate(script.turns):
+        user(f"task {k}")
+        for call in late:
+            output(call, "again")
+        late = []
+        item({"type": "reasoning", "summary": [{"type": "summary_text", "text": turn.text}]})
+        for call in turn.calls:
+            item(
+                {
+                    "type": "function_call",
+                    "name": "shell",
+                    "arguments": json.dumps({"n": k}),
+                    "call_id": call,
+                }
+            )
+        now, after, late = _results_plan(turn)
+        for call in now:
+            output(call, "out " + call)
+        if after:
+            user("hurry up")
+            for call in after:
+                output(call, "out " + call)
+        if any(fate == "missing" for fate in turn.fates):
+            lines.append(
+                {
+                    "timestamp": "t",
+                    "type": "event_msg",
+                    "payload": {"type": "turn_aborted", "reason": "interrupted"},
+                }
+            )
+        item(
+            {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": turn.reply}],
+            }
+        )
+    for call in late:
+        output(call, "again")
+    return "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines).encode()

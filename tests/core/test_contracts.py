@@ -20,6 +20,7 @@ BUILDERS: dict[str, tuple[str, Callable[[sessions.Script], bytes]]] = {
     "claude_code": ("s.jsonl", sessions.claude_code),
     "claude_code_crlf": ("s.jsonl", lambda s: sessions.claude_code(s, "\r\n", False)),
     "openclaw": ("s.jsonl", sessions.openclaw),
+    "codex": ("s.jsonl", sessions.codex),
 }
 formats = st.sampled_from(sorted(BUILDERS))
 

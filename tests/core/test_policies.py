@@ -22,6 +22,7 @@ BUILDERS = {
     "a.json": sessions.anthropic,
     "c.jsonl": sessions.claude_code,
     "o.jsonl": sessions.openclaw,
+    "x.jsonl": sessions.codex,
 }
 # The providers each shape is sent to: pi converts its provider-neutral messages for
 # whichever provider the session switches to; the others have one wire shape.
@@ -30,6 +31,7 @@ SENT_TO = {
     "a.json": ("anthropic", "bedrock"),
     "c.jsonl": ("anthropic", "bedrock"),
     "o.jsonl": PROVIDERS,
+    "x.jsonl": ("openai_responses",),
 }
 
 

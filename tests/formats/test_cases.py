@@ -13,9 +13,8 @@ from transcripts.formats import load
 from transcripts.formats._json import member_span
 
 CASES = Path(__file__).resolve().parents[2] / "demo" / "samples" / "cases"
-# Formats a later issue adds (Codex rollouts, Gemini contents).
+# Formats a later issue adds (Gemini contents).
 LATER = {
-    "07_codex-interrupt-no-tool-output",
     "15_gemini-parallel-responses-split",
 }
 

@@ -14,7 +14,13 @@ from transcripts.engine import analyze
 from transcripts.formats import load
 
 GENERATOR = Path(__file__).resolve().parents[2] / "tools" / "gen_sessions.py"
-SUFFIX = {"claude_code": "jsonl", "openclaw": "jsonl", "openai_chat": "json", "anthropic": "json"}
+SUFFIX = {
+    "claude_code": "jsonl",
+    "codex": "jsonl",
+    "openclaw": "jsonl",
+    "openai_chat": "json",
+    "anthropic": "json",
+}
 
 
 def generate(tmp_path: Path, fmt: str, fault_rate: float, seed: int) -> tuple[Path, dict]:

@@ -26,6 +26,7 @@ from transcripts.formats._json import (
 from transcripts.formats.anthropic import Anthropic
 from transcripts.formats.base import Format
 from transcripts.formats.claude_code import ClaudeCode
+from transcripts.formats.codex import Codex
 from transcripts.formats.openai_chat import OpenAIChat
 from transcripts.formats.openclaw import OpenClaw
 
@@ -33,7 +34,7 @@ __all__ = ["FORMATS", "FormatError", "label", "load", "render"]
 
 # Order matters: the first format whose sniff accepts the sample wins.
 FORMATS: dict[str, Format] = {
-    f.id: f for f in (OpenClaw(), ClaudeCode(), OpenAIChat(), Anthropic())
+    f.id: f for f in (OpenClaw(), Codex(), ClaudeCode(), OpenAIChat(), Anthropic())
 }
 _SNIFF_LINES = 50
 _BOM = b"\xef\xbb\xbf"
@@ -237,8 +238,8 @@ def _load_jsonl(
             raise FormatError(
                 filename,
                 1,
-                "unknown format: JSON lines, but not Claude Code, OpenClaw/pi, OpenAI Chat "
-                "Completions or Anthropic Messages",
+                "unknown format: JSON lines, but not Claude Code, Codex, OpenClaw/pi, OpenAI "
+                "Chat Completions or Anthropic Messages",
                 records=len(records),
             )
         if doc_error is not None:

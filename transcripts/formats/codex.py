@@ -1,0 +1,136 @@
+"""Codex CLI rollout JSONL (`~/.codex/sessions/.../rollout-*.jsonl`), formats.md §5.
+
+Lines are `{"timestamp", "type", "payload"}`. Only `response_item` lines are
+model input (Responses API items, §3); `event_msg` lines mirror them for the UI
+and `turn_context`/`session_meta` are settings. An output links to its call by
+`call_id` and may come anywhere after it; a `compacted` line replaces the
+history before it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from transcripts.core.model import Op, Record, Role, ToolCall, ToolResult, Transcript
+from transcripts.formats._json import ordered_like
+from transcripts.formats.base import Format, call_problem, canonical, preview
+
+_CALLS = {"function_call", "custom_tool_call", "local_shell_call"}
+_OUTPUTS = {
+    "function_call_output": "function_call",
+    "custom_tool_call_output": "custom_tool_call",
+    "local_shell_call_output": "local_shell_call",
+}
+# Codex answers a local shell call with a function_call_output (normalize.rs).
+_OUTPUT_FOR = {
+    "function_call": "function_call_output",
+    "custom_tool_call": "custom_tool_call_output",
+    "local_shell_call": "function_call_output",
+}
+_ROLES = {"user": Role.USER, "assistant": Role.ASSISTANT}
+_ENVELOPE = ("response_item", "event_msg", "turn_context", "compacted", "session_meta")
+
+
+class Codex(Format):
+    id = "codex"
+    label = "Codex rollout JSONL"
+    provider = "openai_responses"
+    native_text = "aborted"
+
+    def sniff(self, sample: list[Any], filename: str) -> bool:
+        first = sample[0] if sample else None
+        if isinstance(first, dict) and first.get("type") == "session_meta" and "payload" in first:
+            return True
+        return any(
+            isinstance(obj, dict) and obj.get("type") in _ENVELOPE[:3] and "payload" in obj
+            for obj in sample
+        )
+
+    def classify(self, obj: Any, record: Record) -> None:
+        kind = obj.get("type")
+        payload = obj.get("payload")
+        record.timestamp = obj.get("timestamp") if isinstance(obj.get("timestamp"), str) else None
+        record.role = Role.META
+        record.kind = str(kind)
+        if not isinstance(payload, dict):
+            return
+        item = payload.get("type")
+        if kind == "compacted":
+            record.boundary = True
+            record.text = preview(payload.get("message"))
+            return
+        if kind == "event_msg":
+            record.kind = f"event/{item}"
+            record.text = preview(payload.get("message") or payload.get("reason") or "")
+            return
+        if kind != "response_item":
+            return
+        record.kind = str(item)
+        if item == "message":
+            role = payload.get("role")
+            record.role = _ROLES.get(str(role), Role.SYSTEM)
+            record.other_blocks = 1
+            record.text = preview(payload.get("content"))
+        elif item in _CALLS:
+            record.role = Role.ASSISTANT
+            call_id = payload.get("call_id")
+            name = payload.get("name") if item != "local_shell_call" else "local_shell"
+            if item == "function_call":
+                args: Any = payload.get("arguments")
+            elif item == "custom_tool_call":
+                args = {"input": payload.get("input")}  # free-form text, not JSON
+            else:
+                args = payload.get("action")
+            record.calls.append(
+                ToolCall(
+                    str(call_id or ""),
+                    str(name or ""),
+                    record.index,
+                    0,
+                    canonical(args),
+                    call_problem(call_id, name, args),
+                )
+            )
+            record.text = preview(f"{name}({preview(canonical(args), 200)})")
+        elif item in _OUTPUTS:
+            record.role = Role.TOOL
+            text = preview(payload.get("output"))
+            record.results.append(
+                ToolResult(str(payload.get("call_id") or ""), record.index, 0, False, text)
+            )
+            record.text = text
+        elif item == "compaction":
+            record.boundary = True
+        else:
+            # Reasoning and server-side items (web search, ...) are model output
+            # that needs no answer.
+            record.role = Role.ASSISTANT
+            record.other_blocks = 1
+            summary = payload.get("summary")
+            record.text = preview(summary) if summary else f"({item})"
+
+    def synthetic(self, transcript: Transcript, op: Op) -> Any:
+        assert op.call is not None
+        call_line = transcript.records[op.call.record].obj
+        output_type = _OUTPUT_FOR.get(call_line["payload"].get("type"), "function_call_output")
+        sibling = next(
+            (
+                r.obj
+                for r in transcript.records
+                if r.results and r.obj["payload"].get("type") == output_type
+            ),
+            None,
+        )
+        payload = {"type": output_type, "call_id": op.call.id, "output": op.text}
+        line = {
+            "timestamp": call_line.get("timestamp"),
+            "type": "response_item",
+            "payload": ordered_like(sibling["payload"] if sibling else None, payload),
+        }
+        return ordered_like(sibling, line)
+
+    def carry(self, transcript: Transcript, op: Op) -> Any:
+        raise ValueError("Codex outputs are whole records; they move whole")
+
+    def keep(self, obj: Any, order: list[int]) -> Any:
+        raise ValueError("Codex items hold one block; they are kept or dropped whole")
