@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from transcripts import formats
 from transcripts.core.align import Row, align
@@ -40,9 +41,15 @@ class Analysis:
     faults: list[Fault]
     plan: Plan
     repaired: bytes
-    rows: list[Row]
     error: str | None = None
     transcript: Transcript | None = field(default=None, repr=False)
+
+    @cached_property
+    def rows(self) -> list[Row]:
+        """Return the side-by-side rows (raw and repaired), computed on first use."""
+        if self.transcript is None:
+            return []
+        return align(self.transcript, self.faults, self.plan)
 
     @property
     def repairable(self) -> bool:
@@ -86,7 +93,6 @@ def analyze(
             faults=[],
             plan=Plan(policy=policy),
             repaired=data,
-            rows=[],
             error=str(exc),
         )
     pairing = pair(
@@ -106,6 +112,5 @@ def analyze(
         faults=faults,
         plan=plan,
         repaired=repaired,
-        rows=align(transcript, faults, plan),
         transcript=transcript,
     )

@@ -89,9 +89,7 @@ def load(data: bytes, filename: str, format: str | None = None) -> Transcript:
         try:
             root = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
-            text = body.decode("utf-8", "replace")
-            line, col = _line_col(text, exc.pos)
-            doc_error = (line, col, exc.msg)
+            doc_error = (exc.lineno, exc.colno, exc.msg)
     elif not first:
         raise FormatError(filename, 1, "the file is empty")
     if format is not None:
@@ -214,7 +212,7 @@ def _load_jsonl(
         end = stop - 1 if stop > pos and data[stop - 1 : stop] == b"\r" else stop
         line_no += 1
         raw = data[pos:end]
-        if raw.strip():
+        if raw[:1] == b"{" or raw.strip():
             record = Record(len(records), pos, end, Role.META, "malformed", line=line_no)
             try:
                 obj = orjson.loads(raw)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from transcripts.core.model import Record, ToolCall, ToolResult
@@ -33,8 +32,7 @@ def read_blocks(content: Any, record: Record) -> None:
                     call_problem(call_id, block.get("name"), args),
                 )
             )
-            args = json.dumps(block.get("input"), ensure_ascii=False)
-            texts.append(f"{name}({preview(args, 200)})")
+            texts.append(f"{name}({preview(record.calls[-1].args, 200)})")
         elif kind == "tool_result" and isinstance(block, dict):
             text = preview(block.get("content"))
             record.results.append(

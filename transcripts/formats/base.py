@@ -7,6 +7,8 @@ import json
 import re
 from typing import Any, ClassVar
 
+import orjson
+
 from transcripts.core.model import Op, Record, Transcript
 
 
@@ -76,7 +78,10 @@ def canonical(args: Any) -> str:
     """Return call arguments as canonical JSON text, so equal arguments compare equal."""
     if isinstance(args, str):
         return args
-    return json.dumps(args, sort_keys=True, ensure_ascii=False)
+    try:
+        return orjson.dumps(args, option=orjson.OPT_SORT_KEYS).decode()
+    except TypeError:  # integers beyond 64 bits
+        return json.dumps(args, sort_keys=True, ensure_ascii=False)
 
 
 def call_problem(call_id: Any, name: Any, args: Any, partial: bool = False) -> str:
@@ -112,9 +117,17 @@ def digest(*parts: object) -> str:
 def preview(value: Any, limit: int = 400) -> str:
     """Return a one-line preview of a text or JSON value, at most `limit` characters."""
     if isinstance(value, str):
-        text = value
+        # Whitespace runs collapse, so a little more than the limit is enough to look at.
+        text = value[: limit + 200]
     elif isinstance(value, list):
-        text = " ".join(preview(item, limit) for item in value)
+        parts: list[str] = []
+        size = 0
+        for item in value:
+            if size > limit:
+                break
+            parts.append(preview(item, limit))
+            size += len(parts[-1]) + 1
+        text = " ".join(parts)
     elif isinstance(value, dict):
         if isinstance(value.get("text"), str):
             text = value["text"]

@@ -9,7 +9,6 @@ entry keeps only what follows its `firstKeptEntryId`. Results are separate
 from __future__ import annotations
 
 import copy
-import json
 from typing import Any
 
 from transcripts.core.markers import OPENCLAW_SENTENCE
@@ -90,7 +89,7 @@ class OpenClaw(Format):
                     record.calls.append(
                         ToolCall(str(raw_id or ""), name, record.index, j, canonical(args), problem)
                     )
-                    texts.append(f"{name}({preview(json.dumps(args, ensure_ascii=False), 200)})")
+                    texts.append(f"{name}({preview(record.calls[-1].args, 200)})")
                 else:
                     record.other_blocks += 1
                     if kind == "text" and isinstance(block, dict):
