@@ -198,3 +198,101 @@ def test_results_an_earlier_repair_made_are_recognised() -> None:
         assert [str(f.kind) for f in again.faults] == ["existing_synthetic"]
         assert system in again.faults[0].detail
         assert not again.plan
+
+
+def _pi_session(*messages: dict) -> bytes:
+    lines: list[dict] = [{"type": "session", "version": 3, "id": "s", "cwd": "/w"}]
+    parent = None
+    for k, message in enumerate(messages, 1):
+        entry_id = f"e{k:07d}"
+        lines.append({"type": "message", "id": entry_id, "parentId": parent, "message": message})
+        parent = entry_id
+    return "".join(json.dumps(line) + "\n" for line in lines).encode()
+
+
+def _calls(*ids: str, stop: str = "toolUse") -> dict:
+    return {
+        "role": "assistant",
+        "content": [{"type": "toolCall", "id": i, "name": "exec", "arguments": {}} for i in ids],
+        "stopReason": stop,
+    }
+
+
+def _result(call_id: str) -> dict:
+    return {
+        "role": "toolResult",
+        "toolCallId": call_id,
+        "toolName": "exec",
+        "content": [{"type": "text", "text": "real " + call_id}],
+        "isError": False,
+    }
+
+
+ABORTED_TAIL = {
+    "role": "assistant",
+    "content": [],
+    "stopReason": "aborted",
+    "errorMessage": "Request was aborted",
+}
+
+
+def _messages(data: bytes) -> list[dict]:
+    return [json.loads(line)["message"] for line in data.splitlines()[1:]]
+
+
+def test_openmaic_moves_a_late_result_back_before_the_aborted_frame() -> None:
+    data = _pi_session(
+        {"role": "user", "content": "go"},
+        _calls("fast", "slow"),
+        _result("fast"),
+        ABORTED_TAIL,
+        _result("slow"),
+    )
+    result = analyze(data, "o.jsonl", "openmaic")
+    out = _messages(result.repaired)
+    assert [m.get("toolCallId") or m["role"] for m in out] == ["user", "assistant", "fast", "slow"]
+    assert not [op for op in result.plan.ops if op.kind.value == "insert_result"]
+    assert {str(f.kind) for f in analyze(result.repaired, "o.jsonl", "openmaic").faults} <= {
+        "existing_synthetic"
+    }
+
+
+def test_openmaic_synthesizes_only_for_calls_really_missing() -> None:
+    data = _pi_session(
+        {"role": "user", "content": "go"},
+        _calls("done", "late", "missing"),
+        _result("done"),
+        {
+            "role": "assistant",
+            "content": [{"type": "text", "text": "interrupted tail"}],
+            "stopReason": "aborted",
+        },
+        _result("late"),
+    )
+    result = analyze(data, "o.jsonl", "openmaic")
+    out = _messages(result.repaired)
+    assert [m.get("toolCallId") for m in out[2:]] == ["done", "late", "missing"]
+    assert out[4]["isError"] is True
+    assert [op.tool_call_id for op in result.plan.ops if op.kind.value == "insert_result"] == [
+        "missing"
+    ]
+
+
+def test_openclaw_replaces_a_result_beyond_the_next_assistant_with_a_synthetic_one() -> None:
+    data = _pi_session(
+        {"role": "user", "content": "go"},
+        _calls("c1"),
+        {
+            "role": "assistant",
+            "content": [{"type": "text", "text": "still waiting"}],
+            "stopReason": "stop",
+        },
+        _result("c1"),
+        {"role": "user", "content": "and?"},
+    )
+    openclaw = _messages(analyze(data, "o.jsonl", "openclaw").repaired)
+    assert [m["role"] for m in openclaw] == ["user", "assistant", "toolResult", "assistant", "user"]
+    assert openclaw[2]["content"][0]["text"] == "[openclaw] " + OPENCLAW_SENTENCE
+    assert b"real c1" not in analyze(data, "o.jsonl", "openclaw").repaired
+    moved = _messages(analyze(data, "o.jsonl", "synthesize").repaired)
+    assert moved[2]["content"][0]["text"] == "real c1"

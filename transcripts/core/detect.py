@@ -61,6 +61,7 @@ class Turn:
     aborted: bool = False
     copies: list[ToolCall] = field(default_factory=list)
     not_first: list[int] = field(default_factory=list)
+    span: set[int] = field(default_factory=set)
 
     @property
     def head(self) -> int:
@@ -75,6 +76,8 @@ def turns(transcript: Transcript, context: list[int]) -> list[Turn]:
     message, that carry tool results; it ends after a record that also holds
     other content. A first follower whose results come after other content
     still belongs to the run (Anthropic then wants the results moved first).
+    The span is every message after the turn up to the next assistant message
+    (OpenClaw's repair looks for a turn's results there, §1B B-1).
     """
     records = transcript.records
     messages = [i for i in context if records[i].role is not Role.META]
@@ -117,6 +120,12 @@ def turns(transcript: Transcript, context: list[int]) -> list[Turn]:
             if follower.other_blocks:
                 break
         found.append(turn)
+    position = {index: k for k, index in enumerate(messages)}
+    for k, turn in enumerate(found):
+        following = found[k + 1] if k + 1 < len(found) else None
+        start = position[turn.records[-1]] + 1
+        stop = position[following.head] if following is not None else len(messages)
+        turn.span = set(messages[start:stop])
     return found
 
 
@@ -179,6 +188,19 @@ def _pair_scope(transcript: Transcript, context: list[int], result: Pairing, liv
     earlier_ids: set[str] = set()
     for turn in found:
         message, _ = at(turn.head)
+        if replays_aborted and not turn.calls and records[turn.head].interrupted:
+            faults.append(
+                Fault(
+                    FaultKind.ABORTED_FRAME,
+                    None,
+                    turn.head,
+                    None,
+                    turn.head,
+                    "",
+                    "an interrupted assistant frame without tool calls; OpenMAIC drops it "
+                    "from the model's view whenever it repairs the session",
+                )
+            )
         if turn.aborted:
             faults.extend(
                 Fault(

@@ -65,7 +65,12 @@ def _collect(transcript: Transcript, ops: Iterable[Op]) -> _Edits:
     for op in ops:
         if op.record is not None:
             edits.touching.setdefault(op.record, []).append(op)
-        if op.kind is OpKind.RESULTS_FIRST:
+        if op.kind is OpKind.DROP_RECORD:
+            assert op.record is not None
+            edits.removed.setdefault(op.record, set()).update(
+                range(max(1, block_count(records[op.record])))
+            )
+        elif op.kind is OpKind.RESULTS_FIRST:
             assert op.record is not None
             edits.results_first.add(op.record)
         elif op.kind in (OpKind.DROP_RESULT, OpKind.DROP_CALL):
@@ -121,7 +126,7 @@ def layout(transcript: Transcript, plan: Plan) -> list[Slot]:
         removed = frozenset(edits.removed.get(i, ()))
         if i in edits.whole_moves:
             slots.append(Slot(i, ops=ops, moved_away=True))
-        elif removed and len(removed) >= block_count(record):
+        elif removed and len(removed) >= max(1, block_count(record)):
             slots.append(Slot(i, ops=ops, dropped=True))
         else:
             slots.append(

@@ -60,6 +60,7 @@ class OpKind(StrEnum):
     DROP_RESULT = "drop_result"  # remove one tool result block (the record if nothing remains)
     MOVE_RESULT = "move_result"  # relocate one tool result block to after `anchor`
     DROP_CALL = "drop_call"  # remove one tool call block (the record if nothing remains)
+    DROP_RECORD = "drop_record"  # remove a whole record (an interrupted assistant frame)
     RESULTS_FIRST = "results_first"  # put a record's tool results before its other content
 
 
@@ -99,7 +100,10 @@ class Record:
     (without the line terminator for JSONL). `uid`/`parent` carry the native
     tree links (Claude Code `uuid`/`parentUuid`, pi `id`/`parentId`);
     `message_id` groups records that one API response was split into.
-    `obj` is the parsed JSON value, or None for a malformed record.
+    `obj` is the parsed JSON value, or None for a malformed record. `aborted`
+    marks an assistant frame that errored or was aborted (pi-ai drops those
+    before sending); `interrupted` one that also stopped on its length limit or
+    carries an error message (OpenMAIC's "interrupted assistant frame").
     """
 
     index: int
@@ -120,6 +124,7 @@ class Record:
     keep_from: str | None = None
     sidechain: bool = False
     aborted: bool = False
+    interrupted: bool = False
     error: str | None = None
     line: int = 0
 

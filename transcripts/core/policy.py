@@ -32,12 +32,19 @@ class Policy:
     session's own agent's text (`Transcript.native_text`). `replays_aborted`
     says the target runtime sends aborted or errored assistant frames (OpenMAIC
     does; pi, OpenClaw and Claude Code drop them), so their calls need results.
+    `recovers_late_results` moves a result that lies beyond the next assistant
+    message back to its call; without it the call gets a synthetic result and
+    the late one is dropped (OpenClaw before PR #88588). `drops_interrupted_frames`
+    removes interrupted assistant frames without calls whenever anything else
+    is repaired (OpenMAIC, §1A A4.2).
     """
 
     name: str
     actions: Mapping[FaultKind, Action] = field(default_factory=dict)
     synthetic_text: str | None = INTERRUPTED_TEXT
     replays_aborted: bool = False
+    recovers_late_results: bool = True
+    drops_interrupted_frames: bool = False
     description: str = ""
 
     def action(self, kind: FaultKind) -> Action:
@@ -110,13 +117,14 @@ PRESETS: Mapping[str, Policy] = MappingProxyType(
                 aborted_frame=Action.KEEP,
             ),
             replays_aborted=True,
+            drops_interrupted_frames=True,
             description=(
                 "What OpenMAIC's read-time repair does: synthesize its interrupted receipt, "
                 "move late results up, keep the first duplicate, leave unknown results in place, "
                 "answer the calls of aborted frames."
             ),
         ),
-        # OpenClaw repairToolUseResultPairing (§1B, B-1 with the released package's moves).
+        # OpenClaw repairToolUseResultPairing as of February 2026 (§1B B-1, §1D).
         "openclaw": Policy(
             "openclaw",
             _table(
@@ -129,9 +137,12 @@ PRESETS: Mapping[str, Policy] = MappingProxyType(
                 malformed_call=Action.DROP,
             ),
             synthetic_text="[openclaw] " + OPENCLAW_SENTENCE,
+            recovers_late_results=False,
             description=(
-                "What OpenClaw's repair does: synthesize its [openclaw] repair text, move "
-                "displaced results back, drop duplicates and orphans, skip aborted frames."
+                "What OpenClaw's repair does: synthesize its [openclaw] repair text; move a "
+                "result back only from before the next assistant message (a later one is "
+                "dropped and its call synthesized); drop duplicates and orphans; skip aborted "
+                "frames."
             ),
         ),
     }

@@ -60,12 +60,16 @@ def repair(
         if f.kind is FaultKind.MALFORMED_CALL and policy.action(f.kind) is Action.DROP
     }
     ops: list[Op] = []
+    frames: list[Op] = []
     for fault in faults:
         action = policy.action(fault.kind)
         row = policy.row(fault.kind)
         where = (fault.record, fault.block if fault.block is not None else 0)
         kind = fault.kind
-        if kind is FaultKind.ABORTED_FRAME and action is Action.DROP:
+        if kind is FaultKind.ABORTED_FRAME and fault.tool_call_id is None:
+            if policy.drops_interrupted_frames:
+                frames.append(Op(OpKind.DROP_RECORD, fault, row, fault.record))
+        elif kind is FaultKind.ABORTED_FRAME and action is Action.DROP:
             ops.append(Op(OpKind.DROP_CALL, fault, row, fault.record, fault.block))
         elif kind in (FaultKind.MISSING_RESULT, FaultKind.PENDING_RESULT):
             call = calls.get(where)
@@ -88,8 +92,18 @@ def repair(
             call = owner[where]
             if (call.record, call.block) in dropped_calls:
                 continue
-            anchor = _anchor(transcript, pairing, pairing.turn_of[call], call)
-            ops.append(Op(OpKind.MOVE_RESULT, fault, row, fault.record, fault.block, anchor, call))
+            turn = pairing.turn_of[call]
+            anchor = _anchor(transcript, pairing, turn, call)
+            if policy.recovers_late_results or fault.record in turn.span:
+                ops.append(
+                    Op(OpKind.MOVE_RESULT, fault, row, fault.record, fault.block, anchor, call)
+                )
+            else:
+                late = f"{policy.name}: {kind} beyond the next assistant -> synthesize, drop late"
+                ops.append(Op(OpKind.DROP_RESULT, fault, late, fault.record, fault.block))
+                ops.append(
+                    Op(OpKind.INSERT_RESULT, fault, late, anchor=anchor, call=call, text=text)
+                )
         elif kind is FaultKind.RESULT_NOT_FIRST and action is Action.MOVE:
             ops.append(Op(OpKind.RESULTS_FIRST, fault, row, fault.record, fault.block))
         elif kind is FaultKind.DUPLICATE_CALL_ID and action is Action.KEEP_FIRST:
@@ -103,4 +117,7 @@ def repair(
             kind is FaultKind.ORPHANED_RESULT and action is Action.DROP
         ):
             ops.append(Op(OpKind.DROP_RESULT, fault, row, fault.record, fault.block))
+    # OpenMAIC drops interrupted frames only when a repair happens at all (§1A A4.2).
+    if ops:
+        ops.extend(frames)
     return Plan(policy=policy.name, ops=tuple(ops))

@@ -77,7 +77,12 @@ class OpenClaw(Format):
         content = message.get("content")
         if role == "assistant":
             record.role = Role.ASSISTANT
-            record.aborted = message.get("stopReason") in ("error", "aborted")
+            stop = message.get("stopReason")
+            error = message.get("errorMessage")
+            record.aborted = stop in ("error", "aborted")
+            record.interrupted = stop in ("error", "aborted", "length") or bool(
+                isinstance(error, str) and error.strip()
+            )
             texts = []
             for j, block in enumerate(content if isinstance(content, list) else []):
                 kind = block.get("type") if isinstance(block, dict) else None
