@@ -83,26 +83,20 @@ def analyze(
     chosen = PRESETS[policy]
     try:
         transcript = formats.load(data, filename, format)
-    except FormatError as exc:
-        return Analysis(
-            filename=filename,
-            format=exc.format or "unknown",
-            format_label=formats.label(exc.format or "unknown"),
-            provider="",
-            record_count=exc.records,
-            faults=[],
-            plan=Plan(policy=policy),
-            repaired=data,
-            error=str(exc),
+        pairing = pair(
+            transcript,
+            live=is_live(now, last_write, grace),
+            replays_aborted=chosen.replays_aborted,
         )
-    pairing = pair(
-        transcript,
-        live=is_live(now, last_write, grace),
-        replays_aborted=chosen.replays_aborted,
-    )
-    faults = detect(transcript, pairing)
-    plan = repair(transcript, faults, chosen, pairing)
-    repaired = formats.render(transcript, plan) if plan else data
+        faults = detect(transcript, pairing)
+        plan = repair(transcript, faults, chosen, pairing)
+        repaired = formats.render(transcript, plan) if plan else data
+    except FormatError as exc:
+        return _unreadable(data, filename, policy, str(exc), exc.format, exc.records)
+    except RecursionError:
+        # Python's own JSON code recurses; a hostile file may nest beyond its stack.
+        reason = f"{filename}: JSON nested too deeply to read or repair safely"
+        return _unreadable(data, filename, policy, reason, None, 0)
     return Analysis(
         filename=filename,
         format=transcript.format,
@@ -113,4 +107,21 @@ def analyze(
         plan=plan,
         repaired=repaired,
         transcript=transcript,
+    )
+
+
+def _unreadable(
+    data: bytes, filename: str, policy: str, error: str, format: str | None, records: int
+) -> Analysis:
+    """Return the analysis of a file that could not be read: raw bytes, the reason."""
+    return Analysis(
+        filename=filename,
+        format=format or "unknown",
+        format_label=formats.label(format or "unknown"),
+        provider="",
+        record_count=records,
+        faults=[],
+        plan=Plan(policy=policy),
+        repaired=data,
+        error=error,
     )

@@ -104,3 +104,17 @@ def test_a_second_result_in_one_message_is_dropped_keeping_the_first() -> None:
     content = original["messages"][2]["content"]
     assert repaired["messages"][2]["content"] == [content[0], content[2]]
     assert repaired["messages"][:2] == original["messages"][:2]
+
+
+def test_a_mid_history_orphan_is_answered_at_the_start_of_the_next_user_message() -> None:
+    _, name, data = _load("19_anthropic-resume-orphan-mid-history")
+    repaired = json.loads(analyze(data, name).repaired)["messages"]
+    original = json.loads(data)["messages"]
+    assert len(repaired) == len(original) == 7
+    opening, *rest = repaired[2]["content"]
+    assert opening["type"] == "tool_result"
+    assert opening["tool_use_id"] == "toolu_syn_srv_01"
+    assert opening["is_error"] is True
+    assert rest == original[2]["content"]
+    assert repaired[:2] == original[:2]
+    assert repaired[3:] == original[3:]

@@ -48,14 +48,18 @@ class Row:
     moved_from: int | None = None
 
 
-def _cell(record: Record, skip_blocks: frozenset[int] = frozenset()) -> Cell:
+def _cell(
+    record: Record, skip_blocks: frozenset[int] = frozenset(), inserted: tuple[Op, ...] = ()
+) -> Cell:
+    opened = tuple(op.call.id for op in inserted if op.call is not None)
     return Cell(
         index=record.index,
         role=str(record.role),
         kind=record.kind,
         summary=record.text,
         calls=tuple((c.id, c.name) for c in record.calls if c.block not in skip_blocks),
-        results=tuple(r.tool_call_id for r in record.results if r.block not in skip_blocks),
+        results=opened
+        + tuple(r.tool_call_id for r in record.results if r.block not in skip_blocks),
     )
 
 
@@ -104,14 +108,14 @@ def align(transcript: Transcript, faults: list[Fault], plan: Plan) -> list[Row]:
                     moved_from=record.index,
                 )
             )
-        elif slot.removed_blocks:
+        elif slot.block_order is not None:
             rows.append(
                 Row(
                     RowStatus.CHANGED,
                     _cell(record),
-                    _cell(record, slot.removed_blocks),
+                    _cell(record, slot.removed_blocks, slot.inserted),
                     here,
-                    slot.ops,
+                    slot.ops + slot.inserted,
                 )
             )
         else:

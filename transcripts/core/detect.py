@@ -62,6 +62,7 @@ class Turn:
     copies: list[ToolCall] = field(default_factory=list)
     not_first: list[int] = field(default_factory=list)
     span: set[int] = field(default_factory=set)
+    follower: int | None = None
 
     @property
     def head(self) -> int:
@@ -107,6 +108,7 @@ def turns(transcript: Transcript, context: list[int]) -> list[Turn]:
                 else:
                     seen.add(key)
                     turn.calls.append(call)
+        turn.follower = messages[k] if k < len(messages) else None
         while k < len(messages) and records[messages[k]].role in (Role.USER, Role.TOOL):
             follower = records[messages[k]]
             if not follower.results:
@@ -498,7 +500,7 @@ def detect(
             record.index,
             None,
             None,
-            record.error or "",
+            "",
             record.error or "",
         )
         for record in transcript.records

@@ -22,7 +22,8 @@ class Slot:
     twice: `moved_away` at its raw position (not written) and `moved_in` where it
     lands. `dropped` records are not written; `removed_blocks` are block indexes
     left out of a record that stays; `block_order`, when set, is the order of the
-    blocks the record is written with (None: as it was).
+    blocks the record is written with (None: as it was), after the synthetic
+    results of `inserted`, which open the record's content.
     """
 
     record: int | None
@@ -33,6 +34,7 @@ class Slot:
     moved_in: bool = False
     removed_blocks: frozenset[int] = frozenset()
     block_order: tuple[int, ...] | None = None
+    inserted: tuple[Op, ...] = ()
 
     @property
     def written(self) -> bool:
@@ -57,15 +59,18 @@ class _Edits:
     placed: dict[int, list[Op]]
     touching: dict[int, list[Op]]
     results_first: set[int]
+    inline: dict[int, list[Op]]
 
 
 def _collect(transcript: Transcript, ops: Iterable[Op]) -> _Edits:
     records = transcript.records
-    edits = _Edits({}, {}, {}, {}, set())
+    edits = _Edits({}, {}, {}, {}, set(), {})
     for op in ops:
         if op.record is not None:
             edits.touching.setdefault(op.record, []).append(op)
-        if op.kind is OpKind.DROP_RECORD:
+        if op.kind is OpKind.INSERT_RESULT and op.record is not None:
+            edits.inline.setdefault(op.record, []).append(op)
+        elif op.kind is OpKind.DROP_RECORD:
             assert op.record is not None
             edits.removed.setdefault(op.record, set()).update(
                 range(max(1, block_count(records[op.record])))
@@ -86,7 +91,7 @@ def _collect(transcript: Transcript, ops: Iterable[Op]) -> _Edits:
         else:
             assert op.anchor is not None
             edits.placed.setdefault(op.anchor, []).append(op)
-    for ops_here in edits.placed.values():
+    for ops_here in [*edits.placed.values(), *edits.inline.values()]:
         ops_here.sort(key=_placement_key)
     return edits
 
@@ -103,7 +108,7 @@ def _placed_slots(edits: _Edits, anchor: int) -> list[Slot]:
 
 def _order(record: Record, edits: _Edits, removed: frozenset[int]) -> tuple[int, ...] | None:
     """Return the order a record's kept blocks are written in, None when unchanged."""
-    if not removed and record.index not in edits.results_first:
+    if not removed and record.index not in edits.results_first | edits.inline.keys():
         return None
     kept = [j for j in range(block_count(record)) if j not in removed]
     if record.index in edits.results_first:
@@ -130,7 +135,13 @@ def layout(transcript: Transcript, plan: Plan) -> list[Slot]:
             slots.append(Slot(i, ops=ops, dropped=True))
         else:
             slots.append(
-                Slot(i, ops=ops, removed_blocks=removed, block_order=_order(record, edits, removed))
+                Slot(
+                    i,
+                    ops=ops,
+                    removed_blocks=removed,
+                    block_order=_order(record, edits, removed),
+                    inserted=tuple(edits.inline.get(i, ())),
+                )
             )
         slots.extend(_placed_slots(edits, i))
     return slots

@@ -56,7 +56,7 @@ class Action(StrEnum):
 class OpKind(StrEnum):
     """One edit of a plan."""
 
-    INSERT_RESULT = "insert_result"  # a synthetic tool result placed after `anchor`
+    INSERT_RESULT = "insert_result"  # a synthetic result after `anchor`, or opening `record`
     DROP_RESULT = "drop_result"  # remove one tool result block (the record if nothing remains)
     MOVE_RESULT = "move_result"  # relocate one tool result block to after `anchor`
     DROP_CALL = "drop_call"  # remove one tool call block (the record if nothing remains)
@@ -139,6 +139,9 @@ class Transcript:
     `tree` is True when records link by `uid`/`parent` and order follows the links.
     `adjacent` is True when results must come right after their calling message
     (every provider but Responses; always for sessions that may switch provider).
+    `inline_results` is True when one user message carries several results as
+    blocks (Anthropic Messages): a synthetic result then opens the next user
+    message instead of becoming a message of its own (formats.md §1).
     `native_text` is the text the session's own agent writes for an interrupted call.
     """
 
@@ -149,6 +152,7 @@ class Transcript:
     filename: str = ""
     tree: bool = False
     adjacent: bool = True
+    inline_results: bool = False
     native_text: str = "[Request interrupted by user for tool use]"
     style: dict[str, Any] = field(default_factory=dict)
 
@@ -176,7 +180,8 @@ class Op:
     """One edit of a plan, naming the fault it mends and the policy row that chose it.
 
     `record`/`block` locate what the op removes or moves; `anchor` is the record
-    after which an inserted or moved result goes; `call` is the call answered.
+    after which an inserted or moved result goes; an inserted result with
+    `record` set instead opens that record's content; `call` is the call answered.
     """
 
     kind: OpKind

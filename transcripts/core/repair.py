@@ -14,6 +14,7 @@ from transcripts.core.model import (
     Op,
     OpKind,
     Plan,
+    Role,
     ToolCall,
     Transcript,
 )
@@ -37,6 +38,30 @@ def _anchor(transcript: Transcript, pairing: Pairing, turn: Turn, call: ToolCall
         and not transcript.records[pairing.answer[c].record].other_blocks
     ]
     return max(earlier, key=run_order.__getitem__) if earlier else turn.records[-1]
+
+
+def _insert(
+    transcript: Transcript,
+    pairing: Pairing,
+    call: ToolCall,
+    fault: Fault,
+    row: str,
+    text: str,
+) -> Op:
+    """Return the op that answers `call` with a synthetic result.
+
+    Where one message carries several results (Anthropic Messages), the result
+    opens the user message that follows the call (formats.md §1); elsewhere it
+    is a record of its own, placed in call order after the turn's results.
+    """
+    turn = pairing.turn_of[call]
+    records = transcript.records
+    if transcript.inline_results:
+        target = turn.run[0] if turn.run else turn.follower
+        if target is not None and records[target].role is Role.USER and not records[target].calls:
+            return Op(OpKind.INSERT_RESULT, fault, row, record=target, call=call, text=text)
+    anchor = _anchor(transcript, pairing, turn, call)
+    return Op(OpKind.INSERT_RESULT, fault, row, anchor=anchor, call=call, text=text)
 
 
 def repair(
@@ -76,10 +101,7 @@ def repair(
             if call is None or where in dropped_calls:
                 continue
             if action is Action.SYNTHESIZE:
-                anchor = _anchor(transcript, pairing, pairing.turn_of[call], call)
-                ops.append(
-                    Op(OpKind.INSERT_RESULT, fault, row, anchor=anchor, call=call, text=text)
-                )
+                ops.append(_insert(transcript, pairing, call, fault, row, text))
             elif action is Action.DROP:
                 ops.append(Op(OpKind.DROP_CALL, fault, row, call.record, call.block, call=call))
         elif kind is FaultKind.MALFORMED_CALL and action is Action.DROP:
@@ -101,9 +123,7 @@ def repair(
             else:
                 late = f"{policy.name}: {kind} beyond the next assistant -> synthesize, drop late"
                 ops.append(Op(OpKind.DROP_RESULT, fault, late, fault.record, fault.block))
-                ops.append(
-                    Op(OpKind.INSERT_RESULT, fault, late, anchor=anchor, call=call, text=text)
-                )
+                ops.append(_insert(transcript, pairing, call, fault, late, text))
         elif kind is FaultKind.RESULT_NOT_FIRST and action is Action.MOVE:
             ops.append(Op(OpKind.RESULTS_FIRST, fault, row, fault.record, fault.block))
         elif kind is FaultKind.DUPLICATE_CALL_ID and action is Action.KEEP_FIRST:

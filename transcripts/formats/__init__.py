@@ -37,6 +37,20 @@ FORMATS: dict[str, Format] = {
     f.id: f for f in (OpenClaw(), Codex(), ClaudeCode(), OpenAIChat(), Anthropic())
 }
 _SNIFF_LINES = 50
+_UNKNOWN_DOCUMENT = (
+    "unknown format: a JSON document Pairfix does not read (it reads OpenAI Chat "
+    "Completions and Anthropic Messages documents; Gemini, Responses, LangChain, Vercel AI "
+    "and OpenHands files are shown raw for now)"
+)
+_JSON_TYPES = {
+    dict: "object",
+    list: "array",
+    str: "string",
+    int: "number",
+    float: "number",
+    bool: "boolean",
+    type(None): "null",
+}
 _BOM = b"\xef\xbb\xbf"
 
 
@@ -64,6 +78,13 @@ def label(format_id: str) -> str:
     return fmt.label if fmt is not None else "Unknown format"
 
 
+def _decode_reason(message: str) -> str:
+    """Return orjson's message in a user's words where it speaks of its internals."""
+    if "UTF-8" in message:
+        return "invalid UTF-8 (the line holds bytes that are not text)"
+    return message
+
+
 def _line_col(text: str, pos: int) -> tuple[int, int]:
     line = text.count("\n", 0, pos) + 1
     return line, pos - (text.rfind("\n", 0, pos) + 1) + 1
@@ -89,7 +110,7 @@ def load(data: bytes, filename: str, format: str | None = None) -> Transcript:
         try:
             root = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
-            doc_error = (exc.lineno, exc.colno, exc.msg)
+            doc_error = (exc.lineno, exc.colno, _decode_reason(exc.msg))
     elif not first:
         raise FormatError(filename, 1, "the file is empty")
     if format is not None:
@@ -104,8 +125,7 @@ def load(data: bytes, filename: str, format: str | None = None) -> Transcript:
             raise FormatError(
                 filename,
                 1,
-                "unknown format: a JSON document that is not OpenAI Chat Completions or "
-                "Anthropic Messages (no tool calls or tool results found)",
+                _UNKNOWN_DOCUMENT,
             )
     return _load_jsonl(data, filename, format, doc_error)
 
@@ -137,8 +157,7 @@ def _load_document(data: bytes, filename: str, root: Any, format: str | None) ->
         raise FormatError(
             filename,
             1,
-            "unknown format: a JSON document that is not OpenAI Chat Completions or "
-            "Anthropic Messages (no tool calls or tool results found)",
+            _UNKNOWN_DOCUMENT,
         )
     try:
         text = data.decode("utf-8")
@@ -190,6 +209,7 @@ def _load_document(data: bytes, filename: str, root: Any, format: str | None) ->
         data,
         filename=filename,
         adjacent=fmt.adjacent(provider),
+        inline_results=fmt.inline_results,
         native_text=fmt.native_text,
         style=style,
     )
@@ -217,7 +237,7 @@ def _load_jsonl(
             try:
                 obj = orjson.loads(raw)
             except orjson.JSONDecodeError as exc:
-                reason = f"column {exc.colno}: {exc.msg}"
+                reason = f"column {exc.colno}: {_decode_reason(exc.msg)}"
                 if newline < 0:
                     reason = f"truncated last line ({reason})"
                 record.error = f"{filename}: line {line_no}: {reason}"
@@ -225,7 +245,7 @@ def _load_jsonl(
                 if isinstance(obj, dict):
                     record.obj = obj
                 else:
-                    kind = type(obj).__name__
+                    kind = _JSON_TYPES.get(type(obj), "value")
                     record.error = f"{filename}: line {line_no}: a JSON {kind}, not an object"
             records.append(record)
         pos = size if newline < 0 else newline + 1
@@ -264,6 +284,7 @@ def _load_jsonl(
         filename=filename,
         tree=fmt.tree,
         adjacent=fmt.adjacent(provider),
+        inline_results=fmt.inline_results,
         native_text=fmt.native_text,
         style=style,
     )
@@ -332,7 +353,8 @@ def _record_bytes(
     raw = data[record.start : record.end]
     new_parent = parents.get(slot.record)
     if slot.block_order is not None:
-        obj = fmt.keep(record.obj, list(slot.block_order))
+        opening = tuple(fmt.inline_result(transcript, op) for op in slot.inserted)
+        obj = fmt.keep(record.obj, list(slot.block_order), opening)
         if new_parent is not None:
             obj[fmt.parent_key] = new_parent
         return _encode(transcript, obj)

@@ -33,6 +33,8 @@ def decode_at(text: str, pos: int) -> tuple[Any, int]:
         return _DECODER.raw_decode(text, pos)
     except json.JSONDecodeError as exc:
         raise ScanError(exc.msg, exc.pos) from None
+    except RecursionError:
+        raise ScanError("JSON nested too deeply to read", pos) from None
 
 
 def scan_array(text: str, pos: int) -> tuple[list[tuple[int, int, Any]], int]:

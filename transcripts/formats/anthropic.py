@@ -21,6 +21,7 @@ class Anthropic(Format):
     label = "Anthropic Messages"
     jsonl = False
     provider = "anthropic"
+    inline_results = True
 
     def sniff(self, sample: list[Any], filename: str) -> bool:
         messages = _messages(sample)
@@ -65,5 +66,13 @@ class Anthropic(Format):
         source = transcript.records[op.record].obj
         return {"role": "user", "content": [copy.deepcopy(source["content"][op.block])]}
 
-    def keep(self, obj: Any, order: list[int]) -> Any:
-        return dict(obj, content=picked(obj.get("content"), order))
+    def keep(self, obj: Any, order: list[int], opening: tuple[Any, ...] = ()) -> Any:
+        content = obj.get("content")
+        if isinstance(content, str):
+            # A string content is one text block; blocks can only be added to a list.
+            content = [{"type": "text", "text": content}] if content else []
+        return dict(obj, content=[*opening, *picked(content, order)])
+
+    def inline_result(self, transcript: Transcript, op: Op) -> Any:
+        assert op.call is not None
+        return result_block(find_result_block(transcript.records), op.call.id, op.text)

@@ -62,8 +62,18 @@ class Format:
         """Return a new record holding only the result block `op` moves out of its record."""
         raise NotImplementedError
 
-    def keep(self, obj: Any, order: list[int]) -> Any:
-        """Return a copy of record `obj` holding only the blocks numbered `order`, in that order."""
+    inline_results: ClassVar[bool] = False
+
+    def keep(self, obj: Any, order: list[int], opening: tuple[Any, ...] = ()) -> Any:
+        """Return a copy of record `obj` holding the blocks numbered `order`, in that order.
+
+        The blocks of `opening` (see `inline_result`) come first; only formats
+        whose `inline_results` is True receive any.
+        """
+        raise NotImplementedError
+
+    def inline_result(self, transcript: Transcript, op: Op) -> Any:
+        """Return the result block answering `op.call` inside an existing message."""
         raise NotImplementedError
 
     def new_uid(self, transcript: Transcript, op: Op) -> str:
@@ -80,8 +90,11 @@ def canonical(args: Any) -> str:
         return args
     try:
         return orjson.dumps(args, option=orjson.OPT_SORT_KEYS).decode()
-    except TypeError:  # integers beyond 64 bits
-        return json.dumps(args, sort_keys=True, ensure_ascii=False)
+    except TypeError:  # integers beyond 64 bits, or nesting beyond orjson's limit
+        try:
+            return json.dumps(args, sort_keys=True, ensure_ascii=False)
+        except RecursionError:
+            return repr(args)[:10_000]
 
 
 def call_problem(call_id: Any, name: Any, args: Any, partial: bool = False) -> str:
@@ -103,9 +116,9 @@ def call_problem(call_id: Any, name: Any, args: Any, partial: bool = False) -> s
         return "the call has no arguments"
     if isinstance(args, str):
         try:
-            json.loads(args)
-        except ValueError:
-            return "the call's arguments are not valid JSON (cut off mid-stream?)"
+            orjson.loads(args)
+        except orjson.JSONDecodeError as exc:
+            return f"the call's arguments are not valid JSON ({exc.msg}); cut off mid-stream?"
     return ""
 
 
@@ -114,8 +127,10 @@ def digest(*parts: object) -> str:
     return hashlib.sha256("\x1f".join(map(str, parts)).encode()).hexdigest()
 
 
-def preview(value: Any, limit: int = 400) -> str:
+def preview(value: Any, limit: int = 400, depth: int = 0) -> str:
     """Return a one-line preview of a text or JSON value, at most `limit` characters."""
+    if depth > 8:
+        return "…"
     if isinstance(value, str):
         # Whitespace runs collapse, so a little more than the limit is enough to look at.
         text = value[: limit + 200]
@@ -125,16 +140,16 @@ def preview(value: Any, limit: int = 400) -> str:
         for item in value:
             if size > limit:
                 break
-            parts.append(preview(item, limit))
+            parts.append(preview(item, limit, depth + 1))
             size += len(parts[-1]) + 1
         text = " ".join(parts)
     elif isinstance(value, dict):
         if isinstance(value.get("text"), str):
             text = value["text"]
         elif "content" in value:
-            text = preview(value["content"], limit)
+            text = preview(value["content"], limit, depth + 1)
         else:
-            text = str(value)
+            text = canonical(value)
     elif value is None:
         text = ""
     else:

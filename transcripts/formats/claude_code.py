@@ -87,7 +87,7 @@ class ClaudeCode(Format):
         source.pop("toolUseResult", None)
         return source
 
-    def keep(self, obj: Any, order: list[int]) -> Any:
+    def keep(self, obj: Any, order: list[int], opening: tuple[Any, ...] = ()) -> Any:
         out = copy.copy(obj)
         out["message"] = dict(obj["message"], content=picked(obj["message"]["content"], order))
         return out

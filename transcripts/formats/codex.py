@@ -132,5 +132,5 @@ class Codex(Format):
     def carry(self, transcript: Transcript, op: Op) -> Any:
         raise ValueError("Codex outputs are whole records; they move whole")
 
-    def keep(self, obj: Any, order: list[int]) -> Any:
+    def keep(self, obj: Any, order: list[int], opening: tuple[Any, ...] = ()) -> Any:
         raise ValueError("Codex items hold one block; they are kept or dropped whole")

@@ -96,7 +96,7 @@ class OpenAIChat(Format):
     def carry(self, transcript: Transcript, op: Op) -> Any:
         raise ValueError("Chat Completions tool messages are whole records; they move whole")
 
-    def keep(self, obj: Any, order: list[int]) -> Any:
+    def keep(self, obj: Any, order: list[int], opening: tuple[Any, ...] = ()) -> Any:
         out = copy.copy(obj)
         first = 0 if obj.get("content") in (None, "", []) else 1
         all_calls = obj.get("tool_calls") or []

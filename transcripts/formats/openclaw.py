@@ -159,7 +159,7 @@ class OpenClaw(Format):
     def carry(self, transcript: Transcript, op: Op) -> Any:
         raise ValueError("pi/OpenClaw results are whole records; they move whole")
 
-    def keep(self, obj: Any, order: list[int]) -> Any:
+    def keep(self, obj: Any, order: list[int], opening: tuple[Any, ...] = ()) -> Any:
         out = copy.copy(obj)
         content = obj["message"]["content"]
         out["message"] = dict(obj["message"], content=[content[j] for j in order])
