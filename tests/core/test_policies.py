@@ -296,3 +296,13 @@ def test_openclaw_replaces_a_result_beyond_the_next_assistant_with_a_synthetic_o
     assert b"real c1" not in analyze(data, "o.jsonl", "openclaw").repaired
     moved = _messages(analyze(data, "o.jsonl", "synthesize").repaired)
     assert moved[2]["content"][0]["text"] == "real c1"
+
+
+def test_an_id_anthropic_refuses_is_reported_but_the_exchange_is_kept() -> None:
+    data = sessions.claude_code(sessions.Script([sessions.Turn(["functions.exec:0"], ["ok"])]))
+    result = analyze(data, "c.jsonl")
+    assert [(str(f.kind), f.tool_call_id) for f in result.faults] == [
+        ("malformed_call", "functions.exec:0")
+    ]
+    assert "String should match pattern" in result.faults[0].error
+    assert not result.plan

@@ -9,6 +9,7 @@ across the whole file: a later turn may reuse an id (Kimi, Mistral, local models
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from transcripts.core.validate import (
     unexpected_text,
 )
 
+_ANTHROPIC_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
 DEFAULT_GRACE = 300.0  # seconds a session counts as live after its last write
 # Providers that match results to calls by position where ids are missing (Gemini
 # without `id`); for every other provider results in any order are legal, and
@@ -385,7 +387,14 @@ def _call_faults(
                     "another call of the request already uses this id",
                 )
             )
-        if call.problem:
+        problem, error = call.problem, ""
+        if unique_ids and call.id and not problem and not _ANTHROPIC_ID.match(call.id):
+            problem = f"the id {call.id[:80]!r} has characters Anthropic refuses"
+            error = (
+                f"messages.{message}.content.{call.block}.tool_use.id: String should match "
+                "pattern '^[a-zA-Z0-9_-]+$'"
+            )
+        if problem:
             found.append(
                 Fault(
                     FaultKind.MALFORMED_CALL,
@@ -393,8 +402,8 @@ def _call_faults(
                     call.record,
                     call.block,
                     turn.head,
-                    "",
-                    call.problem,
+                    error,
+                    problem,
                 )
             )
     seen_call: ToolCall | None = None

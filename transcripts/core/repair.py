@@ -79,10 +79,15 @@ def repair(
     text = policy.synthetic_text if policy.synthetic_text is not None else transcript.native_text
     calls = {(call.record, call.block): call for call in pairing.turn_of}
     owner = {(res.record, res.block): call for call, res in pairing.answer.items()}
+    # Only a call broken in itself is dropped; an id that merely breaks one provider's
+    # pattern is reported, since dropping it would throw away a real exchange.
     dropped_calls = {
         (f.record, f.block)
         for f in faults
-        if f.kind is FaultKind.MALFORMED_CALL and policy.action(f.kind) is Action.DROP
+        if f.kind is FaultKind.MALFORMED_CALL
+        and policy.action(f.kind) is Action.DROP
+        and (call := calls.get((f.record, f.block if f.block is not None else 0))) is not None
+        and call.problem
     }
     ops: list[Op] = []
     frames: list[Op] = []
@@ -104,7 +109,7 @@ def repair(
                 ops.append(_insert(transcript, pairing, call, fault, row, text))
             elif action is Action.DROP:
                 ops.append(Op(OpKind.DROP_CALL, fault, row, call.record, call.block, call=call))
-        elif kind is FaultKind.MALFORMED_CALL and action is Action.DROP:
+        elif kind is FaultKind.MALFORMED_CALL and where in dropped_calls:
             call = calls.get(where)
             ops.append(Op(OpKind.DROP_CALL, fault, row, fault.record, fault.block, call=call))
             answer = pairing.answer.get(call) if call is not None else None
