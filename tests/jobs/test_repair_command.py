@@ -76,3 +76,32 @@ def test_it_rejects_an_unknown_policy(tmp_path):
 def test_it_writes_nothing_to_the_database(tmp_path):
     call_command("repair", str(SAMPLES / "formats/claude_code.jsonl"), "--out", tmp_path)
     assert Session.objects.count() == 0
+
+
+def test_it_refuses_a_second_input_with_the_same_file_name(tmp_path, capsys):
+    first = tmp_path / "a" / "s.jsonl"
+    second = tmp_path / "b" / "s.jsonl"
+    other = tmp_path / "c" / "openclaw.jsonl"
+    for path, name in [
+        (first, "claude_code.jsonl"),
+        (second, "openclaw.jsonl"),
+        (other, "openclaw.jsonl"),
+    ]:
+        path.parent.mkdir()
+        path.write_bytes((SAMPLES / "formats" / name).read_bytes())
+    out = tmp_path / "out"
+    with pytest.raises(CommandError, match="1 file"):
+        call_command("repair", str(first), str(second), str(other), "--out", out)
+    assert sorted(p.name for p in out.iterdir()) == ["openclaw.jsonl", "s.jsonl"]
+    assert (out / "s.jsonl").read_bytes() == analyze(first.read_bytes(), "s.jsonl").repaired
+    captured = capsys.readouterr()
+    assert f"{second}: same file name as {first}" in captured.err
+    assert f"{other}: openclaw" in captured.out
+
+
+def test_it_rejects_an_out_path_that_is_a_file(tmp_path):
+    out = tmp_path / "not-a-dir"
+    out.write_bytes(b"keep me")
+    with pytest.raises(CommandError, match=f"--out {out}: exists and is not a directory"):
+        call_command("repair", str(SAMPLES / "formats/claude_code.jsonl"), "--out", out)
+    assert out.read_bytes() == b"keep me"

@@ -23,7 +23,14 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         out: Path = options["out"]
-        out.mkdir(parents=True, exist_ok=True)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:
+            raise CommandError(f"--out {out}: exists and is not a directory") from None
+        except OSError as exc:
+            raise CommandError(f"--out {out}: cannot create: {exc.strerror}") from None
+        # Each output name is written once: the first input with a name takes it.
+        written: dict[str, Path] = {}
         bad = 0
         for path in options["files"]:
             target = out / path.name
@@ -31,6 +38,13 @@ class Command(BaseCommand):
                 data = path.read_bytes()
             except OSError as exc:
                 self.stderr.write(f"{path}: cannot read: {exc.strerror}")
+                bad += 1
+                continue
+            if path.name in written:
+                self.stderr.write(
+                    f"{path}: same file name as {written[path.name]}, "
+                    f"whose repair is already {target}; skipped"
+                )
                 bad += 1
                 continue
             if target.exists() and target.samefile(path):
@@ -43,7 +57,13 @@ class Command(BaseCommand):
                 self.stderr.write(f"{path}: unreadable: {analysis.error}")
                 bad += 1
                 continue
-            target.write_bytes(analysis.repaired)
+            try:
+                target.write_bytes(analysis.repaired)
+            except OSError as exc:
+                self.stderr.write(f"{path}: cannot write {target}: {exc.strerror}")
+                bad += 1
+                continue
+            written[path.name] = path
             ops: dict[str, int] = {}
             for op in analysis.plan.ops:
                 ops[str(op.kind)] = ops.get(str(op.kind), 0) + 1
