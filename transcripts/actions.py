@@ -55,6 +55,15 @@ def do_create_workspace(name: str, *, acting_user: Any) -> Workspace:
     return workspace
 
 
+def do_add_member(workspace: Workspace, user: Any, *, role: str) -> Membership:
+    """Make `user` a member of `workspace` with `role`; an existing membership keeps its role."""
+    with transaction.atomic(durable=True):
+        membership, _ = Membership.objects.get_or_create(
+            user=user, workspace=workspace, defaults={"role": role}
+        )
+    return membership
+
+
 def do_ingest_session(workspace: Workspace, name: str, data: bytes, *, acting_user: Any) -> Session:
     """Store `data` (any bytes, readable or not) as revision 0 of a new session.
 

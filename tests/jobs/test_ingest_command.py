@@ -2,7 +2,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from tests.helpers import SAMPLES, sample
-from transcripts.models import AuditRecord, Session, Workspace
+from transcripts.models import AuditRecord, Membership, Session, Workspace
 
 pytestmark = pytest.mark.django_db
 
@@ -51,3 +51,45 @@ def test_it_keeps_unreadable_files_and_fails_on_missing_ones(tmp_path, capsys):
 def test_it_rejects_an_unknown_user():
     with pytest.raises(CommandError, match="no user named 'nobody'"):
         call_command("ingest", str(SAMPLES / "formats/openclaw.jsonl"), "--user", "nobody")
+
+
+def test_it_warns_when_nobody_can_see_the_sessions(capsys):
+    call_command("ingest", str(SAMPLES / "formats/openclaw.jsonl"))
+    assert not Session.objects.get().workspace.memberships.exists()
+    err = capsys.readouterr().err
+    assert "workspace 'default' has no members, so nobody can see its sessions" in err
+    assert "--user NAME" in err
+
+
+def test_it_makes_the_user_owner_of_an_existing_workspace(alice, capsys):
+    call_command("ingest", str(SAMPLES / "formats/openclaw.jsonl"))
+    capsys.readouterr()
+    call_command(
+        "ingest",
+        str(SAMPLES / "formats/claude_code.jsonl"),
+        "--workspace",
+        "default",
+        "--user",
+        "alice",
+    )
+    workspace = Workspace.objects.get()
+    assert list(workspace.memberships.values_list("user__username", "role")) == [("alice", "owner")]
+    assert Session.objects.for_user(alice).count() == 2
+    assert "no members" not in capsys.readouterr().err
+
+
+def test_it_keeps_the_role_of_an_existing_member(alice, bob, other_workspace, capsys):
+    Membership.objects.create(user=alice, workspace=other_workspace)
+    call_command(
+        "ingest", str(SAMPLES / "formats/openclaw.jsonl"), "--workspace", "Beta", "--user", "alice"
+    )
+    assert other_workspace.memberships.get(user=alice).role == "member"
+    assert Session.objects.get().workspace == other_workspace
+    assert "no members" not in capsys.readouterr().err
+
+
+def test_it_rejects_a_workspace_name_over_the_length_limit():
+    with pytest.raises(CommandError, match="at most 100 characters"):
+        call_command("ingest", str(SAMPLES / "formats/openclaw.jsonl"), "--workspace", "w" * 101)
+    assert not Workspace.objects.exists()
+    assert not Session.objects.exists()
