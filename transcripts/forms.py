@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.db import connections
 
 from transcripts.engine import DEFAULT_POLICY, PRESETS
 from transcripts.models import Session, Workspace
@@ -51,8 +52,35 @@ class UploadForm(forms.Form):
         return files
 
 
+class IdMultipleChoiceField(forms.ModelMultipleChoiceField):
+    """Choices by primary key; a key that is no integer in the key column's range is invalid.
+
+    Checked before any query: SQLite raises OverflowError for an integer
+    beyond 64 bits, other backends a DataError for one beyond their column.
+    """
+
+    def clean(self, value: Any) -> Any:
+        if isinstance(value, list | tuple):
+            connection = connections[self.queryset.db]
+            pk = self.queryset.model._meta.pk
+            assert pk is not None
+            low, high = connection.ops.integer_field_range(pk.get_internal_type())
+            for key in value:
+                try:
+                    valid = low <= int(key) <= high
+                except (TypeError, ValueError):
+                    valid = False
+                if not valid:
+                    raise forms.ValidationError(
+                        self.error_messages["invalid_pk_value"],
+                        code="invalid_pk_value",
+                        params={"pk": key},
+                    )
+        return super().clean(value)
+
+
 class RepairForm(forms.Form):
-    sessions = forms.ModelMultipleChoiceField(
+    sessions = IdMultipleChoiceField(
         queryset=Session.objects.none(), widget=forms.CheckboxSelectMultiple
     )
     policy = forms.ChoiceField(choices=policy_choices, initial=DEFAULT_POLICY)

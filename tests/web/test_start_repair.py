@@ -69,3 +69,13 @@ def test_it_requires_a_selection(alice_client, sessions):
     response = alice_client.post(URL, {"policy": "synthesize"})
     assert response.status_code == 400
     assert Job.objects.count() == 0
+
+
+@pytest.mark.parametrize(
+    "value", ["99999999999999999999999", "-99999999999999999999999", "1.5", "x"]
+)
+def test_it_refuses_a_session_id_that_is_no_integer_in_range(alice_client, sessions, value):
+    response = alice_client.post(URL, {"sessions": [sessions[0].pk, value], "policy": "synthesize"})
+    assert response.status_code == 400
+    assert f"“{value}” is not a valid value." in response.content.decode()
+    assert Job.objects.count() == 0
