@@ -8,6 +8,7 @@ job whose rows are not there yet.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from functools import partial
 from typing import Any
@@ -35,6 +36,19 @@ REMOVING_OPS = {OpKind.DROP_RESULT, OpKind.MOVE_RESULT, OpKind.DROP_CALL}
 
 class FenceLost(Exception):
     """The session's head moved between reading it and writing the repair."""
+
+
+def fit_name(name: str, limit: int) -> str:
+    """Return `name` cut to at most `limit` characters: its start, "…", then its extension.
+
+    The extension stays so the format is still recognised from the name.
+    """
+    if len(name) <= limit:
+        return name
+    stem, extension = os.path.splitext(name)
+    if len(extension) > limit // 2:
+        stem, extension = name, ""
+    return stem[: limit - 1 - len(extension)] + "…" + extension
 
 
 def analyze_revision(revision: Revision, policy: str) -> Analysis:
@@ -68,8 +82,10 @@ def do_ingest_session(workspace: Workspace, name: str, data: bytes, *, acting_us
     """Store `data` (any bytes, readable or not) as revision 0 of a new session.
 
     The bytes are kept exactly as given; an unreadable file becomes a session
-    whose `error` says why (file, line, reason).
+    whose `error` says why (file, line, reason). A name too long for the
+    database is shortened with `fit_name`.
     """
+    name = fit_name(name, Session._meta.get_field("name").max_length or len(name))
     analysis = analyze(data, name)
     sha256 = store_blob(data)
     with transaction.atomic(durable=True):
