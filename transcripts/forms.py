@@ -37,7 +37,10 @@ class MultipleFileField(forms.FileField):
 class UploadForm(forms.Form):
     workspace = forms.ModelChoiceField(queryset=Workspace.objects.none(), empty_label=None)
     files = MultipleFileField(
-        label="Session files", help_text="JSON or JSONL transcripts, one session per file."
+        label="Session files",
+        help_text="JSON or JSONL transcripts, one session per file.",
+        # Raw bytes are always stored: an empty file becomes an unreadable session, as in `ingest`.
+        allow_empty_file=True,
     )
 
     def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:

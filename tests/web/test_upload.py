@@ -88,3 +88,17 @@ def test_it_requires_a_file(alice_client, workspace):
     response = alice_client.post(URL, {"workspace": workspace.pk})
     assert response.status_code == 400
     assert "This field is required." in response.content.decode()
+
+
+def test_it_stores_an_empty_file_as_an_unreadable_session(alice_client, workspace):
+    response = upload(alice_client, workspace, SimpleUploadedFile("empty.jsonl", b""))
+    session = Session.objects.get()
+    assert response.status_code == 302
+    assert response.url == session.get_absolute_url()
+    assert session.error.startswith("empty.jsonl: ")
+    assert "the file is empty" in session.error
+    assert (session.head.number, session.head.size, session.head.read()) == (0, 0, b"")
+
+    page = alice_client.get(session.get_absolute_url()).content.decode()
+    assert "This file could not be read" in page
+    assert session.error in page
