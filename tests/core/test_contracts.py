@@ -111,7 +111,7 @@ def _unlinked(raw: bytes) -> bytes:
 def test_records_no_op_touches_are_copied_verbatim(name: str, script: sessions.Script) -> None:
     filename, data = build(name, script)
     result = analyze(data, filename)
-    touched = {op.record for op in result.plan.ops if op.record is not None}
+    touched = {i for op in result.plan.ops for i in (op.record, op.target) if i is not None}
     raw = load(data, filename)
     out = load(result.repaired, filename)
     kept = [r for r in raw.records if r.index not in touched]

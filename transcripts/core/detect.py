@@ -16,7 +16,16 @@ from dataclasses import dataclass, field
 
 from transcripts.core.branch import context_scopes
 from transcripts.core.markers import synthetic_marker
-from transcripts.core.model import Fault, FaultKind, Record, Role, ToolCall, ToolResult, Transcript
+from transcripts.core.model import (
+    POSITIONAL,
+    Fault,
+    FaultKind,
+    Record,
+    Role,
+    ToolCall,
+    ToolResult,
+    Transcript,
+)
 from transcripts.core.validate import (
     duplicate_text,
     missing_text,
@@ -31,6 +40,8 @@ DEFAULT_GRACE = 300.0  # seconds a session counts as live after its last write
 # without `id`); for every other provider results in any order are legal, and
 # reporting them would flag healthy Claude Code sessions (case 02).
 ORDER_SENSITIVE = frozenset({"gemini"})
+# Providers that want every response of a call turn in the one content right after it.
+SINGLE_RESPONSE_TURN = frozenset({"gemini"})
 
 
 def results_follow_content(record: Record) -> bool:
@@ -121,7 +132,8 @@ def turns(transcript: Transcript, context: list[int]) -> list[Turn]:
                 turn.not_first.append(follower.index)
             turn.run.append(follower.index)
             k += 1
-            if follower.other_blocks:
+            # Gemini reads only the very next content as the function response turn.
+            if follower.other_blocks or transcript.provider in SINGLE_RESPONSE_TURN:
                 break
         found.append(turn)
     position = {index: k for k, index in enumerate(messages)}
@@ -459,7 +471,9 @@ def _run_faults(
                 "text comes before the tool results in the user message",
             )
         )
-    if provider not in ORDER_SENSITIVE:
+    if provider not in ORDER_SENSITIVE or not any(
+        call.id.startswith(POSITIONAL) for call in turn.calls
+    ):
         return found
     position = {call: k for k, call in enumerate(turn.calls)}
     answered = [

@@ -22,8 +22,8 @@ class Slot:
     twice: `moved_away` at its raw position (not written) and `moved_in` where it
     lands. `dropped` records are not written; `removed_blocks` are block indexes
     left out of a record that stays; `block_order`, when set, is the order of the
-    blocks the record is written with (None: as it was), after the synthetic
-    results of `inserted`, which open the record's content.
+    blocks the record is written with (None: as it was); `inserted` are the ops
+    whose results join the record, each before its block `at`.
     """
 
     record: int | None
@@ -68,8 +68,11 @@ def _collect(transcript: Transcript, ops: Iterable[Op]) -> _Edits:
     for op in ops:
         if op.record is not None:
             edits.touching.setdefault(op.record, []).append(op)
-        if op.kind is OpKind.INSERT_RESULT and op.record is not None:
-            edits.inline.setdefault(op.record, []).append(op)
+        if op.target is not None:
+            edits.inline.setdefault(op.target, []).append(op)
+            if op.kind is OpKind.MOVE_RESULT:
+                assert op.record is not None and op.block is not None
+                edits.removed.setdefault(op.record, set()).add(op.block)
         elif op.kind is OpKind.DROP_RECORD:
             assert op.record is not None
             edits.removed.setdefault(op.record, set()).update(
@@ -91,8 +94,10 @@ def _collect(transcript: Transcript, ops: Iterable[Op]) -> _Edits:
         else:
             assert op.anchor is not None
             edits.placed.setdefault(op.anchor, []).append(op)
-    for ops_here in [*edits.placed.values(), *edits.inline.values()]:
+    for ops_here in edits.placed.values():
         ops_here.sort(key=_placement_key)
+    for ops_here in edits.inline.values():
+        ops_here.sort(key=lambda op: (op.at, _placement_key(op)))
     return edits
 
 

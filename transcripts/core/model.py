@@ -12,6 +12,11 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+# Prefix of the ids a format gives calls and results that carry none (legacy OpenAI
+# functions, Gemini without `id`), made from the tool name and position so that
+# they pair the way the provider does. They are never written back.
+POSITIONAL = "@"
+
 
 class Role(StrEnum):
     """Who a record speaks for, once its native shape is normalised."""
@@ -56,9 +61,9 @@ class Action(StrEnum):
 class OpKind(StrEnum):
     """One edit of a plan."""
 
-    INSERT_RESULT = "insert_result"  # a synthetic result after `anchor`, or opening `record`
+    INSERT_RESULT = "insert_result"  # a synthetic result after `anchor`, or inside `target`
     DROP_RESULT = "drop_result"  # remove one tool result block (the record if nothing remains)
-    MOVE_RESULT = "move_result"  # relocate one tool result block to after `anchor`
+    MOVE_RESULT = "move_result"  # relocate one tool result block: after `anchor`, or into `target`
     DROP_CALL = "drop_call"  # remove one tool call block (the record if nothing remains)
     DROP_RECORD = "drop_record"  # remove a whole record (an interrupted assistant frame)
     RESULTS_FIRST = "results_first"  # put a record's tool results before its other content
@@ -179,9 +184,11 @@ class Fault:
 class Op:
     """One edit of a plan, naming the fault it mends and the policy row that chose it.
 
-    `record`/`block` locate what the op removes or moves; `anchor` is the record
-    after which an inserted or moved result goes; an inserted result with
-    `record` set instead opens that record's content; `call` is the call answered.
+    `record`/`block` locate what the op removes or moves. An inserted or moved
+    result goes either into a record of its own after record `anchor`, or, for
+    formats whose messages hold several results, into record `target` before
+    its block `at` (block numbers as read; past the last block: at the end).
+    `call` is the call answered; `text` the text of a synthetic result.
     """
 
     kind: OpKind
@@ -192,6 +199,8 @@ class Op:
     anchor: int | None = None
     call: ToolCall | None = None
     text: str = ""
+    target: int | None = None
+    at: int = 0
 
     @property
     def tool_call_id(self) -> str | None:

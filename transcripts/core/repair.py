@@ -6,7 +6,9 @@ I/O. Repairing a repaired transcript gives an empty plan (DESIGN.md contract 4).
 
 from __future__ import annotations
 
-from transcripts.core.detect import Pairing, Turn, pair
+from dataclasses import replace
+
+from transcripts.core.detect import Pairing, Turn, other_blocks, pair
 from transcripts.core.model import (
     Action,
     Fault,
@@ -40,28 +42,56 @@ def _anchor(transcript: Transcript, pairing: Pairing, turn: Turn, call: ToolCall
     return max(earlier, key=run_order.__getitem__) if earlier else turn.records[-1]
 
 
-def _insert(
+def _inline_target(transcript: Transcript, turn: Turn) -> int | None:
+    """Return the user message a turn's results belong in, for formats where one holds many.
+
+    That is the first record of the turn's result run, else the message right
+    after the turn when it is a user message (formats.md §1: a synthetic
+    result opens the next user message). None: the result needs a record.
+    """
+    if not transcript.inline_results:
+        return None
+    records = transcript.records
+    target = turn.run[0] if turn.run else turn.follower
+    if target is None or records[target].role is not Role.USER or records[target].calls:
+        return None
+    return target
+
+
+def _at(transcript: Transcript, pairing: Pairing, turn: Turn, call: ToolCall, target: int) -> int:
+    """Return the block of `target` before which `call`'s result goes.
+
+    Before the result of a later call, keeping call order; else after the
+    record's results but before any other content (results come first).
+    """
+    order = {c: k for k, c in enumerate(turn.calls)}
+    here = [
+        (order[c], res.block)
+        for c, res in pairing.answer.items()
+        if res.record == target and res in pairing.in_place and c in order
+    ]
+    later = [block for k, block in here if k > order[call]]
+    if later:
+        return min(later)
+    last = max((block for _, block in here), default=-1)
+    others = other_blocks(transcript.records[target])
+    # Results of a record in `not_first` are moved before its other content.
+    candidates = others if target in turn.not_first else [j for j in others if j > last]
+    return min(candidates) if candidates else last + 1
+
+
+def _placed(
     transcript: Transcript,
     pairing: Pairing,
     call: ToolCall,
-    fault: Fault,
-    row: str,
-    text: str,
+    op: Op,
 ) -> Op:
-    """Return the op that answers `call` with a synthetic result.
-
-    Where one message carries several results (Anthropic Messages), the result
-    opens the user message that follows the call (formats.md §1); elsewhere it
-    is a record of its own, placed in call order after the turn's results.
-    """
+    """Return `op` (an insert or a move answering `call`) with where its result goes."""
     turn = pairing.turn_of[call]
-    records = transcript.records
-    if transcript.inline_results:
-        target = turn.run[0] if turn.run else turn.follower
-        if target is not None and records[target].role is Role.USER and not records[target].calls:
-            return Op(OpKind.INSERT_RESULT, fault, row, record=target, call=call, text=text)
-    anchor = _anchor(transcript, pairing, turn, call)
-    return Op(OpKind.INSERT_RESULT, fault, row, anchor=anchor, call=call, text=text)
+    target = _inline_target(transcript, turn)
+    if target is not None and target != op.record:
+        return replace(op, target=target, at=_at(transcript, pairing, turn, call, target))
+    return replace(op, anchor=_anchor(transcript, pairing, turn, call))
 
 
 def repair(
@@ -106,7 +136,8 @@ def repair(
             if call is None or where in dropped_calls:
                 continue
             if action is Action.SYNTHESIZE:
-                ops.append(_insert(transcript, pairing, call, fault, row, text))
+                insert = Op(OpKind.INSERT_RESULT, fault, row, call=call, text=text)
+                ops.append(_placed(transcript, pairing, call, insert))
             elif action is Action.DROP:
                 ops.append(Op(OpKind.DROP_CALL, fault, row, call.record, call.block, call=call))
         elif kind is FaultKind.MALFORMED_CALL and where in dropped_calls:
@@ -120,15 +151,14 @@ def repair(
             if (call.record, call.block) in dropped_calls:
                 continue
             turn = pairing.turn_of[call]
-            anchor = _anchor(transcript, pairing, turn, call)
             if policy.recovers_late_results or fault.record in turn.span:
-                ops.append(
-                    Op(OpKind.MOVE_RESULT, fault, row, fault.record, fault.block, anchor, call)
-                )
+                move = Op(OpKind.MOVE_RESULT, fault, row, fault.record, fault.block, call=call)
+                ops.append(_placed(transcript, pairing, call, move))
             else:
                 late = f"{policy.name}: {kind} beyond the next assistant -> synthesize, drop late"
                 ops.append(Op(OpKind.DROP_RESULT, fault, late, fault.record, fault.block))
-                ops.append(_insert(transcript, pairing, call, fault, late, text))
+                insert = Op(OpKind.INSERT_RESULT, fault, late, call=call, text=text)
+                ops.append(_placed(transcript, pairing, call, insert))
         elif kind is FaultKind.RESULT_NOT_FIRST and action is Action.MOVE:
             ops.append(Op(OpKind.RESULTS_FIRST, fault, row, fault.record, fault.block))
         elif kind is FaultKind.DUPLICATE_CALL_ID and action is Action.KEEP_FIRST:

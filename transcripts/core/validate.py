@@ -87,7 +87,7 @@ def request_positions(
     Anthropic merges consecutive messages of one role into one turn and takes
     `system` out of `messages`; Chat Completions sends every message as is.
     """
-    merge = (provider or transcript.provider) in ("anthropic", "bedrock", "gemini")
+    merge = (provider or transcript.provider) in ("anthropic", "bedrock")
     positions: dict[int, tuple[int, int]] = {}
     message, blocks, last_role = -1, 0, None
     for index in context:
@@ -130,6 +130,7 @@ def _messages(transcript: Transcript, order: list[int], provider: str) -> list[_
     positions = request_positions(transcript, order, provider)
     messages: list[_Message] = []
     last: int | None = None
+    last_role: Role | None = None
     for i in order:
         if i not in positions:
             continue
@@ -138,10 +139,14 @@ def _messages(transcript: Transcript, order: list[int], provider: str) -> list[_
         # A run of result-only messages (Chat Completions `tool` messages, or what a
         # converter makes of result blocks) answers the call message as one.
         previous = messages[-1] if messages else None
+        # Separate tool messages (Chat Completions `tool`, pi `toolResult`) are batched by
+        # every converter; result blocks in user contents are not merged by Gemini.
         joins = previous is not None and (
             message == last
+            or (record.role is Role.TOOL and last_role is Role.TOOL)
             or (
-                bool(record.results)
+                provider != "gemini"
+                and bool(record.results)
                 and not record.calls
                 and not record.other_blocks
                 and bool(previous.results)
@@ -162,7 +167,7 @@ def _messages(transcript: Transcript, order: list[int], provider: str) -> list[_
             if current.content_seen or (others and others[0] < r.block):
                 current.late.add((i, first + r.block))
         current.content_seen = current.content_seen or bool(others)
-        last = message
+        last, last_role = message, record.role
     return messages
 
 

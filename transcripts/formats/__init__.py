@@ -353,8 +353,8 @@ def _record_bytes(
     raw = data[record.start : record.end]
     new_parent = parents.get(slot.record)
     if slot.block_order is not None:
-        opening = tuple(fmt.inline_result(transcript, op) for op in slot.inserted)
-        obj = fmt.keep(record.obj, list(slot.block_order), opening)
+        placed = tuple((op.at, fmt.inline_result(transcript, op)) for op in slot.inserted)
+        obj = fmt.keep(record.obj, list(slot.block_order), placed)
         if new_parent is not None:
             obj[fmt.parent_key] = new_parent
         return _encode(transcript, obj)

@@ -10,9 +10,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from transcripts.core.model import Op, Record, Role, Transcript
-from transcripts.formats._blocks import find_result_block, picked, read_blocks, result_block
-from transcripts.formats.base import Format
+from transcripts.core.model import Op, OpKind, Record, Role, Transcript
+from transcripts.formats._blocks import find_result_block, read_blocks, result_block
+from transcripts.formats.base import Format, Placed, merge_blocks
 from transcripts.formats.openai_chat import _messages
 
 
@@ -66,13 +66,16 @@ class Anthropic(Format):
         source = transcript.records[op.record].obj
         return {"role": "user", "content": [copy.deepcopy(source["content"][op.block])]}
 
-    def keep(self, obj: Any, order: list[int], opening: tuple[Any, ...] = ()) -> Any:
+    def keep(self, obj: Any, order: list[int], placed: Placed = ()) -> Any:
         content = obj.get("content")
         if isinstance(content, str):
             # A string content is one text block; blocks can only be added to a list.
             content = [{"type": "text", "text": content}] if content else []
-        return dict(obj, content=[*opening, *picked(content, order)])
+        return dict(obj, content=merge_blocks(content, order, placed))
 
     def inline_result(self, transcript: Transcript, op: Op) -> Any:
         assert op.call is not None
+        if op.kind is OpKind.MOVE_RESULT:
+            assert op.record is not None and op.block is not None
+            return transcript.records[op.record].obj["content"][op.block]
         return result_block(find_result_block(transcript.records), op.call.id, op.text)

@@ -64,21 +64,42 @@ class Format:
 
     inline_results: ClassVar[bool] = False
 
-    def keep(self, obj: Any, order: list[int], opening: tuple[Any, ...] = ()) -> Any:
+    def keep(self, obj: Any, order: list[int], placed: Placed = ()) -> Any:
         """Return a copy of record `obj` holding the blocks numbered `order`, in that order.
 
-        The blocks of `opening` (see `inline_result`) come first; only formats
-        whose `inline_results` is True receive any.
+        Each (at, block) of `placed` (see `inline_result`) goes before block
+        number `at`, or at the end; only formats whose `inline_results` is True
+        receive any.
         """
         raise NotImplementedError
 
     def inline_result(self, transcript: Transcript, op: Op) -> Any:
-        """Return the result block answering `op.call` inside an existing message."""
+        """Return the result block `op` puts inside an existing message.
+
+        A synthetic block for an insert; the block itself, from its record, for a move.
+        """
         raise NotImplementedError
 
     def new_uid(self, transcript: Transcript, op: Op) -> str:
         """Return a deterministic id for the record `op` creates."""
         raise NotImplementedError
+
+
+Placed = tuple[tuple[int, Any], ...]
+
+
+def merge_blocks(blocks: list[Any], order: list[int], placed: Placed) -> list[Any]:
+    """Return `blocks` numbered `order`, with each placed block before its number `at`."""
+    before: dict[int, list[Any]] = {}
+    for at, block in placed:
+        before.setdefault(at, []).append(block)
+    out: list[Any] = []
+    for j in order:
+        out.extend(before.pop(j, ()))
+        out.append(blocks[j])
+    for at in sorted(before):
+        out.extend(before[at])
+    return out
 
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")

@@ -15,7 +15,7 @@ from typing import Any
 from transcripts.core.model import Op, Record, Role, Transcript
 from transcripts.formats._blocks import find_result_block, picked, read_blocks, result_block
 from transcripts.formats._json import ordered_like
-from transcripts.formats.base import Format, digest, preview
+from transcripts.formats.base import Format, Placed, digest, preview
 
 _NAMESPACE = uuid.UUID("5b0f3a36-8f6e-4d3e-9a57-0d3a1f9b2c11")
 _NOT_CONTEXT = ("message", "requestId", "uuid", "parentUuid", "type", "timestamp", "toolUseResult")
@@ -87,7 +87,7 @@ class ClaudeCode(Format):
         source.pop("toolUseResult", None)
         return source
 
-    def keep(self, obj: Any, order: list[int], opening: tuple[Any, ...] = ()) -> Any:
+    def keep(self, obj: Any, order: list[int], placed: Placed = ()) -> Any:
         out = copy.copy(obj)
         out["message"] = dict(obj["message"], content=picked(obj["message"]["content"], order))
         return out

@@ -13,7 +13,7 @@ from typing import Any
 
 from transcripts.core.model import Op, Record, Role, ToolCall, ToolResult, Transcript
 from transcripts.formats._json import ordered_like
-from transcripts.formats.base import Format, call_problem, canonical, preview
+from transcripts.formats.base import Format, Placed, call_problem, canonical, preview
 
 _CALLS = {"function_call", "custom_tool_call", "local_shell_call"}
 _OUTPUTS = {
@@ -132,5 +132,5 @@ class Codex(Format):
     def carry(self, transcript: Transcript, op: Op) -> Any:
         raise ValueError("Codex outputs are whole records; they move whole")
 
-    def keep(self, obj: Any, order: list[int], opening: tuple[Any, ...] = ()) -> Any:
+    def keep(self, obj: Any, order: list[int], placed: Placed = ()) -> Any:
         raise ValueError("Codex items hold one block; they are kept or dropped whole")

@@ -12,7 +12,7 @@ from typing import Any
 
 from transcripts.core.model import Op, Record, Role, ToolCall, ToolResult, Transcript
 from transcripts.formats._json import ordered_like
-from transcripts.formats.base import Format, call_problem, canonical, preview
+from transcripts.formats.base import Format, Placed, call_problem, canonical, preview
 
 _ROLES = {"user": Role.USER, "assistant": Role.ASSISTANT, "tool": Role.TOOL}
 
@@ -96,7 +96,7 @@ class OpenAIChat(Format):
     def carry(self, transcript: Transcript, op: Op) -> Any:
         raise ValueError("Chat Completions tool messages are whole records; they move whole")
 
-    def keep(self, obj: Any, order: list[int], opening: tuple[Any, ...] = ()) -> Any:
+    def keep(self, obj: Any, order: list[int], placed: Placed = ()) -> Any:
         out = copy.copy(obj)
         first = 0 if obj.get("content") in (None, "", []) else 1
         all_calls = obj.get("tool_calls") or []

@@ -15,7 +15,7 @@ from transcripts.core.markers import OPENCLAW_SENTENCE
 from transcripts.core.model import Op, Record, Role, ToolCall, ToolResult, Transcript
 from transcripts.core.policy import INTERRUPTED_TEXT
 from transcripts.formats._json import ordered_like
-from transcripts.formats.base import Format, call_problem, canonical, digest, preview
+from transcripts.formats.base import Format, Placed, call_problem, canonical, digest, preview
 
 _CALL_TYPES = ("toolCall", "toolUse", "functionCall")
 _CONTEXT_ENTRIES = ("custom_message", "branch_summary")
@@ -159,7 +159,7 @@ class OpenClaw(Format):
     def carry(self, transcript: Transcript, op: Op) -> Any:
         raise ValueError("pi/OpenClaw results are whole records; they move whole")
 
-    def keep(self, obj: Any, order: list[int], opening: tuple[Any, ...] = ()) -> Any:
+    def keep(self, obj: Any, order: list[int], placed: Placed = ()) -> Any:
         out = copy.copy(obj)
         content = obj["message"]["content"]
         out["message"] = dict(obj["message"], content=[content[j] for j in order])
