@@ -209,7 +209,9 @@ def do_repair_job_item(item_id: int, *, job: Job) -> None:
 
 
 def _finish_item(item: JobItem, job: Job, status: str, *, error: str = "") -> None:
-    counter = "done" if status == JobItem.Status.UNCHANGED else "failed"
+    counter = {JobItem.Status.UNCHANGED: "done", JobItem.Status.FENCE_LOST: "fence_lost"}.get(
+        status, "failed"
+    )
     with transaction.atomic(durable=True):
         # Conditional: whoever finished the item first counts it, once.
         if JobItem.objects.filter(pk=item.pk, status=JobItem.Status.QUEUED).update(

@@ -44,7 +44,7 @@ class RevisionAdmin(ReadOnlyAdmin):
 
 @admin.register(Job)
 class JobAdmin(ReadOnlyAdmin):
-    list_display = ["pk", "workspace", "policy", "status", "total", "done", "failed"]
+    list_display = ["pk", "workspace", "policy", "status", "total", "done", "failed", "fence_lost"]
     list_filter = ["status"]
 
 

@@ -15,6 +15,9 @@ from django.core.files.storage import default_storage
 from django.db import models
 from django.urls import reverse
 
+# How much of the bytes an op removed the job page shows; the audit row keeps them all.
+REMOVED_PREVIEW_BYTES = 80
+
 
 def blob_name(sha256: str) -> str:
     """Return the storage name of the blob whose content hashes to `sha256` (hex)."""
@@ -174,8 +177,11 @@ class Job(models.Model):
     policy = models.CharField(max_length=40)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
     total = models.PositiveIntegerField(default=0)
-    done = models.PositiveIntegerField(default=0)
-    failed = models.PositiveIntegerField(default=0)
+    done = models.PositiveIntegerField(default=0, help_text="Items repaired or left unchanged.")
+    failed = models.PositiveIntegerField(default=0, help_text="Items that could not be repaired.")
+    fence_lost = models.PositiveIntegerField(
+        default=0, help_text="Items skipped because their session changed under the job."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
@@ -192,8 +198,8 @@ class Job(models.Model):
 
     @property
     def finished_items(self) -> int:
-        """Return how many items are finished, repaired or not."""
-        return self.done + self.failed
+        """Return how many items are finished: done, failed or skipped."""
+        return self.done + self.failed + self.fence_lost
 
 
 class JobItem(models.Model):
@@ -203,7 +209,7 @@ class JobItem(models.Model):
         QUEUED = "queued"
         REPAIRED = "repaired"
         UNCHANGED = "unchanged"
-        FENCE_LOST = "fence_lost"
+        FENCE_LOST = "fence_lost", "skipped: fence lost"
         FAILED = "failed"
 
     job = models.ForeignKey(Job, models.CASCADE, related_name="items")
@@ -282,3 +288,33 @@ class AuditRecord(models.Model):
         if not self._state.adding:
             raise ValueError("audit records are append-only")
         super().save(*args, **kwargs)
+
+    @property
+    def position(self) -> str:
+        """Return where the op acted, in raw record indexes (as the timeline numbers them).
+
+        "record 7" for a drop, "record 12 → after record 7" for a move,
+        "after record 7" for an insert (whose `record` is the call's record).
+        """
+        if self.op == self.Action.INSERT_RESULT:
+            return "" if self.anchor is None else f"after record {self.anchor}"
+        parts = [] if self.record is None else [f"record {self.record}"]
+        if self.anchor is not None:
+            parts.append(f"after record {self.anchor}")
+        return " → ".join(parts)
+
+    @property
+    def removed_preview(self) -> str:
+        """Return the start of `removed_bytes` as one line of text, "" if nothing was removed.
+
+        Bytes that are not UTF-8 and characters that do not print (newlines,
+        control and bidi characters) come out as backslash escapes; "…" marks a cut.
+        """
+        if self.removed_bytes is None:
+            return ""
+        data = bytes(self.removed_bytes)
+        text = data[:REMOVED_PREVIEW_BYTES].decode("utf-8", "backslashreplace")
+        text = "".join(
+            c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text
+        )
+        return text + ("…" if len(data) > REMOVED_PREVIEW_BYTES else "")

@@ -1,8 +1,13 @@
+import re
+
 import pytest
+from django.utils.html import escape
 
 from tests.helpers import ORPHANED_CALL, sample
 from transcripts import actions
-from transcripts.models import Job
+from transcripts.models import AuditRecord, Job, Revision
+
+DISPLACED = "cases/10_openclaw-displaced-dup-orphan-results.jsonl"
 
 pytestmark = pytest.mark.django_db
 
@@ -47,3 +52,74 @@ def test_it_hides_other_workspaces_jobs(client, bob, other_workspace, job):
 def test_it_rejects_post(alice_client, job):
     assert alice_client.post(job.get_absolute_url()).status_code == 405
     assert Job.objects.get().status == "queued"
+
+
+def run_job(alice, workspace, sessions, policy="synthesize"):
+    job = actions.do_start_repair_job(workspace, sessions, policy, acting_user=alice)
+    actions.do_run_repair_job(job.pk)
+    job.refresh_from_db()
+    return job
+
+
+def test_it_says_where_each_op_acted_in_record_numbers(alice_client, alice, workspace, ingest):
+    displaced = ingest(workspace, "displaced.jsonl", sample(DISPLACED))
+    orphan = ingest(workspace, "claude_code.jsonl", sample("formats/claude_code.jsonl"))
+    job = run_job(alice, workspace, [displaced, orphan])
+    html = alice_client.get(job.get_absolute_url()).content.decode()
+    positions = re.findall(r'<td class="position">(.*?)</td>', html)
+    # Records count from 0, as the session page numbers them.
+    assert sorted(positions) == sorted(
+        ["record 5 → after record 3", "record 6", "record 7", "after record 8"]
+    )
+
+
+def test_it_shows_the_removed_bytes_as_a_size_and_a_preview(alice_client, alice, workspace, ingest):
+    displaced = ingest(workspace, "displaced.jsonl", sample(DISPLACED))
+    job = run_job(alice, workspace, [displaced])
+    html = alice_client.get(job.get_absolute_url()).content.decode()
+    # The orphaned result for call_syn_old_99 is the 8th line (record 7).
+    line = sample(DISPLACED).splitlines()[7]
+    assert f">{len(line)}\xa0bytes</span>" in html
+    assert f'<code class="preview">{escape(line[:80].decode())}…</code>' in html
+    record = AuditRecord.objects.get(job=job, tool_call_id="call_syn_old_99")
+    assert bytes(record.removed_bytes) == line
+
+
+def test_it_escapes_removed_bytes_that_do_not_print(alice_client, alice, workspace, ingest):
+    session = ingest(workspace, "claude_code.jsonl", sample("formats/claude_code.jsonl"))
+    job = actions.do_start_repair_job(workspace, [session], "discard", acting_user=alice)
+    AuditRecord.objects.create(
+        job=job,
+        session=session,
+        revision_from=session.head,
+        op=AuditRecord.Action.DROP_RESULT,
+        record=1,
+        span_start=10,
+        span_end=28,
+        removed_bytes=b"\x1b[2J<b>x</b>\n\xff\xe2\x80\xae!",
+    )
+    html = alice_client.get(job.get_absolute_url()).content.decode()
+    assert ">18\xa0bytes</span>" in html
+    assert r'<code class="preview">\x1b[2J&lt;b&gt;x&lt;/b&gt;\n\xff\u202e!</code>' in html
+
+
+def test_it_counts_skipped_items_apart_from_failures(alice_client, alice, workspace, ingest):
+    repaired = ingest(workspace, "claude_code.jsonl", sample("formats/claude_code.jsonl"))
+    broken = ingest(workspace, "broken.jsonl", b"not json\n")
+    moved = ingest(workspace, "openclaw.jsonl", sample("formats/openclaw.jsonl"))
+    job = actions.do_start_repair_job(
+        workspace, [repaired, broken, moved], "synthesize", acting_user=alice
+    )
+    # Another writer takes revision 1 of one session before the job gets to it.
+    Revision.objects.create(
+        session=moved, number=1, sha256=moved.head.sha256, size=1, engine_version="x"
+    )
+    actions.do_run_repair_job(job.pk)
+    job.refresh_from_db()
+    assert (job.total, job.done, job.failed, job.fence_lost) == (3, 1, 1, 1)
+    html = alice_client.get(job.get_absolute_url()).content.decode()
+    assert "3 of 3 sessions finished" in html
+    assert "1 done · 1 failed · " in html
+    assert ">1 skipped: fence lost</span> · 3 total" in html
+    assert '<tr class="item fence_lost">' in html
+    assert "<td>skipped: fence lost</td>" in html

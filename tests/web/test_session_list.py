@@ -2,6 +2,7 @@ import pytest
 from django.urls import reverse
 
 from tests.helpers import sample
+from transcripts import actions
 
 URL = reverse("transcripts:session_list")
 pytestmark = pytest.mark.django_db
@@ -53,3 +54,21 @@ def test_it_marks_unreadable_sessions(alice_client, workspace, ingest):
 
 def test_it_rejects_post(alice_client):
     assert alice_client.post(URL).status_code == 405
+
+
+def test_it_shows_done_failed_and_total_of_recent_jobs(alice_client, alice, workspace, ingest):
+    sessions = [
+        ingest(workspace, "claude_code.jsonl", sample("formats/claude_code.jsonl")),
+        ingest(
+            workspace, "healthy.jsonl", sample("cases/02_cc-parallel-results-split-lines.jsonl")
+        ),
+        ingest(workspace, "broken-1.jsonl", b"not json\n"),
+        ingest(workspace, "broken-2.jsonl", b"{oops\n"),
+        ingest(workspace, "broken-3.json", b"[\n"),
+    ]
+    job = actions.do_start_repair_job(workspace, sessions, "synthesize", acting_user=alice)
+    actions.do_run_repair_job(job.pk)
+    html = alice_client.get(URL).content.decode()
+    assert f"Job {job.pk}</a>: synthesize, done: " in html
+    assert '<span class="job-counts">2 done · 3 failed · 5 total</span>' in html
+    assert "5 of 5" not in html
