@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_POST
@@ -16,7 +16,7 @@ from django.views.decorators.http import require_GET, require_POST
 from transcripts import actions
 from transcripts.core.model import FaultKind
 from transcripts.engine import PRESETS
-from transcripts.forms import PolicyForm, RepairForm, UploadForm
+from transcripts.forms import PolicyForm, RepairForm, UploadForm, policy_choices
 from transcripts.models import Job, Session
 
 
@@ -25,6 +25,19 @@ def _attachment(data: bytes, filename: str) -> HttpResponse:
     response = HttpResponse(data, content_type="application/octet-stream")
     response["Content-Disposition"] = content_disposition_header(True, filename)
     return response
+
+
+def _unknown_policy(request: HttpRequest, session: Session) -> HttpResponse:
+    context = {
+        "title": "Unknown policy",
+        "message": (
+            f"There is no policy named “{request.GET.get('policy', '')}”. "
+            f"The policies are: {', '.join(name for name, _ in policy_choices())}."
+        ),
+        "back_url": session.get_absolute_url(),
+        "back_label": f"Back to {session.name}",
+    }
+    return render(request, "transcripts/bad_request.html", context, status=400)
 
 
 def _session_list_page(
@@ -83,7 +96,7 @@ def session_detail(request: HttpRequest, pk: int) -> HttpResponse:
     )
     form = PolicyForm(request.GET)
     if not form.is_valid():
-        return HttpResponseBadRequest("Unknown policy.")
+        return _unknown_policy(request, session)
     policy = form.cleaned_data["policy"]
     assert session.head is not None
     context = {
@@ -118,7 +131,7 @@ def download_repaired(request: HttpRequest, pk: int) -> HttpResponse:
     )
     form = PolicyForm(request.GET)
     if not form.is_valid():
-        return HttpResponseBadRequest("Unknown policy.")
+        return _unknown_policy(request, session)
     assert session.head is not None
     analysis = actions.analyze_revision(session.head, form.cleaned_data["policy"])
     return _attachment(analysis.repaired, session.name)

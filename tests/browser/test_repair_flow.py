@@ -102,6 +102,9 @@ def test_dropping_files_on_the_drop_zone_uploads_them(page, live_server, alice, 
     page.get_by_label("Username").fill("alice")
     page.get_by_label("Password").fill("alice-password")
     page.get_by_role("button", name="Log in").click()
+    # The drop handler is attached by a deferred script: wait for it, or the drop is lost.
+    expect(page.locator("h1")).to_have_text("Sessions")
+    page.wait_for_load_state("load")
 
     # What a browser hands the page when a file is dragged in from the desktop.
     drop = page.evaluate_handle(

@@ -69,3 +69,13 @@ def test_it_hides_other_workspaces_sessions(alice_client, other_workspace, bob, 
 def test_it_rejects_post(alice_client, workspace, ingest):
     session = ingest(workspace, "a.jsonl", sample("formats/claude_code.jsonl"))
     assert alice_client.post(url(session)).status_code == 405
+
+
+def test_it_explains_an_unknown_policy_on_a_page(alice_client, workspace, ingest):
+    session = ingest(workspace, "claude_code.jsonl", sample("formats/claude_code.jsonl"))
+    response = alice_client.get(url(session), {"policy": "nope"})
+    html = response.content.decode()
+    assert response.status_code == 400
+    assert response["Content-Type"] == "text/html; charset=utf-8"
+    assert "There is no policy named “nope”." in html
+    assert f'<a href="{session.get_absolute_url()}">Back to claude_code.jsonl</a>' in html

@@ -1,9 +1,13 @@
 import json
+import re
+from dataclasses import replace
 
 import pytest
+from django.template.loader import render_to_string
 from django.urls import reverse
 
 from tests.helpers import ORPHANED_CALL, sample
+from transcripts import actions
 
 pytestmark = pytest.mark.django_db
 
@@ -90,3 +94,106 @@ def test_it_lists_the_revisions(alice_client, session):
 
 def test_it_rejects_post(alice_client, session):
     assert alice_client.post(session.get_absolute_url()).status_code == 405
+
+
+def test_it_labels_the_raw_upload_when_the_head_is_revision_0(alice_client, session):
+    html = alice_client.get(session.get_absolute_url()).content.decode()
+    raw = reverse("transcripts:download_revision", args=[session.pk, 0])
+    assert "<th>Raw upload (revision 0)</th>" in html
+    assert f'<a href="{raw}" download>Download revision 0 (raw upload)</a>' in html
+    assert "Download raw upload" not in html
+    assert ">Download repaired (synthesize)</a>" in html
+
+
+def test_it_labels_the_revision_the_left_side_shows_after_a_repair(
+    alice_client, alice, workspace, session
+):
+    job = actions.do_start_repair_job(workspace, [session], "discard", acting_user=alice)
+    actions.do_run_repair_job(job.pk)
+    html = alice_client.get(session.get_absolute_url(), {"policy": "native"}).content.decode()
+    head = reverse("transcripts:download_revision", args=[session.pk, 1])
+    raw = reverse("transcripts:download_revision", args=[session.pk, 0])
+    assert "<th>Before: revision 1</th>" in html
+    assert "Raw upload (revision 0)</th>" not in html
+    assert f'<a href="{head}" download>Download revision 1</a>' in html
+    assert f'<a href="{raw}" download>Download raw upload (revision 0)</a>' in html
+    assert ">Download repaired (native)</a>" in html
+
+
+def test_it_shows_an_earlier_repairs_synthetic_result_as_information(
+    alice_client, alice, workspace, session
+):
+    job = actions.do_start_repair_job(workspace, [session], "synthesize", acting_user=alice)
+    actions.do_run_repair_job(job.pk)
+    html = alice_client.get(session.get_absolute_url()).content.decode()
+    assert '<div class="fault existing_synthetic info">' in html
+    assert (
+        '<span class="badge fault-kind existing_synthetic info" '
+        'title="informational: synthesized by an earlier repair">existing_synthetic</span>'
+    ) in html
+    assert '<span class="note">informational</span>' in html
+    assert '<div class="fault existing_synthetic">' not in html
+
+
+def fault_box(html, kind):
+    boxes = re.findall(rf'<div class="fault {kind}">(.*?)</div>', html, re.DOTALL)
+    assert len(boxes) == 1
+    return boxes[0]
+
+
+@pytest.fixture
+def malformed(workspace, ingest):
+    lines = sample("formats/claude_code.jsonl").splitlines(keepends=True)
+    data = b"".join([*lines[:3], b'{"type":"user", oops\n', *lines[3:]])
+    return ingest(workspace, "malformed.jsonl", data)
+
+
+def test_it_shows_a_malformed_records_message_as_a_parse_error(alice_client, malformed):
+    html = alice_client.get(malformed.get_absolute_url()).content.decode()
+    box = fault_box(html, "malformed_record")
+    assert re.search(r'<p class="parse-error">Parse error: malformed.jsonl: line 4: \S', box)
+    assert "Provider error" not in box
+    assert "Provider error: " in fault_box(html, "missing_result")
+
+
+def test_it_shows_a_parse_error_carried_in_the_error_field_once(malformed):
+    # The engine may carry the parser's message in `error` instead of `detail`.
+    analysis = actions.analyze_revision(malformed.head, "synthesize")
+    moved = [
+        replace(f, error=f.detail, detail="") if f.kind == "malformed_record" else f
+        for f in analysis.faults
+    ]
+    assert moved != analysis.faults
+    context = {
+        "session": malformed,
+        "policy": "synthesize",
+        "analysis": replace(analysis, faults=moved),
+    }
+    html = render_to_string("transcripts/session_detail.html#timeline", context)
+    box = fault_box(html, "malformed_record")
+    message = next(f.error for f in moved if f.kind == "malformed_record")
+    assert box.count(message) == 1
+    assert f'<p class="parse-error">Parse error: {message}</p>' in box
+    assert "Provider error" not in box
+
+
+def test_it_hides_the_policy_chooser_for_an_unreadable_session(alice_client, workspace, ingest):
+    unreadable = ingest(workspace, "broken.jsonl", b"{not json\n")
+    html = alice_client.get(unreadable.get_absolute_url()).content.decode()
+    assert "This file could not be read" in html
+    assert 'class="policy-form"' not in html
+    assert 'name="policy"' not in html
+
+
+def test_it_shows_the_policy_chooser_for_a_readable_session(alice_client, session):
+    html = alice_client.get(session.get_absolute_url()).content.decode()
+    assert 'class="policy-form"' in html
+
+
+def test_it_explains_an_unknown_policy_on_a_page(alice_client, session):
+    response = alice_client.get(session.get_absolute_url(), {"policy": "<nope>"})
+    html = response.content.decode()
+    assert response.status_code == 400
+    assert "<title>Unknown policy · Pairfix</title>" in html
+    assert "There is no policy named “&lt;nope&gt;”. The policies are: synthesize, " in html
+    assert f'<a href="{session.get_absolute_url()}">Back to claude_code.jsonl</a>' in html

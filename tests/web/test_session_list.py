@@ -72,3 +72,17 @@ def test_it_shows_done_failed_and_total_of_recent_jobs(alice_client, alice, work
     assert f"Job {job.pk}</a>: synthesize, done: " in html
     assert '<span class="job-counts">2 done · 3 failed · 5 total</span>' in html
     assert "5 of 5" not in html
+
+
+def test_it_shows_an_earlier_repairs_synthetic_result_as_information(
+    alice_client, alice, workspace, ingest
+):
+    session = ingest(workspace, "claude_code.jsonl", sample("formats/claude_code.jsonl"))
+    job = actions.do_start_repair_job(workspace, [session], "synthesize", acting_user=alice)
+    actions.do_run_repair_job(job.pk)
+    html = alice_client.get(URL).content.decode()
+    assert (
+        '<span class="badge fault-kind existing_synthetic info" '
+        'title="1 × existing_synthetic (informational: synthesized by an earlier repair)">'
+        "existing_synthetic <b>1</b></span>"
+    ) in html
