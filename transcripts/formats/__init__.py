@@ -25,22 +25,41 @@ from transcripts.formats._json import (
 )
 from transcripts.formats.anthropic import Anthropic
 from transcripts.formats.base import Format
+from transcripts.formats.bedrock import Bedrock
 from transcripts.formats.claude_code import ClaudeCode
 from transcripts.formats.codex import Codex
+from transcripts.formats.langchain import LangChain
 from transcripts.formats.openai_chat import OpenAIChat
+from transcripts.formats.openai_functions import OpenAIFunctions
 from transcripts.formats.openclaw import OpenClaw
+from transcripts.formats.responses import Responses
+from transcripts.formats.vercel_ai import VercelAI
 
 __all__ = ["FORMATS", "FormatError", "label", "load", "render"]
 
-# Order matters: the first format whose sniff accepts the sample wins.
+# Order matters: the first format whose sniff accepts the sample wins. Documents
+# follow formats.md §9; legacy functions come before Chat Completions, which they
+# extend, and Bedrock before Anthropic, whose loose sniff would take its blocks.
 FORMATS: dict[str, Format] = {
-    f.id: f for f in (OpenClaw(), Codex(), ClaudeCode(), OpenAIChat(), Anthropic())
+    f.id: f
+    for f in (
+        OpenClaw(),
+        Codex(),
+        ClaudeCode(),
+        LangChain(),
+        Responses(),
+        OpenAIFunctions(),
+        OpenAIChat(),
+        VercelAI(),
+        Bedrock(),
+        Anthropic(),
+    )
 }
 _SNIFF_LINES = 50
 _UNKNOWN_DOCUMENT = (
     "unknown format: a JSON document Pairfix does not read (it reads OpenAI Chat "
-    "Completions and Anthropic Messages documents; Gemini, Responses, LangChain, Vercel AI "
-    "and OpenHands files are shown raw for now)"
+    "Completions, OpenAI Responses, Anthropic Messages, Bedrock Converse, LangChain and "
+    "Vercel AI documents; Gemini and OpenHands files are shown raw for now)"
 )
 _JSON_TYPES = {
     dict: "object",
@@ -142,13 +161,20 @@ def _sniff(sample: list[Any], filename: str, documents: bool) -> Format | None:
 
 
 def _message_array(text: str, start: int) -> int:
-    """Return the offset of the message array: the root itself or its `messages` member."""
+    """Return the offset of the message array: the root itself, its `messages` or `input`.
+
+    `input` is where a Responses request holds its items (formats.md §3).
+    """
     if text[start] == "[":
         return start
-    for key, value_start, _ in scan_object(text, start):
-        if key == "messages" and text[value_start] == "[":
-            return value_start
-    raise ScanError("no `messages` array in the object", start)
+    arrays = {
+        key: value_start
+        for key, value_start, _ in scan_object(text, start)
+        if key in ("messages", "input") and text[value_start] == "["
+    }
+    if not arrays:
+        raise ScanError("no `messages` or `input` array in the object", start)
+    return arrays["messages"] if "messages" in arrays else arrays["input"]
 
 
 def _load_document(data: bytes, filename: str, root: Any, format: str | None) -> Transcript:

@@ -1,0 +1,189 @@
+"""Vercel AI SDK `ModelMessage` (v5+) and `CoreMessage` (v4) arrays, formats.md §8.2.
+
+Messages are `{"role": "system"|"user"|"assistant"|"tool", "content": string | parts}`.
+An assistant `tool-call` part (`toolCallId`, `toolName`, `input`; v4 `args`)
+is answered by a `tool-result` part (`toolCallId`, `output`; v4 `result`,
+`isError`) of a `tool` message, which may answer several calls, one part
+each. Calls the provider runs itself (`providerExecuted`) carry their result
+in the assistant message and need no answer. The SDK itself refuses a
+history with unanswered calls (`AI_MissingToolResultsError`); for the order,
+Pairfix applies the Chat Completions rules (§2): a call's results come in the
+tool message(s) right after it.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from transcripts.core.model import Op, Record, Role, ToolCall, ToolResult, Transcript
+from transcripts.formats._json import ordered_like
+from transcripts.formats.base import Format, Placed, call_problem, canonical, merge_blocks, preview
+from transcripts.formats.openai_chat import _messages
+
+_ROLES = {"user": Role.USER, "assistant": Role.ASSISTANT, "tool": Role.TOOL}
+_TOOL_PARTS = ("tool-call", "tool-result")
+_PART_TYPES = frozenset(
+    {
+        "text",
+        "image",
+        "file",
+        "reasoning",
+        "redacted-reasoning",
+        *_TOOL_PARTS,
+        "tool-approval-request",
+        "tool-approval-response",
+    }
+)
+# v5 `output` types that report a failure (v6 adds `execution-denied`).
+_ERROR_OUTPUTS = ("error-text", "error-json", "execution-denied")
+
+
+def _is_v4(part: Any) -> bool:
+    """Return True when a tool part is written the v4 way (`args`, `result`)."""
+    return isinstance(part, dict) and ("result" in part or ("args" in part and "input" not in part))
+
+
+def _output_text(part: dict[str, Any]) -> tuple[str, bool]:
+    """Return (preview, is_error) of a `tool-result` part, v5 `output` or v4 `result`."""
+    output = part.get("output")
+    if isinstance(output, dict):
+        value = output.get("value", output.get("reason"))
+        return preview(value), output.get("type") in _ERROR_OUTPUTS
+    return preview(part.get("result")), part.get("isError") is True
+
+
+class VercelAI(Format):
+    id = "vercel_ai"
+    label = "Vercel AI SDK messages"
+    jsonl = False
+    provider = "openai_chat"
+    # The SDK writes nothing of its own for an interrupted call; this is what
+    # Chat Completions agents (Codex, §0.7) write.
+    native_text = "aborted"
+
+    def sniff(self, sample: list[Any], filename: str) -> bool:
+        """Return True for messages with `role` whose content parts include tool parts.
+
+        UI messages (`parts`, not `content`) are another format (§8.2).
+        """
+        messages = _messages(sample)
+        if not messages or not all(
+            isinstance(m, dict) and "role" in m and "parts" not in m for m in messages
+        ):
+            return False
+        return any(
+            isinstance(m.get("content"), list)
+            and any(isinstance(p, dict) and p.get("type") in _TOOL_PARTS for p in m["content"])
+            for m in messages
+        )
+
+    def sniff_loose(self, sample: list[Any], filename: str) -> bool:
+        """Return True for SDK messages without tool parts that no other format could be.
+
+        Every part is of an SDK type, and a `system` or `tool` message or a part
+        Anthropic has no type for rules out Anthropic Messages, whose text-only
+        messages look the same (a file a repair left without calls, say).
+        """
+        messages = _messages(sample)
+        if not messages or not all(
+            isinstance(m, dict)
+            and m.get("role") in ("system", "user", "assistant", "tool")
+            and "parts" not in m
+            for m in messages
+        ):
+            return False
+        parts: list[Any] = []
+        for message in messages:
+            content = message.get("content")
+            if isinstance(content, list):
+                parts.extend(content)
+            elif not isinstance(content, str):
+                return False
+        if not parts or not all(
+            isinstance(p, dict) and isinstance(p.get("type"), str) and p["type"] in _PART_TYPES
+            for p in parts
+        ):
+            return False
+        return any(m["role"] in ("system", "tool") for m in messages) or any(
+            p["type"] not in ("text", "image") for p in parts
+        )
+
+    def classify(self, obj: Any, record: Record) -> None:
+        role = obj.get("role")
+        record.kind = str(role)
+        record.role = _ROLES.get(str(role), Role.SYSTEM)
+        content = obj.get("content")
+        if isinstance(content, str):
+            record.other_blocks = 1
+            record.text = preview(content)
+            return
+        texts: list[str] = []
+        for j, part in enumerate(content if isinstance(content, list) else []):
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind == "tool-call" and role == "assistant" and not part.get("providerExecuted"):
+                call_id, raw_name = part.get("toolCallId"), part.get("toolName")
+                args = part.get("input", part.get("args"))
+                name = raw_name if isinstance(raw_name, str) else ""
+                record.calls.append(
+                    ToolCall(
+                        str(call_id or ""),
+                        name,
+                        record.index,
+                        j,
+                        canonical(args),
+                        call_problem(call_id, raw_name, args),
+                    )
+                )
+                texts.append(f"{name}({preview(record.calls[-1].args, 200)})")
+            elif kind == "tool-result" and role == "tool":
+                text, is_error = _output_text(part)
+                call_id = part.get("toolCallId")
+                record.results.append(
+                    ToolResult(str(call_id or ""), record.index, j, is_error, text)
+                )
+                texts.append(text)
+            else:
+                record.other_blocks += 1
+                if kind == "text":
+                    texts.append(str(part.get("text", "")))
+                else:
+                    texts.append(f"({kind or 'part'})")
+        record.text = preview(" ".join(texts))
+
+    def synthetic(self, transcript: Transcript, op: Op) -> Any:
+        """Return a `tool` message with one error `tool-result` part answering `op.call`.
+
+        v5+: `"output": {"type": "error-text", "value": TEXT}`; v4 (the file's
+        results use `result`, or its calls `args`): `"result": TEXT,
+        "isError": true`. Keys follow an existing tool message and part.
+        """
+        assert op.call is not None
+        records = transcript.records
+        sibling = next((r for r in records if r.role is Role.TOOL and r.results), None)
+        sibling_part = sibling.obj["content"][sibling.results[0].block] if sibling else None
+        call_part = records[op.call.record].obj["content"][op.call.block]
+        part: dict[str, Any] = {
+            "type": "tool-result",
+            "toolCallId": op.call.id,
+            "toolName": op.call.name,
+        }
+        if _is_v4(sibling_part if sibling_part is not None else call_part):
+            part.update(result=op.text, isError=True)
+        else:
+            part["output"] = {"type": "error-text", "value": op.text}
+        message = {"role": "tool", "content": [ordered_like(sibling_part, part)]}
+        return ordered_like(sibling.obj if sibling else None, message)
+
+    def carry(self, transcript: Transcript, op: Op) -> Any:
+        """Return a `tool` message holding only the result part `op` moves out of its message."""
+        assert op.record is not None and op.block is not None
+        source = transcript.records[op.record].obj
+        part = copy.deepcopy(source["content"][op.block])
+        return ordered_like(source, {"role": source.get("role", "tool"), "content": [part]})
+
+    def keep(self, obj: Any, order: list[int], placed: Placed = ()) -> Any:
+        content = obj.get("content")
+        if not isinstance(content, list):
+            return dict(obj)
+        return dict(obj, content=merge_blocks(content, order, placed))
