@@ -15,7 +15,7 @@ def live_path(transcript: Transcript) -> list[int]:
     """
     records = transcript.records
     if not transcript.tree:
-        return [r.index for r in records]
+        return [r.index for r in records if not r.inactive]
     by_uid = _by_uid(records)
     leaf = next(
         (

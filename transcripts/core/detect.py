@@ -246,7 +246,8 @@ def _pair_scope(transcript: Transcript, context: list[int], result: Pairing, liv
         for call in turn.calls:
             pending.setdefault(call.id, deque()).append(call)
             result.turn_of[call] = turn
-        for index in turn.run:
+        # Results written on the calls themselves (Gemini CLI) answer in place too.
+        for index in turn.records + turn.run:
             for res in records[index].results:
                 queue = pending.get(res.tool_call_id)
                 if queue:

@@ -109,6 +109,8 @@ class Record:
     marks an assistant frame that errored or was aborted (pi-ai drops those
     before sending); `interrupted` one that also stopped on its length limit or
     carries an error message (OpenMAIC's "interrupted assistant frame").
+    `inactive` marks a record kept in the file but no longer part of the
+    conversation: superseded by a later write of the same message, or rewound.
     """
 
     index: int
@@ -130,6 +132,7 @@ class Record:
     sidechain: bool = False
     aborted: bool = False
     interrupted: bool = False
+    inactive: bool = False
     error: str | None = None
     line: int = 0
 
@@ -147,6 +150,8 @@ class Transcript:
     `inline_results` is True when one user message carries several results as
     blocks (Anthropic Messages): a synthetic result then opens the next user
     message instead of becoming a message of its own (formats.md §1).
+    `results_on_calls` is True when a call's result is written on the call
+    itself (Gemini CLI `toolCalls[].result`): a synthetic result goes there.
     `native_text` is the text the session's own agent writes for an interrupted call.
     """
 
@@ -158,6 +163,7 @@ class Transcript:
     tree: bool = False
     adjacent: bool = True
     inline_results: bool = False
+    results_on_calls: bool = False
     native_text: str = "[Request interrupted by user for tool use]"
     style: dict[str, Any] = field(default_factory=dict)
 

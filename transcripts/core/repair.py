@@ -88,6 +88,8 @@ def _placed(
 ) -> Op:
     """Return `op` (an insert or a move answering `call`) with where its result goes."""
     turn = pairing.turn_of[call]
+    if transcript.results_on_calls:
+        return replace(op, target=call.record, at=call.block)
     target = _inline_target(transcript, turn)
     if target is not None and target != op.record:
         return replace(op, target=target, at=_at(transcript, pairing, turn, call, target))

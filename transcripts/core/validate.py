@@ -235,6 +235,8 @@ def validate(
     for k, message in enumerate(messages):
         previous = messages[k - 1] if k else None
         expected = {cid for _, _, cid in previous.calls} if previous is not None else set()
+        # A result written on its call (Gemini CLI) answers in the call's own message.
+        expected |= {cid for _, _, cid in message.calls}
         got: set[str] = set()
         for rec, block, cid in message.results:
             if (rec, block) in message.late and provider in ("anthropic", "bedrock"):
@@ -252,6 +254,7 @@ def validate(
         if message.calls:
             following = messages[k + 1] if k + 1 < len(messages) else None
             answers = {cid for _, _, cid in following.results} if following else set()
+            answers |= {cid for _, _, cid in message.results}
             missing = [(rec, cid) for rec, _, cid in message.calls if cid not in answers]
             for rec, cid in missing:
                 violations.append(

@@ -28,6 +28,8 @@ from transcripts.formats.base import Format
 from transcripts.formats.bedrock import Bedrock
 from transcripts.formats.claude_code import ClaudeCode
 from transcripts.formats.codex import Codex
+from transcripts.formats.gemini import Gemini, GeminiCheckpoint
+from transcripts.formats.gemini_cli import GeminiCli
 from transcripts.formats.langchain import LangChain
 from transcripts.formats.openai_chat import OpenAIChat
 from transcripts.formats.openai_functions import OpenAIFunctions
@@ -53,6 +55,9 @@ FORMATS: dict[str, Format] = {
         VercelAI(),
         Bedrock(),
         Anthropic(),
+        Gemini(),
+        GeminiCheckpoint(),
+        GeminiCli(),
     )
 }
 _SNIFF_LINES = 50
@@ -160,21 +165,24 @@ def _sniff(sample: list[Any], filename: str, documents: bool) -> Format | None:
     return None
 
 
-def _message_array(text: str, start: int) -> int:
-    """Return the offset of the message array: the root itself, its `messages` or `input`.
+def _message_array(text: str, start: int, keys: tuple[str, ...]) -> int:
+    """Return the offset of the message array: the root itself, or its first member in `keys`.
 
-    `input` is where a Responses request holds its items (formats.md §3).
+    A format names where its documents keep the array: `messages` for request
+    bodies, `input` for Responses (formats.md §3), `contents` or `history` for
+    Gemini (§6).
     """
     if text[start] == "[":
         return start
     arrays = {
         key: value_start
         for key, value_start, _ in scan_object(text, start)
-        if key in ("messages", "input") and text[value_start] == "["
+        if key in keys and text[value_start] == "["
     }
     if not arrays:
-        raise ScanError("no `messages` or `input` array in the object", start)
-    return arrays["messages"] if "messages" in arrays else arrays["input"]
+        names = " or ".join(f"`{key}`" for key in keys)
+        raise ScanError(f"no {names} array in the object", start)
+    return next(arrays[key] for key in keys if key in arrays)
 
 
 def _load_document(data: bytes, filename: str, root: Any, format: str | None) -> Transcript:
@@ -196,7 +204,7 @@ def _load_document(data: bytes, filename: str, root: Any, format: str | None) ->
         ) from None
     start = skip_ws(text, 1 if text.startswith("\ufeff") else 0)
     try:
-        items, _ = scan_array(text, _message_array(text, start))
+        items, _ = scan_array(text, _message_array(text, start, fmt.array_keys))
     except ScanError as exc:
         line, col = _line_col(text, exc.pos)
         raise FormatError(filename, line, f"column {col}: {exc.reason}", fmt.id) from None
@@ -217,6 +225,7 @@ def _load_document(data: bytes, filename: str, root: Any, format: str | None) ->
         else:
             record.error = f"{filename}: line {record.line}: element {index} is not a JSON object"
         records.append(record)
+    fmt.finish(records)
     style: dict[str, Any] = {}
     if items:
         first_start = items[0][0]
@@ -236,6 +245,7 @@ def _load_document(data: bytes, filename: str, root: Any, format: str | None) ->
         filename=filename,
         adjacent=fmt.adjacent(provider),
         inline_results=fmt.inline_results,
+        results_on_calls=fmt.results_on_calls,
         native_text=fmt.native_text,
         style=style,
     )
@@ -295,6 +305,7 @@ def _load_jsonl(
     for record in records:
         if record.obj is not None:
             fmt.classify(record.obj, record)
+    fmt.finish(records)
     style: dict[str, Any] = {"eol": eol}
     first_obj = next((r for r in records if r.obj is not None), None)
     if first_obj is not None:
@@ -311,6 +322,7 @@ def _load_jsonl(
         tree=fmt.tree,
         adjacent=fmt.adjacent(provider),
         inline_results=fmt.inline_results,
+        results_on_calls=fmt.results_on_calls,
         native_text=fmt.native_text,
         style=style,
     )

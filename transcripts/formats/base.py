@@ -42,6 +42,9 @@ class Format:
         """Fill `record`'s role, kind, calls, results, links and preview from `obj`."""
         raise NotImplementedError
 
+    def finish(self, records: list[Record]) -> None:
+        """Adjust records once all are classified (e.g. mark superseded ones inactive)."""
+
     def provider_of(self, records: list[Record]) -> str:
         """Return the provider whose rules apply to a session of these records."""
         return self.provider
@@ -63,6 +66,9 @@ class Format:
         raise NotImplementedError
 
     inline_results: ClassVar[bool] = False
+    results_on_calls: ClassVar[bool] = False
+    # Where a JSON document keeps its message array, in order of preference.
+    array_keys: ClassVar[tuple[str, ...]] = ("messages", "input")
 
     def keep(self, obj: Any, order: list[int], placed: Placed = ()) -> Any:
         """Return a copy of record `obj` holding the blocks numbered `order`, in that order.
