@@ -154,6 +154,27 @@ def load(data: bytes, filename: str, format: str | None = None) -> Transcript:
     return _load_jsonl(data, filename, format, doc_error)
 
 
+_SHAPE_ERRORS = (TypeError, AttributeError, KeyError, IndexError, ValueError)
+
+
+def _classify(fmt: Format, obj: Any, record: Record, filename: str) -> None:
+    """Classify one record; a record whose shape the format cannot read is malformed.
+
+    Transcripts are untrusted: a field of an unexpected type must cost that
+    record, not the whole file.
+    """
+    try:
+        fmt.classify(obj, record)
+    except _SHAPE_ERRORS as exc:
+        record.role, record.kind, record.text = Role.META, "malformed", ""
+        record.calls, record.results, record.other_blocks = [], [], 0
+        record.uid = record.parent = record.message_id = None
+        record.error = (
+            f"{filename}: line {record.line}: a record of a shape {fmt.label} does not have "
+            f"({type(exc).__name__})"
+        )
+
+
 def _sniff(sample: list[Any], filename: str, documents: bool) -> Format | None:
     candidates = [fmt for fmt in FORMATS.values() if fmt.jsonl != documents]
     for fmt in candidates:
@@ -221,7 +242,7 @@ def _load_document(data: bytes, filename: str, root: Any, format: str | None) ->
         record = Record(index, start_byte, byte_pos, Role.META, "", obj=obj, line=line)
         line += element.count("\n")
         if isinstance(obj, dict):
-            fmt.classify(obj, record)
+            _classify(fmt, obj, record, filename)
         else:
             record.error = f"{filename}: line {record.line}: element {index} is not a JSON object"
         records.append(record)
@@ -304,7 +325,7 @@ def _load_jsonl(
         raise FormatError(filename, bad.line, f"not JSON or JSON lines: {reason}")
     for record in records:
         if record.obj is not None:
-            fmt.classify(record.obj, record)
+            _classify(fmt, record.obj, record, filename)
     fmt.finish(records)
     style: dict[str, Any] = {"eol": eol}
     first_obj = next((r for r in records if r.obj is not None), None)

@@ -55,6 +55,8 @@ class Codex(Format):
         if not isinstance(payload, dict):
             return
         item = payload.get("type")
+        if not isinstance(item, str):
+            item = str(item)
         if kind == "compacted":
             record.boundary = True
             record.text = preview(payload.get("message"))
