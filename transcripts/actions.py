@@ -31,7 +31,13 @@ from transcripts.models import (
 )
 
 # Ops that take bytes out of a record: the audit keeps that record's span and bytes.
-REMOVING_OPS = {OpKind.DROP_RESULT, OpKind.MOVE_RESULT, OpKind.DROP_CALL}
+REMOVING_OPS = {
+    OpKind.DROP_RESULT,
+    OpKind.MOVE_RESULT,
+    OpKind.DROP_CALL,
+    OpKind.DROP_RECORD,
+    OpKind.RESULTS_FIRST,
+}
 
 
 class FenceLost(Exception):
@@ -240,6 +246,7 @@ def _op_audit_record(
         record=op.record if op.record is not None else op.fault.record,
         block=op.block,
         anchor=op.anchor,
+        target=op.target,
         policy_row=op.policy_row,
         engine_version=ENGINE_VERSION,
         span_start=start,

@@ -249,6 +249,8 @@ class AuditRecord(models.Model):
         DROP_RESULT = "drop_result"
         MOVE_RESULT = "move_result"
         DROP_CALL = "drop_call"
+        DROP_RECORD = "drop_record"
+        RESULTS_FIRST = "results_first"
 
     job = models.ForeignKey(Job, models.PROTECT, null=True, blank=True, related_name="audit")
     acting_user = models.ForeignKey(
@@ -269,7 +271,10 @@ class AuditRecord(models.Model):
     anchor = models.IntegerField(
         null=True, blank=True, help_text="Record after which an inserted or moved result goes."
     )
-    policy_row = models.CharField(max_length=80, blank=True)
+    target = models.IntegerField(
+        null=True, blank=True, help_text="Record an inserted or moved result goes into."
+    )
+    policy_row = models.CharField(max_length=200, blank=True)
     engine_version = models.CharField(max_length=20, blank=True)
     span_start = models.PositiveBigIntegerField(null=True, blank=True)
     span_end = models.PositiveBigIntegerField(null=True, blank=True)
@@ -296,11 +301,17 @@ class AuditRecord(models.Model):
         "record 7" for a drop, "record 12 → after record 7" for a move,
         "after record 7" for an insert (whose `record` is the call's record).
         """
+        if self.target is not None:
+            where = f"into record {self.target}"
+        elif self.anchor is not None:
+            where = f"after record {self.anchor}"
+        else:
+            where = ""
         if self.op == self.Action.INSERT_RESULT:
-            return "" if self.anchor is None else f"after record {self.anchor}"
+            return where
         parts = [] if self.record is None else [f"record {self.record}"]
-        if self.anchor is not None:
-            parts.append(f"after record {self.anchor}")
+        if where:
+            parts.append(where)
         return " → ".join(parts)
 
     @property

@@ -125,3 +125,24 @@ def test_revisions_and_audit_records_cannot_be_rewritten(alice, workspace, inges
         session.head.save()
     with pytest.raises(ValueError, match="append-only"):
         AuditRecord.objects.get().save()
+
+
+@pytest.mark.usefixtures("celery_worker")
+def test_an_insert_into_a_message_and_a_reordering_are_audited_with_their_place(
+    alice, workspace, ingest
+):
+    session = ingest(
+        workspace, "19.json", sample("cases/19_anthropic-resume-orphan-mid-history.json")
+    )
+    job = wait_for_job(
+        actions.do_start_repair_job(workspace, [session], "synthesize", acting_user=alice)
+    )
+
+    audit = AuditRecord.objects.get(job=job, session=session)
+    assert (audit.op, audit.tool_call_id, audit.target) == (
+        "insert_result",
+        "toolu_syn_srv_01",
+        2,
+    )
+    assert audit.position == "into record 2"
+    assert audit.policy_row == "synthesize: missing_result -> synthesize"
