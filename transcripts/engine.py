@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import BinaryIO
 
 from transcripts import formats
 from transcripts.core.align import Row, align
@@ -18,10 +19,19 @@ from transcripts.core.model import Fault, Plan, Transcript
 from transcripts.core.policy import DEFAULT_POLICY, PRESETS
 from transcripts.core.repair import repair
 from transcripts.formats import FormatError
+from transcripts.formats.source import FileSource
 
 ENGINE_VERSION = "1"
 
-__all__ = ["ENGINE_VERSION", "Analysis", "FormatError", "analyze", "PRESETS", "DEFAULT_POLICY"]
+__all__ = [
+    "DEFAULT_POLICY",
+    "ENGINE_VERSION",
+    "PRESETS",
+    "Analysis",
+    "FileSource",
+    "FormatError",
+    "analyze",
+]
 
 
 @dataclass
@@ -30,7 +40,8 @@ class Analysis:
 
     `error` is set (and `repairable` False) when the file could not be read as
     any supported format; the message names the file, the line and the reason.
-    `repaired` equals the raw bytes when the plan is empty or nothing can be repaired.
+    `repaired` (rendered on first use) equals the raw bytes when the plan is
+    empty or nothing can be repaired; `write_repaired` streams it instead.
     """
 
     filename: str
@@ -40,9 +51,23 @@ class Analysis:
     record_count: int
     faults: list[Fault]
     plan: Plan
-    repaired: bytes
+    raw: bytes | FileSource = field(repr=False)
     error: str | None = None
     transcript: Transcript | None = field(default=None, repr=False)
+
+    @cached_property
+    def repaired(self) -> bytes:
+        """Return the repaired file's bytes (the raw bytes when there is nothing to do)."""
+        if self.transcript is None or not self.plan:
+            return self.raw if isinstance(self.raw, bytes) else self.raw[0 : len(self.raw)]
+        return formats.render(self.transcript, self.plan)
+
+    def write_repaired(self, out: BinaryIO) -> None:
+        """Write the repaired file to `out`, streaming untouched bytes from the source."""
+        if self.transcript is None:
+            out.write(self.repaired)
+            return
+        formats.render_to(self.transcript, self.plan, out)
 
     @cached_property
     def rows(self) -> list[Row]:
@@ -63,7 +88,7 @@ class Analysis:
 
 
 def analyze(
-    data: bytes,
+    data: bytes | FileSource,
     filename: str,
     policy: str = DEFAULT_POLICY,
     format: str | None = None,
@@ -72,13 +97,16 @@ def analyze(
     last_write: float | None = None,
     grace: float = DEFAULT_GRACE,
 ) -> Analysis:
-    """Parse `data`, detect its faults and plan and render a repair under `policy`.
+    """Parse `data`, detect its faults and plan a repair under `policy`.
 
-    `format` overrides sniffing. `now` and `last_write` (seconds since the
-    epoch) mark a session still being written: its unanswered tail calls are
-    then `pending_result` (see `detect.detect`). Never raises for bad content:
-    an unreadable file comes back with `error` set and the raw bytes as
-    `repaired`. Raises KeyError for an unknown policy name.
+    `data` is the file's bytes, or a FileSource for a file too large to hold
+    in memory (JSON lines are then streamed; keep the source open while the
+    analysis is used). `format` overrides sniffing. `now` and `last_write`
+    (seconds since the epoch) mark a session still being written: its
+    unanswered tail calls are then `pending_result` (see `detect.detect`).
+    Never raises for bad content: an unreadable file comes back with `error`
+    set. Raises KeyError for an unknown policy name and OSError when a
+    FileSource cannot be read.
     """
     chosen = PRESETS[policy]
     try:
@@ -90,14 +118,13 @@ def analyze(
         )
         faults = detect(transcript, pairing)
         plan = repair(transcript, faults, chosen, pairing)
-        repaired = formats.render(transcript, plan) if plan else data
     except FormatError as exc:
         return _unreadable(data, filename, policy, str(exc), exc.format, exc.records)
     except RecursionError:
         # Python's own JSON code recurses; a hostile file may nest beyond its stack.
         reason = f"{filename}: JSON nested too deeply to read or repair safely"
         return _unreadable(data, filename, policy, reason, None, 0)
-    return Analysis(
+    analysis = Analysis(
         filename=filename,
         format=transcript.format,
         format_label=formats.label(transcript.format),
@@ -105,13 +132,25 @@ def analyze(
         record_count=len(transcript.records),
         faults=faults,
         plan=plan,
-        repaired=repaired,
+        raw=data,
         transcript=transcript,
     )
+    if isinstance(data, bytes):
+        try:
+            _ = analysis.repaired  # render now, where a failure is reported as unreadable
+        except RecursionError:
+            reason = f"{filename}: JSON nested too deeply to read or repair safely"
+            return _unreadable(data, filename, policy, reason, None, 0)
+    return analysis
 
 
 def _unreadable(
-    data: bytes, filename: str, policy: str, error: str, format: str | None, records: int
+    data: bytes | FileSource,
+    filename: str,
+    policy: str,
+    error: str,
+    format: str | None,
+    records: int,
 ) -> Analysis:
     """Return the analysis of a file that could not be read: raw bytes, the reason."""
     return Analysis(
@@ -122,6 +161,6 @@ def _unreadable(
         record_count=records,
         faults=[],
         plan=Plan(policy=policy),
-        repaired=data,
+        raw=data,
         error=error,
     )

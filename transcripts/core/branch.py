@@ -18,11 +18,7 @@ def live_path(transcript: Transcript) -> list[int]:
         return [r.index for r in records if not r.inactive]
     by_uid = _by_uid(records)
     leaf = next(
-        (
-            r
-            for r in reversed(records)
-            if r.uid is not None and not r.sidechain and r.obj is not None
-        ),
+        (r for r in reversed(records) if r.uid is not None and not r.sidechain and r.error is None),
         None,
     )
     if leaf is None:
@@ -80,7 +76,7 @@ def branch_paths(transcript: Transcript) -> list[list[int]]:
 
     last_leaf: dict[str, Record] = {}
     for record in records:
-        if record.sidechain and record.uid is not None and record.obj is not None:
+        if record.sidechain and record.uid is not None and record.error is None:
             last_leaf[root(record)] = record
     paths.extend(_path_to(by_uid, leaf) for leaf in last_leaf.values())
     return paths

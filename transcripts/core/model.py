@@ -10,12 +10,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol
+
+import orjson
 
 # Prefix of the ids a format gives calls and results that carry none (legacy OpenAI
 # functions, Gemini without `id`), made from the tool name and position so that
 # they pair the way the provider does. They are never written back.
 POSITIONAL = "@"
+
+
+class RawSource(Protocol):
+    """Bytes read by range: a session file too large to hold in memory whole."""
+
+    def __getitem__(self, where: slice, /) -> bytes: ...
+
+    def __len__(self) -> int: ...
+
+    def endswith(self, suffix: bytes, /) -> bool: ...
 
 
 class Role(StrEnum):
@@ -105,7 +117,9 @@ class Record:
     (without the line terminator for JSONL). `uid`/`parent` carry the native
     tree links (Claude Code `uuid`/`parentUuid`, pi `id`/`parentId`);
     `message_id` groups records that one API response was split into.
-    `obj` is the parsed JSON value, or None for a malformed record. `aborted`
+    `obj` is the parsed JSON value, or None for a malformed record; a record of
+    a streamed file lets it go (`parsed` is None) and re-reads it from `source`
+    (anything sliceable into bytes) when asked. `aborted`
     marks an assistant frame that errored or was aborted (pi-ai drops those
     before sending); `interrupted` one that also stopped on its length limit or
     carries an error message (OpenMAIC's "interrupted assistant frame").
@@ -118,7 +132,7 @@ class Record:
     end: int
     role: Role
     kind: str
-    obj: Any = None
+    parsed: Any = None
     calls: list[ToolCall] = field(default_factory=list)
     results: list[ToolResult] = field(default_factory=list)
     other_blocks: int = 0
@@ -135,6 +149,18 @@ class Record:
     inactive: bool = False
     error: str | None = None
     line: int = 0
+    source: Any = None
+
+    @property
+    def obj(self) -> Any:
+        """Return the parsed JSON value of the record (None when malformed)."""
+        if self.parsed is None and self.source is not None and self.error is None:
+            return orjson.loads(self.source[self.start : self.end])
+        return self.parsed
+
+    @obj.setter
+    def obj(self, value: Any) -> None:
+        self.parsed = value
 
 
 @dataclass(slots=True)
@@ -158,7 +184,7 @@ class Transcript:
     format: str
     provider: str
     records: list[Record]
-    raw: bytes
+    raw: bytes | RawSource
     filename: str = ""
     tree: bool = False
     adjacent: bool = True

@@ -7,14 +7,16 @@ Sniffing follows formats.md §9.
 
 from __future__ import annotations
 
+import io
 import json
-from typing import Any
+import sys
+from typing import Any, BinaryIO
 
 import orjson
 
 from transcripts.core.branch import branch_paths
 from transcripts.core.layout import Slot, layout, relayout_path
-from transcripts.core.model import Plan, Record, Role, Transcript
+from transcripts.core.model import Plan, RawSource, Record, Role, Transcript
 from transcripts.formats._json import (
     ScanError,
     member_span,
@@ -35,6 +37,7 @@ from transcripts.formats.openai_chat import OpenAIChat
 from transcripts.formats.openai_functions import OpenAIFunctions
 from transcripts.formats.openclaw import OpenClaw
 from transcripts.formats.responses import Responses
+from transcripts.formats.source import CHUNK, FileSource, iter_lines
 from transcripts.formats.vercel_ai import VercelAI
 
 __all__ = ["FORMATS", "FormatError", "label", "load", "render"]
@@ -114,16 +117,21 @@ def _line_col(text: str, pos: int) -> tuple[int, int]:
     return line, pos - (text.rfind("\n", 0, pos) + 1) + 1
 
 
-def load(data: bytes, filename: str, format: str | None = None) -> Transcript:
-    """Parse `data` (the bytes of `filename`) into a Transcript.
+def load(data: bytes | FileSource, filename: str, format: str | None = None) -> Transcript:
+    """Parse `data` (the bytes of `filename`, or the file itself) into a Transcript.
 
     `format` (a FORMATS id) skips sniffing. Raises FormatError when the file
     is empty, not JSON or JSONL, not valid UTF-8 as a whole document, or of no
     supported format. A JSONL line that does not parse becomes a record with
     `error` set (reported as `malformed_record`); the rest still parses.
+    JSON lines from a FileSource are streamed; a JSON document is read whole.
     """
     if format is not None and format not in FORMATS:
         raise FormatError(filename, 1, f"unknown format {format!r}")
+    if isinstance(data, FileSource):
+        if _streams(data, format):
+            return _load_jsonl(data, filename, format, None)
+        data = data[0 : len(data)]
     body = data[len(_BOM) :] if data.startswith(_BOM) else data
     if not body.strip():
         raise FormatError(filename, 1, "the file is empty")
@@ -153,6 +161,38 @@ def load(data: bytes, filename: str, format: str | None = None) -> Transcript:
             )
     return _load_jsonl(data, filename, format, doc_error)
 
+
+def _streams(source: FileSource, format: str | None) -> bool:
+    """Return True when `source` holds JSON lines (to stream) rather than one document."""
+    if format is not None:
+        return FORMATS[format].jsonl
+    head = source[0 : 1 << 16]
+    body = head[len(_BOM) :] if head.startswith(_BOM) else head
+    first = body.lstrip()[:1]
+    if first == b"[":
+        return False
+    if first != b"{":
+        return bool(first)
+    line, newline, rest = body.lstrip().partition(b"\n")
+    if not newline or not rest.strip():
+        return False  # one line only: a JSON document
+    try:
+        return isinstance(orjson.loads(line), dict)
+    except orjson.JSONDecodeError:
+        return False
+
+
+class _Empty(list[Any]):
+    """One shared, unchangeable empty list for the records that hold no calls or results."""
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("a settled record's calls and results do not change")
+
+    append = extend = insert = remove = pop = clear = sort = reverse = _refuse
+    __setitem__ = __delitem__ = __iadd__ = _refuse  # type: ignore[assignment]
+
+
+_NONE: Any = _Empty()
 
 _SHAPE_ERRORS = (TypeError, AttributeError, KeyError, IndexError, ValueError)
 
@@ -239,7 +279,7 @@ def _load_document(data: bytes, filename: str, root: Any, format: str | None) ->
         element = text[start_char:end_char]
         byte_pos += len(element.encode())
         char_pos = end_char
-        record = Record(index, start_byte, byte_pos, Role.META, "", obj=obj, line=line)
+        record = Record(index, start_byte, byte_pos, Role.META, "", parsed=obj, line=line)
         line += element.count("\n")
         if isinstance(obj, dict):
             _classify(fmt, obj, record, filename)
@@ -272,67 +312,69 @@ def _load_document(data: bytes, filename: str, root: Any, format: str | None) ->
     )
 
 
+def _read_line(
+    raw: bytes, index: int, start: int, end: int, line_no: int, terminated: bool, filename: str
+) -> Record:
+    """Return the record of one JSONL line, its JSON parsed, or `error` set."""
+    record = Record(index, start, end, Role.META, "malformed", line=line_no)
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        reason = f"column {exc.colno}: {_decode_reason(exc.msg)}"
+        if not terminated:
+            reason = f"truncated last line ({reason})"
+        record.error = f"{filename}: line {line_no}: {reason}"
+    else:
+        if isinstance(obj, dict):
+            record.parsed = obj
+        else:
+            kind = _JSON_TYPES.get(type(obj), "value")
+            record.error = f"{filename}: line {line_no}: a JSON {kind}, not an object"
+    return record
+
+
 def _load_jsonl(
-    data: bytes, filename: str, format: str | None, doc_error: tuple[int, int, str] | None
+    data: bytes | FileSource,
+    filename: str,
+    format: str | None,
+    doc_error: tuple[int, int, str] | None,
 ) -> Transcript:
+    """Read JSON lines in one pass; sniff on the first lines, classify as the rest stream by.
+
+    Each record keeps its byte span and lets its parsed JSON go once classified,
+    so memory grows with the number of records, not the size of the file.
+    """
     records: list[Record] = []
-    pos = len(_BOM) if data.startswith(_BOM) else 0
-    line_no = 0
-    eol = b"\n"
-    first_eol = data.find(b"\n")
-    if first_eol > 0 and data[first_eol - 1 : first_eol] == b"\r":
-        eol = b"\r\n"
-    size = len(data)
-    while pos < size:
-        newline = data.find(b"\n", pos)
-        stop = size if newline < 0 else newline
-        end = stop - 1 if stop > pos and data[stop - 1 : stop] == b"\r" else stop
-        line_no += 1
-        raw = data[pos:end]
-        if raw[:1] == b"{" or raw.strip():
-            record = Record(len(records), pos, end, Role.META, "malformed", line=line_no)
-            try:
-                obj = orjson.loads(raw)
-            except orjson.JSONDecodeError as exc:
-                reason = f"column {exc.colno}: {_decode_reason(exc.msg)}"
-                if newline < 0:
-                    reason = f"truncated last line ({reason})"
-                record.error = f"{filename}: line {line_no}: {reason}"
-            else:
-                if isinstance(obj, dict):
-                    record.obj = obj
-                else:
-                    kind = _JSON_TYPES.get(type(obj), "value")
-                    record.error = f"{filename}: line {line_no}: a JSON {kind}, not an object"
-            records.append(record)
-        pos = size if newline < 0 else newline + 1
-    sample = [r.obj for r in records[:_SNIFF_LINES] if r.obj is not None]
-    fmt = FORMATS[format] if format else _sniff(sample, filename, documents=False)
+    fmt = FORMATS[format] if format else None
+    eol: bytes | None = None
+    lines = iter_lines(data)
+    for line_no, (start, end, raw, terminated) in enumerate(lines, 1):
+        if eol is None and terminated:
+            eol = b"\r\n" if data[end : end + 1] == b"\r" else b"\n"
+        if line_no == 1 and raw.startswith(_BOM):
+            start, raw = start + len(_BOM), raw[len(_BOM) :]
+        if not (raw[:1] == b"{" or raw.strip()):
+            continue  # a blank line: kept in the gap after the record before it
+        record = _read_line(raw, len(records), start, end, line_no, terminated, filename)
+        records.append(record)
+        if fmt is None:
+            if len(records) < _SNIFF_LINES:
+                continue
+            fmt = _sniff_lines(records, filename, doc_error)
+            for earlier in records:
+                _settle(fmt, earlier, data, filename)
+        else:
+            _settle(fmt, record, data, filename)
     if fmt is None:
-        if sample:
-            raise FormatError(
-                filename,
-                1,
-                "unknown format: JSON lines, but not Claude Code, Codex, OpenClaw/pi, OpenAI "
-                "Chat Completions or Anthropic Messages",
-                records=len(records),
-            )
-        if doc_error is not None:
-            line, col, msg = doc_error
-            raise FormatError(filename, line, f"not valid JSON: column {col}: {msg}")
-        bad = records[0]
-        reason = (bad.error or "").split(": ", 2)[-1]
-        raise FormatError(filename, bad.line, f"not JSON or JSON lines: {reason}")
-    for record in records:
-        if record.obj is not None:
-            _classify(fmt, record.obj, record, filename)
+        fmt = _sniff_lines(records, filename, doc_error)
+        for record in records:
+            _settle(fmt, record, data, filename)
     fmt.finish(records)
-    style: dict[str, Any] = {"eol": eol}
-    first_obj = next((r for r in records if r.obj is not None), None)
+    style: dict[str, Any] = {"eol": eol or b"\n"}
+    first_obj = next((r for r in records if r.error is None), None)
     if first_obj is not None:
-        style["element"] = sniff_style(
-            data[first_obj.start : first_obj.end].decode("utf-8", "replace"), "", data.isascii()
-        )
+        sample = data[first_obj.start : first_obj.end]
+        style["element"] = sniff_style(sample.decode("utf-8", "replace"), "", sample.isascii())
     provider = fmt.provider_of(records)
     return Transcript(
         fmt.id,
@@ -347,6 +389,55 @@ def _load_jsonl(
         native_text=fmt.native_text,
         style=style,
     )
+
+
+def _sniff_lines(
+    records: list[Record], filename: str, doc_error: tuple[int, int, str] | None
+) -> Format:
+    """Return the format of JSON lines from their first records; raise FormatError if none."""
+    sample = [r.parsed for r in records[:_SNIFF_LINES] if r.parsed is not None]
+    fmt = _sniff(sample, filename, documents=False)
+    if fmt is not None:
+        return fmt
+    if sample:
+        raise FormatError(
+            filename,
+            1,
+            "unknown format: JSON lines, but not one of the formats Pairfix reads",
+            records=len(records),
+        )
+    if doc_error is not None:
+        line, col, msg = doc_error
+        raise FormatError(filename, line, f"not valid JSON: column {col}: {msg}")
+    if not records:
+        raise FormatError(filename, 1, "the file is empty")
+    bad = records[0]
+    reason = (bad.error or "").split(": ", 2)[-1]
+    raise FormatError(filename, bad.line, f"not JSON or JSON lines: {reason}")
+
+
+def _settle(fmt: Format, record: Record, data: bytes | FileSource, filename: str) -> None:
+    """Classify a parsed record, then let its JSON go: it is re-read from `data` on demand."""
+    if record.parsed is not None:
+        _classify(fmt, record.parsed, record, filename)
+    record.parsed = None
+    record.source = data
+    # What a long session keeps per record is its index: no empty lists, no
+    # timestamp (re-read from the source when shown).
+    record.timestamp = None
+    if not record.calls:
+        record.calls = _NONE
+    if not record.results:
+        record.results = _NONE
+    # A record's id is its child's parent, and split lines share a message id and
+    # kind: one string each, not one per mention, keeps a long session small.
+    record.kind = sys.intern(record.kind)
+    if record.uid is not None:
+        record.uid = sys.intern(record.uid)
+    if record.parent is not None:
+        record.parent = sys.intern(record.parent)
+    if record.message_id is not None:
+        record.message_id = sys.intern(record.message_id)
 
 
 def _relink(transcript: Transcript, fmt: Format, slots: list[Slot]) -> dict[int | Slot, str]:
@@ -427,23 +518,72 @@ def _record_bytes(
 
 
 def render(transcript: Transcript, plan: Plan) -> bytes:
-    """Return the bytes of `transcript` repaired by `plan`, in the file's own format.
+    """Return the bytes of `transcript` repaired by `plan` (see `render_to`)."""
+    if not plan and isinstance(transcript.raw, bytes):
+        return transcript.raw
+    out = io.BytesIO()
+    render_to(transcript, plan, out)
+    return out.getvalue()
+
+
+def render_to(transcript: Transcript, plan: Plan, out: BinaryIO) -> None:
+    """Write `transcript` repaired by `plan` to `out`, in the file's own format.
 
     Untouched records are copied byte for byte, with their separators, line
-    ends and the file's final newline (or lack of one). New and changed
-    records follow the file's style. An empty plan returns the raw bytes.
+    ends and the file's final newline (or lack of one), straight from the raw
+    source in large runs; new and changed records follow the file's style. An
+    empty plan writes the raw bytes.
     """
+    writer = _Writer(transcript.raw, out)
     if not plan or not transcript.records:
-        return transcript.raw
+        writer.raw(0, len(transcript.raw))
+        writer.flush()
+        return
     fmt = FORMATS[transcript.format]
     slots = layout(transcript, plan)
     parents = _relink(transcript, fmt, slots) if fmt.tree else {}
-    pieces = [
-        (slot, _record_bytes(transcript, fmt, slot, parents)) for slot in slots if slot.written
-    ]
     if fmt.jsonl:
-        return _join_lines(transcript, pieces)
-    return _join_elements(transcript, pieces)
+        _write_lines(transcript, fmt, slots, parents, writer)
+    else:
+        pieces = [
+            (slot, _record_bytes(transcript, fmt, slot, parents)) for slot in slots if slot.written
+        ]
+        writer.bytes(_join_elements(transcript, pieces))
+    writer.flush()
+
+
+class _Writer:
+    """Write to `out`, copying runs of untouched raw bytes from the source in one go."""
+
+    def __init__(self, data: bytes | RawSource, out: BinaryIO) -> None:
+        self.data = data
+        self.out = out
+        self.run: tuple[int, int] | None = None
+
+    def raw(self, start: int, stop: int) -> None:
+        """Queue the raw bytes from `start` to `stop`, joining a run that ends at `start`."""
+        if self.run is not None and self.run[1] == start:
+            self.run = (self.run[0], stop)
+            return
+        self.flush()
+        self.run = (start, stop)
+
+    def bytes(self, data: bytes) -> None:
+        """Write new bytes after whatever raw run is queued."""
+        self.flush()
+        self.out.write(data)
+
+    def flush(self) -> None:
+        """Write the queued raw run."""
+        if self.run is None:
+            return
+        start, stop = self.run
+        self.run = None
+        if isinstance(self.data, bytes):
+            self.out.write(memoryview(self.data)[start:stop])
+            return
+        for offset in range(start, stop, CHUNK):
+            self.out.write(self.data[offset : min(stop, offset + CHUNK)])
 
 
 def _own(slot: Slot) -> int | None:
@@ -451,22 +591,39 @@ def _own(slot: Slot) -> int | None:
     return slot.record if not slot.moved_in else None
 
 
-def _join_lines(transcript: Transcript, pieces: list[tuple[Slot, bytes]]) -> bytes:
-    """Join JSONL records, each followed by its own line end (and any blank lines after it)."""
+def _write_lines(
+    transcript: Transcript,
+    fmt: Format,
+    slots: list[Slot],
+    parents: dict[int | Slot, str],
+    writer: _Writer,
+) -> None:
+    """Write JSONL records, each followed by its own line end (and any blank lines after it)."""
     data, records = transcript.raw, transcript.records
     eol: bytes = transcript.style["eol"]
-    out = [data[: records[0].start]]
-    for k, (slot, line) in enumerate(pieces):
+    ends_open = not data.endswith(b"\n")
+    written = [slot for slot in slots if slot.written]
+    writer.raw(0, records[0].start)
+    for k, slot in enumerate(written):
         own = _own(slot)
-        if own is None:
-            gap = eol
-        else:
+        last = k == len(written) - 1
+        gap: tuple[int, int] | None = None
+        if own is not None:
             following = records[own + 1].start if own + 1 < len(records) else len(data)
-            gap = data[records[own].end : following] or eol
-        if k == len(pieces) - 1 and not data.endswith(b"\n"):
-            gap = b""  # the file had no final newline; neither has its repair
-        out.append(line + gap)
-    return b"".join(out)
+            if following > records[own].end:
+                gap = (records[own].end, following)
+        verbatim = own is not None and slot.block_order is None and slot.record not in parents
+        if verbatim:
+            record = records[own] if own is not None else records[0]
+            writer.raw(record.start, record.end)
+        else:
+            writer.bytes(_record_bytes(transcript, fmt, slot, parents))
+        if last and ends_open:
+            continue  # the file had no final newline; neither has its repair
+        if gap is not None:
+            writer.raw(*gap)
+        else:
+            writer.bytes(eol)
 
 
 def _join_elements(transcript: Transcript, pieces: list[tuple[Slot, bytes]]) -> bytes:

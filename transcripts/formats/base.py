@@ -111,17 +111,30 @@ def merge_blocks(blocks: list[Any], order: list[int], placed: Placed) -> list[An
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
+_ARGS_KEPT = 240  # characters of long arguments kept in full; the rest become a digest
+
+
 def canonical(args: Any) -> str:
-    """Return call arguments as canonical JSON text, so equal arguments compare equal."""
+    """Return call arguments as canonical JSON text: equal arguments, equal text.
+
+    Long arguments (a file's whole content, say) are cut to their start plus
+    a digest of the whole, so a session's calls cost little memory while
+    still comparing equal exactly when their arguments do.
+    """
     if isinstance(args, str):
-        return args
-    try:
-        return orjson.dumps(args, option=orjson.OPT_SORT_KEYS).decode()
-    except TypeError:  # integers beyond 64 bits, or nesting beyond orjson's limit
+        text = args
+    else:
         try:
-            return json.dumps(args, sort_keys=True, ensure_ascii=False)
-        except RecursionError:
-            return repr(args)[:10_000]
+            text = orjson.dumps(args, option=orjson.OPT_SORT_KEYS).decode()
+        except TypeError:  # integers beyond 64 bits, or nesting beyond orjson's limit
+            try:
+                text = json.dumps(args, sort_keys=True, ensure_ascii=False)
+            except RecursionError:
+                text = repr(args)
+    if len(text) <= _ARGS_KEPT:
+        return text
+    whole = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
+    return f"{text[:_ARGS_KEPT]}…#{whole}"
 
 
 def call_problem(call_id: Any, name: Any, args: Any, partial: bool = False) -> str:
@@ -154,7 +167,7 @@ def digest(*parts: object) -> str:
     return hashlib.sha256("\x1f".join(map(str, parts)).encode()).hexdigest()
 
 
-def preview(value: Any, limit: int = 400, depth: int = 0) -> str:
+def preview(value: Any, limit: int = 160, depth: int = 0) -> str:
     """Return a one-line preview of a text or JSON value, at most `limit` characters."""
     if depth > 8:
         return "…"

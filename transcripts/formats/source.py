@@ -1,0 +1,103 @@
+"""A file read by byte ranges, so a large session never sits in memory whole."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from types import TracebackType
+
+CHUNK = 1 << 20  # bytes per read when streaming (1 MiB)
+
+
+class FileSource:
+    """The bytes of a file, sliced like `bytes` but read on demand with `pread`.
+
+    Supports `source[a:b]` (bytes), `len(source)`, `startswith` and
+    `endswith`. Use as a context manager, or call `close`. Raises OSError when
+    the file cannot be opened or read.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._fd = os.open(self.path, os.O_RDONLY)
+        self._size = os.fstat(self._fd).st_size
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __getitem__(self, where: slice) -> bytes:
+        start, stop, step = where.indices(self._size)
+        if step != 1:
+            raise ValueError("FileSource slices take no step")
+        return os.pread(self._fd, max(0, stop - start), start)
+
+    def startswith(self, prefix: bytes) -> bool:
+        """Return True when the file begins with `prefix`."""
+        return self[0 : len(prefix)] == prefix
+
+    def endswith(self, suffix: bytes) -> bool:
+        """Return True when the file ends with `suffix`."""
+        return self[max(0, self._size - len(suffix)) : self._size] == suffix
+
+    def chunks(self, start: int, stop: int) -> Iterator[bytes]:
+        """Yield the bytes from `start` to `stop`, a chunk at a time."""
+        while start < stop:
+            data = self[start : min(stop, start + CHUNK)]
+            if not data:
+                return
+            yield data
+            start += len(data)
+
+    def close(self) -> None:
+        """Close the file (idempotent)."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> FileSource:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def iter_lines(data: bytes | FileSource) -> Iterator[tuple[int, int, bytes, bool]]:
+    """Yield (start, end, line, terminated) for each line, without its line end.
+
+    `end` excludes a `\\r\\n` or `\\n`; `terminated` says whether a `\\n` followed.
+    Reads a FileSource a chunk at a time.
+    """
+    size = len(data)
+    if isinstance(data, bytes):
+        pos = 0
+        while pos < size:
+            newline = data.find(b"\n", pos)
+            stop = size if newline < 0 else newline
+            end = stop - 1 if stop > pos and data[stop - 1 : stop] == b"\r" else stop
+            yield pos, end, data[pos:end], newline >= 0
+            pos = size if newline < 0 else newline + 1
+        return
+    offset = 0  # file offset of buffer[0]
+    buffer = b""
+    for chunk in data.chunks(0, size):
+        buffer += chunk
+        pos = 0
+        while True:
+            newline = buffer.find(b"\n", pos)
+            if newline < 0:
+                break
+            end = (
+                newline - 1 if newline > pos and buffer[newline - 1 : newline] == b"\r" else newline
+            )
+            yield offset + pos, offset + end, buffer[pos:end], True
+            pos = newline + 1
+        offset += pos
+        buffer = buffer[pos:]
+    if buffer:
+        yield offset, offset + len(buffer), buffer, False
