@@ -122,6 +122,26 @@ def _order(record: Record, edits: _Edits, removed: frozenset[int]) -> tuple[int,
     return tuple(kept)
 
 
+def _slots_at(record: Record, edits: _Edits) -> list[Slot]:
+    """Return the slots at a record's raw place: its own, then what is placed after it."""
+    i = record.index
+    ops = tuple(edits.touching.get(i, ()))
+    removed = frozenset(edits.removed.get(i, ()))
+    if i in edits.whole_moves:
+        own = Slot(i, ops=ops, moved_away=True)
+    elif removed and len(removed) >= max(1, block_count(record)):
+        own = Slot(i, ops=ops, dropped=True)
+    else:
+        own = Slot(
+            i,
+            ops=ops,
+            removed_blocks=removed,
+            block_order=_order(record, edits, removed),
+            inserted=tuple(edits.inline.get(i, ())),
+        )
+    return [own, *_placed_slots(edits, i)]
+
+
 def layout(transcript: Transcript, plan: Plan) -> list[Slot]:
     """Return the slots of the repaired file in order, plus raw positions left behind.
 
@@ -131,49 +151,24 @@ def layout(transcript: Transcript, plan: Plan) -> list[Slot]:
     edits = _collect(transcript, plan.ops)
     slots: list[Slot] = []
     for record in transcript.records:
-        i = record.index
-        ops = tuple(edits.touching.get(i, ()))
-        removed = frozenset(edits.removed.get(i, ()))
-        if i in edits.whole_moves:
-            slots.append(Slot(i, ops=ops, moved_away=True))
-        elif removed and len(removed) >= max(1, block_count(record)):
-            slots.append(Slot(i, ops=ops, dropped=True))
-        else:
-            slots.append(
-                Slot(
-                    i,
-                    ops=ops,
-                    removed_blocks=removed,
-                    block_order=_order(record, edits, removed),
-                    inserted=tuple(edits.inline.get(i, ())),
-                )
-            )
-        slots.extend(_placed_slots(edits, i))
+        slots.extend(_slots_at(record, edits))
     return slots
 
 
-def relayout_path(path: list[int], slots: list[Slot]) -> list[Slot]:
-    """Return the written slots that belong to the branch `path` (record indexes), in path order.
+def sparse_layout(transcript: Transcript, plan: Plan) -> dict[int, list[Slot]]:
+    """Return `layout` for the records a plan changes only: {record index: its slots}.
 
-    Used by tree formats: a new or moved record joins the branch right after its
-    anchor, and records that leave the file leave the branch.
+    Every record missing from the map is written as it was, at its place; a
+    long session with a few repairs costs a few slots, not one per record.
     """
-    on_path = set(path)
-    after: dict[int, list[Slot]] = {}
-    own: dict[int, Slot] = {}
-    current: int | None = None
-    for slot in slots:
-        if slot.record is not None and not slot.moved_in:
-            current = slot.record
-            own[current] = slot
-        elif current is not None:
-            after.setdefault(current, []).append(slot)
-    result: list[Slot] = []
-    for index in path:
-        if index not in on_path or index not in own:
-            continue
-        slot = own[index]
-        if slot.written:
-            result.append(slot)
-        result.extend(after.get(index, ()))
-    return result
+    edits = _collect(transcript, plan.ops)
+    affected = (
+        edits.touching.keys()
+        | edits.removed.keys()
+        | edits.whole_moves.keys()
+        | edits.placed.keys()
+        | edits.inline.keys()
+        | edits.results_first
+    )
+    records = transcript.records
+    return {i: _slots_at(records[i], edits) for i in sorted(affected)}

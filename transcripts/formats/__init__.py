@@ -10,12 +10,13 @@ from __future__ import annotations
 import io
 import json
 import sys
+from collections.abc import Sequence
 from typing import Any, BinaryIO
 
 import orjson
 
 from transcripts.core.branch import branch_paths
-from transcripts.core.layout import Slot, layout, relayout_path
+from transcripts.core.layout import Slot, layout, sparse_layout
 from transcripts.core.model import Plan, RawSource, Record, Role, Transcript
 from transcripts.formats._json import (
     ScanError,
@@ -440,43 +441,50 @@ def _settle(fmt: Format, record: Record, data: bytes | FileSource, filename: str
         record.message_id = sys.intern(record.message_id)
 
 
-def _relink(transcript: Transcript, fmt: Format, slots: list[Slot]) -> dict[int | Slot, str]:
-    """Return new parent ids for records whose predecessor on the live branch changed."""
+def _relink(
+    transcript: Transcript, fmt: Format, at: dict[int, list[Slot]]
+) -> dict[int | Slot, str]:
+    """Return new parent ids for records whose predecessor on a branch changed.
+
+    `at` is the sparse layout (records it lacks are written as they were).
+    Keys are raw record indexes, or the Slot of a new record.
+    """
     parents: dict[int | Slot, str] = {}
     for path in branch_paths(transcript):
-        parents.update(_relink_path(transcript, fmt, slots, path))
+        parents.update(_relink_path(transcript, fmt, at, path))
     return parents
 
 
 def _relink_path(
-    transcript: Transcript, fmt: Format, slots: list[Slot], path: list[int]
+    transcript: Transcript, fmt: Format, at: dict[int, list[Slot]], path: list[int]
 ) -> dict[int | Slot, str]:
     records = transcript.records
-    before = {index: path[k - 1] for k, index in enumerate(path) if k}
-    branch = relayout_path(path, slots)
-    uids = {id(slot): _uid(transcript, fmt, slot) for slot in branch}
     parents: dict[int | Slot, str] = {}
-    for k, slot in enumerate(branch):
-        if not k:
-            continue
-        previous = branch[k - 1]
-        new_parent = uids[id(previous)]
-        if slot.record is None:
-            parents[slot] = new_parent
-            continue
-        record = records[slot.record]
-        if not slot.moved_in and (record.boundary or before.get(slot.record) == previous.record):
-            continue
-        if record.parent != new_parent:
-            parents[slot.record] = new_parent
+    previous: int | None = None  # raw index of the record written just before, if any
+    previous_uid: str | None = None
+    for k, index in enumerate(path):
+        before = path[k - 1] if k else None
+        placed: Sequence[Slot | None] = at.get(index) or (None,)
+        for slot in placed:
+            if slot is not None and not slot.written:
+                continue
+            if previous_uid is not None:
+                if slot is not None and slot.record is None:
+                    parents[slot] = previous_uid
+                else:
+                    moved = slot is not None and slot.moved_in
+                    own = index if slot is None or slot.record is None else slot.record
+                    record = records[own]
+                    unchanged = not moved and (record.boundary or before == previous)
+                    if not unchanged and record.parent != previous_uid:
+                        parents[own] = previous_uid
+            if slot is None or slot.record is not None:
+                written = index if slot is None or slot.record is None else slot.record
+                previous, previous_uid = written, records[written].uid or ""
+            else:
+                previous = None
+                previous_uid = fmt.new_uid(transcript, slot.op) if slot.op else ""
     return parents
-
-
-def _uid(transcript: Transcript, fmt: Format, slot: Slot) -> str:
-    if slot.record is not None:
-        return transcript.records[slot.record].uid or ""
-    assert slot.op is not None
-    return fmt.new_uid(transcript, slot.op)
 
 
 def _new_record(transcript: Transcript, fmt: Format, slot: Slot) -> Any:
@@ -540,11 +548,12 @@ def render_to(transcript: Transcript, plan: Plan, out: BinaryIO) -> None:
         writer.flush()
         return
     fmt = FORMATS[transcript.format]
-    slots = layout(transcript, plan)
-    parents = _relink(transcript, fmt, slots) if fmt.tree else {}
+    at = sparse_layout(transcript, plan)
+    parents = _relink(transcript, fmt, at) if fmt.tree else {}
     if fmt.jsonl:
-        _write_lines(transcript, fmt, slots, parents, writer)
+        _write_lines(transcript, fmt, at, parents, writer)
     else:
+        slots = layout(transcript, plan)
         pieces = [
             (slot, _record_bytes(transcript, fmt, slot, parents)) for slot in slots if slot.written
         ]
@@ -594,36 +603,50 @@ def _own(slot: Slot) -> int | None:
 def _write_lines(
     transcript: Transcript,
     fmt: Format,
-    slots: list[Slot],
+    at: dict[int, list[Slot]],
     parents: dict[int | Slot, str],
     writer: _Writer,
 ) -> None:
-    """Write JSONL records, each followed by its own line end (and any blank lines after it)."""
+    """Write JSONL records, each followed by its own line end (and any blank lines after it).
+
+    Records the sparse layout `at` lacks, and whose parent stays, are copied
+    as they were; the file's final newline, or lack of one, is kept.
+    """
     data, records = transcript.raw, transcript.records
     eol: bytes = transcript.style["eol"]
     ends_open = not data.endswith(b"\n")
-    written = [slot for slot in slots if slot.written]
+    last = _last_written(at, len(records))
     writer.raw(0, records[0].start)
-    for k, slot in enumerate(written):
-        own = _own(slot)
-        last = k == len(written) - 1
-        gap: tuple[int, int] | None = None
-        if own is not None:
-            following = records[own + 1].start if own + 1 < len(records) else len(data)
-            if following > records[own].end:
-                gap = (records[own].end, following)
-        verbatim = own is not None and slot.block_order is None and slot.record not in parents
-        if verbatim:
-            record = records[own] if own is not None else records[0]
-            writer.raw(record.start, record.end)
-        else:
-            writer.bytes(_record_bytes(transcript, fmt, slot, parents))
-        if last and ends_open:
-            continue  # the file had no final newline; neither has its repair
-        if gap is not None:
-            writer.raw(*gap)
-        else:
+    for i, record in enumerate(records):
+        here: Sequence[Slot | None] = at.get(i) or (None,)
+        for slot in here:
+            if slot is not None and not slot.written:
+                continue
+            own = i if slot is None else _own(slot)
+            if slot is None and i not in parents:
+                writer.raw(record.start, record.end)
+            else:
+                writer.bytes(_record_bytes(transcript, fmt, slot or Slot(i), parents))
+            if ends_open and (i, slot) == last:
+                continue  # the file had no final newline; neither has its repair
+            if own is not None:
+                following = records[own + 1].start if own + 1 < len(records) else len(data)
+                if following > records[own].end:
+                    writer.raw(records[own].end, following)
+                    continue
             writer.bytes(eol)
+
+
+def _last_written(at: dict[int, list[Slot]], count: int) -> tuple[int, Slot | None] | None:
+    """Return (record index, slot or None for an untouched record) of the last item written."""
+    for i in range(count - 1, -1, -1):
+        items = at.get(i)
+        if items is None:
+            return (i, None)
+        written = [slot for slot in items if slot.written]
+        if written:
+            return (i, written[-1])
+    return None
 
 
 def _join_elements(transcript: Transcript, pieces: list[tuple[Slot, bytes]]) -> bytes:
