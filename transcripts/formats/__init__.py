@@ -198,6 +198,14 @@ _NONE: Any = _Empty()
 _SHAPE_ERRORS = (TypeError, AttributeError, KeyError, IndexError, ValueError)
 
 
+def _provider(fmt: Format, records: list[Record]) -> str:
+    """Return the session's provider; the format's default when a record's shape is odd."""
+    try:
+        return fmt.provider_of(records)
+    except _SHAPE_ERRORS:
+        return fmt.provider
+
+
 def _classify(fmt: Format, obj: Any, record: Record, filename: str) -> None:
     """Classify one record; a record whose shape the format cannot read is malformed.
 
@@ -298,7 +306,7 @@ def _load_document(data: bytes, filename: str, root: Any, format: str | None) ->
             style["sep"] = data[records[0].end : records[1].start]
         else:
             style["sep"] = b"," + data[records[0].start - len(base.encode()) - 1 : records[0].start]
-    provider = fmt.provider_of(records)
+    provider = _provider(fmt, records)
     return Transcript(
         fmt.id,
         provider,
@@ -376,7 +384,7 @@ def _load_jsonl(
     if first_obj is not None:
         sample = data[first_obj.start : first_obj.end]
         style["element"] = sniff_style(sample.decode("utf-8", "replace"), "", sample.isascii())
-    provider = fmt.provider_of(records)
+    provider = _provider(fmt, records)
     return Transcript(
         fmt.id,
         provider,

@@ -123,8 +123,9 @@ class OpenClaw(Format):
     def provider_of(self, records: list[Record]) -> str:
         for record in reversed(records):
             if record.role is Role.ASSISTANT and isinstance(record.obj, dict):
-                api = record.obj.get("message", {}).get("api")
-                if api in _PROVIDERS:
+                message = record.obj.get("message")
+                api = message.get("api") if isinstance(message, dict) else None
+                if isinstance(api, str) and api in _PROVIDERS:
                     return _PROVIDERS[api]
         return self.provider
 
