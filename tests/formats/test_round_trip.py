@@ -109,3 +109,39 @@ def test_a_json_documents_indent_and_spellings_survive_a_repair(file: tuple[str,
             assert b"\n" not in element
     assert b"1e+21" in out and b"1.0" in out
     assert not analyze(out, name).plan
+
+
+def test_a_codex_rollout_in_the_older_direct_layout_is_read_and_repaired() -> None:
+    lines = [
+        {"id": "s-1", "timestamp": "2025-05-01T10:00:00Z", "instructions": None},
+        {"record_type": "state"},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "ls"}]},
+        {
+            "type": "function_call",
+            "name": "shell",
+            "arguments": '{"command":["ls"]}',
+            "call_id": "call_1",
+        },
+        {"type": "function_call_output", "call_id": "call_1", "output": "a\nb"},
+        {
+            "type": "function_call",
+            "name": "shell",
+            "arguments": '{"command":["pwd"]}',
+            "call_id": "call_2",
+        },
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "stop"}]},
+    ]
+    data = "".join(json.dumps(line) + "\n" for line in lines).encode()
+    result = analyze(data, "rollout-old.jsonl", "native")
+    assert result.format == "codex"
+    assert [(str(f.kind), f.tool_call_id, f.record) for f in result.faults] == [
+        ("missing_result", "call_2", 5)
+    ]
+    out = result.repaired.splitlines()
+    assert json.loads(out[6]) == {
+        "type": "function_call_output",
+        "call_id": "call_2",
+        "output": "aborted",
+    }
+    assert out[:6] == data.splitlines()[:6]
+    assert not analyze(result.repaired, "rollout-old.jsonl").plan

@@ -41,6 +41,14 @@ class Codex(Format):
         first = sample[0] if sample else None
         if isinstance(first, dict) and first.get("type") == "session_meta" and "payload" in first:
             return True
+        # The older "direct" layout: a bare {id, timestamp, instructions} header, then
+        # bare Responses items (and, older still, `record_type: "state"` lines).
+        if (
+            isinstance(first, dict)
+            and {"id", "timestamp", "instructions"} <= first.keys()
+            and "type" not in first
+        ):
+            return True
         return any(
             isinstance(obj, dict) and obj.get("type") in _ENVELOPE[:3] and "payload" in obj
             for obj in sample
@@ -49,6 +57,8 @@ class Codex(Format):
     def classify(self, obj: Any, record: Record) -> None:
         kind = obj.get("type")
         payload = obj.get("payload")
+        if "payload" not in obj and isinstance(kind, str) and kind not in _ENVELOPE:
+            kind, payload = "response_item", obj  # a bare item of the direct layout
         record.timestamp = obj.get("timestamp") if isinstance(obj.get("timestamp"), str) else None
         record.role = Role.META
         record.kind = str(kind)
@@ -114,16 +124,22 @@ class Codex(Format):
     def synthetic(self, transcript: Transcript, op: Op) -> Any:
         assert op.call is not None
         call_line = transcript.records[op.call.record].obj
-        output_type = _OUTPUT_FOR.get(call_line["payload"].get("type"), "function_call_output")
+        item = call_line.get("payload", call_line)
+        output_type = _OUTPUT_FOR.get(item.get("type"), "function_call_output")
         sibling = next(
             (
                 r.obj
                 for r in transcript.records
-                if r.results and r.obj["payload"].get("type") == output_type
+                if r.results
+                and isinstance(r.obj.get("payload"), dict)
+                and r.obj["payload"].get("type") == output_type
             ),
             None,
         )
         payload = {"type": output_type, "call_id": op.call.id, "output": op.text}
+        if "payload" not in call_line:
+            bare = next((r.obj for r in transcript.records if r.results), None)
+            return ordered_like(bare, payload)
         line = {
             "timestamp": call_line.get("timestamp"),
             "type": "response_item",
