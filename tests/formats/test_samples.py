@@ -17,6 +17,7 @@ ORPHANS = {
     "claude_code.jsonl": ("claude_code", "toolu_01CCCCCCCCCCCCCCCCCCCCCC", 8),
     "openclaw.jsonl": ("openclaw", "toolu_01QQQQQQQQQQQQQQQQQQQQQQ", 7),
     "codex_rollout.jsonl": ("codex", "call_CCCCCCCCCCCCCCCCCCCCCC02", 13),
+    "openhands_v1_events.json": ("openhands", "call_OOOOOOOOOOOOOOOOOOOOOO02", 3),
     "openai_chat.json": ("openai_chat", "call_CCCCCCCCCCCCCCCCCCCCCCCC", 6),
     "anthropic_messages.json": ("anthropic", "toolu_01CCCCCCCCCCCCCCCCCCCCCC", 3),
     "cline_api_conversation_history.json": ("anthropic", "toolu_01LLLLLLLLLLLLLLLLLLLLLL", 3),

@@ -37,6 +37,7 @@ from transcripts.formats.langchain import LangChain
 from transcripts.formats.openai_chat import OpenAIChat
 from transcripts.formats.openai_functions import OpenAIFunctions
 from transcripts.formats.openclaw import OpenClaw
+from transcripts.formats.openhands import OpenHands
 from transcripts.formats.responses import Responses
 from transcripts.formats.source import CHUNK, FileSource, iter_lines
 from transcripts.formats.vercel_ai import VercelAI
@@ -59,6 +60,7 @@ FORMATS: dict[str, Format] = {
         VercelAI(),
         Bedrock(),
         Anthropic(),
+        OpenHands(),
         Gemini(),
         GeminiCheckpoint(),
         GeminiCli(),
