@@ -118,3 +118,16 @@ def test_a_mid_history_orphan_is_answered_at_the_start_of_the_next_user_message(
     assert rest == original[2]["content"]
     assert repaired[:2] == original[:2]
     assert repaired[3:] == original[3:]
+
+
+def test_discarding_a_call_drops_the_reasoning_item_that_led_to_it() -> None:
+    _, name, data = _load("07_codex-interrupt-no-tool-output")
+    result = analyze(data, name, "discard")
+    assert [(op.kind.value, op.record) for op in result.plan.ops] == [
+        ("drop_call", 5),
+        ("drop_record", 4),
+    ]
+    out = result.repaired.splitlines()
+    original = data.splitlines()
+    assert out == original[:4] + original[6:]
+    assert validate(load(result.repaired, name)) == []

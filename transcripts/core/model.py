@@ -125,6 +125,8 @@ class Record:
     carries an error message (OpenMAIC's "interrupted assistant frame").
     `inactive` marks a record kept in the file but no longer part of the
     conversation: superseded by a later write of the same message, or rewound.
+    `leads` marks a record that must be followed by the item it produced (a
+    Responses `reasoning` item): it goes when everything it leads goes.
     """
 
     index: int
@@ -147,6 +149,7 @@ class Record:
     aborted: bool = False
     interrupted: bool = False
     inactive: bool = False
+    leads: bool = False
     error: str | None = None
     line: int = 0
     source: Any = None

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from transcripts.core.detect import Pairing, Turn, other_blocks, pair
+from transcripts.core.layout import block_count
 from transcripts.core.model import (
     Action,
     Fault,
@@ -177,4 +178,47 @@ def repair(
     # OpenMAIC drops interrupted frames only when a repair happens at all (§1A A4.2).
     if ops:
         ops.extend(frames)
+    ops.extend(_orphaned_leaders(transcript, pairing, ops))
     return Plan(policy=policy.name, ops=tuple(ops))
+
+
+def _orphaned_leaders(transcript: Transcript, pairing: Pairing, ops: list[Op]) -> list[Op]:
+    """Return drops for records whose every led item the plan drops (Responses reasoning).
+
+    The Responses API refuses a `reasoning` item without the item it produced
+    (formats.md §3, invariant 4), so dropping a call drops its reasoning too.
+    """
+    records = transcript.records
+    gone = _dropped_whole(transcript, ops)
+    if not gone:
+        return []
+    drops: list[Op] = []
+    context = pairing.context
+    for k, index in enumerate(context):
+        if not records[index].leads:
+            continue
+        led = []
+        for following in context[k + 1 :]:
+            record = records[following]
+            if record.role is Role.META:
+                continue
+            if record.role is not Role.ASSISTANT or record.leads:
+                break
+            led.append(following)
+        cause = next((op for op in ops if op.record in led), None)
+        if led and cause is not None and all(i in gone for i in led):
+            drops.append(Op(OpKind.DROP_RECORD, cause.fault, cause.policy_row, index))
+    return drops
+
+
+def _dropped_whole(transcript: Transcript, ops: list[Op]) -> set[int]:
+    """Return the records the ops remove entirely (every block dropped)."""
+    removed: dict[int, set[int]] = {}
+    for op in ops:
+        if op.kind in (OpKind.DROP_CALL, OpKind.DROP_RESULT) and op.record is not None:
+            removed.setdefault(op.record, set()).add(op.block or 0)
+    return {
+        index
+        for index, blocks in removed.items()
+        if len(blocks) >= max(1, block_count(transcript.records[index]))
+    }

@@ -171,6 +171,28 @@ def _messages(transcript: Transcript, order: list[int], provider: str) -> list[_
     return messages
 
 
+def _leaders_alone(transcript: Transcript, order: list[int]) -> list[Violation]:
+    """Return the reasoning items not followed by the item they produced."""
+    records = transcript.records
+    found = []
+    for k, index in enumerate(order):
+        if not records[index].leads:
+            continue
+        following = next(
+            (records[i] for i in order[k + 1 :] if records[i].role is not Role.META), None
+        )
+        if following is None or following.role is not Role.ASSISTANT or following.leads:
+            item = records[index].kind
+            found.append(
+                Violation(
+                    index,
+                    "",
+                    f"Item of type '{item}' was provided without its required following item.",
+                )
+            )
+    return found
+
+
 def validate(
     transcript: Transcript,
     provider: str | None = None,
@@ -213,6 +235,8 @@ def validate(
                 text = f"messages.{message.index}.content.{block}: `tool_use` ids must be unique"
                 violations.append(Violation(rec, cid, text))
             seen_calls.add(cid)
+    if provider == "openai_responses":
+        violations.extend(_leaders_alone(transcript, order))
     if not adjacent:
         open_calls: set[str] = set()
         answered: set[str] = set()

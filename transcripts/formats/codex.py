@@ -118,6 +118,7 @@ class Codex(Format):
             # that needs no answer.
             record.role = Role.ASSISTANT
             record.other_blocks = 1
+            record.leads = item == "reasoning"
             summary = payload.get("summary")
             record.text = preview(summary) if summary else f"({item})"
 

@@ -54,13 +54,13 @@ class OpenHands(Format):
             if isinstance(obj.get("llm_response_id"), str):
                 record.message_id = obj["llm_response_id"]
             thought = obj.get("thought")
-            record.other_blocks = 1 if thought else 0
+            # The thought belongs to the action: the event is kept or dropped whole.
             record.calls.append(
                 ToolCall(
                     str(call_id or ""),
                     str(name or ""),
                     record.index,
-                    record.other_blocks,
+                    0,
                     canonical(args),
                     call_problem(call_id, name, args),
                 )
