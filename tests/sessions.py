@@ -387,3 +387,84 @@ def codex(script: Script) -> bytes:
     for call in late:
         output(call, "again")
     return "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines).encode()
+
+
+def gemini(script: Script) -> bytes:
+    contents: list[dict] = []
+
+    def user(parts: list[dict]) -> None:
+        contents.append({"role": "user", "parts": parts})
+
+    def response(call: str, text: str) -> dict:
+        return {"functionResponse": {"id": call, "name": "run", "response": {"output": text}}}
+
+    late: list[str] = []
+    for k, turn in enumerate(script.turns):
+        user([{"text": f"task {k}"}])
+        if late:
+            user([response(c, "again") for c in late])
+        late = []
+        parts: list[dict] = [{"text": turn.text}] if turn.text else []
+        parts += [{"functionCall": {"id": c, "name": "run", "args": {"n": k}}} for c in turn.calls]
+        if parts:
+            contents.append({"role": "model", "parts": parts})
+        now, after, late = _results_plan(turn)
+        if now:
+            user([response(c, "out " + c) for c in now])
+        if after:
+            user([{"text": "hurry up"}])
+            user([response(c, "out " + c) for c in after])
+        contents.append({"role": "model", "parts": [{"text": turn.reply or "done"}]})
+    if late:
+        user([response(c, "again") for c in late])
+    return json.dumps({"contents": contents}, indent=2, ensure_ascii=False).encode()
+
+
+def openhands(script: Script) -> bytes:
+    events: list[dict] = []
+
+    def event(kind: str, **body: object) -> None:
+        events.append({"kind": kind, "id": f"ev-{len(events):04d}", **body})
+
+    def message(role: str, text: str) -> None:
+        event(
+            "MessageEvent",
+            source=role,
+            llm_message={"role": role, "content": [{"type": "text", "text": text}]},
+        )
+
+    def observation(call: str, text: str) -> None:
+        event(
+            "ObservationEvent",
+            source="environment",
+            tool_name="run",
+            tool_call_id=call,
+            observation={"content": [{"type": "text", "text": text}]},
+        )
+
+    late: list[str] = []
+    for k, turn in enumerate(script.turns):
+        message("user", f"task {k}")
+        for call in late:
+            observation(call, "again")
+        late = []
+        for call in turn.calls:
+            event(
+                "ActionEvent",
+                source="agent",
+                tool_name="run",
+                tool_call_id=call,
+                llm_response_id=f"resp-{k}",
+                tool_call={"id": call, "name": "run", "arguments": json.dumps({"n": k})},
+            )
+        now, after, late = _results_plan(turn)
+        for call in now:
+            observation(call, "out " + call)
+        if after:
+            message("user", "hurry up")
+            for call in after:
+                observation(call, "out " + call)
+        message("assistant", turn.reply or "done")
+    for call in late:
+        observation(call, "again")
+    return json.dumps(events, indent=2).encode()

@@ -21,6 +21,8 @@ BUILDERS: dict[str, tuple[str, Callable[[sessions.Script], bytes]]] = {
     "claude_code_crlf": ("s.jsonl", lambda s: sessions.claude_code(s, "\r\n", False)),
     "openclaw": ("s.jsonl", sessions.openclaw),
     "codex": ("s.jsonl", sessions.codex),
+    "gemini": ("s.json", sessions.gemini),
+    "openhands": ("s.json", sessions.openhands),
 }
 formats = st.sampled_from(sorted(BUILDERS))
 

@@ -86,16 +86,21 @@ def request_positions(
 
     Anthropic merges consecutive messages of one role into one turn and takes
     `system` out of `messages`; Chat Completions sends every message as is.
+    Records that one API response was split into (one `message_id`) are one
+    message everywhere.
     """
     merge = (provider or transcript.provider) in ("anthropic", "bedrock")
     positions: dict[int, tuple[int, int]] = {}
     message, blocks, last_role = -1, 0, None
+    last_id: str | None = None
     for index in context:
         record = transcript.records[index]
         if record.role is Role.META or (merge and record.role is Role.SYSTEM):
             continue
         role = Role.USER if merge and record.role is Role.TOOL else record.role
-        if merge and role is last_role:
+        same_response = record.message_id is not None and record.message_id == last_id
+        last_id = record.message_id
+        if (merge or same_response) and role is last_role:
             positions[index] = (message, blocks)
         else:
             message, blocks = message + 1, 0
