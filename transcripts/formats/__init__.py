@@ -308,19 +308,7 @@ def _load_document(data: bytes, filename: str, root: Any, format: str | None) ->
             style["sep"] = data[records[0].end : records[1].start]
         else:
             style["sep"] = b"," + data[records[0].start - len(base.encode()) - 1 : records[0].start]
-    provider = _provider(fmt, records)
-    return Transcript(
-        fmt.id,
-        provider,
-        records,
-        data,
-        filename=filename,
-        adjacent=fmt.adjacent(provider),
-        inline_results=fmt.inline_results,
-        results_on_calls=fmt.results_on_calls,
-        native_text=fmt.native_text,
-        style=style,
-    )
+    return _transcript(fmt, records, data, filename, style)
 
 
 def _read_line(
@@ -386,6 +374,17 @@ def _load_jsonl(
     if first_obj is not None:
         sample = data[first_obj.start : first_obj.end]
         style["element"] = sniff_style(sample.decode("utf-8", "replace"), "", sample.isascii())
+    return _transcript(fmt, records, data, filename, style)
+
+
+def _transcript(
+    fmt: Format,
+    records: list[Record],
+    data: bytes | FileSource,
+    filename: str,
+    style: dict[str, Any],
+) -> Transcript:
+    """Return the Transcript of `records`, with what its format says about pairing."""
     provider = _provider(fmt, records)
     return Transcript(
         fmt.id,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from transcripts.core.model import Record, ToolCall, ToolResult
-from transcripts.formats.base import call_problem, canonical, preview
+from transcripts.core.model import Record, ToolResult
+from transcripts.formats.base import add_call, preview
 
 
 def read_blocks(content: Any, record: Record) -> None:
@@ -22,16 +22,7 @@ def read_blocks(content: Any, record: Record) -> None:
         if kind == "tool_use" and isinstance(block, dict):
             name = str(block.get("name") or "")
             call_id, args = block.get("id"), block.get("input")
-            record.calls.append(
-                ToolCall(
-                    str(call_id or ""),
-                    name,
-                    record.index,
-                    j,
-                    canonical(args),
-                    call_problem(call_id, block.get("name"), args),
-                )
-            )
+            add_call(record, j, call_id, block.get("name"), args)
             texts.append(f"{name}({preview(record.calls[-1].args, 200)})")
         elif kind == "tool_result" and isinstance(block, dict):
             text = preview(block.get("content"))

@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 import orjson
 
-from transcripts.core.model import Op, Record, Transcript
+from transcripts.core.model import Op, Record, ToolCall, Transcript
 
 
 class Format:
@@ -160,6 +160,26 @@ def call_problem(call_id: Any, name: Any, args: Any, partial: bool = False) -> s
         except orjson.JSONDecodeError as exc:
             return f"the call's arguments are not valid JSON ({exc.msg}); cut off mid-stream?"
     return ""
+
+
+def add_call(
+    record: Record, block: int, call_id: Any, name: Any, args: Any, *, partial: bool = False
+) -> ToolCall:
+    """Append the tool call of block `block` to `record` (ids and names as read) and return it.
+
+    Its arguments are kept as `canonical` text; `call_problem` says whether it
+    is malformed (`partial`: its arguments were cut off mid-stream).
+    """
+    call = ToolCall(
+        str(call_id or ""),
+        name if isinstance(name, str) else "",
+        record.index,
+        block,
+        canonical(args),
+        call_problem(call_id, name, args, partial),
+    )
+    record.calls.append(call)
+    return call
 
 
 def digest(*parts: object) -> str:

@@ -16,9 +16,15 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from transcripts.core.model import Op, OpKind, Record, Role, ToolCall, ToolResult, Transcript
+from transcripts.core.model import Op, OpKind, Record, Role, ToolResult, Transcript
 from transcripts.formats._json import ordered_like
-from transcripts.formats.base import Format, Placed, call_problem, canonical, merge_blocks, preview
+from transcripts.formats.base import (
+    Format,
+    Placed,
+    add_call,
+    merge_blocks,
+    preview,
+)
 from transcripts.formats.openai_chat import _messages
 
 # The members of Converse's ContentBlock union.
@@ -98,16 +104,7 @@ class Bedrock(Format):
             if isinstance(use, dict):
                 call_id, raw_name, args = use.get("toolUseId"), use.get("name"), use.get("input")
                 name = raw_name if isinstance(raw_name, str) else ""
-                record.calls.append(
-                    ToolCall(
-                        str(call_id or ""),
-                        name,
-                        record.index,
-                        j,
-                        canonical(args),
-                        call_problem(call_id, raw_name, args),
-                    )
-                )
+                add_call(record, j, call_id, raw_name, args)
                 texts.append(f"{name}({preview(record.calls[-1].args, 200)})")
             elif isinstance(result, dict):
                 text = preview(result.get("content"))

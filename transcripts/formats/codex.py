@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from transcripts.core.model import Op, Record, Role, ToolCall, ToolResult, Transcript
+from transcripts.core.model import Op, Record, Role, ToolResult, Transcript
 from transcripts.formats._json import ordered_like
-from transcripts.formats.base import Format, Placed, call_problem, canonical, preview
+from transcripts.formats.base import Format, Placed, add_call, canonical, preview
 
 _CALLS = {"function_call", "custom_tool_call", "local_shell_call"}
 _OUTPUTS = {
@@ -93,16 +93,7 @@ class Codex(Format):
                 args = {"input": payload.get("input")}  # free-form text, not JSON
             else:
                 args = payload.get("action")
-            record.calls.append(
-                ToolCall(
-                    str(call_id or ""),
-                    str(name or ""),
-                    record.index,
-                    0,
-                    canonical(args),
-                    call_problem(call_id, name, args),
-                )
-            )
+            add_call(record, 0, call_id, name, args)
             record.text = preview(f"{name}({preview(canonical(args), 200)})")
         elif item in _OUTPUTS:
             record.role = Role.TOOL

@@ -19,12 +19,18 @@ from transcripts.core.model import (
     OpKind,
     Record,
     Role,
-    ToolCall,
     ToolResult,
     Transcript,
 )
 from transcripts.formats._json import ordered_like
-from transcripts.formats.base import Format, Placed, call_problem, canonical, merge_blocks, preview
+from transcripts.formats.base import (
+    Format,
+    Placed,
+    add_call,
+    canonical,
+    merge_blocks,
+    preview,
+)
 
 # What Gemini CLI itself writes as the response of a call the user cancelled.
 CANCELLED = "[Operation Cancelled] Reason: User did not allow tool call"
@@ -76,16 +82,7 @@ class Gemini(Format):
                 call = part["functionCall"]
                 name = str(call.get("name") or "")
                 call_id = call.get("id") or _positional(name, call_ranks)
-                record.calls.append(
-                    ToolCall(
-                        str(call_id),
-                        name,
-                        record.index,
-                        j,
-                        canonical(call.get("args")),
-                        call_problem(call_id, call.get("name"), call.get("args", {})),
-                    )
-                )
+                add_call(record, j, call_id, call.get("name"), call.get("args", {}))
                 texts.append(f"{name}({preview(canonical(call.get('args')), 200)})")
             elif isinstance(part, dict) and isinstance(part.get("functionResponse"), dict):
                 response = part["functionResponse"]

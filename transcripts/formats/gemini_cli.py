@@ -13,8 +13,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from transcripts.core.model import Op, Record, Role, ToolCall, ToolResult, Transcript
-from transcripts.formats.base import Format, Placed, call_problem, canonical, preview
+from transcripts.core.model import Op, Record, Role, ToolResult, Transcript
+from transcripts.formats.base import Format, Placed, add_call, canonical, preview
 from transcripts.formats.gemini import CANCELLED
 
 # A call in one of these states needs no result written by anyone else: the CLI
@@ -64,16 +64,7 @@ class GeminiCli(Format):
             if not isinstance(call, dict):
                 continue
             call_id, name = call.get("id"), call.get("name")
-            record.calls.append(
-                ToolCall(
-                    str(call_id or ""),
-                    str(name or ""),
-                    record.index,
-                    k + 1,
-                    canonical(call.get("args")),
-                    call_problem(call_id, name, call.get("args", {})),
-                )
-            )
+            add_call(record, k + 1, call_id, name, call.get("args", {}))
             texts.append(f"{name}({preview(canonical(call.get('args')), 200)})")
             answered = call.get("result") is not None or call.get("status") in _FINAL
             if answered:

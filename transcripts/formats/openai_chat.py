@@ -10,9 +10,9 @@ import copy
 import json
 from typing import Any
 
-from transcripts.core.model import Op, Record, Role, ToolCall, ToolResult, Transcript
+from transcripts.core.model import Op, Record, Role, ToolResult, Transcript
 from transcripts.formats._json import ordered_like
-from transcripts.formats.base import Format, Placed, call_problem, canonical, preview
+from transcripts.formats.base import Format, Placed, add_call, preview
 
 _ROLES = {"user": Role.USER, "assistant": Role.ASSISTANT, "tool": Role.TOOL}
 
@@ -71,16 +71,7 @@ class OpenAIChat(Format):
             name = raw_name if isinstance(raw_name, str) else ""
             call_id = call.get("id") if isinstance(call, dict) else None
             args = function.get("arguments") if isinstance(function, dict) else None
-            record.calls.append(
-                ToolCall(
-                    str(call_id or ""),
-                    name,
-                    record.index,
-                    first + k,
-                    canonical(args),
-                    call_problem(call_id, raw_name, args),
-                )
-            )
+            add_call(record, first + k, call_id, raw_name, args)
             texts.append(
                 f"{name}({preview(args if isinstance(args, str) else json.dumps(args), 200)})"
             )

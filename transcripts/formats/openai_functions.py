@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from transcripts.core.model import POSITIONAL, Op, Record, Role, ToolCall, ToolResult, Transcript
+from transcripts.core.model import POSITIONAL, Op, Record, Role, ToolResult, Transcript
 from transcripts.formats._json import ordered_like
-from transcripts.formats.base import Placed, call_problem, canonical, preview
+from transcripts.formats.base import Placed, add_call, preview
 from transcripts.formats.openai_chat import OpenAIChat, _messages
 
 
@@ -74,16 +74,7 @@ class OpenAIFunctions(OpenAIChat):
         raw_name, args = call.get("name"), call.get("arguments")
         name = raw_name if isinstance(raw_name, str) else ""
         call_id = _legacy_id(raw_name)
-        record.calls.append(
-            ToolCall(
-                call_id,
-                name,
-                record.index,
-                _legacy_block(obj),
-                canonical(args),
-                call_problem(call_id, raw_name, args),
-            )
-        )
+        add_call(record, _legacy_block(obj), call_id, raw_name, args)
         shown = args if isinstance(args, str) else json.dumps(args)
         record.text = preview(f"{record.text} {name}({preview(shown, 200)})")
 

@@ -12,10 +12,16 @@ import copy
 from typing import Any
 
 from transcripts.core.markers import OPENCLAW_SENTENCE
-from transcripts.core.model import Op, Record, Role, ToolCall, ToolResult, Transcript
+from transcripts.core.model import Op, Record, Role, ToolResult, Transcript
 from transcripts.core.policy import INTERRUPTED_TEXT
 from transcripts.formats._json import ordered_like
-from transcripts.formats.base import Format, Placed, call_problem, canonical, digest, preview
+from transcripts.formats.base import (
+    Format,
+    Placed,
+    add_call,
+    digest,
+    preview,
+)
 
 _CALL_TYPES = ("toolCall", "toolUse", "functionCall")
 _CONTEXT_ENTRIES = ("custom_message", "branch_summary")
@@ -87,14 +93,12 @@ class OpenClaw(Format):
             for j, block in enumerate(content if isinstance(content, list) else []):
                 kind = block.get("type") if isinstance(block, dict) else None
                 if kind in _CALL_TYPES and isinstance(block, dict):
-                    name = str(block.get("name") or "")
-                    raw_id = block.get("id")
                     args = block.get("arguments", block.get("input"))
-                    problem = call_problem(raw_id, block.get("name"), args, "partialJson" in block)
-                    record.calls.append(
-                        ToolCall(str(raw_id or ""), name, record.index, j, canonical(args), problem)
+                    partial = "partialJson" in block
+                    call = add_call(
+                        record, j, block.get("id"), block.get("name"), args, partial=partial
                     )
-                    texts.append(f"{name}({preview(record.calls[-1].args, 200)})")
+                    texts.append(f"{call.name}({preview(call.args, 200)})")
                 else:
                     record.other_blocks += 1
                     if kind == "text" and isinstance(block, dict):

@@ -11,9 +11,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from transcripts.core.model import Op, Record, Role, ToolCall, ToolResult, Transcript
+from transcripts.core.model import Op, Record, Role, ToolResult, Transcript
 from transcripts.formats._json import ordered_like
-from transcripts.formats.base import Format, Placed, call_problem, canonical, digest, preview
+from transcripts.formats.base import (
+    Format,
+    Placed,
+    add_call,
+    canonical,
+    digest,
+    preview,
+)
 
 _RESULTS = ("ObservationEvent", "UserRejectObservation", "AgentErrorEvent")
 _INTERRUPTED = "The action was interrupted before it returned an observation."
@@ -55,16 +62,7 @@ class OpenHands(Format):
                 record.message_id = obj["llm_response_id"]
             thought = obj.get("thought")
             # The thought belongs to the action: the event is kept or dropped whole.
-            record.calls.append(
-                ToolCall(
-                    str(call_id or ""),
-                    str(name or ""),
-                    record.index,
-                    0,
-                    canonical(args),
-                    call_problem(call_id, name, args),
-                )
-            )
+            add_call(record, 0, call_id, name, args)
             record.text = preview(f"{preview(thought)} {name}({preview(canonical(args), 120)})")
         elif kind in _RESULTS:
             record.role = Role.TOOL

@@ -16,9 +16,15 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from transcripts.core.model import Op, Record, Role, ToolCall, ToolResult, Transcript
+from transcripts.core.model import Op, Record, Role, ToolResult, Transcript
 from transcripts.formats._json import ordered_like
-from transcripts.formats.base import Format, Placed, call_problem, canonical, merge_blocks, preview
+from transcripts.formats.base import (
+    Format,
+    Placed,
+    add_call,
+    merge_blocks,
+    preview,
+)
 from transcripts.formats.openai_chat import _messages
 
 _ROLES = {"user": Role.USER, "assistant": Role.ASSISTANT, "tool": Role.TOOL}
@@ -125,16 +131,7 @@ class VercelAI(Format):
                 call_id, raw_name = part.get("toolCallId"), part.get("toolName")
                 args = part.get("input", part.get("args"))
                 name = raw_name if isinstance(raw_name, str) else ""
-                record.calls.append(
-                    ToolCall(
-                        str(call_id or ""),
-                        name,
-                        record.index,
-                        j,
-                        canonical(args),
-                        call_problem(call_id, raw_name, args),
-                    )
-                )
+                add_call(record, j, call_id, raw_name, args)
                 texts.append(f"{name}({preview(record.calls[-1].args, 200)})")
             elif kind == "tool-result" and role == "tool":
                 text, is_error = _output_text(part)
