@@ -90,21 +90,25 @@ TEMPLATES = [
     },
 ]
 
+# WAL lets the worker write while the web server reads; IMMEDIATE takes the write
+# lock up front, so concurrent writers wait instead of failing with "database is
+# locked" halfway through a transaction.
+SQLITE_OPTIONS = {
+    "transaction_mode": "IMMEDIATE",
+    "timeout": 20,
+    "init_command": "PRAGMA journal_mode=WAL;PRAGMA synchronous=NORMAL;",
+}
+
 if database_url := os.getenv("DATABASE_URL"):
     DATABASES = {"default": dj_database_url.parse(database_url, conn_max_age=60)}
+    if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+        DATABASES["default"]["OPTIONS"] = SQLITE_OPTIONS
 else:
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": VAR_DIR / "pairfix.sqlite3",
-            # WAL lets the worker write while the web server reads; IMMEDIATE takes
-            # the write lock up front, so concurrent writers wait instead of failing
-            # with "database is locked" halfway through a transaction.
-            "OPTIONS": {
-                "transaction_mode": "IMMEDIATE",
-                "timeout": 20,
-                "init_command": "PRAGMA journal_mode=WAL;PRAGMA synchronous=NORMAL;",
-            },
+            "OPTIONS": SQLITE_OPTIONS,
             # A file, not memory: the test worker thread and the live server need
             # their own connections to the same test database.
             "TEST": {"NAME": str(VAR_DIR / "test.sqlite3")},
@@ -148,9 +152,17 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = envint("DATA_UPLOAD_MAX_MEMORY_SIZE", str(50 * 102
 FILE_UPLOAD_MAX_MEMORY_SIZE = DATA_UPLOAD_MAX_MEMORY_SIZE
 DATA_UPLOAD_MAX_NUMBER_FILES = envint("DATA_UPLOAD_MAX_NUMBER_FILES", "200")
 
+# Redis hands a task whose worker died without acknowledging it (acks_late) to
+# another worker after this many seconds; it must exceed the longest task.
+BROKER_VISIBILITY_TIMEOUT = envint("BROKER_VISIBILITY_TIMEOUT", "3600")
 if broker_url := os.getenv("CELERY_BROKER_URL"):
     CELERY_BROKER_URL = broker_url
-    CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {}
+    CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {
+        "visibility_timeout": BROKER_VISIBILITY_TIMEOUT,
+        # Look for such tasks often enough to honour a short timeout.
+        "unacked_restore_interval": min(10, max(1, BROKER_VISIBILITY_TIMEOUT // 5)),
+        "unacked_restore_throttle": 1,
+    }
 else:
     broker_dir = envpath("BROKER_DIR", VAR_DIR / "broker")
     for sub in ("queue", "control", "processed"):
@@ -170,6 +182,12 @@ CELERY_TASK_DEFAULT_QUEUE = os.getenv("CELERY_TASK_DEFAULT_QUEUE", "pairfix")
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+# Bulk jobs: items per task, and how long a worker's claim on an item holds
+# before another worker may take it over (its worker presumably died). Keep the
+# lease above the time one item takes and below BROKER_VISIBILITY_TIMEOUT.
+JOB_CHUNK_SIZE = envint("JOB_CHUNK_SIZE", "20")
+JOB_CLAIM_LEASE = envint("JOB_CLAIM_LEASE", "120")
 
 LOGGING = {
     "version": 1,

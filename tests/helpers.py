@@ -7,6 +7,7 @@ from pathlib import Path
 
 from django.conf import settings
 
+from transcripts import actions
 from transcripts.models import Job
 
 SAMPLES = Path(settings.BASE_DIR) / "demo" / "samples"
@@ -27,3 +28,14 @@ def wait_for_job(job: Job, timeout: float = 60) -> Job:
             return job
         time.sleep(0.1)
     raise AssertionError(f"job {job.pk} still {job.status} after {timeout}s")
+
+
+def run_inline(job: Job) -> Job:
+    """Do what the workers do for `job`, in this process; return it re-read.
+
+    The same actions the tasks call: fan out, then each chunk in turn.
+    """
+    for item_ids in actions.do_fan_out_job(job.pk):
+        assert actions.do_run_job_items(job.pk, item_ids) == []
+    job.refresh_from_db()
+    return job

@@ -2,22 +2,45 @@
 
 Each runs in `transaction.atomic(durable=True)`, takes the acting user as a
 keyword-only argument (None for the command line) and writes its audit rows in
-the same transaction. Tasks are enqueued on commit, so a worker never sees a
-job whose rows are not there yet.
+the same transaction.
+
+Jobs. Starting one creates the job and its items and sends the kickoff task in
+one transaction: the task is published before the commit, so a broker that is
+down rolls everything back (`BrokerUnavailable`) instead of leaving a job that
+never runs; the kickoff retries while the job's rows are not yet visible to
+the worker. The kickoff fans the items out in chunks; a worker claims each
+item with a conditional UPDATE and finishes it with another, on its own claim
+token, in the transaction that writes the item's result. Every task may run
+twice (`acks_late`): a finished item is never claimed again, and a claim
+whose worker died is taken over once its lease has passed.
 """
 
 from __future__ import annotations
 
+import difflib
+import json
 import os
+import shutil
+import tempfile
+import time
+import uuid
+import zipfile
+from collections import Counter
 from collections.abc import Iterable
-from functools import partial
+from datetime import datetime, timedelta
 from typing import Any
 
+from celery import Task
+from django.conf import settings
+from django.core.files import File
+from django.core.files.storage import default_storage
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import F, Q, QuerySet
 from django.utils import timezone
+from kombu.exceptions import OperationalError
+from kombu.utils.url import maybe_sanitize_url
 
-from transcripts.core.model import Op, OpKind
+from transcripts.core.model import FaultKind, Op, OpKind
 from transcripts.engine import ENGINE_VERSION, Analysis, analyze
 from transcripts.models import (
     AuditRecord,
@@ -27,6 +50,7 @@ from transcripts.models import (
     Revision,
     Session,
     Workspace,
+    blob_name,
     store_blob,
 )
 
@@ -39,9 +63,38 @@ REMOVING_OPS = {
     OpKind.RESULTS_FIRST,
 }
 
+# The job counter each finished item status adds to.
+COUNTERS = {
+    JobItem.Status.REPAIRED: "done",
+    JobItem.Status.WOULD_REPAIR: "done",
+    JobItem.Status.ROLLED_BACK: "done",
+    JobItem.Status.EXPORTED: "done",
+    JobItem.Status.UNCHANGED: "done",
+    JobItem.Status.FENCE_LOST: "fence_lost",
+    JobItem.Status.PENDING: "pending",
+    JobItem.Status.FAILED: "failed",
+}
+UNFINISHED = (JobItem.Status.QUEUED, JobItem.Status.RUNNING)
+
+# A dry run keeps this much of each session's diff: enough to judge the change.
+DIFF_LINES = 60
+DIFF_LINE_CHARS = 300
+
 
 class FenceLost(Exception):
-    """The session's head moved between reading it and writing the repair."""
+    """The session's head moved away from the revision the job started from."""
+
+
+class ClaimLost(Exception):
+    """The item was cancelled, or taken over by another worker, while this one worked on it."""
+
+
+class BrokerUnavailable(Exception):
+    """The task queue could not be reached, so nothing was started."""
+
+
+class JobStateError(Exception):
+    """The job is not in a state that allows what was asked (the message says why)."""
 
 
 def fit_name(name: str, limit: int) -> str:
@@ -57,11 +110,21 @@ def fit_name(name: str, limit: int) -> str:
     return stem[: limit - 1 - len(extension)] + "…" + extension
 
 
-def analyze_revision(revision: Revision, policy: str) -> Analysis:
-    """Return the analysis of `revision`'s bytes under `policy` (KeyError if unknown)."""
+def analyze_revision(
+    revision: Revision, policy: str, *, last_write: datetime | None = None
+) -> Analysis:
+    """Return the analysis of `revision`'s bytes under `policy` (KeyError if unknown).
+
+    With `last_write` (when the session's source was last written) the
+    session is checked for being live now: its unanswered tail calls are
+    then `pending_result` while within the engine's grace period.
+    """
     session = revision.session
     known_format = session.format if session.format != "unknown" and not session.error else None
-    return analyze(revision.read(), session.name, policy, format=known_format)
+    live: dict[str, float] = {}
+    if last_write is not None:
+        live = {"now": time.time(), "last_write": last_write.timestamp()}
+    return analyze(revision.read(), session.name, policy, format=known_format, **live)
 
 
 def do_create_workspace(name: str, *, acting_user: Any) -> Workspace:
@@ -84,12 +147,20 @@ def do_add_member(workspace: Workspace, user: Any, *, role: str) -> Membership:
     return membership
 
 
-def do_ingest_session(workspace: Workspace, name: str, data: bytes, *, acting_user: Any) -> Session:
+def do_ingest_session(
+    workspace: Workspace,
+    name: str,
+    data: bytes,
+    *,
+    acting_user: Any,
+    last_write: datetime | None = None,
+) -> Session:
     """Store `data` (any bytes, readable or not) as revision 0 of a new session.
 
     The bytes are kept exactly as given; an unreadable file becomes a session
     whose `error` says why (file, line, reason). A name too long for the
-    database is shortened with `fit_name`.
+    database is shortened with `fit_name`. `last_write` is when the source
+    file was last written, if known (a file read from disk; not an upload).
     """
     name = fit_name(name, Session._meta.get_field("name").max_length or len(name))
     analysis = analyze(data, name)
@@ -103,6 +174,7 @@ def do_ingest_session(workspace: Workspace, name: str, data: bytes, *, acting_us
             fault_counts=analysis.fault_counts,
             error=analysis.error or "",
             created_by=acting_user,
+            last_write=last_write,
         )
         raw = Revision.objects.create(
             session=session,
@@ -124,69 +196,329 @@ def do_ingest_session(workspace: Workspace, name: str, data: bytes, *, acting_us
     return session
 
 
-def do_start_repair_job(
-    workspace: Workspace, sessions: Iterable[Session], policy: str, *, acting_user: Any
-) -> Job:
-    """Create a job repairing `sessions` of `workspace` under `policy`; enqueue it on commit."""
-    from transcripts.tasks import run_repair_job
+# Starting, cancelling and retrying jobs.
 
-    with transaction.atomic(durable=True):
-        job = Job.objects.create(workspace=workspace, created_by=acting_user, policy=policy)
-        items = JobItem.objects.bulk_create(
-            JobItem(job=job, session=session) for session in sessions
-        )
-        job.total = len(items)
-        job.save(update_fields=["total"])
-        transaction.on_commit(partial(run_repair_job.delay, job.pk))
+
+def _send(task: Task, *args: Any) -> None:
+    """Publish `task` now, inside the caller's transaction; raise BrokerUnavailable if we can't.
+
+    A failure raises out of the caller's `atomic` block, so the job rows it
+    was about to commit are rolled back with it.
+    """
+    with task.app.connection_for_write() as connection:
+        try:
+            connection.ensure_connection(max_retries=1, interval_start=0, interval_step=0.5)
+            task.apply_async(args, connection=connection, retry=False)
+        except (OperationalError, *connection.connection_errors) as exc:
+            where = maybe_sanitize_url(task.app.conf.broker_url)
+            raise BrokerUnavailable(
+                f"The task queue ({where}) cannot be reached: {str(exc).rstrip('.')}. "
+                "Nothing was started; try again once it is back."
+            ) from exc
+
+
+def _create_job(
+    workspace: Workspace,
+    rows: Iterable[tuple[int, int]],
+    *,
+    kind: str,
+    policy: str,
+    acting_user: Any,
+    **fields: Any,
+) -> Job:
+    """Create a job with one item per (session id, base revision id) and send its kickoff.
+
+    Must run inside the caller's durable transaction.
+    """
+    from transcripts.tasks import start_job
+
+    job = Job.objects.create(
+        workspace=workspace, created_by=acting_user, kind=kind, policy=policy, **fields
+    )
+    items = JobItem.objects.bulk_create(
+        (JobItem(job=job, session_id=session_id, base_id=base_id) for session_id, base_id in rows),
+        batch_size=1000,
+    )
+    job.total = len(items)
+    job.save(update_fields=["total"])
+    _send(start_job, job.pk)
     return job
 
 
-def do_run_repair_job(job_id: int) -> None:
-    """Repair every queued item of job `job_id`, then mark the job done.
+def do_start_job(
+    workspace: Workspace,
+    sessions: Iterable[Session] | QuerySet[Session],
+    *,
+    policy: str,
+    kind: str = Job.Kind.REPAIR,
+    force: bool = False,
+    selection: dict[str, Any] | None = None,
+    acting_user: Any,
+) -> Job:
+    """Start a repair, dry run or export of `sessions` of `workspace` under `policy`.
 
-    Safe to run twice (a redelivered task): each item is claimed with a
-    conditional UPDATE inside the transaction that writes its result.
+    Each item's fence is its session's head now. `force` makes a repair
+    treat pending results as missing instead of skipping live sessions.
+    `selection` records the filter the sessions were chosen by. Raises
+    BrokerUnavailable (and creates nothing) when the task queue is down.
     """
-    Job.objects.filter(pk=job_id, status=Job.Status.QUEUED).update(status=Job.Status.RUNNING)
-    job = Job.objects.select_related("created_by").get(pk=job_id)
-    for item_id in job.items.filter(status=JobItem.Status.QUEUED).values_list("pk", flat=True):
-        do_repair_job_item(item_id, job=job)
-    Job.objects.filter(pk=job_id, status=Job.Status.RUNNING).update(
-        status=Job.Status.DONE, finished_at=timezone.now()
-    )
-
-
-def do_repair_job_item(item_id: int, *, job: Job) -> None:
-    """Repair the session of one job item under the job's policy, as the job's creator.
-
-    Writes revision n+1 (only if the plan is non-empty), moves the session head
-    to it with a compare-and-set (the fence) and one audit record per op. An
-    item another worker already finished is left alone.
-    """
-    item = JobItem.objects.select_related("session__head").get(pk=item_id)
-    session, base = item.session, item.session.head
-    assert base is not None
-    try:
-        analysis = analyze_revision(base, job.policy)
-        # The new head's own faults, for the session list.
-        after = (
-            analyze(analysis.repaired, session.name, job.policy, format=analysis.format)
-            if analysis.plan
-            else None
+    ids = sessions.values("pk") if isinstance(sessions, QuerySet) else [s.pk for s in sessions]
+    with transaction.atomic(durable=True):
+        rows = (
+            Session.objects.filter(pk__in=ids, workspace=workspace, head__isnull=False)
+            .order_by("pk")
+            .values_list("pk", "head_id")
         )
+        return _create_job(
+            workspace,
+            rows,
+            kind=kind,
+            policy=policy,
+            force=force,
+            selection=selection or {},
+            acting_user=acting_user,
+        )
+
+
+def do_start_repair_from_dry_run(dry_run: Job, *, acting_user: Any) -> Job:
+    """Repair exactly what the dry run `dry_run` planned, fenced on the heads it read.
+
+    A session whose head moved since the dry run is skipped as `fence_lost`.
+    Raises JobStateError unless `dry_run` is a finished dry run.
+    """
+    if dry_run.kind != Job.Kind.DRY_RUN or dry_run.status != Job.Status.DONE:
+        raise JobStateError("Only a finished dry run can be applied.")
+    with transaction.atomic(durable=True):
+        rows = dry_run.items.filter(status=JobItem.Status.WOULD_REPAIR).values_list(
+            "session_id", "base_id"
+        )
+        return _create_job(
+            dry_run.workspace,
+            rows,
+            kind=Job.Kind.REPAIR,
+            policy=dry_run.policy,
+            force=dry_run.force,
+            selection=dry_run.selection,
+            source_job=dry_run,
+            acting_user=acting_user,
+        )
+
+
+def do_start_rollback_job(job: Job, *, acting_user: Any) -> Job:
+    """Start undoing the repair job `job`: each session it repaired gets its previous bytes back.
+
+    The rollback's fence is the revision `job` wrote: a session changed
+    since is reported (`fence_lost`), never overwritten. Raises
+    JobStateError unless `job` is a finished repair.
+    """
+    if job.kind != Job.Kind.REPAIR or not job.is_finished:
+        raise JobStateError("Only a finished repair job can be rolled back.")
+    with transaction.atomic(durable=True):
+        rows = job.items.filter(status=JobItem.Status.REPAIRED).values_list(
+            "session_id", "revision_id"
+        )
+        return _create_job(
+            job.workspace,
+            rows,
+            kind=Job.Kind.ROLLBACK,
+            policy=job.policy,
+            source_job=job,
+            acting_user=acting_user,
+        )
+
+
+def do_cancel_job(job: Job, *, acting_user: Any) -> bool:
+    """Cancel `job`: its unfinished items are never written. Return False if it had finished.
+
+    An item a worker is writing right now either commits first (and counts)
+    or finds its claim gone and writes nothing.
+    """
+    with transaction.atomic(durable=True):
+        # Items before the job row: a worker finishing an item locks them in that order too.
+        cancelled = JobItem.objects.filter(job=job, status__in=UNFINISHED).update(
+            status=JobItem.Status.CANCELLED, claim=None
+        )
+        if not Job.objects.filter(
+            pk=job.pk, status__in=[Job.Status.QUEUED, Job.Status.RUNNING]
+        ).update(
+            status=Job.Status.CANCELLED,
+            finished_at=timezone.now(),
+            cancelled=F("cancelled") + cancelled,
+        ):
+            transaction.set_rollback(True)
+            return False
+    return True
+
+
+def do_retry_failed_items(job: Job, *, acting_user: Any) -> int:
+    """Queue the failed items of the finished job `job` again; return how many.
+
+    They keep their fence. Raises BrokerUnavailable (and changes nothing)
+    when the task queue is down.
+    """
+    from transcripts.tasks import start_job
+
+    with transaction.atomic(durable=True):
+        if not Job.objects.filter(pk=job.pk, status=Job.Status.DONE, failed__gt=0).update(
+            status=Job.Status.QUEUED, finished_at=None
+        ):
+            return 0
+        retried = JobItem.objects.filter(job=job, status=JobItem.Status.FAILED).update(
+            status=JobItem.Status.QUEUED, error="", claim=None, claimed_at=None
+        )
+        Job.objects.filter(pk=job.pk).update(failed=F("failed") - retried)
+        _send(start_job, job.pk)
+    return retried
+
+
+# Running jobs: what the tasks call.
+
+
+def do_fan_out_job(job_id: int) -> list[list[int]]:
+    """Mark job `job_id` running and return its unfinished item ids in chunks.
+
+    Chunks hold `settings.JOB_CHUNK_SIZE` items. A job with nothing left to
+    do is finished here. Raises Job.DoesNotExist while the job is not committed.
+    """
+    with transaction.atomic(durable=True):
+        Job.objects.filter(pk=job_id, status=Job.Status.QUEUED).update(
+            status=Job.Status.RUNNING, started_at=timezone.now()
+        )
+        job = Job.objects.get(pk=job_id)
+    if job.status != Job.Status.RUNNING:
+        return []
+    ids = list(job.items.filter(status__in=UNFINISHED).order_by("pk").values_list("pk", flat=True))
+    if not ids:
+        _maybe_finish(job_id)
+    size = settings.JOB_CHUNK_SIZE
+    return [ids[i : i + size] for i in range(0, len(ids), size)]
+
+
+def do_run_job_items(job_id: int, item_ids: Iterable[int]) -> list[int]:
+    """Claim and process each item of `item_ids`; return those another worker holds.
+
+    An item already finished, or cancelled, is skipped; one claimed by a
+    worker within its lease is returned, for a retry once the lease has
+    passed (if that worker died, the retry takes it over). Finishes the job
+    when no item is left.
+    """
+    job = Job.objects.select_related("created_by", "source_job").get(pk=job_id)
+    busy = []
+    for item_id in item_ids:
+        claim = _claim(item_id)
+        if claim is None:
+            if JobItem.objects.filter(pk=item_id, status=JobItem.Status.RUNNING).exists():
+                busy.append(item_id)
+            continue
+        item = JobItem.objects.select_related("session__head", "base__parent").get(pk=item_id)
+        try:
+            PROCESSORS[job.kind](item, job, claim)
+        except ClaimLost:
+            continue
+    _maybe_finish(job_id)
+    return busy
+
+
+def _claim(item_id: int) -> uuid.UUID | None:
+    """Claim the item for this worker; return the claim token, None if it is not claimable."""
+    now = timezone.now()
+    stale = now - timedelta(seconds=settings.JOB_CLAIM_LEASE)
+    token = uuid.uuid4()
+    with transaction.atomic(durable=True):
+        claimed = JobItem.objects.filter(
+            Q(status=JobItem.Status.QUEUED)
+            | Q(status=JobItem.Status.RUNNING, claimed_at__lt=stale),
+            pk=item_id,
+        ).update(status=JobItem.Status.RUNNING, claim=token, claimed_at=now)
+    return token if claimed else None
+
+
+def _finish(item: JobItem, claim: uuid.UUID, status: str, **fields: Any) -> None:
+    """Finish `item` as `status` and count it; raise ClaimLost if it is no longer ours.
+
+    Runs inside the caller's transaction, so the item's result, its count
+    and whatever the caller wrote commit together or not at all.
+    """
+    if not JobItem.objects.filter(pk=item.pk, claim=claim, status=JobItem.Status.RUNNING).update(
+        status=status, **fields
+    ):
+        raise ClaimLost(item.pk)
+    counter = COUNTERS[JobItem.Status(status)]
+    # Last in the transaction: the job row is the one row every worker writes.
+    Job.objects.filter(pk=item.job_id).update(**{counter: F(counter) + 1})
+
+
+def _finish_alone(item: JobItem, claim: uuid.UUID, status: str, **fields: Any) -> None:
+    with transaction.atomic(durable=True):
+        _finish(item, claim, status, **fields)
+
+
+def _check_fence(item: JobItem) -> None:
+    head = item.session.head
+    assert head is not None
+    if head.pk != item.base_id:
+        raise FenceLost(
+            f"the session's head moved from revision {item.base.number} to revision "
+            f"{head.number} since the job was created"
+        )
+
+
+def _repair_item(item: JobItem, job: Job, claim: uuid.UUID) -> None:
+    """Repair (or, in a dry run, plan) one session from its fenced head.
+
+    Writes revision n+1 only if the plan is non-empty, moves the head to it
+    with a compare-and-set on `item.base` and writes one audit record per op.
+    """
+    session, base = item.session, item.base
+    try:
+        _check_fence(item)
+    except FenceLost as exc:
+        _finish_alone(item, claim, JobItem.Status.FENCE_LOST, error=str(exc))
+        return
+    after = None
+    try:
+        last_write = None if job.force else session.last_write
+        analysis = analyze_revision(base, job.policy, last_write=last_write)
+        if analysis.plan and job.kind == Job.Kind.REPAIR:
+            # The new head's own faults, for the session list.
+            after = analyze(analysis.repaired, session.name, job.policy, format=analysis.format)
     except Exception as exc:  # an engine bug must fail one item, not the whole job
-        _finish_item(item, job, JobItem.Status.FAILED, error=f"{type(exc).__name__}: {exc}")
+        _finish_alone(item, claim, JobItem.Status.FAILED, error=f"{type(exc).__name__}: {exc}")
         return
     if analysis.error:
-        _finish_item(item, job, JobItem.Status.FAILED, error=analysis.error)
+        _finish_alone(item, claim, JobItem.Status.FAILED, error=analysis.error)
         return
-    if after is None:
-        _finish_item(item, job, JobItem.Status.UNCHANGED)
+    pending = analysis.fault_counts.get(FaultKind.PENDING_RESULT, 0)
+    if pending:
+        assert session.last_write is not None
+        _finish_alone(
+            item,
+            claim,
+            JobItem.Status.PENDING,
+            error=(
+                f"{pending} pending result(s): the session was last written at "
+                f"{session.last_write:%Y-%m-%d %H:%M:%S %Z} and may still be running; "
+                "a forced job repairs it anyway"
+            ),
+        )
         return
+    ops = analysis.plan.ops
+    plan_fields: dict[str, Any] = {
+        "op_count": len(ops),
+        "op_counts": dict(Counter(str(op.kind) for op in ops)),
+    }
+    if not ops:
+        _finish_alone(item, claim, JobItem.Status.UNCHANGED)
+        return
+    if job.kind == Job.Kind.DRY_RUN:
+        diff = _diff(base.read(), analysis.repaired, session.name)
+        _finish_alone(item, claim, JobItem.Status.WOULD_REPAIR, diff=diff, **plan_fields)
+        return
+    assert after is not None
     sha256 = store_blob(analysis.repaired)
     try:
         with transaction.atomic(durable=True):
-            # A concurrent repair from the same head fails here on (session, number).
+            # A concurrent writer from the same head fails here on (session, number).
             revision = Revision.objects.create(
                 session=session,
                 number=base.number + 1,
@@ -197,33 +529,216 @@ def do_repair_job_item(item_id: int, *, job: Job) -> None:
                 parent=base,
                 created_by=job.created_by,
             )
-            claimed = JobItem.objects.filter(pk=item.pk, status=JobItem.Status.QUEUED).update(
-                status=JobItem.Status.REPAIRED, revision=revision, op_count=len(analysis.plan.ops)
-            )
-            fenced = Session.objects.filter(pk=session.pk, head=base).update(
+            if not Session.objects.filter(pk=session.pk, head=base).update(
                 head=revision, record_count=after.record_count, fault_counts=after.fault_counts
-            )
-            if not (claimed and fenced):
-                raise FenceLost(session.pk)
+            ):
+                raise FenceLost("the session's head moved while the job repaired it")
             AuditRecord.objects.bulk_create(
-                _op_audit_record(op, analysis, job=job, base=base, revision=revision)
-                for op in analysis.plan.ops
+                _op_audit_record(op, analysis, job=job, base=base, revision=revision) for op in ops
             )
-            Job.objects.filter(pk=job.pk).update(done=F("done") + 1)
-    except (FenceLost, IntegrityError):
-        _finish_item(item, job, JobItem.Status.FENCE_LOST, error="the session head moved")
+            _finish(item, claim, JobItem.Status.REPAIRED, revision=revision, **plan_fields)
+    except IntegrityError:
+        _finish_alone(
+            item,
+            claim,
+            JobItem.Status.FENCE_LOST,
+            error=f"another writer took revision {base.number + 1} of the session",
+        )
+    except FenceLost as exc:
+        _finish_alone(item, claim, JobItem.Status.FENCE_LOST, error=str(exc))
 
 
-def _finish_item(item: JobItem, job: Job, status: str, *, error: str = "") -> None:
-    counter = {JobItem.Status.UNCHANGED: "done", JobItem.Status.FENCE_LOST: "fence_lost"}.get(
-        status, "failed"
+def _rollback_item(item: JobItem, job: Job, claim: uuid.UUID) -> None:
+    """Make the revision before the one `job.source_job` wrote the session's head again.
+
+    The restored bytes become a new revision (n+1, same blob), audited; a
+    session whose head is no longer the job's revision is reported, not touched.
+    """
+    session, undone = item.session, item.base
+    previous = undone.parent
+    assert job.source_job is not None and previous is not None and session.head is not None
+    if session.head.pk != undone.pk:
+        error = (
+            f"the session changed since job {job.source_job.pk}: its head is revision "
+            f"{session.head.number}, not the job's revision {undone.number}"
+        )
+        _finish_alone(item, claim, JobItem.Status.FENCE_LOST, error=error)
+        return
+    try:
+        restored = analyze(previous.read(), session.name, format=session.format)
+    except Exception as exc:  # an engine bug must fail one item, not the whole job
+        _finish_alone(item, claim, JobItem.Status.FAILED, error=f"{type(exc).__name__}: {exc}")
+        return
+    try:
+        with transaction.atomic(durable=True):
+            revision = Revision.objects.create(
+                session=session,
+                number=undone.number + 1,
+                sha256=previous.sha256,
+                size=previous.size,
+                engine_version=ENGINE_VERSION,
+                parent=undone,
+                created_by=job.created_by,
+            )
+            if not Session.objects.filter(pk=session.pk, head=undone).update(
+                head=revision,
+                record_count=restored.record_count,
+                fault_counts=restored.fault_counts,
+            ):
+                raise FenceLost("the session's head moved while the job rolled it back")
+            AuditRecord.objects.create(
+                job=job,
+                acting_user=job.created_by,
+                session=session,
+                revision_from=undone,
+                revision_to=revision,
+                op=AuditRecord.Action.ROLLBACK,
+                policy=job.policy,
+                engine_version=ENGINE_VERSION,
+            )
+            _finish(item, claim, JobItem.Status.ROLLED_BACK, revision=revision)
+    except IntegrityError:
+        error = f"another writer took revision {undone.number + 1} of the session"
+        _finish_alone(item, claim, JobItem.Status.FENCE_LOST, error=error)
+    except FenceLost as exc:
+        _finish_alone(item, claim, JobItem.Status.FENCE_LOST, error=str(exc))
+
+
+def _export_item(item: JobItem, job: Job, claim: uuid.UUID) -> None:
+    """Repair one session's fenced head under the job's policy into a blob for the archive.
+
+    Nothing is written to the session; as the single-session download does,
+    the export ignores whether the session is live.
+    """
+    try:
+        analysis = analyze_revision(item.base, job.policy)
+    except Exception as exc:  # an engine bug must fail one item, not the whole job
+        _finish_alone(item, claim, JobItem.Status.FAILED, error=f"{type(exc).__name__}: {exc}")
+        return
+    if analysis.error:
+        _finish_alone(item, claim, JobItem.Status.FAILED, error=analysis.error)
+        return
+    ops = analysis.plan.ops
+    _finish_alone(
+        item,
+        claim,
+        JobItem.Status.EXPORTED,
+        sha256_after=store_blob(analysis.repaired) if ops else item.base.sha256,
+        op_count=len(ops),
+        op_counts=dict(Counter(str(op.kind) for op in ops)),
+        ops=[
+            {
+                "op": str(op.kind),
+                "fault_kind": str(op.fault.kind),
+                "tool_call_id": op.tool_call_id,
+                "record": op.record if op.record is not None else op.fault.record,
+                "policy_row": op.policy_row,
+            }
+            for op in ops
+        ],
     )
+
+
+PROCESSORS = {
+    Job.Kind.REPAIR: _repair_item,
+    Job.Kind.DRY_RUN: _repair_item,
+    Job.Kind.ROLLBACK: _rollback_item,
+    Job.Kind.EXPORT: _export_item,
+}
+
+
+def _maybe_finish(job_id: int) -> None:
+    """Mark the job done once no item is left; for an export, build its archive first.
+
+    Two workers may both get here at the end: the conditional UPDATE lets one
+    win, and the loser throws its archive away.
+    """
+    if JobItem.objects.filter(job_id=job_id, status__in=UNFINISHED).exists():
+        return
+    job = Job.objects.get(pk=job_id)
+    if job.status != Job.Status.RUNNING:
+        return
+    archive = _build_archive(job) if job.kind == Job.Kind.EXPORT else ""
     with transaction.atomic(durable=True):
-        # Conditional: whoever finished the item first counts it, once.
-        if JobItem.objects.filter(pk=item.pk, status=JobItem.Status.QUEUED).update(
-            status=status, error=error
-        ):
-            Job.objects.filter(pk=job.pk).update(**{counter: F(counter) + 1})
+        won = Job.objects.filter(pk=job_id, status=Job.Status.RUNNING).update(
+            status=Job.Status.DONE, finished_at=timezone.now(), archive=archive or job.archive
+        )
+    # The loser's archive, or the one a retry of failed items replaced.
+    stale = job.archive if won else archive
+    if archive and stale:
+        default_storage.delete(stale)
+
+
+def _archive_path(item: JobItem) -> str:
+    # Session names come from users: keep them one safe path component.
+    name = item.session.name.replace("/", "_").replace("\\", "_").lstrip(".") or "session"
+    return f"sessions/{item.session_id}/{name}"
+
+
+def _build_archive(job: Job) -> str:
+    """Write the zip of the export job `job` to storage; return its storage name.
+
+    It holds each exported session's repaired file under
+    `sessions/<session id>/<name>` and `manifest.json`: per session its
+    format, the revision exported, sha256 before and after, the ops applied
+    and, for a session that could not be read, the error.
+    """
+    items = (
+        job.items.filter(status__in=[JobItem.Status.EXPORTED, JobItem.Status.FAILED])
+        .select_related("session", "base")
+        .order_by("session_id")
+    )
+    manifest: dict[str, Any] = {
+        "job": job.pk,
+        "policy": job.policy,
+        "engine_version": ENGINE_VERSION,
+        "created_at": timezone.now().isoformat(),
+        "sessions": [],
+    }
+    with tempfile.TemporaryFile() as f:
+        with zipfile.ZipFile(f, "w", zipfile.ZIP_DEFLATED) as archive:
+            for item in items.iterator(chunk_size=500):
+                entry: dict[str, Any] = {
+                    "session": item.session_id,
+                    "name": item.session.name,
+                    "format": item.session.format,
+                    "revision": item.base.number,
+                    "sha256_before": item.base.sha256,
+                    "sha256_after": item.sha256_after or None,
+                    "ops_applied": item.ops,
+                    "path": None,
+                    "error": item.error or None,
+                }
+                if item.status == JobItem.Status.EXPORTED:
+                    entry["path"] = _archive_path(item)
+                    with (
+                        default_storage.open(blob_name(item.sha256_after), "rb") as blob,
+                        archive.open(entry["path"], "w") as member,
+                    ):
+                        shutil.copyfileobj(blob, member)
+                manifest["sessions"].append(entry)
+            archive.writestr("manifest.json", json.dumps(manifest, indent=2, ensure_ascii=False))
+        f.seek(0)
+        return default_storage.save(f"exports/job-{job.pk}-{uuid.uuid4().hex}.zip", File(f))
+
+
+def _diff(before: bytes, after: bytes, name: str) -> str:
+    """Return the unified diff of two revisions as text, cut to DIFF_LINES lines."""
+    lines = difflib.unified_diff(
+        before.decode("utf-8", "replace").splitlines(),
+        after.decode("utf-8", "replace").splitlines(),
+        f"{name} (before)",
+        f"{name} (after)",
+        n=1,
+        lineterm="",
+    )
+    kept = []
+    for n, line in enumerate(lines):
+        if n == DIFF_LINES:
+            kept.append("…")
+            break
+        kept.append(line if len(line) <= DIFF_LINE_CHARS else line[:DIFF_LINE_CHARS] + "…")
+    return "\n".join(kept)
 
 
 def _op_audit_record(
@@ -247,6 +762,7 @@ def _op_audit_record(
         block=op.block,
         anchor=op.anchor,
         target=op.target,
+        policy=job.policy,
         policy_row=op.policy_row,
         engine_version=ENGINE_VERSION,
         span_start=start,

@@ -44,13 +44,25 @@ class RevisionAdmin(ReadOnlyAdmin):
 
 @admin.register(Job)
 class JobAdmin(ReadOnlyAdmin):
-    list_display = ["pk", "workspace", "policy", "status", "total", "done", "failed", "fence_lost"]
-    list_filter = ["status"]
+    list_display = [
+        "pk",
+        "workspace",
+        "kind",
+        "policy",
+        "status",
+        "total",
+        "done",
+        "failed",
+        "fence_lost",
+        "pending",
+        "cancelled",
+    ]
+    list_filter = ["kind", "status"]
 
 
 @admin.register(JobItem)
 class JobItemAdmin(ReadOnlyAdmin):
-    list_display = ["job", "session", "status", "op_count"]
+    list_display = ["job", "session", "status", "base", "revision", "op_count"]
 
 
 @admin.register(AuditRecord)
@@ -62,6 +74,7 @@ class AuditRecordAdmin(ReadOnlyAdmin):
         "tool_call_id",
         "session",
         "record",
+        "policy",
         "policy_row",
         "acting_user",
         "job",

@@ -1,14 +1,17 @@
-"""Forms: upload, bulk repair and the policy chooser; querysets scoped to the user."""
+"""Forms: upload, session and audit filters, starting jobs, the policy; scoped to the user."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django import forms
+from django.contrib.auth import get_user_model
 from django.db import connections
+from django.db.models import QuerySet
 
+from transcripts.core.model import FaultKind
 from transcripts.engine import DEFAULT_POLICY, PRESETS
-from transcripts.models import Session, Workspace
+from transcripts.models import AuditRecord, Job, Session, Workspace
 
 
 def policy_choices() -> list[tuple[str, str]]:
@@ -82,21 +85,168 @@ class IdMultipleChoiceField(forms.ModelMultipleChoiceField):
         return super().clean(value)
 
 
-class RepairForm(forms.Form):
+class SessionFilterForm(forms.Form):
+    """Filter the user's sessions: workspace, format, fault kind, upload date range, name text."""
+
+    workspace = forms.ModelChoiceField(
+        queryset=Workspace.objects.none(), required=False, empty_label="any"
+    )
+    format = forms.ChoiceField(required=False)
+    fault = forms.ChoiceField(
+        label="Fault kind",
+        required=False,
+        choices=[("", "any")] + [(str(kind), str(kind)) for kind in FaultKind],
+    )
+    created_after = forms.DateField(
+        label="Stored from", required=False, widget=forms.DateInput(attrs={"type": "date"})
+    )
+    created_before = forms.DateField(
+        label="Stored until", required=False, widget=forms.DateInput(attrs={"type": "date"})
+    )
+    q = forms.CharField(label="Name contains", required=False, max_length=200)
+
+    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
+        # Its own ids: the upload form on the same page has a workspace field too.
+        kwargs.setdefault("auto_id", "filter_%s")
+        super().__init__(*args, **kwargs)
+        self.user = user
+        self.fields["workspace"].queryset = Workspace.objects.for_user(user)
+        formats = Session.objects.for_user(user).order_by("format").values_list("format", flat=True)
+        self.fields["format"].choices = [("", "any")] + [(f, f) for f in formats.distinct()]
+
+    def sessions(self) -> QuerySet[Session]:
+        """Return the user's sessions that match the valid filters (all of them if none)."""
+        sessions = Session.objects.for_user(self.user)
+        data = self.cleaned_data if self.is_valid() else {}
+        if data.get("workspace"):
+            sessions = sessions.filter(workspace=data["workspace"])
+        if data.get("format"):
+            sessions = sessions.filter(format=data["format"])
+        if data.get("fault"):
+            sessions = sessions.with_fault(data["fault"])
+        if data.get("created_after"):
+            sessions = sessions.filter(created__date__gte=data["created_after"])
+        if data.get("created_before"):
+            sessions = sessions.filter(created__date__lte=data["created_before"])
+        if data.get("q"):
+            sessions = sessions.filter(name__icontains=data["q"])
+        return sessions
+
+    def selection(self) -> dict[str, Any]:
+        """Return the filters in use, as JSON-ready text (what a job records it was made from)."""
+        data = self.cleaned_data if self.is_valid() else {}
+        return {name: str(value) for name, value in data.items() if value not in (None, "")}
+
+
+class StartJobForm(forms.Form):
+    """Start a dry run, repair or export, of the selected sessions or of all that match a filter.
+
+    The filter's fields come with the same names as on the session list, so
+    the job takes exactly the sessions the list showed.
+    """
+
+    SCOPES = [("selected", "the selected sessions"), ("filter", "all sessions matching the filter")]
+
+    kind = forms.ChoiceField(
+        choices=[
+            (Job.Kind.DRY_RUN, "Dry run"),
+            (Job.Kind.REPAIR, "Repair"),
+            (Job.Kind.EXPORT, "Export zip"),
+        ],
+        initial=Job.Kind.REPAIR,
+        required=False,
+    )
+    scope = forms.ChoiceField(
+        label="Sessions",
+        choices=SCOPES,
+        initial="selected",
+        required=False,
+        widget=forms.RadioSelect,
+    )
     sessions = IdMultipleChoiceField(
-        queryset=Session.objects.none(), widget=forms.CheckboxSelectMultiple
+        queryset=Session.objects.none(), widget=forms.CheckboxSelectMultiple, required=False
     )
     policy = forms.ChoiceField(choices=policy_choices, initial=DEFAULT_POLICY)
+    force = forms.BooleanField(
+        label="Force: also repair sessions still being written (pending results become missing)",
+        required=False,
+    )
 
     def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.filter_form = SessionFilterForm(*args, user=user, **kwargs)
         self.fields["sessions"].queryset = Session.objects.for_user(user)
 
-    def clean_sessions(self) -> Any:
-        sessions = self.cleaned_data["sessions"]
-        if len({s.workspace_id for s in sessions}) > 1:
-            raise forms.ValidationError("Select sessions of one workspace per job.")
-        return sessions
+    def clean_kind(self) -> str:
+        return self.cleaned_data["kind"] or Job.Kind.REPAIR
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if self.errors:
+            return data
+        if data.get("scope") == "filter":
+            if not self.filter_form.is_valid():
+                raise forms.ValidationError("The filter is not valid: change it and try again.")
+            sessions = self.filter_form.sessions()
+            workspaces = set(sessions.order_by().values_list("workspace", flat=True).distinct()[:2])
+            data["selection"] = self.filter_form.selection()
+            if not workspaces:
+                raise forms.ValidationError("No sessions match the filter.")
+        else:
+            sessions = data.get("sessions")
+            if not sessions:
+                raise forms.ValidationError(
+                    "Select at least one session, or choose all sessions matching the filter."
+                )
+            workspaces = {s.workspace_id for s in sessions}
+            data["selection"] = {}
+        if len(workspaces) > 1:
+            raise forms.ValidationError(
+                "Select sessions of one workspace per job."
+                if data.get("scope") != "filter"
+                else "The filter matches sessions of several workspaces: choose one workspace."
+            )
+        data["workspace"] = Workspace.objects.get(pk=workspaces.pop())
+        data["sessions"] = sessions
+        return data
+
+
+class AuditFilterForm(forms.Form):
+    """Filter audit records by job, session, fault kind and acting user."""
+
+    job = forms.IntegerField(required=False, min_value=1, max_value=2**63 - 1)
+    session = forms.IntegerField(required=False, min_value=1, max_value=2**63 - 1)
+    fault_kind = forms.ChoiceField(
+        required=False, choices=[("", "any")] + [(str(kind), str(kind)) for kind in FaultKind]
+    )
+    user = forms.ModelChoiceField(
+        queryset=get_user_model().objects.none(), required=False, empty_label="anyone"
+    )
+
+    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.user = user
+        # Only people who share a workspace with the user.
+        self.fields["user"].queryset = (
+            get_user_model()
+            .objects.filter(memberships__workspace__memberships__user=user)
+            .distinct()
+            .order_by("username")
+        )
+
+    def records(self) -> QuerySet[AuditRecord]:
+        """Return the user's audit records matching the valid filters, oldest first."""
+        records = AuditRecord.objects.for_user(self.user)
+        data = self.cleaned_data if self.is_valid() else {}
+        if data.get("job"):
+            records = records.filter(job_id=data["job"])
+        if data.get("session"):
+            records = records.filter(session_id=data["session"])
+        if data.get("fault_kind"):
+            records = records.filter(fault_kind=data["fault_kind"])
+        if data.get("user"):
+            records = records.filter(acting_user=data["user"])
+        return records.order_by("id")
 
 
 class PolicyForm(forms.Form):

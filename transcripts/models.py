@@ -6,7 +6,9 @@ workspace's rows are simply not found (a 404, never a 403).
 
 from __future__ import annotations
 
+import base64
 import hashlib
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -14,6 +16,7 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import models
 from django.urls import reverse
+from django.utils import timezone
 
 # How much of the bytes an op removed the job page shows; the audit row keeps them all.
 REMOVED_PREVIEW_BYTES = 80
@@ -94,6 +97,12 @@ class Session(models.Model):
     fault_counts = models.JSONField(default=dict)
     error = models.TextField(blank=True, help_text="Why the file could not be read.")
     head = models.ForeignKey("Revision", models.PROTECT, null=True, blank=True, related_name="+")
+    # Known only for files read from disk (their modification time); a browser
+    # upload carries none. A session written to within the engine's grace period
+    # is live: its unanswered tail calls are `pending_result`, not orphans.
+    last_write = models.DateTimeField(
+        null=True, blank=True, help_text="When the source file was last written, if known."
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
     )
@@ -163,26 +172,64 @@ class JobQuerySet(models.QuerySet["Job"]):
 
 
 class Job(models.Model):
-    """A bulk repair of some sessions under one policy; progress counters live in the row."""
+    """A bulk operation on some sessions of one workspace; progress counters live in the row.
+
+    A repair writes a revision per changed session; a dry run plans the same
+    repair and writes nothing to the sessions; a rollback makes each session's
+    revision before `source_job` its head again; an export builds a zip archive
+    of the repaired files with a manifest.
+    """
+
+    class Kind(models.TextChoices):
+        REPAIR = "repair"
+        DRY_RUN = "dry_run", "dry run"
+        ROLLBACK = "rollback"
+        EXPORT = "export"
 
     class Status(models.TextChoices):
         QUEUED = "queued"
         RUNNING = "running"
         DONE = "done"
+        CANCELLED = "cancelled"
 
     workspace = models.ForeignKey(Workspace, models.CASCADE, related_name="jobs")
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
     )
+    kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.REPAIR)
     policy = models.CharField(max_length=40)
+    force = models.BooleanField(
+        default=False, help_text="Repair sessions with pending results too (treated as missing)."
+    )
+    source_job = models.ForeignKey(
+        "self",
+        models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="The job a rollback undoes, or the dry run a repair follows.",
+    )
+    selection = models.JSONField(
+        default=dict, blank=True, help_text="The filter the sessions were chosen by, if any."
+    )
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
     total = models.PositiveIntegerField(default=0)
-    done = models.PositiveIntegerField(default=0, help_text="Items repaired or left unchanged.")
+    done = models.PositiveIntegerField(
+        default=0, help_text="Items repaired, rolled back, exported or left unchanged."
+    )
     failed = models.PositiveIntegerField(default=0, help_text="Items that could not be repaired.")
     fence_lost = models.PositiveIntegerField(
         default=0, help_text="Items skipped because their session changed under the job."
     )
+    pending = models.PositiveIntegerField(
+        default=0, help_text="Items skipped because their session has pending results."
+    )
+    cancelled = models.PositiveIntegerField(default=0, help_text="Items the job never got to.")
+    archive = models.CharField(
+        max_length=255, blank=True, help_text="Storage name of an export's zip archive."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
     objects = JobQuerySet.as_manager()
@@ -191,32 +238,86 @@ class Job(models.Model):
         ordering = ["-created_at", "-id"]
 
     def __str__(self) -> str:
-        return f"job {self.pk} ({self.policy}, {self.status})"
+        return f"job {self.pk} ({self.kind}, {self.policy}, {self.status})"
 
     def get_absolute_url(self) -> str:
         return reverse("transcripts:job_detail", args=[self.pk])
 
     @property
     def finished_items(self) -> int:
-        """Return how many items are finished: done, failed or skipped."""
-        return self.done + self.failed + self.fence_lost
+        """Return how many items are finished: done, failed, skipped or cancelled."""
+        return self.done + self.failed + self.fence_lost + self.pending + self.cancelled
+
+    @property
+    def is_finished(self) -> bool:
+        """Return True once the job is done or cancelled."""
+        return self.status in (self.Status.DONE, self.Status.CANCELLED)
+
+    @property
+    def writes(self) -> bool:
+        """Return True for the kinds of job that write revisions: repair and rollback."""
+        return self.kind in (self.Kind.REPAIR, self.Kind.ROLLBACK)
+
+    def elapsed(self, now: datetime | None = None) -> float | None:
+        """Return the seconds from the job's start to its end (or `now`); None before it starts."""
+        if self.started_at is None:
+            return None
+        end = self.finished_at or now or timezone.now()
+        return (end - self.started_at).total_seconds()
+
+    def rate(self, now: datetime | None = None) -> float | None:
+        """Return the items finished per second since the job started, None before any."""
+        seconds = self.elapsed(now)
+        if not seconds or seconds < 0 or not self.finished_items:
+            return None
+        return self.finished_items / seconds
+
+    def seconds_left(self, now: datetime | None = None) -> float | None:
+        """Return the estimated seconds until every item is finished, at the current rate."""
+        rate = self.rate(now)
+        if rate is None or self.is_finished:
+            return None
+        return (self.total - self.finished_items) / rate
 
 
 class JobItem(models.Model):
-    """One session of a job; a worker claims it with a conditional UPDATE on `status`."""
+    """One session of a job.
+
+    A worker claims a queued item with a conditional UPDATE that sets `claim`
+    (a token of its own) and `claimed_at`; a claim older than the lease may be
+    taken over (its worker died). The item is finished by another conditional
+    UPDATE, on the same token, in the transaction that writes its result, so
+    exactly one worker's result counts. `base` is the session's head when the
+    job was created: the fence. A job writes only while the head is still `base`.
+    """
 
     class Status(models.TextChoices):
         QUEUED = "queued"
+        RUNNING = "running"
         REPAIRED = "repaired"
+        WOULD_REPAIR = "would_repair", "would repair"
+        ROLLED_BACK = "rolled_back", "rolled back"
+        EXPORTED = "exported"
         UNCHANGED = "unchanged"
         FENCE_LOST = "fence_lost", "skipped: fence lost"
+        PENDING = "pending", "skipped: pending results"
         FAILED = "failed"
+        CANCELLED = "cancelled"
 
     job = models.ForeignKey(Job, models.CASCADE, related_name="items")
     session = models.ForeignKey(Session, models.CASCADE, related_name="job_items")
+    base = models.ForeignKey(Revision, models.PROTECT, related_name="+")
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    claim = models.UUIDField(null=True, blank=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
     revision = models.ForeignKey(Revision, models.PROTECT, null=True, blank=True, related_name="+")
     op_count = models.PositiveIntegerField(default=0)
+    # {op kind: count} of the plan, for the dry run's summary.
+    op_counts = models.JSONField(default=dict, blank=True)
+    # An export's repaired bytes (a blob) and the ops applied, for the manifest.
+    sha256_after = models.CharField(max_length=64, blank=True)
+    ops = models.JSONField(default=list, blank=True)
+    diff = models.TextField(blank=True, help_text="A dry run's unified diff, cut short.")
     error = models.TextField(blank=True)
 
     class Meta:
@@ -224,6 +325,7 @@ class JobItem(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["job", "session"], name="one_item_per_session")
         ]
+        indexes = [models.Index(fields=["job", "status"], name="item_job_status")]
 
     def __str__(self) -> str:
         return f"{self.job} / {self.session}: {self.status}"
@@ -234,9 +336,18 @@ class AuditRecordQuerySet(models.QuerySet["AuditRecord"]):
         """Return the audit records of sessions in the workspaces of `user`."""
         return self.filter(session__workspace__memberships__user=user)
 
+    def update(self, **kwargs: Any) -> int:
+        raise ValueError("audit records are append-only")
+
+    def delete(self) -> tuple[int, dict[str, int]]:
+        raise ValueError("audit records are append-only")
+
 
 class AuditRecord(models.Model):
-    """Append-only: one row per change to a session (an ingest, or one op of a repair).
+    """Append-only: one row per change to a session (an ingest, one op of a repair, a rollback).
+
+    Neither the model nor its queryset can update or delete a row; the admin
+    shows them read-only.
 
     For an op that removes or moves part of a record, `span_start`/`span_end`
     are the byte offsets of that record in `revision_from` and `removed_bytes`
@@ -251,6 +362,7 @@ class AuditRecord(models.Model):
         DROP_CALL = "drop_call"
         DROP_RECORD = "drop_record"
         RESULTS_FIRST = "results_first"
+        ROLLBACK = "rollback"
 
     job = models.ForeignKey(Job, models.PROTECT, null=True, blank=True, related_name="audit")
     acting_user = models.ForeignKey(
@@ -274,6 +386,7 @@ class AuditRecord(models.Model):
     target = models.IntegerField(
         null=True, blank=True, help_text="Record an inserted or moved result goes into."
     )
+    policy = models.CharField(max_length=40, blank=True)
     policy_row = models.CharField(max_length=200, blank=True)
     engine_version = models.CharField(max_length=20, blank=True)
     span_start = models.PositiveBigIntegerField(null=True, blank=True)
@@ -293,6 +406,70 @@ class AuditRecord(models.Model):
         if not self._state.adding:
             raise ValueError("audit records are append-only")
         super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
+        raise ValueError("audit records are append-only")
+
+    # The columns of an audit export, in order.
+    EXPORT_FIELDS = (
+        "id",
+        "created_at",
+        "job",
+        "acting_user",
+        "workspace",
+        "session",
+        "session_name",
+        "revision_from",
+        "revision_to",
+        "op",
+        "fault_kind",
+        "tool_call_id",
+        "record",
+        "block",
+        "anchor",
+        "target",
+        "span_start",
+        "span_end",
+        "policy",
+        "policy_row",
+        "engine_version",
+        "removed_size",
+        "removed_bytes_base64",
+    )
+
+    def export_row(self) -> dict[str, Any]:
+        """Return the record as {EXPORT_FIELDS name: JSON-ready value}.
+
+        Revisions are given by number, the acting user by username, removed
+        bytes as base64 (None when the op removed nothing). Expects `job`,
+        `acting_user`, `session` and both revisions selected with it.
+        """
+        removed = None if self.removed_bytes is None else bytes(self.removed_bytes)
+        return {
+            "id": self.pk,
+            "created_at": self.created_at.isoformat(),
+            "job": self.job_id,
+            "acting_user": self.acting_user.get_username() if self.acting_user else None,
+            "workspace": self.session.workspace_id,
+            "session": self.session_id,
+            "session_name": self.session.name,
+            "revision_from": self.revision_from.number if self.revision_from else None,
+            "revision_to": self.revision_to.number if self.revision_to else None,
+            "op": self.op,
+            "fault_kind": self.fault_kind,
+            "tool_call_id": self.tool_call_id,
+            "record": self.record,
+            "block": self.block,
+            "anchor": self.anchor,
+            "target": self.target,
+            "span_start": self.span_start,
+            "span_end": self.span_end,
+            "policy": self.policy,
+            "policy_row": self.policy_row,
+            "engine_version": self.engine_version,
+            "removed_size": None if removed is None else len(removed),
+            "removed_bytes_base64": None if removed is None else base64.b64encode(removed).decode(),
+        }
 
     @property
     def position(self) -> str:

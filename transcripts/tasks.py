@@ -1,11 +1,34 @@
-"""Thin Celery tasks: take ids, call one action."""
+"""Thin Celery tasks: take ids, call one action.
 
-from celery import shared_task
+Every task may run more than once (`acks_late`: a worker that dies mid-task
+leaves its message to be delivered again); the actions make that harmless.
+"""
+
+from typing import Any
+
+from celery import Task, shared_task
+from django.conf import settings
 
 from transcripts import actions
+from transcripts.models import Job
 
 
-@shared_task(name="transcripts.run_repair_job", acks_late=True)
-def run_repair_job(job_id: int) -> None:
-    """Run the bulk repair job `job_id`; idempotent, so a redelivery is harmless."""
-    actions.do_run_repair_job(job_id)
+@shared_task(name="transcripts.start_job", bind=True, acks_late=True, max_retries=30)
+def start_job(self: Task, job_id: int) -> None:
+    """Fan job `job_id` out into chunks of items, one task each."""
+    try:
+        chunks = actions.do_fan_out_job(job_id)
+    except Job.DoesNotExist:
+        # Sent just before the job's transaction commits: give the commit a moment.
+        raise self.retry(countdown=0.5) from None
+    for item_ids in chunks:
+        run_job_items.delay(job_id, item_ids)
+
+
+@shared_task(name="transcripts.run_job_items", bind=True, acks_late=True, max_retries=None)
+def run_job_items(self: Task, job_id: int, item_ids: list[int]) -> Any:
+    """Process one chunk of job `job_id`; retry the items another worker holds later."""
+    busy = actions.do_run_job_items(job_id, item_ids)
+    if busy:
+        # Their worker may have died: once its lease has passed, the retry takes them over.
+        raise self.retry(args=(job_id, busy), countdown=settings.JOB_CLAIM_LEASE)

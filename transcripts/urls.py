@@ -16,4 +16,12 @@ urlpatterns = [
     path("sessions/<int:pk>/repaired/", views.download_repaired, name="download_repaired"),
     path("jobs/", views.start_repair, name="start_repair"),
     path("jobs/<int:pk>/", views.job_detail, name="job_detail"),
+    path("jobs/<int:pk>/cancel/", views.cancel_job, name="cancel_job"),
+    path("jobs/<int:pk>/retry/", views.retry_job, name="retry_job"),
+    path("jobs/<int:pk>/rollback/", views.rollback_job, name="rollback_job"),
+    path("jobs/<int:pk>/apply/", views.apply_dry_run, name="apply_dry_run"),
+    path("jobs/<int:pk>/archive/", views.download_archive, name="download_archive"),
+    path("audit/", views.audit_list, name="audit_list"),
+    path("audit/export.csv", views.audit_export, {"format": "csv"}, name="audit_export_csv"),
+    path("audit/export.jsonl", views.audit_export, {"format": "jsonl"}, name="audit_export_jsonl"),
 ]

@@ -6,18 +6,47 @@ request comes from htmx, and the whole page otherwise: one template for both.
 
 from __future__ import annotations
 
+import csv
+import itertools
+import json
+from collections import Counter
+from typing import Any
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.core.files.storage import default_storage
+from django.core.paginator import Paginator
+from django.http import (
+    FileResponse,
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    StreamingHttpResponse,
+)
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseClientRefresh
 
 from transcripts import actions
-from transcripts.core.model import FaultKind
 from transcripts.engine import PRESETS
-from transcripts.forms import PolicyForm, RepairForm, UploadForm, policy_choices
-from transcripts.models import Job, Session
+from transcripts.forms import (
+    AuditFilterForm,
+    PolicyForm,
+    SessionFilterForm,
+    StartJobForm,
+    UploadForm,
+    policy_choices,
+)
+from transcripts.models import AuditRecord, Job, JobItem, Session
+
+SESSIONS_PER_PAGE = 100
+ITEMS_PER_PAGE = 100
+AUDIT_PER_PAGE = 100
+# How much of a job its page shows; the audit page and its exports have the rest.
+AUDIT_SHOWN = 200
+FAILED_SHOWN = 50
+DIFF_SAMPLES = 5
 
 
 def _attachment(data: bytes, filename: str) -> HttpResponse:
@@ -40,22 +69,29 @@ def _unknown_policy(request: HttpRequest, session: Session) -> HttpResponse:
     return render(request, "transcripts/bad_request.html", context, status=400)
 
 
+def _query_without_page(request: HttpRequest) -> str:
+    query = request.GET.copy()
+    query.pop("page", None)
+    return query.urlencode()
+
+
 def _session_list_page(
     request: HttpRequest,
     upload_form: UploadForm | None = None,
-    repair_form: RepairForm | None = None,
+    job_form: StartJobForm | None = None,
     status: int = 200,
 ) -> HttpResponse:
-    sessions = Session.objects.for_user(request.user).select_related("workspace")
-    fault = request.GET.get("fault", "")
-    if fault:
-        sessions = sessions.with_fault(fault)
+    filter_form = SessionFilterForm(request.GET or None, user=request.user)
+    sessions = filter_form.sessions().select_related("workspace")
+    page = Paginator(sessions, SESSIONS_PER_PAGE).get_page(request.GET.get("page"))
     context = {
-        "sessions": sessions,
-        "fault": fault,
-        "fault_kinds": [str(kind) for kind in FaultKind],
+        "page": page,
+        "query": _query_without_page(request),
+        "sessions": page.object_list,
+        "filter_form": filter_form,
+        "filtering": bool(filter_form.selection()),
         "upload_form": upload_form or UploadForm(user=request.user),
-        "repair_form": repair_form or RepairForm(user=request.user),
+        "job_form": job_form or StartJobForm(user=request.user),
         "jobs": Job.objects.for_user(request.user).select_related("workspace")[:5],
     }
     return render(request, "transcripts/session_list.html", context, status=status)
@@ -64,7 +100,7 @@ def _session_list_page(
 @login_required
 @require_GET
 def session_list(request: HttpRequest) -> HttpResponse:
-    """Show the user's sessions with their fault counts, the upload and the bulk repair forms."""
+    """Show the user's sessions (filtered, a page at a time), the upload and the job forms."""
     return _session_list_page(request)
 
 
@@ -140,28 +176,203 @@ def download_repaired(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def start_repair(request: HttpRequest) -> HttpResponse:
-    """Start a bulk repair job for the selected sessions under the chosen policy."""
-    form = RepairForm(request.POST, user=request.user)
+    """Start a dry run, repair or export of the selected sessions or of those a filter matches."""
+    form = StartJobForm(request.POST, user=request.user)
     if not form.is_valid():
-        return _session_list_page(request, repair_form=form, status=400)
-    sessions = form.cleaned_data["sessions"]
-    job = actions.do_start_repair_job(
-        sessions[0].workspace, sessions, form.cleaned_data["policy"], acting_user=request.user
-    )
+        return _session_list_page(request, job_form=form, status=400)
+    data = form.cleaned_data
+    try:
+        job = actions.do_start_job(
+            data["workspace"],
+            data["sessions"],
+            kind=data["kind"],
+            policy=data["policy"],
+            force=data["force"],
+            selection=data["selection"],
+            acting_user=request.user,
+        )
+    except actions.BrokerUnavailable as exc:
+        form.add_error(None, str(exc))
+        return _session_list_page(request, job_form=form, status=503)
     return redirect(job)
+
+
+def _job_for(request: HttpRequest, pk: int) -> Job:
+    return get_object_or_404(
+        Job.objects.for_user(request.user).select_related("workspace", "created_by", "source_job"),
+        pk=pk,
+    )
 
 
 @login_required
 @require_GET
 def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    """Show a job's progress (polled by htmx while it runs), its items and audit records."""
-    job = get_object_or_404(Job.objects.for_user(request.user), pk=pk)
+    """Show a job's progress (polled by htmx while it runs), its items and audit records.
+
+    The poll that finds the job finished reloads the page, so the item and
+    audit tables appear complete.
+    """
+    job = _job_for(request, pk)
+    if request.htmx and job.is_finished:
+        return HttpResponseClientRefresh()
+    items = job.items.select_related("session", "base", "revision")
+    op_totals: Counter[str] = Counter()
+    for counts in items.exclude(op_counts={}).values_list("op_counts", flat=True):
+        op_totals.update(counts)
+    failed_items = list(items.filter(status=JobItem.Status.FAILED)[:FAILED_SHOWN])
     context = {
         "job": job,
-        "items": job.items.select_related("session", "revision"),
-        "audit": job.audit.select_related("session", "revision_from", "revision_to"),
+        "rate": job.rate(),
+        "seconds_left": job.seconds_left(),
+        "failed_items": failed_items,
+        "failed_more": job.failed - len(failed_items),
+        "items_page": Paginator(items, ITEMS_PER_PAGE).get_page(request.GET.get("page")),
+        "op_totals": op_totals.most_common(),
+        "affected": items.filter(op_count__gt=0).count(),
+        "diffs": items.exclude(diff="")[:DIFF_SAMPLES],
+        "audit": job.audit.select_related("session", "revision_from", "revision_to")[:AUDIT_SHOWN],
+        "audit_count": job.audit.count(),
+        "rollbacks": Job.objects.filter(source_job=job, kind=Job.Kind.ROLLBACK),
     }
     template = "transcripts/job_detail.html"
     if request.htmx:
         template += "#progress"
     return render(request, template, context)
+
+
+def _back_to_job(request: HttpRequest, job: Job, error: Exception | None = None) -> HttpResponse:
+    if error is not None:
+        messages.error(request, str(error))
+    return redirect(job)
+
+
+@login_required
+@require_POST
+def cancel_job(request: HttpRequest, pk: int) -> HttpResponse:
+    """Cancel a queued or running job: items not yet written never will be."""
+    job = _job_for(request, pk)
+    if actions.do_cancel_job(job, acting_user=request.user):
+        messages.success(request, f"Job {job.pk} cancelled.")
+    else:
+        messages.error(request, f"Job {job.pk} had already finished.")
+    return redirect(job)
+
+
+@login_required
+@require_POST
+def retry_job(request: HttpRequest, pk: int) -> HttpResponse:
+    """Queue a finished job's failed items again."""
+    job = _job_for(request, pk)
+    try:
+        retried = actions.do_retry_failed_items(job, acting_user=request.user)
+    except actions.BrokerUnavailable as exc:
+        return _back_to_job(request, job, exc)
+    if retried:
+        messages.success(request, f"Retrying {retried} failed item(s).")
+    else:
+        messages.error(request, "Nothing to retry: the job is not finished or has no failures.")
+    return redirect(job)
+
+
+@login_required
+@require_POST
+def rollback_job(request: HttpRequest, pk: int) -> HttpResponse:
+    """Start a job that gives each session a finished repair job changed its previous bytes."""
+    job = _job_for(request, pk)
+    try:
+        rollback = actions.do_start_rollback_job(job, acting_user=request.user)
+    except (actions.JobStateError, actions.BrokerUnavailable) as exc:
+        return _back_to_job(request, job, exc)
+    return redirect(rollback)
+
+
+@login_required
+@require_POST
+def apply_dry_run(request: HttpRequest, pk: int) -> HttpResponse:
+    """Start the repair a finished dry run planned, fenced on the revisions it read."""
+    job = _job_for(request, pk)
+    try:
+        repair = actions.do_start_repair_from_dry_run(job, acting_user=request.user)
+    except (actions.JobStateError, actions.BrokerUnavailable) as exc:
+        return _back_to_job(request, job, exc)
+    return redirect(repair)
+
+
+@login_required
+@require_GET
+def download_archive(request: HttpRequest, pk: int) -> HttpResponse:
+    """Return the zip archive an export job built."""
+    job = _job_for(request, pk)
+    if not job.archive:
+        raise Http404("This job has no archive.")
+    return FileResponse(
+        default_storage.open(job.archive, "rb"),
+        as_attachment=True,
+        filename=f"pairfix-export-{job.pk}.zip",
+        content_type="application/zip",
+    )
+
+
+# The audit trail.
+
+
+@login_required
+@require_GET
+def audit_list(request: HttpRequest) -> HttpResponse:
+    """Show the audit records of the user's workspaces, filtered, a page at a time."""
+    form = AuditFilterForm(request.GET or None, user=request.user)
+    records = form.records().select_related(
+        "job", "acting_user", "session", "revision_from", "revision_to"
+    )
+    page = Paginator(records, AUDIT_PER_PAGE).get_page(request.GET.get("page"))
+    context = {"form": form, "page": page, "query": _query_without_page(request)}
+    return render(request, "transcripts/audit_list.html", context)
+
+
+class _Echo:
+    """A file-like object whose write returns the value: csv.writer feeds a stream with it."""
+
+    def write(self, value: str) -> str:
+        return value
+
+
+@login_required
+@require_GET
+def audit_export(request: HttpRequest, format: str) -> StreamingHttpResponse:
+    """Stream the audit records the filters match as CSV or JSON Lines, one record a row.
+
+    `removed_bytes` is base64. In CSV, text that a spreadsheet would run as a
+    formula (starting with =, +, -, @, tab or CR) gets a leading apostrophe;
+    JSON Lines has every value exactly.
+    """
+    form = AuditFilterForm(request.GET or None, user=request.user)
+    records = (
+        form.records()
+        .select_related("job", "acting_user", "session", "revision_from", "revision_to")
+        .iterator(chunk_size=1000)
+    )
+    rows = (record.export_row() for record in records)
+    if format == "csv":
+        writer = csv.writer(_Echo())
+        lines = itertools.chain(
+            [writer.writerow(AuditRecord.EXPORT_FIELDS)],
+            (
+                writer.writerow(
+                    [_spreadsheet_safe(row[name]) for name in AuditRecord.EXPORT_FIELDS]
+                )
+                for row in rows
+            ),
+        )
+        content_type = "text/csv; charset=utf-8"
+    else:
+        lines = (json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+        content_type = "application/x-ndjson"
+    response = StreamingHttpResponse(lines, content_type=content_type)
+    response["Content-Disposition"] = content_disposition_header(True, f"pairfix-audit.{format}")
+    return response
+
+
+def _spreadsheet_safe(value: Any) -> Any:
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value
+    return value

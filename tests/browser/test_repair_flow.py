@@ -52,7 +52,7 @@ def test_upload_inspect_bulk_repair_and_download(page, live_server, alice, works
     page.get_by_role("link", name="Pairfix").click()
     page.get_by_label("Select claude_code.jsonl").check()
     page.get_by_label("Policy").select_option("synthesize")
-    page.get_by_role("button", name="Repair selected").click()
+    page.get_by_role("button", name="Repair", exact=True).click()
 
     expect(page).to_have_url(re.compile(r"/jobs/\d+/$"))
     progress = page.locator("#progress")

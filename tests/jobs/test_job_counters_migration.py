@@ -4,8 +4,6 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-from transcripts.models import Job
-
 BEFORE = [("transcripts", "0001_initial")]
 AFTER = [("transcripts", "0002_job_fence_lost")]
 
@@ -25,6 +23,7 @@ def test_it_moves_fence_lost_items_out_of_the_failed_count():
         OldJob = apps.get_model("transcripts", "Job")
         Session = apps.get_model("transcripts", "Session")
         JobItem = apps.get_model("transcripts", "JobItem")
+        Revision = apps.get_model("transcripts", "Revision")
         workspace = Workspace.objects.create(name="W")
         statuses = ["repaired", "failed", "fence_lost", "fence_lost"]
         job = OldJob.objects.create(
@@ -35,10 +34,15 @@ def test_it_moves_fence_lost_items_out_of_the_failed_count():
         )
         for n, status in enumerate(statuses):
             session = Session.objects.create(workspace=workspace, name=f"{n}.jsonl", format="x")
+            # As every ingest leaves it: revision 0 is the head (later migrations fence on it).
+            session.head = Revision.objects.create(
+                session=session, number=0, sha256="0" * 64, size=0, engine_version="1"
+            )
+            session.save()
             JobItem.objects.create(job=job, session=session, status=status)
         JobItem.objects.create(job=clean, session=session, status="failed")
 
-        migrate(AFTER)
+        Job = migrate(AFTER).get_model("transcripts", "Job")
 
         job, clean = Job.objects.get(pk=job.pk), Job.objects.get(pk=clean.pk)
         assert (job.done, job.failed, job.fence_lost) == (1, 1, 2)

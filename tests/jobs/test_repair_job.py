@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.helpers import ORPHANED_CALL, sample, wait_for_job
+from tests.helpers import ORPHANED_CALL, run_inline, sample, wait_for_job
 from transcripts import actions
 from transcripts.engine import ENGINE_VERSION, analyze
 from transcripts.models import AuditRecord, Job, JobItem, Revision
@@ -18,7 +18,7 @@ def test_the_worker_repairs_each_session_and_audits_every_op(alice, workspace, i
     unreadable = ingest(workspace, "broken.jsonl", b"not json at all\n")
     sessions = [*faulty.values(), healthy, unreadable]
 
-    job = actions.do_start_repair_job(workspace, sessions, "synthesize", acting_user=alice)
+    job = actions.do_start_job(workspace, sessions, policy="synthesize", acting_user=alice)
     job = wait_for_job(job)
 
     assert (job.total, job.done, job.failed) == (5, 4, 1)
@@ -71,10 +71,10 @@ def test_the_worker_repairs_each_session_and_audits_every_op(alice, workspace, i
 @pytest.mark.usefixtures("celery_worker")
 def test_a_second_job_on_repaired_sessions_changes_nothing(alice, workspace, ingest):
     session = ingest(workspace, "claude_code.jsonl", sample("formats/claude_code.jsonl"))
-    wait_for_job(actions.do_start_repair_job(workspace, [session], "synthesize", acting_user=alice))
+    wait_for_job(actions.do_start_job(workspace, [session], policy="synthesize", acting_user=alice))
 
     second = wait_for_job(
-        actions.do_start_repair_job(workspace, [session], "synthesize", acting_user=alice)
+        actions.do_start_job(workspace, [session], policy="synthesize", acting_user=alice)
     )
 
     assert second.items.get().status == "unchanged"
@@ -85,11 +85,11 @@ def test_a_second_job_on_repaired_sessions_changes_nothing(alice, workspace, ing
 @pytest.mark.django_db
 def test_running_a_job_twice_repairs_once(alice, workspace, ingest):
     session = ingest(workspace, "claude_code.jsonl", sample("formats/claude_code.jsonl"))
-    job = actions.do_start_repair_job(workspace, [session], "synthesize", acting_user=alice)
+    job = actions.do_start_job(workspace, [session], policy="synthesize", acting_user=alice)
 
     # A redelivered task (acks_late) runs the same job again.
-    actions.do_run_repair_job(job.pk)
-    actions.do_run_repair_job(job.pk)
+    run_inline(job)
+    run_inline(job)
 
     job.refresh_from_db()
     assert (job.status, job.done, job.failed) == ("done", 1, 0)
@@ -100,13 +100,13 @@ def test_running_a_job_twice_repairs_once(alice, workspace, ingest):
 @pytest.mark.django_db
 def test_it_writes_nothing_when_the_fence_is_lost(alice, workspace, ingest):
     session = ingest(workspace, "claude_code.jsonl", sample("formats/claude_code.jsonl"))
-    job = actions.do_start_repair_job(workspace, [session], "synthesize", acting_user=alice)
+    job = actions.do_start_job(workspace, [session], policy="synthesize", acting_user=alice)
     # Another writer has taken revision 1 but not yet moved the head.
     Revision.objects.create(
         session=session, number=1, sha256=session.head.sha256, size=1, engine_version="x"
     )
 
-    actions.do_run_repair_job(job.pk)
+    run_inline(job)
 
     job.refresh_from_db()
     item = job.items.get()
@@ -135,7 +135,7 @@ def test_an_insert_into_a_message_and_a_reordering_are_audited_with_their_place(
         workspace, "19.json", sample("cases/19_anthropic-resume-orphan-mid-history.json")
     )
     job = wait_for_job(
-        actions.do_start_repair_job(workspace, [session], "synthesize", acting_user=alice)
+        actions.do_start_job(workspace, [session], policy="synthesize", acting_user=alice)
     )
 
     audit = AuditRecord.objects.get(job=job, session=session)

@@ -1,11 +1,14 @@
 import re
+from datetime import timedelta
 
 import pytest
+from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import escape
 
-from tests.helpers import ORPHANED_CALL, sample
+from tests.helpers import ORPHANED_CALL, run_inline, sample
 from transcripts import actions
-from transcripts.models import AuditRecord, Job, Revision
+from transcripts.models import AuditRecord, Job, Revision, Session
 
 DISPLACED = "cases/10_openclaw-displaced-dup-orphan-results.jsonl"
 
@@ -15,7 +18,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def job(alice, workspace, ingest):
     session = ingest(workspace, "claude_code.jsonl", sample("formats/claude_code.jsonl"))
-    return actions.do_start_repair_job(workspace, [session], "synthesize", acting_user=alice)
+    return actions.do_start_job(workspace, [session], policy="synthesize", acting_user=alice)
 
 
 def test_it_polls_while_the_job_runs(alice_client, job):
@@ -34,7 +37,7 @@ def test_it_renders_only_the_progress_for_htmx(alice_client, job):
 
 def test_it_stops_polling_and_shows_the_audit_when_done(alice_client, job):
     # The worker's work, done inline: this test is about the page, not the queue.
-    actions.do_run_repair_job(job.pk)
+    run_inline(job)
     html = alice_client.get(job.get_absolute_url()).content.decode()
     assert 'data-status="done"' in html
     assert "hx-trigger" not in html
@@ -55,8 +58,8 @@ def test_it_rejects_post(alice_client, job):
 
 
 def run_job(alice, workspace, sessions, policy="synthesize"):
-    job = actions.do_start_repair_job(workspace, sessions, policy, acting_user=alice)
-    actions.do_run_repair_job(job.pk)
+    job = actions.do_start_job(workspace, sessions, policy=policy, acting_user=alice)
+    run_inline(job)
     job.refresh_from_db()
     return job
 
@@ -87,7 +90,7 @@ def test_it_shows_the_removed_bytes_as_a_size_and_a_preview(alice_client, alice,
 
 def test_it_escapes_removed_bytes_that_do_not_print(alice_client, alice, workspace, ingest):
     session = ingest(workspace, "claude_code.jsonl", sample("formats/claude_code.jsonl"))
-    job = actions.do_start_repair_job(workspace, [session], "discard", acting_user=alice)
+    job = actions.do_start_job(workspace, [session], policy="discard", acting_user=alice)
     AuditRecord.objects.create(
         job=job,
         session=session,
@@ -107,14 +110,14 @@ def test_it_counts_skipped_items_apart_from_failures(alice_client, alice, worksp
     repaired = ingest(workspace, "claude_code.jsonl", sample("formats/claude_code.jsonl"))
     broken = ingest(workspace, "broken.jsonl", b"not json\n")
     moved = ingest(workspace, "openclaw.jsonl", sample("formats/openclaw.jsonl"))
-    job = actions.do_start_repair_job(
-        workspace, [repaired, broken, moved], "synthesize", acting_user=alice
+    job = actions.do_start_job(
+        workspace, [repaired, broken, moved], policy="synthesize", acting_user=alice
     )
     # Another writer takes revision 1 of one session before the job gets to it.
     Revision.objects.create(
         session=moved, number=1, sha256=moved.head.sha256, size=1, engine_version="x"
     )
-    actions.do_run_repair_job(job.pk)
+    run_inline(job)
     job.refresh_from_db()
     assert (job.total, job.done, job.failed, job.fence_lost) == (3, 1, 1, 1)
     html = alice_client.get(job.get_absolute_url()).content.decode()
@@ -123,3 +126,55 @@ def test_it_counts_skipped_items_apart_from_failures(alice_client, alice, worksp
     assert ">1 skipped: fence lost</span> · 3 total" in html
     assert '<tr class="item fence_lost">' in html
     assert "<td>skipped: fence lost</td>" in html
+
+
+def test_it_shows_the_rate_and_the_time_left_while_running(alice_client, job):
+    Job.objects.filter(pk=job.pk).update(
+        status="running", started_at=timezone.now() - timedelta(seconds=10), total=3, done=1
+    )
+    html = alice_client.get(job.get_absolute_url(), headers={"HX-Request": "true"}).content.decode()
+    rate = float(
+        re.search(r'<span class="sessions-per-second">([\d.]+) sessions/s</span>', html)[1]
+    )
+    assert 0.09 <= rate <= 0.1
+    left = int(re.search(r'<span class="time-left">about (\d+) s left</span>', html)[1])
+    assert 19 <= left <= 21
+    assert f'action="{reverse("transcripts:cancel_job", args=[job.pk])}"' in html
+
+
+def test_the_poll_that_finds_the_job_finished_reloads_the_page(alice_client, job):
+    run_inline(job)
+    response = alice_client.get(job.get_absolute_url(), headers={"HX-Request": "true"})
+    assert response.headers["HX-Refresh"] == "true"
+
+
+def test_it_lists_failed_items_with_their_errors(alice_client, alice, workspace, ingest):
+    broken = ingest(workspace, "<b>broken</b>.jsonl", b"not json\n")
+    job = run_job(alice, workspace, [broken])
+    html = alice_client.get(job.get_absolute_url()).content.decode()
+    error = job.items.get().error
+    assert error.startswith("<b>broken</b>.jsonl")
+    assert f'<td class="error-message">{escape(error)}</td>' in html
+    assert "Retry 1 failed" in html
+
+
+def test_a_dry_run_shows_ops_by_kind_affected_sessions_and_escaped_diffs(
+    alice_client, alice, workspace, ingest
+):
+    hostile = sample("formats/claude_code.jsonl").replace(b"/home/dev", b"<script>x</script>")
+    ingest(workspace, "claude_code.jsonl", hostile)
+    ingest(workspace, "displaced.jsonl", sample(DISPLACED))
+    job = actions.do_start_job(
+        workspace, Session.objects.all(), kind="dry_run", policy="synthesize", acting_user=alice
+    )
+    run_inline(job)
+    html = alice_client.get(job.get_absolute_url()).content.decode()
+    assert "<h2>What a repair would change</h2>" in html
+    assert "<p>2 sessions would change.</p>" in html
+    totals = dict(re.findall(r'<tr class="op-total (\w+)"><td>\w+</td><td>(\d+)</td></tr>', html))
+    assert totals == {"insert_result": "1", "move_result": "1", "drop_result": "2"}
+    assert html.count('<pre class="diff">') == 2
+    assert "<script>x</script>" not in html
+    assert "&lt;script&gt;x&lt;/script&gt;" in html
+    assert "Repair these 2 sessions" in html
+    assert "Roll back" not in html

@@ -6,7 +6,7 @@ import pytest
 from django.template.loader import render_to_string
 from django.urls import reverse
 
-from tests.helpers import ORPHANED_CALL, sample
+from tests.helpers import ORPHANED_CALL, run_inline, sample
 from transcripts import actions
 
 pytestmark = pytest.mark.django_db
@@ -108,8 +108,8 @@ def test_it_labels_the_raw_upload_when_the_head_is_revision_0(alice_client, sess
 def test_it_labels_the_revision_the_left_side_shows_after_a_repair(
     alice_client, alice, workspace, session
 ):
-    job = actions.do_start_repair_job(workspace, [session], "discard", acting_user=alice)
-    actions.do_run_repair_job(job.pk)
+    job = actions.do_start_job(workspace, [session], policy="discard", acting_user=alice)
+    run_inline(job)
     html = alice_client.get(session.get_absolute_url(), {"policy": "native"}).content.decode()
     head = reverse("transcripts:download_revision", args=[session.pk, 1])
     raw = reverse("transcripts:download_revision", args=[session.pk, 0])
@@ -123,8 +123,8 @@ def test_it_labels_the_revision_the_left_side_shows_after_a_repair(
 def test_it_shows_an_earlier_repairs_synthetic_result_as_information(
     alice_client, alice, workspace, session
 ):
-    job = actions.do_start_repair_job(workspace, [session], "synthesize", acting_user=alice)
-    actions.do_run_repair_job(job.pk)
+    job = actions.do_start_job(workspace, [session], policy="synthesize", acting_user=alice)
+    run_inline(job)
     html = alice_client.get(session.get_absolute_url()).content.decode()
     assert '<div class="fault existing_synthetic info">' in html
     assert (

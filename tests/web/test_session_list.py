@@ -1,8 +1,13 @@
+import re
+from datetime import timedelta
+
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
-from tests.helpers import sample
-from transcripts import actions
+from tests.helpers import run_inline, sample
+from transcripts import actions, views
+from transcripts.models import Session
 
 URL = reverse("transcripts:session_list")
 pytestmark = pytest.mark.django_db
@@ -66,8 +71,8 @@ def test_it_shows_done_failed_and_total_of_recent_jobs(alice_client, alice, work
         ingest(workspace, "broken-2.jsonl", b"{oops\n"),
         ingest(workspace, "broken-3.json", b"[\n"),
     ]
-    job = actions.do_start_repair_job(workspace, sessions, "synthesize", acting_user=alice)
-    actions.do_run_repair_job(job.pk)
+    job = actions.do_start_job(workspace, sessions, policy="synthesize", acting_user=alice)
+    run_inline(job)
     html = alice_client.get(URL).content.decode()
     assert f"Job {job.pk}</a>: synthesize, done: " in html
     assert '<span class="job-counts">2 done · 3 failed · 5 total</span>' in html
@@ -78,11 +83,63 @@ def test_it_shows_an_earlier_repairs_synthetic_result_as_information(
     alice_client, alice, workspace, ingest
 ):
     session = ingest(workspace, "claude_code.jsonl", sample("formats/claude_code.jsonl"))
-    job = actions.do_start_repair_job(workspace, [session], "synthesize", acting_user=alice)
-    actions.do_run_repair_job(job.pk)
+    job = actions.do_start_job(workspace, [session], policy="synthesize", acting_user=alice)
+    run_inline(job)
     html = alice_client.get(URL).content.decode()
     assert (
         '<span class="badge fault-kind existing_synthetic info" '
         'title="1 × existing_synthetic (informational: synthesized by an earlier repair)">'
         "existing_synthetic <b>1</b></span>"
     ) in html
+
+
+def names(response):
+    return re.findall(r'aria-label="Select ([^"]+)"', response.content.decode())
+
+
+def test_it_filters_by_workspace_format_date_and_name(
+    alice_client, workspace, other_workspace, membership, bob, ingest
+):
+    old = ingest(workspace, "old-chat.json", sample("formats/openai_chat.json"))
+    Session.objects.filter(pk=old.pk).update(created=timezone.now() - timedelta(days=10))
+    ingest(workspace, "claude-a.jsonl", sample("formats/claude_code.jsonl"))
+    ingest(other_workspace, "claude-b.jsonl", sample("formats/claude_code.jsonl"), user=bob)
+    today = timezone.now().date()
+
+    assert names(alice_client.get(URL, {"workspace": other_workspace.pk})) == ["claude-b.jsonl"]
+    assert names(alice_client.get(URL, {"format": "openai_chat"})) == ["old-chat.json"]
+    assert sorted(names(alice_client.get(URL, {"created_after": today}))) == [
+        "claude-a.jsonl",
+        "claude-b.jsonl",
+    ]
+    before = today - timedelta(days=1)
+    assert names(alice_client.get(URL, {"created_before": before})) == ["old-chat.json"]
+    assert names(alice_client.get(URL, {"q": "CLAUDE-A"})) == ["claude-a.jsonl"]
+    combined = {"q": "claude", "workspace": workspace.pk, "fault": "missing_result"}
+    assert names(alice_client.get(URL, combined)) == ["claude-a.jsonl"]
+
+
+def test_it_ignores_another_workspace_as_a_filter(alice_client, other_workspace, bob, ingest):
+    ingest(other_workspace, "secret-bob.jsonl", sample("formats/claude_code.jsonl"), user=bob)
+    response = alice_client.get(URL, {"workspace": other_workspace.pk})
+    assert "Select a valid choice." in response.content.decode()
+    assert "secret-bob.jsonl" not in response.content.decode()
+
+
+def test_it_carries_the_filter_into_the_job_form(alice_client, workspace, ingest):
+    ingest(workspace, "claude-a.jsonl", sample("formats/claude_code.jsonl"))
+    html = alice_client.get(URL, {"q": '"><b>x', "fault": "missing_result"}).content.decode()
+    assert '<input type="hidden" name="fault" value="missing_result">' in html
+    assert '<input type="hidden" name="q" value="&quot;&gt;&lt;b&gt;x">' in html
+    assert "all 0 matching the filter" in html
+
+
+def test_it_shows_a_page_of_sessions_at_a_time(alice_client, workspace, ingest, monkeypatch):
+    monkeypatch.setattr(views, "SESSIONS_PER_PAGE", 2)
+    for n in range(5):
+        ingest(workspace, f"s{n}.jsonl", sample("formats/claude_code.jsonl"))
+    first = alice_client.get(URL, {"q": "s"})
+    assert names(first) == ["s4.jsonl", "s3.jsonl"]
+    assert "5 sessions match the filter." in first.content.decode()
+    assert 'href="?q=s&amp;page=2">next</a>' in first.content.decode()
+    assert names(alice_client.get(URL, {"q": "s", "page": 3})) == ["s0.jsonl"]

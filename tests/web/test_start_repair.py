@@ -1,6 +1,7 @@
 import pytest
 from django.urls import reverse
 
+from project.celery import app as celery_app
 from tests.helpers import sample
 from transcripts.models import Job, JobItem
 
@@ -20,13 +21,8 @@ def test_it_rejects_get(alice_client):
     assert alice_client.get(URL).status_code == 405
 
 
-def test_it_starts_a_job_for_the_selected_sessions(
-    alice_client, alice, workspace, sessions, django_capture_on_commit_callbacks
-):
-    with django_capture_on_commit_callbacks() as enqueued:
-        response = alice_client.post(
-            URL, {"sessions": [s.pk for s in sessions], "policy": "discard"}
-        )
+def test_it_starts_a_job_for_the_selected_sessions(alice_client, alice, workspace, sessions):
+    response = alice_client.post(URL, {"sessions": [s.pk for s in sessions], "policy": "discard"})
     job = Job.objects.get()
     assert response.status_code == 302
     assert response.url == job.get_absolute_url()
@@ -36,8 +32,8 @@ def test_it_starts_a_job_for_the_selected_sessions(
         (sessions[0].pk, "queued"),
         (sessions[1].pk, "queued"),
     ]
-    # The task is sent only once the job's rows are committed.
-    assert len(enqueued) == 1
+    # Each item is fenced on the head the session had when the job was created.
+    assert sorted(job.items.values_list("base__number", flat=True)) == [0, 0]
 
 
 def test_it_refuses_another_workspaces_session(alice_client, other_workspace, bob, ingest):
@@ -79,3 +75,88 @@ def test_it_refuses_a_session_id_that_is_no_integer_in_range(alice_client, sessi
     assert response.status_code == 400
     assert f"“{value}” is not a valid value." in response.content.decode()
     assert Job.objects.count() == 0
+
+
+def test_it_starts_a_job_for_every_session_the_filter_matches(
+    alice_client, workspace, sessions, ingest
+):
+    healthy = ingest(
+        workspace, "healthy.jsonl", sample("cases/02_cc-parallel-results-split-lines.jsonl")
+    )
+    response = alice_client.post(
+        URL,
+        {
+            "scope": "filter",
+            "kind": "dry_run",
+            "policy": "synthesize",
+            "fault": "missing_result",
+            "workspace": workspace.pk,
+            "q": ".jsonl",
+            # The checkboxes do not count when the filter is chosen.
+            "sessions": [healthy.pk],
+        },
+    )
+    job = Job.objects.get()
+    assert response.status_code == 302
+    assert job.kind == "dry_run"
+    assert job.selection == {
+        "workspace": "Alpha",
+        "fault": "missing_result",
+        "q": ".jsonl",
+    }
+    assert sorted(job.items.values_list("session__name", flat=True)) == [
+        "claude_code.jsonl",
+        "openclaw.jsonl",
+    ]
+
+
+def test_it_refuses_a_filter_that_matches_nothing(alice_client, sessions):
+    response = alice_client.post(URL, {"scope": "filter", "policy": "synthesize", "q": "nope"})
+    assert response.status_code == 400
+    assert "No sessions match the filter." in response.content.decode()
+    assert Job.objects.count() == 0
+
+
+def test_it_refuses_a_filter_across_workspaces(
+    alice_client, sessions, other_workspace, membership, bob, ingest
+):
+    ingest(other_workspace, "b.jsonl", sample("formats/claude_code.jsonl"), user=bob)
+    response = alice_client.post(URL, {"scope": "filter", "policy": "synthesize"})
+    assert response.status_code == 400
+    assert "choose one workspace" in response.content.decode()
+    assert Job.objects.count() == 0
+
+
+def test_a_filter_never_reaches_another_workspace(
+    alice_client, workspace, sessions, other_workspace, bob, ingest
+):
+    ingest(other_workspace, "b.jsonl", sample("formats/claude_code.jsonl"), user=bob)
+    response = alice_client.post(URL, {"scope": "filter", "policy": "synthesize", "kind": "export"})
+    job = Job.objects.get()
+    assert response.status_code == 302
+    assert (job.kind, job.workspace, job.total) == ("export", workspace, 2)
+
+
+def test_it_starts_a_forced_repair(alice_client, sessions):
+    alice_client.post(URL, {"sessions": [sessions[0].pk], "policy": "synthesize", "force": "on"})
+    assert Job.objects.get().force is True
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_creates_nothing_when_the_broker_is_down(alice_client, sessions, monkeypatch):
+    # A port nothing listens on. Celery reads the variable before its own setting:
+    # patch the setting first, so that undoing it restores the real value.
+    dead = "redis://127.0.0.1:1/0"
+    monkeypatch.setattr(celery_app.conf, "broker_url", dead)
+    monkeypatch.setenv("CELERY_BROKER_URL", dead)
+
+    response = alice_client.post(
+        URL, {"sessions": [s.pk for s in sessions], "policy": "synthesize"}
+    )
+
+    assert response.status_code == 503
+    assert (
+        "The task queue (redis://127.0.0.1:1/0) cannot be reached: Error 111 connecting to "
+        "127.0.0.1:1. Connection refused. Nothing was started; try again once it is back."
+    ) in response.content.decode()
+    assert (Job.objects.count(), JobItem.objects.count()) == (0, 0)

@@ -1,3 +1,4 @@
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -46,11 +47,15 @@ class Command(BaseCommand):
         for path in options["files"]:
             try:
                 data = path.read_bytes()
+                # The file's own time, so a repair job can tell a session still being written.
+                last_write = datetime.fromtimestamp(path.stat().st_mtime, UTC)
             except OSError as exc:
                 self.stderr.write(f"{path}: cannot read: {exc.strerror}")
                 missing += 1
                 continue
-            session = actions.do_ingest_session(workspace, path.name, data, acting_user=user)
+            session = actions.do_ingest_session(
+                workspace, path.name, data, acting_user=user, last_write=last_write
+            )
             faults = ", ".join(f"{k}={n}" for k, n in session.fault_counts.items()) or "no faults"
             state = f"unreadable: {session.error}" if session.error else faults
             self.stdout.write(f"{path}: session {session.pk} ({session.format}) {state}")

@@ -1,0 +1,250 @@
+"""Bulk jobs: dry run, fan-out in chunks, claims, cancel and retry, as the tasks run them."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from tests.helpers import ORPHANED_CALL, run_inline, sample
+from transcripts import actions
+from transcripts.engine import analyze
+from transcripts.models import AuditRecord, Job, JobItem, Revision, Session
+
+pytestmark = pytest.mark.django_db
+
+FAULTY = ["formats/claude_code.jsonl", "formats/openclaw.jsonl", "formats/openai_chat.json"]
+HEALTHY = "cases/02_cc-parallel-results-split-lines.jsonl"
+
+
+@pytest.fixture
+def faulty(workspace, ingest):
+    return [ingest(workspace, name.split("/")[1], sample(name)) for name in FAULTY]
+
+
+def snapshot():
+    """Return everything a job may write to sessions: heads, revisions, audit records."""
+    return (
+        sorted(Session.objects.values_list("pk", "head_id", "fault_counts", "record_count")),
+        Revision.objects.count(),
+        AuditRecord.objects.count(),
+    )
+
+
+def test_a_dry_run_plans_the_repair_and_writes_nothing(alice, workspace, ingest, faulty):
+    healthy = ingest(workspace, "healthy.jsonl", sample(HEALTHY))
+    broken = ingest(workspace, "broken.jsonl", b"not json\n")
+    before = snapshot()
+
+    job = actions.do_start_job(
+        workspace,
+        [*faulty, healthy, broken],
+        kind=Job.Kind.DRY_RUN,
+        policy="synthesize",
+        acting_user=alice,
+    )
+    job = run_inline(job)
+
+    assert snapshot() == before
+    assert (job.status, job.total, job.done, job.failed) == ("done", 5, 4, 1)
+    statuses = dict(job.items.values_list("session__name", "status"))
+    assert statuses == {
+        "claude_code.jsonl": "would_repair",
+        "openclaw.jsonl": "would_repair",
+        "openai_chat.json": "would_repair",
+        "healthy.jsonl": "unchanged",
+        "broken.jsonl": "failed",
+    }
+    for session, name in zip(faulty, FAULTY, strict=True):
+        item = job.items.get(session=session)
+        plan = analyze(sample(name), session.name, "synthesize").plan
+        assert item.op_count == len(plan.ops) > 0
+        assert sum(item.op_counts.values()) == item.op_count
+        assert item.diff.startswith(f"--- {session.name} (before)\n+++ {session.name} (after)\n@@")
+    claude = job.items.get(session=faulty[0])
+    assert claude.op_counts == {"insert_result": 1}
+    raw = sample(FAULTY[0]).decode().splitlines()
+    repaired = analyze(sample(FAULTY[0]), "claude_code.jsonl", "synthesize").repaired
+    new = [line for line in repaired.decode().splitlines() if line not in raw]
+    added = [line for line in claude.diff.splitlines() if line.startswith("+{")]
+    # The inserted result and the line re-pointed at it, each cut to 300 characters.
+    assert [("+" + line)[:300] + "…" for line in new] == added
+    assert ORPHANED_CALL in new[0]
+
+
+def test_a_repair_from_a_dry_run_is_fenced_on_the_revisions_the_dry_run_read(
+    alice, workspace, faulty
+):
+    dry_run = run_inline(
+        actions.do_start_job(
+            workspace, faulty, kind=Job.Kind.DRY_RUN, policy="synthesize", acting_user=alice
+        )
+    )
+    # Someone repairs one of the sessions between the dry run and the real run.
+    run_inline(actions.do_start_job(workspace, faulty[:1], policy="discard", acting_user=alice))
+
+    job = run_inline(actions.do_start_repair_from_dry_run(dry_run, acting_user=alice))
+
+    assert (job.kind, job.policy, job.source_job) == ("repair", "synthesize", dry_run)
+    assert (job.total, job.done, job.fence_lost) == (3, 2, 1)
+    lost = job.items.get(session=faulty[0])
+    assert lost.status == "fence_lost"
+    assert lost.error == (
+        "the session's head moved from revision 0 to revision 1 since the job was created"
+    )
+    assert faulty[0].revisions.count() == 2  # the discard repair only
+
+
+def test_only_a_finished_dry_run_can_be_applied(alice, workspace, faulty):
+    dry_run = actions.do_start_job(
+        workspace, faulty, kind=Job.Kind.DRY_RUN, policy="synthesize", acting_user=alice
+    )
+    with pytest.raises(actions.JobStateError):
+        actions.do_start_repair_from_dry_run(dry_run, acting_user=alice)
+    repair = run_inline(
+        actions.do_start_job(workspace, faulty, policy="discard", acting_user=alice)
+    )
+    with pytest.raises(actions.JobStateError):
+        actions.do_start_repair_from_dry_run(repair, acting_user=alice)
+
+
+def test_the_kickoff_fans_the_items_out_in_chunks(alice, workspace, faulty, ingest, settings):
+    settings.JOB_CHUNK_SIZE = 2
+    sessions = [*faulty, *(ingest(workspace, f"h{n}.jsonl", sample(HEALTHY)) for n in range(2))]
+    job = actions.do_start_job(workspace, sessions, policy="synthesize", acting_user=alice)
+
+    chunks = actions.do_fan_out_job(job.pk)
+
+    ids = list(job.items.order_by("pk").values_list("pk", flat=True))
+    assert chunks == [ids[0:2], ids[2:4], ids[4:5]]
+    job.refresh_from_db()
+    assert job.status == "running" and job.started_at is not None
+    for chunk in chunks:
+        assert actions.do_run_job_items(job.pk, chunk) == []
+    job.refresh_from_db()
+    assert (job.status, job.done) == ("done", 5)
+    # A redelivered kickoff and chunk find nothing left to do.
+    assert actions.do_fan_out_job(job.pk) == []
+    assert actions.do_run_job_items(job.pk, ids) == []
+    assert Revision.objects.filter(number=1).count() == 3
+    assert AuditRecord.objects.filter(job=job).count() == 3
+
+
+def test_an_item_claimed_by_a_live_worker_is_left_to_it(alice, workspace, faulty):
+    job = actions.do_start_job(workspace, faulty[:1], policy="synthesize", acting_user=alice)
+    actions.do_fan_out_job(job.pk)
+    item = job.items.get()
+    JobItem.objects.filter(pk=item.pk).update(
+        status="running", claim="00000000-0000-0000-0000-000000000001", claimed_at=timezone.now()
+    )
+
+    assert actions.do_run_job_items(job.pk, [item.pk]) == [item.pk]
+
+    item.refresh_from_db()
+    assert item.status == "running"
+    assert faulty[0].revisions.count() == 1
+
+
+def test_a_claim_whose_lease_has_passed_is_taken_over(alice, workspace, faulty, settings):
+    job = actions.do_start_job(workspace, faulty[:1], policy="synthesize", acting_user=alice)
+    actions.do_fan_out_job(job.pk)
+    item = job.items.get()
+    # Its worker died long ago.
+    dead = timezone.now() - timedelta(seconds=settings.JOB_CLAIM_LEASE + 1)
+    JobItem.objects.filter(pk=item.pk).update(
+        status="running", claim="00000000-0000-0000-0000-000000000001", claimed_at=dead
+    )
+
+    assert actions.do_run_job_items(job.pk, [item.pk]) == []
+
+    item.refresh_from_db()
+    job.refresh_from_db()
+    assert (item.status, item.revision.number) == ("repaired", 1)
+    assert (job.status, job.done) == ("done", 1)
+
+
+def test_a_worker_that_lost_its_claim_writes_nothing(alice, workspace, faulty):
+    job = actions.do_start_job(workspace, faulty[:1], policy="synthesize", acting_user=alice)
+    actions.do_fan_out_job(job.pk)
+    item = job.items.select_related("session__head", "base__parent").get()
+    claim = actions._claim(item.pk)
+    # Another worker took the item over (this one stalled beyond its lease).
+    JobItem.objects.filter(pk=item.pk).update(claim="00000000-0000-0000-0000-000000000002")
+
+    with pytest.raises(actions.ClaimLost):
+        actions._repair_item(item, job, claim)
+
+    assert faulty[0].revisions.count() == 1
+    assert not AuditRecord.objects.filter(job=job).exists()
+    job.refresh_from_db()
+    assert job.done == 0
+
+
+def test_cancel_stops_the_items_not_yet_written(alice, workspace, faulty):
+    job = actions.do_start_job(workspace, faulty, policy="synthesize", acting_user=alice)
+    chunks = actions.do_fan_out_job(job.pk)
+    first, *rest = chunks[0]
+    actions.do_run_job_items(job.pk, [first])
+    # A worker is halfway through the second item when the operator cancels.
+    working = job.items.select_related("session__head", "base__parent").get(pk=rest[0])
+    claim = actions._claim(working.pk)
+
+    assert actions.do_cancel_job(job, acting_user=alice)
+
+    with pytest.raises(actions.ClaimLost):
+        actions._repair_item(working, job, claim)
+    assert actions.do_run_job_items(job.pk, rest) == []
+    job.refresh_from_db()
+    assert (job.status, job.done, job.cancelled, job.finished_items) == ("cancelled", 1, 2, 3)
+    assert job.finished_at is not None
+    assert sorted(job.items.values_list("status", flat=True)) == [
+        "cancelled",
+        "cancelled",
+        "repaired",
+    ]
+    assert Revision.objects.filter(number=1).count() == 1
+    assert not actions.do_cancel_job(job, acting_user=alice)
+
+
+def test_retry_runs_the_failed_items_again(alice, workspace, faulty, monkeypatch):
+    real = actions.analyze_revision
+
+    def flaky(revision, policy, **kwargs):
+        if revision.session_id == faulty[1].pk:
+            raise RuntimeError("storage hiccup")
+        return real(revision, policy, **kwargs)
+
+    monkeypatch.setattr(actions, "analyze_revision", flaky)
+    job = run_inline(
+        actions.do_start_job(workspace, faulty, policy="synthesize", acting_user=alice)
+    )
+    assert (job.status, job.done, job.failed) == ("done", 2, 1)
+    assert job.items.get(session=faulty[1]).error == "RuntimeError: storage hiccup"
+
+    monkeypatch.setattr(actions, "analyze_revision", real)
+    assert actions.do_retry_failed_items(job, acting_user=alice) == 1
+    job.refresh_from_db()
+    assert (job.status, job.failed, job.finished_at) == ("queued", 0, None)
+
+    job = run_inline(job)
+    assert (job.status, job.done, job.failed) == ("done", 3, 0)
+    item = job.items.get(session=faulty[1])
+    assert (item.status, item.error, item.revision.number) == ("repaired", "", 1)
+    assert actions.do_retry_failed_items(job, acting_user=alice) == 0
+
+
+def test_it_reports_the_rate_and_the_time_left(alice, workspace, faulty):
+    job = actions.do_start_job(workspace, faulty, policy="synthesize", acting_user=alice)
+    assert job.rate() is None and job.seconds_left() is None
+    start = timezone.now()
+    job.started_at, job.done, job.failed = start, 1, 1
+    now = start + timedelta(seconds=4)
+    assert job.rate(now) == 0.5
+    assert job.seconds_left(now) == 2.0
+    job.status, job.finished_at = "done", now
+    assert job.seconds_left(now) is None
+
+
+def test_a_job_with_nothing_left_finishes_at_once(alice, workspace):
+    job = actions.do_start_job(workspace, [], policy="synthesize", acting_user=alice)
+    job = run_inline(job)
+    assert (job.status, job.total) == ("done", 0)
