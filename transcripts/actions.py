@@ -111,16 +111,22 @@ def fit_name(name: str, limit: int) -> str:
 
 
 def analyze_revision(
-    revision: Revision, policy: str, *, last_write: datetime | None = None
+    revision: Revision,
+    policy: str,
+    *,
+    last_write: datetime | None = None,
+    format: str | None = None,
 ) -> Analysis:
     """Return the analysis of `revision`'s bytes under `policy` (KeyError if unknown).
 
     With `last_write` (when the session's source was last written) the
     session is checked for being live now: its unanswered tail calls are
-    then `pending_result` while within the engine's grace period.
+    then `pending_result` while within the engine's grace period. `format`
+    (a format id) overrides the session's sniffed format.
     """
     session = revision.session
     known_format = session.format if session.format != "unknown" and not session.error else None
+    known_format = format or known_format
     live: dict[str, float] = {}
     if last_write is not None:
         live = {"now": time.time(), "last_write": last_write.timestamp()}
@@ -154,6 +160,7 @@ def do_ingest_session(
     *,
     acting_user: Any,
     last_write: datetime | None = None,
+    format: str | None = None,
 ) -> Session:
     """Store `data` (any bytes, readable or not) as revision 0 of a new session.
 
@@ -163,7 +170,7 @@ def do_ingest_session(
     file was last written, if known (a file read from disk; not an upload).
     """
     name = fit_name(name, Session._meta.get_field("name").max_length or len(name))
-    analysis = analyze(data, name)
+    analysis = analyze(data, name, format=format or None)
     sha256 = store_blob(data)
     with transaction.atomic(durable=True):
         session = Session.objects.create(

@@ -11,6 +11,7 @@ from django.db.models import QuerySet
 
 from transcripts.core.model import FaultKind
 from transcripts.engine import DEFAULT_POLICY, PRESETS
+from transcripts.formats import FORMATS
 from transcripts.models import AuditRecord, Job, Session, Workspace
 
 
@@ -18,6 +19,11 @@ def policy_choices() -> list[tuple[str, str]]:
     """Return (name, name) for every policy preset, the default first."""
     names = sorted(PRESETS, key=lambda name: (name != DEFAULT_POLICY, name))
     return [(name, name) for name in names]
+
+
+def format_choices() -> list[tuple[str, str]]:
+    """Return ("", "sniff automatically") and (format id, its name) for every format."""
+    return [("", "sniff automatically")] + [(f.id, f.label) for f in FORMATS.values()]
 
 
 class MultipleFileInput(forms.ClearableFileInput):
@@ -44,6 +50,12 @@ class UploadForm(forms.Form):
         help_text="JSON or JSONL transcripts, one session per file.",
         # Raw bytes are always stored: an empty file becomes an unreadable session, as in `ingest`.
         allow_empty_file=True,
+    )
+    format = forms.ChoiceField(
+        choices=format_choices,
+        required=False,
+        label="Format",
+        help_text="Sniffed from the content unless you choose one.",
     )
 
     def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
@@ -251,6 +263,9 @@ class AuditFilterForm(forms.Form):
 
 class PolicyForm(forms.Form):
     policy = forms.ChoiceField(choices=policy_choices, required=False)
+    format = forms.ChoiceField(
+        choices=format_choices, required=False, label="Read as", help_text="Override sniffing."
+    )
 
     def clean_policy(self) -> str:
         return self.cleaned_data["policy"] or DEFAULT_POLICY

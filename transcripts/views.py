@@ -113,7 +113,11 @@ def upload(request: HttpRequest) -> HttpResponse:
         return _session_list_page(request, upload_form=form, status=400)
     sessions = [
         actions.do_ingest_session(
-            form.cleaned_data["workspace"], f.name, f.read(), acting_user=request.user
+            form.cleaned_data["workspace"],
+            f.name,
+            f.read(),
+            acting_user=request.user,
+            format=form.cleaned_data["format"] or None,
         )
         for f in form.cleaned_data["files"]
     ]
@@ -134,13 +138,15 @@ def session_detail(request: HttpRequest, pk: int) -> HttpResponse:
     if not form.is_valid():
         return _unknown_policy(request, session)
     policy = form.cleaned_data["policy"]
+    read_as = form.cleaned_data["format"] or None
     assert session.head is not None
     context = {
         "session": session,
         "policy": policy,
-        "policy_form": PolicyForm(initial={"policy": policy}),
+        "read_as": read_as or "",
+        "policy_form": PolicyForm(initial={"policy": policy, "format": read_as or ""}),
         "policy_description": PRESETS[policy].description,
-        "analysis": actions.analyze_revision(session.head, policy),
+        "analysis": actions.analyze_revision(session.head, policy, format=read_as),
         "revisions": session.revisions.select_related("created_by").order_by("number"),
     }
     template = "transcripts/session_detail.html"
@@ -169,7 +175,9 @@ def download_repaired(request: HttpRequest, pk: int) -> HttpResponse:
     if not form.is_valid():
         return _unknown_policy(request, session)
     assert session.head is not None
-    analysis = actions.analyze_revision(session.head, form.cleaned_data["policy"])
+    analysis = actions.analyze_revision(
+        session.head, form.cleaned_data["policy"], format=form.cleaned_data["format"] or None
+    )
     return _attachment(analysis.repaired, session.name)
 
 
