@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -11,6 +14,8 @@ from transcripts import actions
 from transcripts.models import Job
 
 SAMPLES = Path(settings.BASE_DIR) / "demo" / "samples"
+GENERATOR = Path(settings.BASE_DIR) / "tools" / "gen_sessions.py"
+WORKLOADS = Path(settings.VAR_DIR) / "workloads"
 ORPHANED_CALL = "toolu_01CCCCCCCCCCCCCCCCCCCCCC"
 
 
@@ -39,3 +44,45 @@ def run_inline(job: Job) -> Job:
         assert actions.do_run_job_items(job.pk, item_ids) == []
     job.refresh_from_db()
     return job
+
+
+def generated_sessions(count: int, *, seed: int, records: int = 30) -> list[Path]:
+    """Return `count` small Claude Code session files from the shared generator, most faulty.
+
+    Kept under var/workloads once made: the generator spends about 80 ms on
+    each session however small, so two processes share the first run.
+    """
+    out = WORKLOADS / f"claude_code-r{records}-n{count}-s{seed}"
+    if not out.exists():
+        WORKLOADS.mkdir(exist_ok=True)
+        building = Path(tempfile.mkdtemp(dir=WORKLOADS))
+        shares = [(seed, count - count // 2), (seed + 1, count // 2)]
+        processes = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    str(GENERATOR),
+                    "--format",
+                    "claude_code",
+                    "--records",
+                    str(records),
+                    "--sessions",
+                    str(n),
+                    "--fault-rate",
+                    "0.5",
+                    "--result-bytes",
+                    "100:1000",
+                    "--seed",
+                    str(share_seed),
+                    "--out-dir",
+                    str(building / str(share_seed)),
+                ],
+                stdout=subprocess.DEVNULL,
+            )
+            for share_seed, n in shares
+        ]
+        assert [p.wait() for p in processes] == [0, 0]
+        building.rename(out)
+    paths = sorted(out.glob("*/*.jsonl"))
+    assert len(paths) == count
+    return paths
