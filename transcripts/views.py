@@ -26,10 +26,12 @@ from django.http import (
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRefresh
 
 from transcripts import actions
 from transcripts.engine import PRESETS
+from transcripts.formats import FORMATS
 from transcripts.forms import (
     AuditFilterForm,
     PolicyForm,
@@ -57,12 +59,21 @@ def _attachment(data: bytes, filename: str) -> HttpResponse:
 
 
 def _unknown_policy(request: HttpRequest, session: Session) -> HttpResponse:
-    context = {
-        "title": "Unknown policy",
-        "message": (
+    if request.GET.get("policy", "") in dict(policy_choices()) or not request.GET.get("policy"):
+        title = "Unknown format"
+        message = (
+            f"There is no format named “{request.GET.get('format', '')}”. "
+            f"The formats are: {', '.join(FORMATS)}."
+        )
+    else:
+        title = "Unknown policy"
+        message = (
             f"There is no policy named “{request.GET.get('policy', '')}”. "
             f"The policies are: {', '.join(name for name, _ in policy_choices())}."
-        ),
+        )
+    context = {
+        "title": title,
+        "message": message,
         "back_url": session.get_absolute_url(),
         "back_label": f"Back to {session.name}",
     }
@@ -129,6 +140,7 @@ def upload(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_GET
+@vary_on_headers("HX-Request")
 def session_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """Show the raw and repaired timelines side by side under the chosen policy."""
     session = get_object_or_404(
@@ -214,6 +226,7 @@ def _job_for(request: HttpRequest, pk: int) -> Job:
 
 @login_required
 @require_GET
+@vary_on_headers("HX-Request")
 def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """Show a job's progress (polled by htmx while it runs), its items and audit records.
 

@@ -20,7 +20,7 @@ CLAUDE = (SAMPLES / "claude_code.jsonl").read_bytes()
         (b"\n \n", "s.jsonl: line 1: the file is empty"),
         (b"hello world\n", "s.jsonl: line 1: not JSON or JSON lines: column 1:"),
         (b'{"a": 1,\n "b": [1, 2', "s.jsonl: line 2: not valid JSON: column"),
-        (b"[1, 2, 3]", "s.jsonl: line 1: unknown format: a JSON document Pairfix does not read"),
+        (b"[1, 2, 3]", "s.jsonl: line 1: unknown format: a JSON document of none of the formats"),
         (b'{"type":"x"}\n{"type":"y"}\n', "s.jsonl: line 1: unknown format: JSON lines"),
         (b"\x89PNG\r\n\x1a\n\x00\x00", "s.jsonl: line 1: not JSON or JSON lines"),
     ],

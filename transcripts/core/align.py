@@ -51,15 +51,20 @@ class Row:
 def _cell(
     record: Record, skip_blocks: frozenset[int] = frozenset(), inserted: tuple[Op, ...] = ()
 ) -> Cell:
-    opened = tuple(op.call.id for op in inserted if op.call is not None)
+    # In written order: a joining result goes just before its block `at`.
+    placed: list[tuple[float, str]] = [
+        (op.at - 0.5, op.call.id) for op in inserted if op.call is not None
+    ]
+    own: list[tuple[float, str]] = [
+        (r.block, r.tool_call_id) for r in record.results if r.block not in skip_blocks
+    ]
     return Cell(
         index=record.index,
         role=str(record.role),
         kind=record.kind,
         summary=record.text,
         calls=tuple((c.id, c.name) for c in record.calls if c.block not in skip_blocks),
-        results=opened
-        + tuple(r.tool_call_id for r in record.results if r.block not in skip_blocks),
+        results=tuple(cid for _, cid in sorted(placed + own, key=lambda item: item[0])),
     )
 
 
@@ -71,7 +76,7 @@ def _inserted_cell(slot: Slot) -> Cell:
         role="tool",
         kind="synthetic result",
         summary=op.text,
-        results=(op.call.id,),
+        results=tuple(o.call.id for o in slot.ops if o.call is not None),
     )
 
 

@@ -17,8 +17,9 @@ class Slot:
     """One position of the repaired file (or of the raw file, for what left it).
 
     `record` is a raw record index; None for a new record, which `op` describes:
-    an `insert_result` (a synthetic result) or a `move_result` whose block is
-    carried out of a record that keeps other blocks. A record moved whole shows
+    an `insert_result` (a synthetic result; several, listed in `ops`, where one
+    message holds many results) or a `move_result` whose block is carried out
+    of a record that keeps other blocks. A record moved whole shows
     twice: `moved_away` at its raw position (not written) and `moved_in` where it
     lands. `dropped` records are not written; `removed_blocks` are block indexes
     left out of a record that stays; `block_order`, when set, is the order of the
@@ -60,11 +61,12 @@ class _Edits:
     touching: dict[int, list[Op]]
     results_first: set[int]
     inline: dict[int, list[Op]]
+    group_inserts: bool = False
 
 
 def _collect(transcript: Transcript, ops: Iterable[Op]) -> _Edits:
     records = transcript.records
-    edits = _Edits({}, {}, {}, {}, set(), {})
+    edits = _Edits({}, {}, {}, {}, set(), {}, transcript.inline_results)
     for op in ops:
         if op.record is not None:
             edits.touching.setdefault(op.record, []).append(op)
@@ -102,10 +104,21 @@ def _collect(transcript: Transcript, ops: Iterable[Op]) -> _Edits:
 
 
 def _placed_slots(edits: _Edits, anchor: int) -> list[Slot]:
-    slots = []
+    slots: list[Slot] = []
     for op in edits.placed.get(anchor, ()):
         if op.kind is OpKind.MOVE_RESULT and op.record in edits.whole_moves:
             slots.append(Slot(op.record, ops=(op,), moved_in=True))
+        elif (
+            edits.group_inserts
+            and op.kind is OpKind.INSERT_RESULT
+            and slots
+            and slots[-1].record is None
+            and slots[-1].ops[-1].kind is OpKind.INSERT_RESULT
+        ):
+            # Where one message holds several results, the synthetic results after
+            # one anchor share one new message (Gemini wants them in one content).
+            last = slots.pop()
+            slots.append(Slot(None, op=last.op, ops=(*last.ops, op)))
         else:
             slots.append(Slot(None, op=op, ops=(op,)))
     return slots

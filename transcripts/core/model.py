@@ -58,6 +58,10 @@ class FaultKind(StrEnum):
     EXISTING_SYNTHETIC = "existing_synthetic"
 
 
+# Kinds that report a fact rather than something to fix (shown as information).
+INFORMATIONAL = frozenset({FaultKind.EXISTING_SYNTHETIC})
+
+
 class Action(StrEnum):
     """What a policy row does about one fault kind."""
 

@@ -68,9 +68,8 @@ FORMATS: dict[str, Format] = {
 }
 _SNIFF_LINES = 50
 _UNKNOWN_DOCUMENT = (
-    "unknown format: a JSON document Pairfix does not read (it reads OpenAI Chat "
-    "Completions, OpenAI Responses, Anthropic Messages, Bedrock Converse, LangChain and "
-    "Vercel AI documents; Gemini and OpenHands files are shown raw for now)"
+    "unknown format: a JSON document of none of the formats Pairfix reads (message arrays "
+    "of OpenAI, Anthropic, Bedrock, Gemini, LangChain, Vercel AI, Responses or OpenHands)"
 )
 _JSON_TYPES = {
     dict: "object",
@@ -149,8 +148,15 @@ def load(data: bytes | FileSource, filename: str, format: str | None = None) -> 
     elif not first:
         raise FormatError(filename, 1, "the file is empty")
     if format is not None:
-        if root is not None and not FORMATS[format].jsonl:
+        chosen = FORMATS[format]
+        if not chosen.jsonl:
+            if root is None:
+                reason = f"{chosen.label} is one JSON document, and this file is not one"
+                raise FormatError(filename, 1, reason, format)
             return _load_document(data, filename, root, format)
+        if root is not None and body.strip().count(b"\n"):
+            reason = f"{chosen.label} is JSON lines, and this file is one JSON document"
+            raise FormatError(filename, 1, reason, format)
         return _load_jsonl(data, filename, format, doc_error)
     if root is not None:
         fmt = _sniff([root], filename, documents=True)
@@ -257,7 +263,29 @@ def _message_array(text: str, start: int, keys: tuple[str, ...]) -> int:
     return next(arrays[key] for key in keys if key in arrays)
 
 
+def _check_shape(fmt: Format, sample: list[Any], filename: str) -> None:
+    """Raise FormatError when a format the user chose plainly does not fit the file.
+
+    Plainly: the chosen format does not recognise the first records while
+    another format does.
+    """
+    if fmt.sniff(sample, filename) or fmt.sniff_loose(sample, filename):
+        return
+    other = next(
+        (f for f in FORMATS.values() if f.jsonl == fmt.jsonl and f.sniff(sample, filename)), None
+    )
+    if other is not None:
+        raise FormatError(
+            filename,
+            1,
+            f"this file has the shape of {other.label}, not of {fmt.label}",
+            fmt.id,
+        )
+
+
 def _load_document(data: bytes, filename: str, root: Any, format: str | None) -> Transcript:
+    if format is not None:
+        _check_shape(FORMATS[format], [root], filename)
     fmt = FORMATS[format] if format else _sniff([root], filename, documents=True)
     if fmt is None:
         raise FormatError(
@@ -345,6 +373,7 @@ def _load_jsonl(
     """
     records: list[Record] = []
     fmt = FORMATS[format] if format else None
+    checked = False  # the first lines sniffed, or checked against the chosen format
     eol: bytes | None = None
     lines = iter_lines(data)
     for line_no, (start, end, raw, terminated) in enumerate(lines, 1):
@@ -356,18 +385,15 @@ def _load_jsonl(
             continue  # a blank line: kept in the gap after the record before it
         record = _read_line(raw, len(records), start, end, line_no, terminated, filename)
         records.append(record)
-        if fmt is None:
+        if fmt is None or not checked:
             if len(records) < _SNIFF_LINES:
                 continue
-            fmt = _sniff_lines(records, filename, doc_error)
-            for earlier in records:
-                _settle(fmt, earlier, data, filename)
+            fmt = _settled(fmt, records, data, filename, doc_error)
+            checked = True
         else:
             _settle(fmt, record, data, filename)
-    if fmt is None:
-        fmt = _sniff_lines(records, filename, doc_error)
-        for record in records:
-            _settle(fmt, record, data, filename)
+    if fmt is None or not checked:
+        fmt = _settled(fmt, records, data, filename, doc_error)
     fmt.finish(records)
     style: dict[str, Any] = {"eol": eol or b"\n"}
     first_obj = next((r for r in records if r.error is None), None)
@@ -399,6 +425,24 @@ def _transcript(
         native_text=fmt.native_text,
         style=style,
     )
+
+
+def _settled(
+    fmt: Format | None,
+    records: list[Record],
+    data: bytes | FileSource,
+    filename: str,
+    doc_error: tuple[int, int, str] | None,
+) -> Format:
+    """Sniff (or check the chosen format on) the first records, then classify them."""
+    if fmt is None:
+        fmt = _sniff_lines(records, filename, doc_error)
+    else:
+        sample = [r.parsed for r in records[:_SNIFF_LINES] if r.parsed is not None]
+        _check_shape(fmt, sample, filename)
+    for record in records:
+        _settle(fmt, record, data, filename)
+    return fmt
 
 
 def _sniff_lines(
@@ -499,6 +543,8 @@ def _relink_path(
 def _new_record(transcript: Transcript, fmt: Format, slot: Slot) -> Any:
     assert slot.op is not None
     if slot.op.record is None:
+        if len(slot.ops) > 1:
+            return fmt.synthetic_group(transcript, slot.ops)
         return fmt.synthetic(transcript, slot.op)
     return fmt.carry(transcript, slot.op)
 

@@ -61,11 +61,18 @@ class Format:
         """Return a new record answering `op.call` with the error text `op.text`."""
         raise NotImplementedError
 
+    def synthetic_group(self, transcript: Transcript, ops: tuple[Op, ...]) -> Any:
+        """Return one new message answering every call of `ops` (`inline_results` formats)."""
+        message = self.synthetic(transcript, ops[0])
+        message[self.content_key] = [self.inline_result(transcript, op) for op in ops]
+        return message
+
     def carry(self, transcript: Transcript, op: Op) -> Any:
         """Return a new record holding only the result block `op` moves out of its record."""
         raise NotImplementedError
 
     inline_results: ClassVar[bool] = False
+    content_key: ClassVar[str] = "content"  # where a message keeps its blocks
     results_on_calls: ClassVar[bool] = False
     # Where a JSON document keeps its message array, in order of preference.
     array_keys: ClassVar[tuple[str, ...]] = ("messages", "input")

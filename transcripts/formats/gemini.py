@@ -63,6 +63,7 @@ class Gemini(Format):
     provider = "gemini"
     native_text = CANCELLED
     inline_results = True
+    content_key = "parts"
     array_keys = ("contents",)
 
     def sniff(self, sample: list[Any], filename: str) -> bool:

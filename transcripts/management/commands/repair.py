@@ -3,6 +3,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from transcripts.core.model import INFORMATIONAL
 from transcripts.engine import DEFAULT_POLICY, PRESETS, analyze
 
 
@@ -67,8 +68,12 @@ class Command(BaseCommand):
             ops: dict[str, int] = {}
             for op in analysis.plan.ops:
                 ops[str(op.kind)] = ops.get(str(op.kind), 0) + 1
+            counts = analysis.fault_counts
+            facts = {kind: n for kind, n in counts.items() if kind in INFORMATIONAL}
+            faults = {kind: n for kind, n in counts.items() if kind not in INFORMATIONAL}
+            noted = f" (informational: {_counts(facts)})" if facts else ""
             self.stdout.write(
-                f"{path}: {analysis.format}, faults: {_counts(analysis.fault_counts)}; "
+                f"{path}: {analysis.format}, faults: {_counts(faults)}{noted}; "
                 f"ops: {_counts(ops)} -> {target}"
             )
         if bad:
