@@ -183,9 +183,9 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 
-# Bulk jobs: items per task, and how long a worker's claim on an item holds
+# Bulk jobs: items per task, and how long a worker's claim on a chunk of items holds
 # before another worker may take it over (its worker presumably died). Keep the
-# lease above the time one item takes and below BROKER_VISIBILITY_TIMEOUT.
+# lease above the time one chunk takes and below BROKER_VISIBILITY_TIMEOUT.
 JOB_CHUNK_SIZE = envint("JOB_CHUNK_SIZE", "20")
 JOB_CLAIM_LEASE = envint("JOB_CLAIM_LEASE", "120")
 

@@ -8,11 +8,12 @@ Jobs. Starting one creates the job and its items and sends the kickoff task in
 one transaction: the task is published before the commit, so a broker that is
 down rolls everything back (`BrokerUnavailable`) instead of leaving a job that
 never runs; the kickoff retries while the job's rows are not yet visible to
-the worker. The kickoff fans the items out in chunks; a worker claims each
-item with a conditional UPDATE and finishes it with another, on its own claim
-token, in the transaction that writes the item's result. Every task may run
-twice (`acks_late`): a finished item is never claimed again, and a claim
-whose worker died is taken over once its lease has passed.
+the worker. The kickoff fans the items out in chunks; a worker claims a
+chunk's items with one conditional UPDATE under a token of its own, and
+finishes each with another conditional UPDATE, on that token, in the
+transaction that writes the item's result. Every task may run twice
+(`acks_late`): a finished item is never claimed again, and a claim whose
+worker died is taken over once its lease has passed.
 """
 
 from __future__ import annotations
@@ -402,42 +403,52 @@ def do_fan_out_job(job_id: int) -> list[list[int]]:
 
 
 def do_run_job_items(job_id: int, item_ids: Iterable[int]) -> list[int]:
-    """Claim and process each item of `item_ids`; return those another worker holds.
+    """Claim the items of `item_ids` and process each; return those another worker holds.
 
-    An item already finished, or cancelled, is skipped; one claimed by a
-    worker within its lease is returned, for a retry once the lease has
-    passed (if that worker died, the retry takes it over). Finishes the job
-    when no item is left.
+    One conditional UPDATE claims every item of the chunk that is queued, or
+    whose claim's lease has passed (its worker died), under one token. An
+    item already finished, or cancelled, is skipped; one another worker holds
+    within its lease is returned, for a retry once the lease has passed.
+    Finishes the job when no item is left.
     """
     job = Job.objects.select_related("created_by", "source_job").get(pk=job_id)
-    busy = []
-    for item_id in item_ids:
-        claim = _claim(item_id)
-        if claim is None:
-            if JobItem.objects.filter(pk=item_id, status=JobItem.Status.RUNNING).exists():
-                busy.append(item_id)
-            continue
-        item = JobItem.objects.select_related("session__head", "base__parent").get(pk=item_id)
+    item_ids = list(item_ids)
+    claim = _claim(item_ids)
+    items = (
+        JobItem.objects.filter(pk__in=item_ids, claim=claim, status=JobItem.Status.RUNNING)
+        .select_related("session__head", "base__parent")
+        .order_by("pk")
+    )
+    processed = set()
+    for item in items:
+        processed.add(item.pk)
+        # The same session, already loaded: reading the base needs its name and format.
+        item.base.session = item.session
         try:
             PROCESSORS[job.kind](item, job, claim)
         except ClaimLost:
             continue
+    busy = list(
+        JobItem.objects.filter(pk__in=item_ids, status=JobItem.Status.RUNNING)
+        .exclude(pk__in=processed)
+        .values_list("pk", flat=True)
+    )
     _maybe_finish(job_id)
     return busy
 
 
-def _claim(item_id: int) -> uuid.UUID | None:
-    """Claim the item for this worker; return the claim token, None if it is not claimable."""
+def _claim(item_ids: list[int]) -> uuid.UUID:
+    """Claim the claimable items of `item_ids` for this worker; return the claim token."""
     now = timezone.now()
     stale = now - timedelta(seconds=settings.JOB_CLAIM_LEASE)
     token = uuid.uuid4()
     with transaction.atomic(durable=True):
-        claimed = JobItem.objects.filter(
+        JobItem.objects.filter(
             Q(status=JobItem.Status.QUEUED)
             | Q(status=JobItem.Status.RUNNING, claimed_at__lt=stale),
-            pk=item_id,
+            pk__in=item_ids,
         ).update(status=JobItem.Status.RUNNING, claim=token, claimed_at=now)
-    return token if claimed else None
+    return token
 
 
 def _finish(item: JobItem, claim: uuid.UUID, status: str, **fields: Any) -> None:

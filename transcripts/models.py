@@ -283,11 +283,11 @@ class Job(models.Model):
 class JobItem(models.Model):
     """One session of a job.
 
-    A worker claims a queued item with a conditional UPDATE that sets `claim`
-    (a token of its own) and `claimed_at`; a claim older than the lease may be
-    taken over (its worker died). The item is finished by another conditional
-    UPDATE, on the same token, in the transaction that writes its result, so
-    exactly one worker's result counts. `base` is the session's head when the
+    A worker claims the queued items of a chunk with a conditional UPDATE
+    that sets `claim` (a token of its own) and `claimed_at`; a claim older
+    than the lease may be taken over (its worker died). The item is finished
+    by another conditional UPDATE, on the same token, in the transaction that
+    writes its result, so exactly one worker's result counts. `base` is the session's head when the
     job was created: the fence. A job writes only while the head is still `base`.
     """
 

@@ -166,7 +166,7 @@ def test_a_worker_that_lost_its_claim_writes_nothing(alice, workspace, faulty):
     job = actions.do_start_job(workspace, faulty[:1], policy="synthesize", acting_user=alice)
     actions.do_fan_out_job(job.pk)
     item = job.items.select_related("session__head", "base__parent").get()
-    claim = actions._claim(item.pk)
+    claim = actions._claim([item.pk])
     # Another worker took the item over (this one stalled beyond its lease).
     JobItem.objects.filter(pk=item.pk).update(claim="00000000-0000-0000-0000-000000000002")
 
@@ -186,7 +186,7 @@ def test_cancel_stops_the_items_not_yet_written(alice, workspace, faulty):
     actions.do_run_job_items(job.pk, [first])
     # A worker is halfway through the second item when the operator cancels.
     working = job.items.select_related("session__head", "base__parent").get(pk=rest[0])
-    claim = actions._claim(working.pk)
+    claim = actions._claim([working.pk])
 
     assert actions.do_cancel_job(job, acting_user=alice)
 

@@ -101,24 +101,25 @@ class Workers:
         process.send_signal(signal.SIGKILL)
         process.wait()
 
-    def freeze_holding_an_item(self, name: str, job: Job) -> tuple[int, uuid.UUID]:
-        """Stop worker `name` (SIGSTOP) at a moment it holds a claim; return (item id, claim).
+    def freeze_holding_items(self, name: str, job: Job) -> tuple[set[int], uuid.UUID]:
+        """Stop worker `name` (SIGSTOP) while it holds a claim; return its open items and the claim.
 
-        Frozen, its claim stays put while the other workers' claims move on
-        (an item takes milliseconds): the one claim left unchanged is its own.
+        A worker claims a chunk of items under one token. Frozen, its claim
+        stays put while the other workers' claims move on (a chunk takes well
+        under a second): the one claim left unchanged is its own.
         """
         process = self.processes[name]
         for _ in range(50):
             process.send_signal(signal.SIGSTOP)
-            held = dict(job.items.filter(status="running").values_list("pk", "claim"))
-            time.sleep(0.5)
-            still = [
-                (pk, claim)
-                for pk, claim in held.items()
-                if JobItem.objects.filter(pk=pk, status="running", claim=claim).exists()
-            ]
+            held = set(job.items.filter(status="running").values_list("claim", flat=True))
+            time.sleep(1)
+            still = set(
+                job.items.filter(status="running", claim__in=held).values_list("claim", flat=True)
+            )
             if len(still) == 1:
-                return still[0]
+                claim = still.pop()
+                held_items = job.items.filter(claim=claim, status="running")
+                return set(held_items.values_list("pk", flat=True)), claim
             process.send_signal(signal.SIGCONT)
             time.sleep(0.02)
         raise AssertionError(f"{name} never held an item\n{self.log()}")
@@ -203,17 +204,17 @@ def test_a_job_survives_a_worker_killed_mid_job(workers, alice, workspace):
         workspace, Session.objects.all(), policy="synthesize", acting_user=alice
     )
     wait_until(lambda: job_status(job).finished_items >= 100, 120, workers, "100 items")
-    orphan, dead_claim = workers.freeze_holding_an_item("w1", job)
+    orphans, dead_claim = workers.freeze_holding_items("w1", job)
     workers.kill("w1")
     killed_at = job_status(job).finished_items
     workers.start("w3")
     wait_until(lambda: job_status(job).status == "done", 180, workers, "the job to finish")
 
     assert killed_at < 500, "the job finished before the kill: make the workload bigger"
-    # The item the dead worker held was taken over once its lease had passed.
-    orphan_item = JobItem.objects.get(pk=orphan)
-    assert orphan_item.status in ("repaired", "unchanged")
-    assert orphan_item.claim != dead_claim
+    # The items the dead worker held unfinished were taken over once its lease had passed.
+    taken_over = job.items.filter(pk__in=orphans)
+    assert orphans and not taken_over.filter(claim=dead_claim).exists()
+    assert set(taken_over.values_list("status", flat=True)) <= {"repaired", "unchanged"}
     assert (job.total, job.done, job.failed, job.fence_lost) == (500, 500, 0, 0)
     statuses = Counter(job.items.values_list("status", flat=True))
     assert statuses == {"repaired": len(faulty), "unchanged": 500 - len(faulty)}
