@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +55,12 @@ def _documents(path: Path) -> tuple[bool, list[Any]]:
     return False, [json.loads(text)]
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# The suite runs a few hundred inputs; PAIRFIX_FUZZ_EXAMPLES asks for a longer run.
+@settings(
+    max_examples=int(os.environ.get("PAIRFIX_FUZZ_EXAMPLES", "300")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(
     path=st.sampled_from(FILES),
     data=st.data(),
