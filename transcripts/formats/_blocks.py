@@ -11,7 +11,7 @@ from transcripts.formats.base import add_call, preview
 def read_blocks(content: Any, record: Record) -> None:
     """Record the calls, results and other blocks of an Anthropic `content` value."""
     if isinstance(content, str):
-        record.other_blocks = 1
+        record.other_blocks = 1 if content else 0  # "" holds no block to keep or write
         record.text = preview(content)
         return
     if not isinstance(content, list):

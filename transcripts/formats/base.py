@@ -109,7 +109,8 @@ def merge_blocks(blocks: list[Any], order: list[int], placed: Placed) -> list[An
     out: list[Any] = []
     for j in order:
         out.extend(before.pop(j, ()))
-        out.append(blocks[j])
+        if j < len(blocks):
+            out.append(blocks[j])
     for at in sorted(before):
         out.extend(before[at])
     return out
