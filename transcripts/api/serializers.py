@@ -1,0 +1,255 @@
+"""What the API reads and writes: sessions, faults, revisions, jobs and requests to start jobs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.validators import ProhibitNullCharactersValidator
+from rest_framework import serializers
+
+from transcripts.core.model import FaultKind
+from transcripts.engine import DEFAULT_POLICY
+from transcripts.formats import FORMATS
+from transcripts.forms import policy_choices
+from transcripts.models import Job, Revision, Session
+
+# Ids the database can hold: a larger one names nothing, and some backends fail on it.
+MAX_ID = 2**63 - 1
+FAULT_KINDS = [str(kind) for kind in FaultKind]
+# A job lists at most this many sessions by id; a filter selects any number.
+MAX_JOB_SESSIONS = 10_000
+
+
+class TextField(serializers.CharField):
+    """Text as given, blank allowed; NUL characters dropped, lone surrogates refused.
+
+    Neither can be stored or searched for in every database, and neither
+    belongs in a name.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_blank", True)
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(**kwargs)
+        self.validators = [
+            v for v in self.validators if not isinstance(v, ProhibitNullCharactersValidator)
+        ]
+
+    def to_internal_value(self, data: Any) -> str:
+        text = super().to_internal_value(data).replace("\x00", "")
+        try:
+            text.encode()
+        except UnicodeEncodeError:
+            raise serializers.ValidationError("Not valid Unicode text.") from None
+        return text
+
+
+class ErrorBodySerializer(serializers.Serializer):
+    code = serializers.CharField(help_text="Stable error code, e.g. not_found or invalid_token.")
+    message = serializers.CharField(help_text="What went wrong, for people.")
+    fields = serializers.DictField(
+        child=serializers.ListField(child=serializers.CharField()),
+        required=False,
+        help_text="For bad_request: the messages of each field that was not valid.",
+    )
+
+
+class ErrorSerializer(serializers.Serializer):
+    error = ErrorBodySerializer()
+
+
+class FaultCountsField(serializers.DictField):
+    child = serializers.IntegerField(min_value=1)
+
+
+class SessionSerializer(serializers.ModelSerializer):
+    head = serializers.SerializerMethodField(
+        help_text="The number of the head revision (0 is the upload)."
+    )
+    fault_counts = FaultCountsField(
+        help_text="{fault kind: count} in the head revision; pending_result while it is live."
+    )
+
+    class Meta:
+        model = Session
+        fields = [
+            "id",
+            "name",
+            "format",
+            "record_count",
+            "fault_counts",
+            "error",
+            "head",
+            "last_write",
+            "created",
+        ]
+        read_only_fields = fields
+
+    def get_head(self, session: Session) -> int | None:
+        return session.head.number if session.head else None
+
+
+class FaultSerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=FAULT_KINDS)
+    tool_call_id = serializers.CharField(allow_null=True)
+    record = serializers.IntegerField(help_text="Raw record index (0-based) of the call or result.")
+    block = serializers.IntegerField(allow_null=True)
+    turn = serializers.IntegerField(
+        allow_null=True, help_text="Record index of the assistant message the fault belongs to."
+    )
+    error = serializers.CharField(help_text="What the provider answers, in its own words.")
+    detail = serializers.CharField()
+
+
+class SessionFaultsSerializer(serializers.Serializer):
+    session = serializers.IntegerField()
+    revision = serializers.IntegerField()
+    format = serializers.CharField()
+    error = serializers.CharField(help_text="Why the file could not be read; empty if it could.")
+    faults = FaultSerializer(many=True)
+
+
+class RevisionSerializer(serializers.ModelSerializer):
+    parent = serializers.SerializerMethodField(help_text="The number of the revision it follows.")
+
+    class Meta:
+        model = Revision
+        fields = ["number", "sha256", "size", "policy", "engine_version", "parent", "created_at"]
+        read_only_fields = fields
+
+    def get_parent(self, revision: Revision) -> int | None:
+        return revision.parent.number if revision.parent else None
+
+
+class SessionUploadSerializer(serializers.Serializer):
+    file = serializers.FileField(
+        allow_empty_file=True,
+        help_text="The session file. Any bytes are stored; an unreadable file says why.",
+    )
+    name = TextField(
+        required=False,
+        max_length=1000,
+        help_text="The session's name; the file's name if not given.",
+    )
+    format = serializers.ChoiceField(
+        choices=list(FORMATS),
+        required=False,
+        help_text="The file's format; sniffed from the content if not given.",
+    )
+    live = serializers.BooleanField(
+        default=False,
+        help_text=(
+            "The session is being written now: its unanswered tail calls are pending "
+            "until the grace period passes."
+        ),
+    )
+
+    def validate(self, data: dict[str, Any]) -> dict[str, Any]:
+        data["name"] = (
+            _base_name(data.get("name", "")) or _base_name(data["file"].name) or "session"
+        )
+        return data
+
+
+def _base_name(name: str | None) -> str:
+    """Return the last path component of `name`, as the upload form keeps; "" if none."""
+    return (name or "").replace("\\", "/").rsplit("/", 1)[-1].replace("\x00", "").strip()
+
+
+class RepairSerializer(serializers.Serializer):
+    policy = serializers.ChoiceField(choices=policy_choices(), default=DEFAULT_POLICY)
+    dry_run = serializers.BooleanField(
+        default=False, help_text="Plan the repair and write nothing."
+    )
+    force = serializers.BooleanField(
+        default=False,
+        help_text="Repair the session even while it is live (pending results become missing).",
+    )
+
+
+class SessionFilterSerializer(serializers.Serializer):
+    fault = serializers.ChoiceField(
+        choices=FAULT_KINDS, required=False, help_text="Sessions with a fault of this kind."
+    )
+    format = TextField(required=False, max_length=40)
+    q = TextField(
+        required=False, max_length=200, help_text="Sessions whose name contains this text."
+    )
+
+
+class JobCreateSerializer(serializers.Serializer):
+    """Start a job: a repair, dry run or export of sessions, or a rollback of a repair job."""
+
+    kind = serializers.ChoiceField(choices=Job.Kind.choices)
+    policy = serializers.ChoiceField(choices=policy_choices(), default=DEFAULT_POLICY)
+    force = serializers.BooleanField(
+        default=False, help_text="Also repair live sessions (pending results become missing)."
+    )
+    sessions = serializers.ListField(
+        child=serializers.IntegerField(min_value=1, max_value=MAX_ID),
+        required=False,
+        min_length=1,
+        max_length=MAX_JOB_SESSIONS,
+        help_text="The ids of the sessions; or give `filter`.",
+    )
+    filter = SessionFilterSerializer(
+        required=False, help_text="Every session of the workspace that matches; or give `sessions`."
+    )
+    source_job = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=MAX_ID,
+        help_text=(
+            "For a rollback: the finished repair job to undo. For a repair: the finished "
+            "dry run whose plan to apply."
+        ),
+    )
+
+    def validate(self, data: dict[str, Any]) -> dict[str, Any]:
+        kind, chosen = data["kind"], [key for key in ("sessions", "filter") if key in data]
+        if kind == Job.Kind.ROLLBACK or "source_job" in data:
+            if "source_job" not in data:
+                raise serializers.ValidationError({"source_job": ["A rollback needs source_job."]})
+            if kind not in (Job.Kind.ROLLBACK, Job.Kind.REPAIR):
+                raise serializers.ValidationError(
+                    {"source_job": ["Only a rollback or a repair takes source_job."]}
+                )
+            if chosen:
+                raise serializers.ValidationError(
+                    f"A job with source_job takes its sessions from that job: drop {chosen[0]}."
+                )
+        elif len(chosen) != 1:
+            raise serializers.ValidationError("Give either sessions or filter (exactly one).")
+        return data
+
+
+class JobSerializer(serializers.ModelSerializer):
+    archive = serializers.SerializerMethodField(
+        help_text="Whether an export's zip archive can be downloaded."
+    )
+
+    class Meta:
+        model = Job
+        fields = [
+            "id",
+            "kind",
+            "status",
+            "policy",
+            "force",
+            "source_job",
+            "selection",
+            "total",
+            "done",
+            "failed",
+            "fence_lost",
+            "pending",
+            "cancelled",
+            "archive",
+            "created_at",
+            "started_at",
+            "finished_at",
+        ]
+        read_only_fields = fields
+
+    def get_archive(self, job: Job) -> bool:
+        return bool(job.archive)

@@ -1,0 +1,356 @@
+"""The API's operations: small views over the same actions the dashboard uses.
+
+Every queryset comes from `permissions`, so another workspace's ids are a
+404. Every write goes through `transcripts.actions` (or `transcripts.sync`
+for appends), acting as the token's creator, and names the token where the
+row has room for it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.files.storage import default_storage
+from django.db.models import QuerySet
+from django.http import FileResponse, HttpResponse
+from django.utils import timezone
+from django.utils.http import content_disposition_header
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import generics, pagination, parsers, renderers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from transcripts import actions
+from transcripts.api import errors, permissions
+from transcripts.api.serializers import (
+    ErrorSerializer,
+    JobCreateSerializer,
+    JobSerializer,
+    RepairSerializer,
+    RevisionSerializer,
+    SessionFaultsSerializer,
+    SessionFilterSerializer,
+    SessionSerializer,
+    SessionUploadSerializer,
+)
+from transcripts.engine import DEFAULT_POLICY
+from transcripts.models import Job, Revision, Session
+
+
+class Pagination(pagination.PageNumberPagination):
+    page_size = 100
+    page_size_query_param = "page_size"
+    max_page_size = 1000
+
+
+class BinaryRenderer(renderers.BaseRenderer):
+    """Let a client ask for raw bytes: the views that send bytes return them as they are."""
+
+    media_type = "application/octet-stream"
+    format = "bin"
+    charset = None
+    render_style = "binary"
+
+    def render(
+        self, data: Any, accepted_media_type: Any = None, renderer_context: Any = None
+    ) -> bytes:
+        return data if isinstance(data, bytes) else b""
+
+
+class ZipRenderer(BinaryRenderer):
+    media_type = "application/zip"
+    format = "zip"
+
+
+def _session(request: Request, pk: int) -> Session:
+    try:
+        return permissions.sessions(request).select_related("head").get(pk=pk)
+    except Session.DoesNotExist:
+        raise errors.NotFound(f"There is no session {pk} in this workspace.") from None
+
+
+def _job(request: Request, pk: int) -> Job:
+    try:
+        return permissions.jobs(request).get(pk=pk)
+    except Job.DoesNotExist:
+        raise errors.NotFound(f"There is no job {pk} in this workspace.") from None
+
+
+def _start(start: Any, *args: Any, **kwargs: Any) -> Job:
+    """Call the action `start`; its BrokerUnavailable and JobStateError become API errors."""
+    try:
+        job: Job = start(*args, **kwargs)
+    except actions.BrokerUnavailable as exc:
+        raise errors.BrokerUnavailable(str(exc)) from None
+    except actions.JobStateError as exc:
+        raise errors.Conflict(str(exc)) from None
+    return job
+
+
+class SessionList(generics.ListAPIView[Session]):
+    serializer_class = SessionSerializer
+    pagination_class = Pagination
+    parser_classes = [parsers.MultiPartParser]
+
+    def get_queryset(self) -> QuerySet[Session]:
+        query = SessionFilterSerializer(data=self.request.query_params)
+        query.is_valid(raise_exception=True)
+        sessions = permissions.sessions(self.request).select_related("head")
+        if fault := query.validated_data.get("fault"):
+            sessions = sessions.with_fault(fault)
+        if format := query.validated_data.get("format"):
+            sessions = sessions.filter(format=format)
+        if text := query.validated_data.get("q"):
+            sessions = sessions.filter(name__icontains=text)
+        return sessions
+
+    @extend_schema(
+        summary="List sessions",
+        description="The workspace's sessions, newest first, with their fault counts.",
+        parameters=[SessionFilterSerializer],
+    )
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
+
+    @extend_schema(
+        summary="Upload a session",
+        description=(
+            "Store a file as a new session: revision 0 holds its exact bytes. A file that "
+            "cannot be read is stored too, with `error` saying why."
+        ),
+        request=SessionUploadSerializer,
+        responses={201: SessionSerializer, 400: ErrorSerializer},
+    )
+    def post(self, request: Request) -> Response:
+        upload = SessionUploadSerializer(data=request.data)
+        upload.is_valid(raise_exception=True)
+        data = upload.validated_data
+        session = actions.do_ingest_session(
+            permissions.workspace(request),
+            data["name"],
+            data["file"].read(),
+            acting_user=permissions.acting_user(request),
+            format=data.get("format"),
+            last_write=timezone.now() if data["live"] else None,
+            api_token=request.auth,
+        )
+        return Response(SessionSerializer(session).data, status=status.HTTP_201_CREATED)
+
+
+class SessionDetail(APIView):
+    @extend_schema(summary="Get a session", responses={200: SessionSerializer})
+    def get(self, request: Request, pk: int) -> Response:
+        return Response(SessionSerializer(_session(request, pk)).data)
+
+
+class SessionFaults(APIView):
+    @extend_schema(
+        summary="List a session's faults",
+        description=(
+            "Every fault of the head revision, in file order; a live session's unanswered "
+            "tail calls are pending_result until the grace period passes."
+        ),
+        responses={200: SessionFaultsSerializer},
+    )
+    def get(self, request: Request, pk: int) -> Response:
+        session = _session(request, pk)
+        assert session.head is not None
+        analysis = actions.analyze_revision(
+            session.head, DEFAULT_POLICY, last_write=session.last_write
+        )
+        faults = [
+            {
+                "kind": str(fault.kind),
+                "tool_call_id": fault.tool_call_id,
+                "record": fault.record,
+                "block": fault.block,
+                "turn": fault.turn,
+                "error": fault.error,
+                "detail": fault.detail,
+            }
+            for fault in analysis.faults
+        ]
+        body = {
+            "session": session.pk,
+            "revision": session.head.number,
+            "format": analysis.format,
+            "error": analysis.error or "",
+            "faults": faults,
+        }
+        return Response(SessionFaultsSerializer(body).data)
+
+
+class SessionRepair(APIView):
+    @extend_schema(
+        summary="Repair a session",
+        description=(
+            "Start a repair job (or a dry run) of this session under a policy; poll the job. "
+            "A live session is skipped as pending unless `force` is set."
+        ),
+        request=RepairSerializer,
+        responses={202: JobSerializer, 400: ErrorSerializer, 503: ErrorSerializer},
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        session = _session(request, pk)
+        body = RepairSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        job = _start(
+            actions.do_start_job,
+            session.workspace,
+            [session],
+            policy=data["policy"],
+            kind=Job.Kind.DRY_RUN if data["dry_run"] else Job.Kind.REPAIR,
+            force=data["force"],
+            acting_user=permissions.acting_user(request),
+            api_token=request.auth,
+        )
+        return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+class RevisionList(generics.ListAPIView[Revision]):
+    serializer_class = RevisionSerializer
+    pagination_class = Pagination
+
+    def get_queryset(self) -> QuerySet[Revision]:
+        session = _session(self.request, self.kwargs["pk"])
+        return session.revisions.select_related("parent").order_by("number")
+
+    @extend_schema(summary="List a session's revisions", description="Oldest first.")
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
+
+
+class RevisionContent(APIView):
+    renderer_classes = [BinaryRenderer]
+
+    @extend_schema(
+        summary="Download a revision",
+        description="The exact bytes of one revision of the session (0 is the upload).",
+        responses={
+            (200, "application/octet-stream"): OpenApiResponse(OpenApiTypes.BINARY),
+            (404, "application/json"): ErrorSerializer,
+        },
+    )
+    def get(self, request: Request, pk: int, number: int) -> HttpResponse:
+        session = _session(request, pk)
+        revision = session.revisions.filter(number=number).first()
+        if revision is None:
+            raise errors.NotFound(f"Session {pk} has no revision {number}.")
+        response = HttpResponse(revision.read(), content_type="application/octet-stream")
+        response["Content-Disposition"] = content_disposition_header(True, session.name)
+        return response
+
+
+class JobList(generics.ListAPIView[Job]):
+    serializer_class = JobSerializer
+    pagination_class = Pagination
+
+    def get_queryset(self) -> QuerySet[Job]:
+        return permissions.jobs(self.request)
+
+    @extend_schema(summary="List jobs", description="The workspace's jobs, newest first.")
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
+
+    @extend_schema(
+        summary="Start a job",
+        description=(
+            "A repair, dry run or export of the sessions given by id or by a filter; a "
+            "rollback of a finished repair job; or, as a repair with `source_job`, the "
+            "repair a finished dry run planned. The job runs in the background: poll it."
+        ),
+        request=JobCreateSerializer,
+        responses={
+            202: JobSerializer,
+            400: ErrorSerializer,
+            404: ErrorSerializer,
+            409: ErrorSerializer,
+            503: ErrorSerializer,
+        },
+    )
+    def post(self, request: Request) -> Response:
+        body = JobCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        user, token = permissions.acting_user(request), request.auth
+        if "source_job" in data:
+            source = _job(request, data["source_job"])
+            start = (
+                actions.do_start_rollback_job
+                if data["kind"] == Job.Kind.ROLLBACK
+                else actions.do_start_repair_from_dry_run
+            )
+            job = _start(start, source, acting_user=user, api_token=token)
+        else:
+            sessions, selection = self._sessions(request, data)
+            job = _start(
+                actions.do_start_job,
+                permissions.workspace(request),
+                sessions,
+                policy=data["policy"],
+                kind=data["kind"],
+                force=data["force"],
+                selection=selection,
+                acting_user=user,
+                api_token=token,
+            )
+        return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+    def _sessions(
+        self, request: Request, data: dict[str, Any]
+    ) -> tuple[QuerySet[Session], dict[str, Any]]:
+        sessions = permissions.sessions(request)
+        if "sessions" in data:
+            wanted = set(data["sessions"])
+            sessions = sessions.filter(pk__in=wanted)
+            missing = wanted - set(sessions.values_list("pk", flat=True))
+            if missing:
+                ids = ", ".join(str(pk) for pk in sorted(missing)[:20])
+                raise errors.NotFound(f"There is no session {ids} in this workspace.")
+            return sessions, {}
+        selection = {key: str(value) for key, value in data["filter"].items()}
+        if fault := selection.get("fault"):
+            sessions = sessions.with_fault(fault)
+        if format := selection.get("format"):
+            sessions = sessions.filter(format=format)
+        if text := selection.get("q"):
+            sessions = sessions.filter(name__icontains=text)
+        if not sessions.exists():
+            raise errors.NotFound("No session of this workspace matches the filter.")
+        return sessions, selection
+
+
+class JobDetail(APIView):
+    @extend_schema(
+        summary="Get a job",
+        description="Its status and progress counters.",
+        responses={200: JobSerializer},
+    )
+    def get(self, request: Request, pk: int) -> Response:
+        return Response(JobSerializer(_job(request, pk)).data)
+
+
+class JobArchive(APIView):
+    renderer_classes = [ZipRenderer]
+
+    @extend_schema(
+        summary="Download an export job's archive",
+        description="The zip of the repaired files with `manifest.json`, once the job is done.",
+        responses={
+            (200, "application/zip"): OpenApiResponse(OpenApiTypes.BINARY),
+            (404, "application/json"): ErrorSerializer,
+        },
+    )
+    def get(self, request: Request, pk: int) -> FileResponse:
+        job = _job(request, pk)
+        if not job.archive:
+            raise errors.NotFound(f"Job {pk} has no archive.")
+        return FileResponse(
+            default_storage.open(job.archive, "rb"),
+            as_attachment=True,
+            filename=f"pairfix-export-{job.pk}.zip",
+            content_type="application/zip",
+        )
