@@ -201,6 +201,8 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "transcripts.api.errors.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,
+    # `format` is a filter of its own (a session format), not a renderer choice.
+    "URL_FORMAT_OVERRIDE": None,
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Pairfix API",
@@ -220,6 +222,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "FaultKindEnum": "transcripts.api.serializers.FAULT_KINDS",
         "JobKindEnum": "transcripts.models.Job.Kind",
+        "StartableJobKindEnum": "transcripts.api.serializers.STARTABLE_KINDS",
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",

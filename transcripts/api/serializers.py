@@ -6,6 +6,7 @@ from typing import Any
 
 from django.core.validators import ProhibitNullCharactersValidator
 from rest_framework import serializers
+from rest_framework.utils import html
 
 from transcripts.core.model import FaultKind
 from transcripts.engine import DEFAULT_POLICY
@@ -16,6 +17,8 @@ from transcripts.models import Job, Revision, Session
 # Ids the database can hold: a larger one names nothing, and some backends fail on it.
 MAX_ID = 2**63 - 1
 FAULT_KINDS = [str(kind) for kind in FaultKind]
+# The kinds of job started on a selection of sessions; a rollback starts from a job.
+STARTABLE_KINDS = [Job.Kind.REPAIR, Job.Kind.DRY_RUN, Job.Kind.EXPORT]
 # A job lists at most this many sessions by id; a filter selects any number.
 MAX_JOB_SESSIONS = 10_000
 
@@ -36,6 +39,8 @@ class TextField(serializers.CharField):
         ]
 
     def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
         text = super().to_internal_value(data).replace("\x00", "")
         try:
             text.encode()
@@ -44,13 +49,54 @@ class TextField(serializers.CharField):
         return text
 
 
+class BooleanField(serializers.BooleanField):
+    """A boolean: JSON true or false, or in a form, the text "true" or "false".
+
+    DRF also takes 1, "yes", "on" and more; a client that sends those meant
+    something else, so they are refused.
+    """
+
+    TEXT = {"true": True, "false": False}
+
+    def to_internal_value(self, data: Any) -> bool:
+        if isinstance(data, bool):
+            return data
+        if isinstance(data, str) and data in self.TEXT:
+            return self.TEXT[data]
+        raise serializers.ValidationError("Must be true or false.", code="invalid")
+
+
+class IdField(serializers.IntegerField):
+    """A database id: a JSON integer from 1 to MAX_ID (not a string of digits, not a boolean)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(min_value=1, max_value=MAX_ID, **kwargs)
+
+    def to_internal_value(self, data: Any) -> int:
+        if not isinstance(data, int) or isinstance(data, bool):
+            self.fail("invalid")
+        value: int = super().to_internal_value(data)
+        return value
+
+
+class ChoiceField(serializers.ChoiceField):
+    """A choice that, given empty in a query string, is refused rather than taken as absent."""
+
+    def get_value(self, dictionary: Any) -> Any:
+        if html.is_html_input(dictionary) and dictionary.get(self.field_name) == "":
+            return ""
+        return super().get_value(dictionary)
+
+
 class ErrorBodySerializer(serializers.Serializer):
     code = serializers.CharField(help_text="Stable error code, e.g. not_found or invalid_token.")
     message = serializers.CharField(help_text="What went wrong, for people.")
     fields = serializers.DictField(
-        child=serializers.ListField(child=serializers.CharField()),
         required=False,
-        help_text="For bad_request: the messages of each field that was not valid.",
+        help_text=(
+            "For bad_request: the messages of each field that was not valid, as a list, "
+            "or for an object field, an object of its own fields."
+        ),
     )
 
 
@@ -136,7 +182,7 @@ class SessionUploadSerializer(serializers.Serializer):
         required=False,
         help_text="The file's format; sniffed from the content if not given.",
     )
-    live = serializers.BooleanField(
+    live = BooleanField(
         default=False,
         help_text=(
             "The session is being written now: its unanswered tail calls are pending "
@@ -158,17 +204,15 @@ def _base_name(name: str | None) -> str:
 
 class RepairSerializer(serializers.Serializer):
     policy = serializers.ChoiceField(choices=policy_choices(), default=DEFAULT_POLICY)
-    dry_run = serializers.BooleanField(
-        default=False, help_text="Plan the repair and write nothing."
-    )
-    force = serializers.BooleanField(
+    dry_run = BooleanField(default=False, help_text="Plan the repair and write nothing.")
+    force = BooleanField(
         default=False,
         help_text="Repair the session even while it is live (pending results become missing).",
     )
 
 
 class SessionFilterSerializer(serializers.Serializer):
-    fault = serializers.ChoiceField(
+    fault = ChoiceField(
         choices=FAULT_KINDS, required=False, help_text="Sessions with a fault of this kind."
     )
     format = TextField(required=False, max_length=40)
@@ -178,49 +222,27 @@ class SessionFilterSerializer(serializers.Serializer):
 
 
 class JobCreateSerializer(serializers.Serializer):
-    """Start a job: a repair, dry run or export of sessions, or a rollback of a repair job."""
+    """Start a repair, dry run or export of some sessions of the workspace.
 
-    kind = serializers.ChoiceField(choices=Job.Kind.choices)
+    `sessions` and `filter` both narrow the selection; with neither, it is
+    every session of the workspace.
+    """
+
+    kind = serializers.ChoiceField(choices=STARTABLE_KINDS)
     policy = serializers.ChoiceField(choices=policy_choices(), default=DEFAULT_POLICY)
-    force = serializers.BooleanField(
+    force = BooleanField(
         default=False, help_text="Also repair live sessions (pending results become missing)."
     )
     sessions = serializers.ListField(
-        child=serializers.IntegerField(min_value=1, max_value=MAX_ID),
+        child=IdField(),
         required=False,
         min_length=1,
         max_length=MAX_JOB_SESSIONS,
-        help_text="The ids of the sessions; or give `filter`.",
+        help_text="Only these sessions (by id).",
     )
     filter = SessionFilterSerializer(
-        required=False, help_text="Every session of the workspace that matches; or give `sessions`."
+        required=False, help_text="Only the sessions that match this filter."
     )
-    source_job = serializers.IntegerField(
-        required=False,
-        min_value=1,
-        max_value=MAX_ID,
-        help_text=(
-            "For a rollback: the finished repair job to undo. For a repair: the finished "
-            "dry run whose plan to apply."
-        ),
-    )
-
-    def validate(self, data: dict[str, Any]) -> dict[str, Any]:
-        kind, chosen = data["kind"], [key for key in ("sessions", "filter") if key in data]
-        if kind == Job.Kind.ROLLBACK or "source_job" in data:
-            if "source_job" not in data:
-                raise serializers.ValidationError({"source_job": ["A rollback needs source_job."]})
-            if kind not in (Job.Kind.ROLLBACK, Job.Kind.REPAIR):
-                raise serializers.ValidationError(
-                    {"source_job": ["Only a rollback or a repair takes source_job."]}
-                )
-            if chosen:
-                raise serializers.ValidationError(
-                    f"A job with source_job takes its sessions from that job: drop {chosen[0]}."
-                )
-        elif len(chosen) != 1:
-            raise serializers.ValidationError("Give either sessions or filter (exactly one).")
-        return data
 
 
 class JobSerializer(serializers.ModelSerializer):

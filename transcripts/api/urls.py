@@ -10,6 +10,7 @@ from typing import Any
 
 from django.contrib.auth.decorators import login_not_required
 from django.urls import path, re_path, register_converter
+from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.views import SpectacularJSONAPIView, SpectacularSwaggerSplitView
 
 from transcripts.api import errors, views
@@ -51,6 +52,8 @@ urlpatterns = [
     ),
     path("jobs", _public(views.JobList.as_view()), name="jobs"),
     path("jobs/<id:pk>", _public(views.JobDetail.as_view()), name="job"),
+    path("jobs/<id:pk>/rollback", _public(views.JobRollback.as_view()), name="job_rollback"),
+    path("jobs/<id:pk>/apply", _public(views.JobApply.as_view()), name="job_apply"),
     path("jobs/<id:pk>/archive", _public(views.JobArchive.as_view()), name="job_archive"),
-    re_path(r"", _public(errors.not_found)),
+    re_path(r"", _public(csrf_exempt(errors.not_found))),
 ]

@@ -18,6 +18,7 @@ from django.utils.http import content_disposition_header
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import generics, pagination, parsers, renderers, status
+from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -40,9 +41,29 @@ from transcripts.models import Job, Revision, Session
 
 
 class Pagination(pagination.PageNumberPagination):
+    """Pages of 100 by default; `page_size` up to 1000, refused if it is no positive integer."""
+
     page_size = 100
     page_size_query_param = "page_size"
     max_page_size = 1000
+
+    def get_page_size(self, request: Request) -> int:
+        values = request.query_params.getlist(self.page_size_query_param)
+        if not values:
+            return self.page_size
+        try:
+            [size] = [int(value) for value in values]
+        except ValueError:
+            raise ValidationError({"page_size": ["A single positive integer."]}) from None
+        if size < 1:
+            raise ValidationError({"page_size": ["A single positive integer."]})
+        return min(size, self.max_page_size)
+
+    def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
+        parameters: list[dict[str, Any]] = super().get_schema_operation_parameters(view)
+        for parameter in parameters:
+            parameter["schema"]["minimum"] = 1
+        return parameters
 
 
 class BinaryRenderer(renderers.BaseRenderer):
@@ -258,16 +279,15 @@ class JobList(generics.ListAPIView[Job]):
     @extend_schema(
         summary="Start a job",
         description=(
-            "A repair, dry run or export of the sessions given by id or by a filter; a "
-            "rollback of a finished repair job; or, as a repair with `source_job`, the "
-            "repair a finished dry run planned. The job runs in the background: poll it."
+            "A repair, dry run or export of the workspace's sessions: those given by id, "
+            "those the filter matches, or both (every session if neither). The job runs "
+            "in the background: poll it."
         ),
         request=JobCreateSerializer,
         responses={
             202: JobSerializer,
             400: ErrorSerializer,
             404: ErrorSerializer,
-            409: ErrorSerializer,
             503: ErrorSerializer,
         },
     )
@@ -275,33 +295,6 @@ class JobList(generics.ListAPIView[Job]):
         body = JobCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
-        user, token = permissions.acting_user(request), request.auth
-        if "source_job" in data:
-            source = _job(request, data["source_job"])
-            start = (
-                actions.do_start_rollback_job
-                if data["kind"] == Job.Kind.ROLLBACK
-                else actions.do_start_repair_from_dry_run
-            )
-            job = _start(start, source, acting_user=user, api_token=token)
-        else:
-            sessions, selection = self._sessions(request, data)
-            job = _start(
-                actions.do_start_job,
-                permissions.workspace(request),
-                sessions,
-                policy=data["policy"],
-                kind=data["kind"],
-                force=data["force"],
-                selection=selection,
-                acting_user=user,
-                api_token=token,
-            )
-        return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
-
-    def _sessions(
-        self, request: Request, data: dict[str, Any]
-    ) -> tuple[QuerySet[Session], dict[str, Any]]:
         sessions = permissions.sessions(request)
         if "sessions" in data:
             wanted = set(data["sessions"])
@@ -310,8 +303,7 @@ class JobList(generics.ListAPIView[Job]):
             if missing:
                 ids = ", ".join(str(pk) for pk in sorted(missing)[:20])
                 raise errors.NotFound(f"There is no session {ids} in this workspace.")
-            return sessions, {}
-        selection = {key: str(value) for key, value in data["filter"].items()}
+        selection = {key: str(value) for key, value in data.get("filter", {}).items() if value}
         if fault := selection.get("fault"):
             sessions = sessions.with_fault(fault)
         if format := selection.get("format"):
@@ -319,8 +311,60 @@ class JobList(generics.ListAPIView[Job]):
         if text := selection.get("q"):
             sessions = sessions.filter(name__icontains=text)
         if not sessions.exists():
-            raise errors.NotFound("No session of this workspace matches the filter.")
-        return sessions, selection
+            raise errors.NotFound("No session of this workspace matches.")
+        job = _start(
+            actions.do_start_job,
+            permissions.workspace(request),
+            sessions,
+            policy=data["policy"],
+            kind=data["kind"],
+            force=data["force"],
+            selection=selection,
+            acting_user=permissions.acting_user(request),
+            api_token=request.auth,
+        )
+        return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+class JobRollback(APIView):
+    @extend_schema(
+        summary="Roll back a repair job",
+        description=(
+            "Start a job that gives each session the finished repair job changed its "
+            "previous bytes back, as a new revision; a session changed since is reported, "
+            "not touched."
+        ),
+        request=None,
+        responses={202: JobSerializer, 409: ErrorSerializer, 503: ErrorSerializer},
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        job = _start(
+            actions.do_start_rollback_job,
+            _job(request, pk),
+            acting_user=permissions.acting_user(request),
+            api_token=request.auth,
+        )
+        return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+class JobApply(APIView):
+    @extend_schema(
+        summary="Apply a dry run",
+        description=(
+            "Start the repair a finished dry run planned, fenced on the revisions it read: "
+            "a session changed since is skipped as fence_lost."
+        ),
+        request=None,
+        responses={202: JobSerializer, 409: ErrorSerializer, 503: ErrorSerializer},
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        job = _start(
+            actions.do_start_repair_from_dry_run,
+            _job(request, pk),
+            acting_user=permissions.acting_user(request),
+            api_token=request.auth,
+        )
+        return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 
 class JobDetail(APIView):
