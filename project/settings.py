@@ -189,10 +189,13 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 JOB_CHUNK_SIZE = envint("JOB_CHUNK_SIZE", "20")
 JOB_CLAIM_LEASE = envint("JOB_CLAIM_LEASE", "120")
 
-# Sync: folders may be followed only under these roots (os.pathsep-separated;
-# none by default, so nothing on the machine is readable until an operator says so).
+# Sync: folders may be followed only under these roots (os.pathsep-separated). By
+# default only var/sync, so nothing else on the machine is readable until an
+# operator says so (e.g. SYNC_ROOTS=~/.claude/projects:~/.codex/sessions).
 SYNC_ROOTS = [
-    Path(p).expanduser().resolve() for p in os.getenv("SYNC_ROOTS", "").split(os.pathsep) if p
+    Path(p).expanduser().resolve()
+    for p in os.getenv("SYNC_ROOTS", str(VAR_DIR / "sync")).split(os.pathsep)
+    if p
 ]
 # Seconds between syncs of every enabled source on the beat schedule.
 SYNC_INTERVAL = envint("SYNC_INTERVAL", "60")

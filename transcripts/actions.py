@@ -248,7 +248,7 @@ def do_ingest_session(
 # Starting, cancelling and retrying jobs.
 
 
-def _send(task: Task, *args: Any) -> None:
+def send_task(task: Task, *args: Any) -> None:
     """Publish `task` now, inside the caller's transaction; raise BrokerUnavailable if we can't.
 
     A failure raises out of the caller's `atomic` block, so the job rows it
@@ -290,7 +290,7 @@ def _create_job(
     )
     job.total = len(items)
     job.save(update_fields=["total"])
-    _send(start_job, job.pk)
+    send_task(start_job, job.pk)
     return job
 
 
@@ -416,7 +416,7 @@ def do_retry_failed_items(job: Job, *, acting_user: Any) -> int:
             status=JobItem.Status.QUEUED, error="", claim=None, claimed_at=None
         )
         Job.objects.filter(pk=job.pk).update(failed=F("failed") - retried)
-        _send(start_job, job.pk)
+        send_task(start_job, job.pk)
     return retried
 
 

@@ -39,6 +39,7 @@ from transcripts.actions import (
     create_session,
     live_fields,
     live_until,
+    send_task,
 )
 from transcripts.engine import ENGINE_VERSION, analyze
 from transcripts.models import (
@@ -707,3 +708,18 @@ def _link_subagents(source: SyncSource) -> None:
 def sources_due() -> Iterator[int]:
     """Yield the ids of the enabled sources, for the beat schedule."""
     yield from SyncSource.objects.filter(enabled=True).values_list("pk", flat=True)
+
+
+def do_queue_sync(source: SyncSource, *, acting_user: Any) -> None:
+    """Queue a sync of `source` now; raise actions.BrokerUnavailable if the queue is down."""
+    from transcripts.tasks import sync_source  # the tasks module imports this one
+
+    send_task(sync_source, source.pk)
+
+
+def do_update_source(source: SyncSource, *, acting_user: Any, **fields: Any) -> None:
+    """Set `fields` (enabled, write_back) of `source`."""
+    with transaction.atomic(durable=True):
+        for name, value in fields.items():
+            setattr(source, name, value)
+        source.save(update_fields=list(fields))
