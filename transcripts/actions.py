@@ -653,9 +653,15 @@ def _rollback_item(item: JobItem, job: Job, claim: uuid.UUID) -> None:
         _finish_alone(item, claim, JobItem.Status.FENCE_LOST, error=error)
         return
     try:
-        restored = analyze(previous.read(), session.name, format=session.format)
+        restored_bytes = previous.read()
+        restored = analyze(restored_bytes, session.name, format=session.format)
     except Exception as exc:  # an engine bug must fail one item, not the whole job
         _finish_alone(item, claim, JobItem.Status.FAILED, error=f"{type(exc).__name__}: {exc}")
+        return
+    try:
+        write_back = writeback.check(session, undone)
+    except writeback.WriteBackRefused as exc:
+        _finish_alone(item, claim, JobItem.Status.FENCE_LOST, error=str(exc))
         return
     try:
         with transaction.atomic(durable=True):
@@ -685,7 +691,11 @@ def _rollback_item(item: JobItem, job: Job, claim: uuid.UUID) -> None:
                 policy=job.policy,
                 engine_version=ENGINE_VERSION,
             )
+            if write_back is not None:
+                _write_back(write_back, restored_bytes, job, undone, revision)
             _finish(item, claim, JobItem.Status.ROLLED_BACK, revision=revision)
+    except (writeback.WriteBackRefused, OSError) as exc:
+        _finish_alone(item, claim, JobItem.Status.FENCE_LOST, error=str(exc))
     except IntegrityError:
         error = f"another writer took revision {undone.number + 1} of the session"
         _finish_alone(item, claim, JobItem.Status.FENCE_LOST, error=error)

@@ -114,3 +114,28 @@ def test_without_write_back_the_file_is_left_alone(root, source, alice):
 
     assert (root / "s.jsonl").read_bytes() == BROKEN
     assert not AuditRecord.objects.filter(op="write_back").exists()
+
+
+def test_rolling_back_the_job_writes_the_file_before_back(root, writing_source, alice):
+    session = synced(root, writing_source).session
+    item = repair(session, alice)
+
+    rollback = run_inline(actions.do_start_rollback_job(item.job, acting_user=alice))
+
+    assert rollback.items.get().status == "rolled_back"
+    assert (root / "s.jsonl").read_bytes() == BROKEN
+    assert AuditRecord.objects.filter(op="write_back").count() == 2
+    assert sync.do_sync_source(writing_source.pk).unchanged == 1
+
+
+def test_a_rollback_leaves_a_file_the_agent_wrote_to_since(root, writing_source, alice):
+    session = synced(root, writing_source).session
+    item = repair(session, alice)
+    with open(root / "s.jsonl", "ab") as f:
+        f.write(user("u3", "a2", "thanks"))
+    repaired_and_more = (root / "s.jsonl").read_bytes()
+
+    rollback = run_inline(actions.do_start_rollback_job(item.job, acting_user=alice))
+
+    assert rollback.items.get().status == "fence_lost"
+    assert (root / "s.jsonl").read_bytes() == repaired_and_more
