@@ -3,6 +3,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from tests.api.conftest import error_of
 from tests.helpers import ORPHANED_CALL, sample
+from tests.sync.conftest import call, user
 from transcripts.models import ApiToken, AuditRecord, Session
 
 URL = "/api/sessions"
@@ -27,7 +28,9 @@ def test_it_stores_an_upload_as_revision_0(api, alice, workspace):
         "fault_counts": {"missing_result": 1},
         "error": "",
         "head": 0,
+        "live": False,
         "last_write": None,
+        "live_until": None,
         "created": session.created.isoformat().replace("+00:00", "Z"),
     }
     assert session.head.read() == data
@@ -48,12 +51,15 @@ def test_it_takes_a_name_and_a_format(api):
 
 
 def test_it_marks_a_live_upload(api):
-    response = upload(api, sample("formats/claude_code.jsonl"), live="true")
+    data = user("u1", None, "list the files") + call("a1", "u1", "toolu_1")
+    response = upload(api, data, live="true")
     session = Session.objects.get()
     assert response.status_code == 201
-    assert session.last_write is not None
-    # Its last call awaits its result within the grace period.
+    assert response.json()["live"] is True
+    assert session.is_live()
+    # Its last call awaits its result within the grace period; an upload not live has none.
     assert session.fault_counts == {"pending_result": 1}
+    assert upload(api, data).json()["fault_counts"] == {"missing_result": 1}
 
 
 def test_it_keeps_an_unreadable_file_and_says_why(api):
@@ -62,6 +68,20 @@ def test_it_keeps_an_unreadable_file_and_says_why(api):
     assert body["format"] == "unknown"
     assert body["error"].startswith("broken.jsonl")
     assert Session.objects.get().head.read() == data
+
+
+def test_it_keeps_an_empty_file(api):
+    body = upload(api, b"", filename="empty.jsonl").json()
+    assert (body["name"], body["record_count"]) == ("empty.jsonl", 0)
+    assert body["error"].startswith("empty.jsonl")
+    assert Session.objects.get().head.read() == b""
+
+
+@pytest.mark.parametrize(("field", "value"), [("format", ""), ("format", "rot13"), ("live", "")])
+def test_it_refuses_an_empty_or_unknown_choice(api, field, value):
+    response = upload(api, b"{}\n", **{field: value})
+    assert error_of(response) == (400, "bad_request")
+    assert set(response.json()["error"]["fields"]) == {field}
 
 
 def test_it_requires_a_file(api):
@@ -107,9 +127,10 @@ def test_it_refuses_an_unknown_fault_kind(api, fault):
     assert "fault" in response.json()["error"]["fields"]
 
 
-@pytest.mark.parametrize("size", ["0", "-1", "ten", ""])
-def test_it_refuses_a_page_size_that_is_no_positive_integer(api, size):
-    assert error_of(api.get(URL, {"page_size": size})) == (400, "bad_request")
+@pytest.mark.parametrize("param", ["page", "page_size"])
+@pytest.mark.parametrize("value", ["0", "-1", "ten", ""])
+def test_it_refuses_a_page_that_is_no_positive_integer(api, param, value):
+    assert error_of(api.get(URL, {param: value})) == (400, "bad_request")
 
 
 def test_it_shows_one_session(api, workspace, ingest):

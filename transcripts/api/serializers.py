@@ -49,7 +49,22 @@ class TextField(serializers.CharField):
         return text
 
 
-class BooleanField(serializers.BooleanField):
+class GivenEmpty:
+    """A field that, given empty in a form or query string, is refused, not taken as absent."""
+
+    field_name: str
+
+    def get_value(self, dictionary: Any) -> Any:
+        if html.is_html_input(dictionary) and dictionary.get(self.field_name) == "":
+            return ""
+        return super().get_value(dictionary)  # type: ignore[misc]
+
+
+class ChoiceField(GivenEmpty, serializers.ChoiceField):
+    pass
+
+
+class BooleanField(GivenEmpty, serializers.BooleanField):
     """A boolean: JSON true or false, or in a form, the text "true" or "false".
 
     DRF also takes 1, "yes", "on" and more; a client that sends those meant
@@ -79,15 +94,6 @@ class IdField(serializers.IntegerField):
         return value
 
 
-class ChoiceField(serializers.ChoiceField):
-    """A choice that, given empty in a query string, is refused rather than taken as absent."""
-
-    def get_value(self, dictionary: Any) -> Any:
-        if html.is_html_input(dictionary) and dictionary.get(self.field_name) == "":
-            return ""
-        return super().get_value(dictionary)
-
-
 class ErrorBodySerializer(serializers.Serializer):
     code = serializers.CharField(help_text="Stable error code, e.g. not_found or invalid_token.")
     message = serializers.CharField(help_text="What went wrong, for people.")
@@ -115,6 +121,9 @@ class SessionSerializer(serializers.ModelSerializer):
     fault_counts = FaultCountsField(
         help_text="{fault kind: count} in the head revision; pending_result while it is live."
     )
+    live = serializers.SerializerMethodField(
+        help_text="Whether the session was written within the grace period (until live_until)."
+    )
 
     class Meta:
         model = Session
@@ -126,10 +135,15 @@ class SessionSerializer(serializers.ModelSerializer):
             "fault_counts",
             "error",
             "head",
+            "live",
             "last_write",
+            "live_until",
             "created",
         ]
         read_only_fields = fields
+
+    def get_live(self, session: Session) -> bool:
+        return session.is_live()
 
     def get_head(self, session: Session) -> int | None:
         return session.head.number if session.head else None
@@ -177,7 +191,7 @@ class SessionUploadSerializer(serializers.Serializer):
         max_length=1000,
         help_text="The session's name; the file's name if not given.",
     )
-    format = serializers.ChoiceField(
+    format = ChoiceField(
         choices=list(FORMATS),
         required=False,
         help_text="The file's format; sniffed from the content if not given.",
@@ -203,7 +217,7 @@ def _base_name(name: str | None) -> str:
 
 
 class RepairSerializer(serializers.Serializer):
-    policy = serializers.ChoiceField(choices=policy_choices(), default=DEFAULT_POLICY)
+    policy = ChoiceField(choices=policy_choices(), default=DEFAULT_POLICY)
     dry_run = BooleanField(default=False, help_text="Plan the repair and write nothing.")
     force = BooleanField(
         default=False,
@@ -228,8 +242,8 @@ class JobCreateSerializer(serializers.Serializer):
     every session of the workspace.
     """
 
-    kind = serializers.ChoiceField(choices=STARTABLE_KINDS)
-    policy = serializers.ChoiceField(choices=policy_choices(), default=DEFAULT_POLICY)
+    kind = ChoiceField(choices=STARTABLE_KINDS)
+    policy = ChoiceField(choices=policy_choices(), default=DEFAULT_POLICY)
     force = BooleanField(
         default=False, help_text="Also repair live sessions (pending results become missing)."
     )

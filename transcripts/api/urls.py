@@ -43,6 +43,7 @@ urlpatterns = [
     path("sessions", _public(views.SessionList.as_view()), name="sessions"),
     path("sessions/<id:pk>", _public(views.SessionDetail.as_view()), name="session"),
     path("sessions/<id:pk>/faults", _public(views.SessionFaults.as_view()), name="faults"),
+    path("sessions/<id:pk>/records", _public(views.SessionRecords.as_view()), name="records"),
     path("sessions/<id:pk>/repair", _public(views.SessionRepair.as_view()), name="repair"),
     path("sessions/<id:pk>/revisions", _public(views.RevisionList.as_view()), name="revisions"),
     path(

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.core.files.storage import default_storage
 from django.db.models import QuerySet
 from django.http import FileResponse, HttpResponse
@@ -23,7 +25,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from transcripts import actions
+from transcripts import actions, sync
 from transcripts.api import errors, permissions
 from transcripts.api.serializers import (
     ErrorSerializer,
@@ -41,22 +43,32 @@ from transcripts.models import Job, Revision, Session
 
 
 class Pagination(pagination.PageNumberPagination):
-    """Pages of 100 by default; `page_size` up to 1000, refused if it is no positive integer."""
+    """Pages of 100 by default, `page_size` up to 1000; either refused unless a positive integer.
+
+    A page past the last is a 404.
+    """
 
     page_size = 100
     page_size_query_param = "page_size"
     max_page_size = 1000
 
-    def get_page_size(self, request: Request) -> int:
-        values = request.query_params.getlist(self.page_size_query_param)
+    def _positive(self, request: Request, name: str) -> int | None:
+        values = request.query_params.getlist(name)
         if not values:
-            return self.page_size
+            return None
         try:
-            [size] = [int(value) for value in values]
+            [number] = [int(value) for value in values]
         except ValueError:
-            raise ValidationError({"page_size": ["A single positive integer."]}) from None
-        if size < 1:
-            raise ValidationError({"page_size": ["A single positive integer."]})
+            number = 0
+        if number < 1:
+            raise ValidationError({name: ["A single positive integer."]})
+        return number
+
+    def get_page_number(self, request: Request, paginator: Any) -> int:
+        return self._positive(request, self.page_query_param) or 1
+
+    def get_page_size(self, request: Request) -> int:
+        size = self._positive(request, self.page_size_query_param) or self.page_size
         return min(size, self.max_page_size)
 
     def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
@@ -86,10 +98,25 @@ class ZipRenderer(BinaryRenderer):
 
 
 def _session(request: Request, pk: int) -> Session:
+    """Return the session `pk` of the request's workspace, its live counts up to date."""
     try:
-        return permissions.sessions(request).select_related("head").get(pk=pk)
+        session = permissions.sessions(request).select_related("head").get(pk=pk)
     except Session.DoesNotExist:
         raise errors.NotFound(f"There is no session {pk} in this workspace.") from None
+    sync.refresh_live(session)
+    return session
+
+
+def _expire_live(sessions: QuerySet[Session]) -> None:
+    """Re-count those of `sessions` whose grace has passed with results pending.
+
+    Before a list is filtered or shown, so a call that was pending when the
+    session was last written reads as `missing_result` once the grace is over,
+    whether or not the periodic task has run yet.
+    """
+    expired = sessions.filter(live_until__lte=timezone.now()).with_fault("pending_result")
+    for session in expired.order_by("pk"):
+        sync.refresh_live(session)
 
 
 def _job(request: Request, pk: int) -> Job:
@@ -119,6 +146,7 @@ class SessionList(generics.ListAPIView[Session]):
         query = SessionFilterSerializer(data=self.request.query_params)
         query.is_valid(raise_exception=True)
         sessions = permissions.sessions(self.request).select_related("head")
+        _expire_live(sessions)
         if fault := query.validated_data.get("fault"):
             sessions = sessions.with_fault(fault)
         if format := query.validated_data.get("format"):
@@ -164,6 +192,68 @@ class SessionDetail(APIView):
     @extend_schema(summary="Get a session", responses={200: SessionSerializer})
     def get(self, request: Request, pk: int) -> Response:
         return Response(SessionSerializer(_session(request, pk)).data)
+
+
+class NdjsonParser(parsers.BaseParser):
+    """Take a body of JSON lines as it is, up to DATA_UPLOAD_MAX_MEMORY_SIZE bytes.
+
+    The append action checks each line.
+    """
+
+    media_type = "application/x-ndjson"
+
+    def parse(self, stream: Any, media_type: Any = None, parser_context: Any = None) -> bytes:
+        if stream is None:
+            return b""
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        if limit is None:
+            data: bytes = stream.read()
+            return data
+        data = stream.read(limit + 1)
+        if len(data) > limit:
+            raise RequestDataTooBig(f"The body is larger than {limit} bytes.")
+        return data
+
+
+class JsonlParser(NdjsonParser):
+    media_type = "application/jsonl"
+
+
+# The HTTP status of each code `sync.AppendError` raises.
+APPEND_ERRORS = {"not_appendable": status.HTTP_409_CONFLICT}
+
+
+class SessionRecords(APIView):
+    parser_classes = [NdjsonParser, JsonlParser]
+
+    @extend_schema(
+        summary="Append records",
+        description=(
+            "Add JSON lines to the end of a JSON-lines session, as an agent runtime writes "
+            "them: one JSON object per line, each line ending in a newline. The lines "
+            "become a new head revision and the session counts as written now: a call "
+            "whose result has not arrived yet is pending_result until the grace period "
+            "passes, then missing_result. A session whose format is one JSON document "
+            "takes no appends (409 not_appendable); an empty body is `empty`, a last line "
+            "without its newline `partial_line`, a line that is no JSON object `bad_record`."
+        ),
+        request={
+            "application/x-ndjson": OpenApiTypes.BINARY,
+            "application/jsonl": OpenApiTypes.BINARY,
+        },
+        responses={200: SessionSerializer, 400: ErrorSerializer, 409: ErrorSerializer},
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        session = _session(request, pk)
+        # An empty body comes through DRF as an empty dict: nothing to append.
+        data = request.data if isinstance(request.data, bytes) else b""
+        try:
+            sync.do_append_records(session, data, acting_user=permissions.acting_user(request))
+        except sync.AppendError as exc:
+            status_code = APPEND_ERRORS.get(exc.code, status.HTTP_400_BAD_REQUEST)
+            return errors.error_response(status_code, exc.code, str(exc))
+        session.refresh_from_db()
+        return Response(SessionSerializer(session).data)
 
 
 class SessionFaults(APIView):

@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("transcripts", "0006_jobitem_base_required"),
+        ("transcripts", "0007_sync_sources"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
