@@ -39,10 +39,27 @@ def store_blob(data: bytes) -> str:
     return sha256
 
 
+def roles_at_least(role: str) -> list[str]:
+    """Return the membership roles that include `role`'s rights ("editor" -> editor, admin)."""
+    order = list(Membership.Role.values)
+    return order[order.index(role) :]
+
+
+def member_filter(prefix: str, user: Any, role: str | None) -> dict[str, Any]:
+    """Return filter arguments for rows whose workspace (at `prefix`) `user` holds `role` in.
+
+    One filter() call, so the user and role conditions bind the same membership.
+    """
+    lookups: dict[str, Any] = {f"{prefix}memberships__user": user}
+    if role is not None:
+        lookups[f"{prefix}memberships__role__in"] = roles_at_least(role)
+    return lookups
+
+
 class WorkspaceQuerySet(models.QuerySet["Workspace"]):
-    def for_user(self, user: Any) -> WorkspaceQuerySet:
-        """Return the workspaces `user` is a member of."""
-        return self.filter(memberships__user=user)
+    def for_user(self, user: Any, role: str | None = None) -> WorkspaceQuerySet:
+        """Return the workspaces `user` is a member of (with at least `role`, if given)."""
+        return self.filter(**member_filter("", user, role))
 
 
 class Workspace(models.Model):
@@ -59,13 +76,21 @@ class Workspace(models.Model):
 
 
 class Membership(models.Model):
+    """A user's role in a workspace; each role has the rights of those before it.
+
+    viewer: read sessions, jobs and the audit trail, download and export;
+    editor: also upload, repair, run and roll back jobs;
+    admin: also sync sources, members and API tokens.
+    """
+
     class Role(models.TextChoices):
-        OWNER = "owner"
-        MEMBER = "member"
+        VIEWER = "viewer"
+        EDITOR = "editor"
+        ADMIN = "admin"
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="memberships")
     workspace = models.ForeignKey(Workspace, models.CASCADE, related_name="memberships")
-    role = models.CharField(max_length=20, choices=Role.choices, default=Role.MEMBER)
+    role = models.CharField(max_length=20, choices=Role.choices, default=Role.VIEWER)
 
     class Meta:
         constraints = [
@@ -75,11 +100,18 @@ class Membership(models.Model):
     def __str__(self) -> str:
         return f"{self.user} in {self.workspace} ({self.role})"
 
+    @classmethod
+    def has_role(cls, user: Any, workspace_id: int, role: str) -> bool:
+        """Return True if `user` holds at least `role` in the workspace `workspace_id`."""
+        return cls.objects.filter(
+            user=user, workspace_id=workspace_id, role__in=roles_at_least(role)
+        ).exists()
+
 
 class SessionQuerySet(models.QuerySet["Session"]):
-    def for_user(self, user: Any) -> SessionQuerySet:
-        """Return the sessions in the workspaces of `user`."""
-        return self.filter(workspace__memberships__user=user)
+    def for_user(self, user: Any, role: str | None = None) -> SessionQuerySet:
+        """Return the sessions in the workspaces of `user` (with at least `role`, if given)."""
+        return self.filter(**member_filter("workspace__", user, role))
 
     def with_fault(self, kind: str) -> SessionQuerySet:
         """Return the sessions whose head revision has at least one fault of `kind`."""
@@ -194,9 +226,9 @@ class Revision(models.Model):
 
 
 class JobQuerySet(models.QuerySet["Job"]):
-    def for_user(self, user: Any) -> JobQuerySet:
-        """Return the jobs in the workspaces of `user`."""
-        return self.filter(workspace__memberships__user=user)
+    def for_user(self, user: Any, role: str | None = None) -> JobQuerySet:
+        """Return the jobs in the workspaces of `user` (with at least `role`, if given)."""
+        return self.filter(**member_filter("workspace__", user, role))
 
 
 class Job(models.Model):
@@ -360,9 +392,9 @@ class JobItem(models.Model):
 
 
 class AuditRecordQuerySet(models.QuerySet["AuditRecord"]):
-    def for_user(self, user: Any) -> AuditRecordQuerySet:
-        """Return the audit records of sessions in the workspaces of `user`."""
-        return self.filter(session__workspace__memberships__user=user)
+    def for_user(self, user: Any, role: str | None = None) -> AuditRecordQuerySet:
+        """Return the audit records of sessions in `user`'s workspaces (at least `role`)."""
+        return self.filter(**member_filter("session__workspace__", user, role))
 
     def update(self, **kwargs: Any) -> int:
         raise ValueError("audit records are append-only")
@@ -547,9 +579,9 @@ class AuditRecord(models.Model):
 
 
 class SyncSourceQuerySet(models.QuerySet["SyncSource"]):
-    def for_user(self, user: Any) -> SyncSourceQuerySet:
-        """Return the sync sources of the workspaces of `user`."""
-        return self.filter(workspace__memberships__user=user)
+    def for_user(self, user: Any, role: str | None = None) -> SyncSourceQuerySet:
+        """Return the sync sources of the workspaces of `user` (with at least `role`, if given)."""
+        return self.filter(**member_filter("workspace__", user, role))
 
 
 class SyncSource(models.Model):
