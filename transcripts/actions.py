@@ -707,8 +707,7 @@ def _rollback_item(item: JobItem, job: Job, claim: uuid.UUID) -> None:
             revision = Revision.objects.create(
                 session=session,
                 number=undone.number + 1,
-                sha256=previous.sha256,
-                size=previous.size,
+                **previous.storage_fields(),
                 engine_version=ENGINE_VERSION,
                 origin="rollback",
                 parent=undone,
@@ -761,7 +760,8 @@ def _export_item(item: JobItem, job: Job, claim: uuid.UUID) -> None:
         item,
         claim,
         JobItem.Status.EXPORTED,
-        sha256_after=store_blob(analysis.repaired) if ops else item.base.sha256,
+        # Stored even when unchanged: a revision made by an append may keep only its delta.
+        sha256_after=store_blob(analysis.repaired),
         op_count=len(ops),
         op_counts=dict(Counter(str(op.kind) for op in ops)),
         ops=[

@@ -180,12 +180,26 @@ class Session(models.Model):
         return self.live_until is not None and self.live_until > (now or timezone.now())
 
 
+def read_blob(sha256: str) -> bytes:
+    """Return the bytes of the blob `sha256` (hex)."""
+    with default_storage.open(blob_name(sha256), "rb") as f:
+        return f.read()
+
+
 class Revision(models.Model):
     """Immutable bytes of a session: number 0 is the upload, each repair adds one.
 
     The content lives in storage under its sha256 (`blob_name`), so identical
-    bytes are stored once and a revision can never be rewritten in place.
+    bytes are stored once and a revision can never be rewritten in place. A
+    revision made by appending records to another may instead store only the
+    appended bytes (`delta`, a blob) on top of `appended_to`, at most
+    MAX_CHAIN deltas deep: an agent streaming records one call at a time
+    then costs storage in proportion to what it sends, not to the session's
+    size times the number of calls. `sha256` and `size` are always those of
+    the whole content.
     """
+
+    MAX_CHAIN = 32
 
     session = models.ForeignKey(Session, models.CASCADE, related_name="revisions")
     number = models.PositiveIntegerField()
@@ -199,6 +213,11 @@ class Revision(models.Model):
         help_text="What made it: upload, sync, append, rewrite, repair, rollback.",
     )
     parent = models.ForeignKey("self", models.PROTECT, null=True, blank=True, related_name="+")
+    appended_to = models.ForeignKey("self", models.PROTECT, null=True, blank=True, related_name="+")
+    delta = models.CharField(
+        max_length=64, blank=True, help_text="sha256 of the blob appended to `appended_to`."
+    )
+    chain = models.PositiveSmallIntegerField(default=0, help_text="Deltas to read for the bytes.")
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
     )
@@ -220,9 +239,25 @@ class Revision(models.Model):
         super().save(*args, **kwargs)
 
     def read(self) -> bytes:
-        """Return the exact bytes of this revision."""
-        with default_storage.open(blob_name(self.sha256), "rb") as f:
-            return f.read()
+        """Return the exact bytes of this revision (one query per delta of its chain)."""
+        deltas = []
+        revision = self
+        while revision.appended_to_id is not None:
+            deltas.append(read_blob(revision.delta))
+            revision = Revision.objects.only("sha256", "delta", "appended_to").get(
+                pk=revision.appended_to_id
+            )
+        return read_blob(revision.sha256) + b"".join(reversed(deltas))
+
+    def storage_fields(self) -> dict[str, Any]:
+        """Return the fields that say where this revision's bytes are, to share them."""
+        return {
+            "sha256": self.sha256,
+            "size": self.size,
+            "appended_to": self.appended_to,
+            "delta": self.delta,
+            "chain": self.chain,
+        }
 
 
 class JobQuerySet(models.QuerySet["Job"]):
