@@ -399,7 +399,7 @@ def do_sync_source(
         last_sync=timezone.now(),
         last_error=last_error or "\n".join(report.errors[:20]),
         file_count=counts.count(),
-        error_count=counts.exclude(error="").count() + len(report.errors),
+        error_count=len(report.errors),
     )
     return report
 
@@ -455,6 +455,8 @@ def _sync(
             outcome = _sync_file(source, root, rel, found[rel], known.get(rel))
         except OSError as exc:
             report.errors.append(f"{rel}: {exc.strerror or exc}")
+            if rel in known:
+                SyncedFile.objects.filter(pk=known[rel].pk).update(error=exc.strerror or str(exc))
             outcome = ""
         if outcome:
             setattr(report, outcome, getattr(report, outcome) + 1)
