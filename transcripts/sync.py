@@ -192,13 +192,23 @@ def append_records(
     first if the head lacks one), one `append` audit record, and the session's
     new counts with the live rules (`now` is the last write).
     """
-    session = Session.objects.select_for_update().select_related("head").get(pk=session.pk)
+    session = (
+        Session.objects.select_for_update(of=("self",)).select_related("head").get(pk=session.pk)
+    )
     head = session.head
     assert head is not None
     before = head.read()
     joiner = b"\n" if before and not before.endswith(b"\n") else b""
     content = before + joiner + data
-    revision = _new_head(session, head, content, origin=origin, acting_user=acting_user, now=now)
+    revision = _new_head(
+        session,
+        head,
+        content,
+        origin=origin,
+        acting_user=acting_user,
+        now=now,
+        delta=joiner + data if before and head.chain < Revision.MAX_CHAIN else None,
+    )
     records = data.count(b"\n")
     AuditRecord.objects.create(
         acting_user=acting_user,
@@ -270,19 +280,32 @@ def _new_head(
     origin: str,
     acting_user: Any,
     now: datetime,
+    delta: bytes | None = None,
 ) -> Revision:
-    """Write `content` as revision head+1 and make it the head, with fresh counts."""
+    """Write `content` as revision head+1 and make it the head, with fresh counts.
+
+    With `delta` (the bytes `content` adds to the head's), only those are stored.
+    """
     analysis = analyze(
         content,
         session.name,
         format=session.format if not session.error else None,
         **live_fields(now),
     )
+    if delta is None:
+        storage: dict[str, Any] = {"sha256": store_blob(content)}
+    else:
+        storage = {
+            "sha256": hashlib.sha256(content).hexdigest(),
+            "appended_to": head,
+            "delta": store_blob(delta),
+            "chain": head.chain + 1,
+        }
     revision = Revision.objects.create(
         session=session,
         number=head.number + 1,
-        sha256=store_blob(content),
         size=len(content),
+        **storage,
         engine_version=ENGINE_VERSION,
         origin=origin,
         parent=head,
@@ -322,7 +345,11 @@ def refresh_live(session: Session, now: datetime | None = None) -> bool:
     if session.is_live(now) or "pending_result" not in session.fault_counts:
         return False
     with transaction.atomic():
-        locked = Session.objects.select_for_update().select_related("head").get(pk=session.pk)
+        locked = (
+            Session.objects.select_for_update(of=("self",))
+            .select_related("head")
+            .get(pk=session.pk)
+        )
         if locked.is_live(now) or "pending_result" not in locked.fault_counts:
             return False
         assert locked.head is not None
@@ -378,7 +405,7 @@ def do_sync_source(
         last_sync=timezone.now(),
         last_error=last_error or "\n".join(report.errors[:20]),
         file_count=counts.count(),
-        error_count=counts.exclude(error="").count() + len(report.errors),
+        error_count=len(report.errors),
     )
     return report
 
@@ -434,6 +461,8 @@ def _sync(
             outcome = _sync_file(source, root, rel, found[rel], known.get(rel))
         except OSError as exc:
             report.errors.append(f"{rel}: {exc.strerror or exc}")
+            if rel in known:
+                SyncedFile.objects.filter(pk=known[rel].pk).update(error=exc.strerror or str(exc))
             outcome = ""
         if outcome:
             setattr(report, outcome, getattr(report, outcome) + 1)
@@ -598,7 +627,9 @@ def _rewrite(
     fields = _file_fields(stat, raw, content, now)
     with transaction.atomic(durable=True):
         session = (
-            Session.objects.select_for_update().select_related("head").get(pk=synced.session_id)
+            Session.objects.select_for_update(of=("self",))
+            .select_related("head")
+            .get(pk=synced.session_id)
         )
         head = session.head
         assert head is not None

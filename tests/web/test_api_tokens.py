@@ -5,7 +5,7 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from transcripts import actions
-from transcripts.models import ApiToken
+from transcripts.models import ApiToken, Membership
 
 URL = reverse("transcripts:api_tokens")
 CREATE = reverse("transcripts:create_api_token")
@@ -84,3 +84,26 @@ def test_it_hides_other_workspaces_tokens(alice_client, other_workspace, bob):
     assert response.status_code == 404
     theirs.refresh_from_db()
     assert theirs.revoked_at is None
+
+
+@pytest.fixture
+def viewer_client(client, django_user_model, workspace):
+    """Return a client logged in as carol, a viewer of alice's workspace."""
+    carol = django_user_model.objects.create_user("carol", password="carol-password")
+    Membership.objects.create(user=carol, workspace=workspace, role=Membership.Role.VIEWER)
+    client.force_login(carol)
+    return client
+
+
+def test_a_viewer_sees_tokens_but_cannot_create_or_revoke_them(viewer_client, alice, workspace):
+    token, _ = actions.do_create_api_token(workspace, "agent", acting_user=alice)
+    page = viewer_client.get(URL).content.decode()
+    assert "agent" in page and "Revoke agent" not in page
+    assert "you administer none" in page
+    response = viewer_client.post(CREATE, {"workspace": workspace.pk, "name": "mine"})
+    assert response.status_code == 400
+    revoke = viewer_client.post(reverse("transcripts:revoke_api_token", args=[token.pk]))
+    assert revoke.status_code == 403
+    token.refresh_from_db()
+    assert token.revoked_at is None
+    assert ApiToken.objects.count() == 1

@@ -15,6 +15,7 @@ def _has_query(op: dict[str, Any]) -> bool:
 COMMON_ERRORS = {
     "400": (lambda path, op: "requestBody" in op or _has_query(op), "Bad request"),
     "401": (lambda path, op: True, "No API token, or one not valid or revoked"),
+    "403": (lambda path, op: True, "The token's role in its workspace does not allow this"),
     "404": (lambda path, op: "{" in path or _has_query(op), "Not found in this workspace"),
     "406": (lambda path, op: True, "The Accept header allows no type this operation sends"),
     "413": (lambda path, op: "requestBody" in op, "The request body is too large"),

@@ -39,7 +39,7 @@ from transcripts.api.serializers import (
     SessionUploadSerializer,
 )
 from transcripts.engine import DEFAULT_POLICY
-from transcripts.models import Job, Revision, Session
+from transcripts.models import Job, Membership, Revision, Session
 
 
 class Pagination(pagination.PageNumberPagination):
@@ -358,6 +358,8 @@ class RevisionContent(APIView):
 class JobList(generics.ListAPIView[Job]):
     serializer_class = JobSerializer
     pagination_class = Pagination
+    # A viewer may export; the other kinds need an editor (checked once the kind is known).
+    write_role = Membership.Role.VIEWER
 
     def get_queryset(self) -> QuerySet[Job]:
         return permissions.jobs(self.request)
@@ -371,7 +373,7 @@ class JobList(generics.ListAPIView[Job]):
         description=(
             "A repair, dry run or export of the workspace's sessions: those given by id, "
             "those the filter matches, or both (every session if neither). The job runs "
-            "in the background: poll it."
+            "in the background: poll it. A viewer's token may start exports only."
         ),
         request=JobCreateSerializer,
         responses={
@@ -385,6 +387,8 @@ class JobList(generics.ListAPIView[Job]):
         body = JobCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
+        if data["kind"] != Job.Kind.EXPORT:
+            permissions.require(request, Membership.Role.EDITOR)
         sessions = permissions.sessions(request)
         if "sessions" in data:
             wanted = set(data["sessions"])

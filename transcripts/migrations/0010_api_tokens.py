@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("transcripts", "0007_sync_sources"),
+        ("transcripts", "0009_revision_deltas"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
