@@ -8,6 +8,7 @@ from django import forms
 from django.contrib.auth import get_user_model
 from django.db import connections
 from django.db.models import QuerySet
+from django.http import QueryDict
 
 from transcripts.core.model import FaultKind
 from transcripts.engine import DEFAULT_POLICY, PRESETS
@@ -269,3 +270,45 @@ class PolicyForm(forms.Form):
 
     def clean_policy(self) -> str:
         return self.cleaned_data["policy"] or DEFAULT_POLICY
+
+
+class TimelineForm(PolicyForm):
+    """What the session page shows: the policy and format, filters, and where in the timeline.
+
+    At most one of `record` (a raw record index), `at`, `after`, `before`,
+    `fault_after` and `fault_before` (row positions) picks the window; none
+    means the first rows.
+    """
+
+    faults = forms.BooleanField(label="Only faults", required=False)
+    tools = forms.BooleanField(label="Only tool traffic", required=False)
+    q = forms.CharField(label="Search", required=False, max_length=200, strip=True)
+    record = forms.IntegerField(label="Record", required=False, min_value=0, max_value=2**31 - 1)
+    at = forms.IntegerField(required=False, min_value=0, max_value=2**31 - 1)
+    after = forms.IntegerField(required=False, min_value=-1, max_value=2**31 - 1)
+    before = forms.IntegerField(required=False, min_value=0, max_value=2**31 - 1)
+    fault_after = forms.IntegerField(required=False, min_value=-1, max_value=2**31 - 1)
+    fault_before = forms.IntegerField(required=False, min_value=0, max_value=2**31 - 1)
+
+    PLACES = ("record", "at", "after", "before", "fault_after", "fault_before")
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if sum(data.get(name) is not None for name in self.PLACES) > 1:
+            raise forms.ValidationError("Ask for one place in the timeline at a time.")
+        return data
+
+    def view_items(self) -> list[tuple[str, str]]:
+        """Return the (name, value) pairs of the view alone (policy, format, filters), no place."""
+        data = self.cleaned_data
+        items = [("policy", data["policy"])]
+        items += [(name, data[name]) for name in ("format", "q") if data.get(name)]
+        items += [(name, "1") for name in ("faults", "tools") if data.get(name)]
+        return items
+
+    def view_query(self) -> str:
+        """Return the query string of `view_items`."""
+        query = QueryDict(mutable=True)
+        for name, value in self.view_items():
+            query[name] = value
+        return query.urlencode()

@@ -9,7 +9,7 @@ from typing import Any
 from celery import Task, shared_task
 from django.conf import settings
 
-from transcripts import actions
+from transcripts import actions, timeline
 from transcripts.models import Job
 
 
@@ -32,3 +32,9 @@ def run_job_items(self: Task, job_id: int, item_ids: list[int]) -> Any:
     if busy:
         # Their worker may have died: once its lease has passed, the retry takes them over.
         raise self.retry(args=(job_id, busy), countdown=settings.JOB_CLAIM_LEASE)
+
+
+@shared_task(name="transcripts.build_timeline", acks_late=True)
+def build_timeline(timeline_id: int) -> None:
+    """Build the rows of timeline `timeline_id` for the session page (once, whoever asks)."""
+    timeline.do_build_timeline(timeline_id)

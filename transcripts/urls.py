@@ -8,6 +8,8 @@ urlpatterns = [
     path("", views.session_list, name="session_list"),
     path("sessions/upload/", views.upload, name="upload"),
     path("sessions/<int:pk>/", views.session_detail, name="session_detail"),
+    path("sessions/<int:pk>/rows/", views.session_rows, name="session_rows"),
+    path("sessions/<int:pk>/records/<int:index>/", views.record_detail, name="record_detail"),
     path(
         "sessions/<int:pk>/revisions/<int:number>/download/",
         views.download_revision,
