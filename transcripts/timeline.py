@@ -18,7 +18,6 @@ request, larger ones by a Celery task while the page polls.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -34,7 +33,6 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from transcripts.core.align import Cell, Row, RowStatus
-from transcripts.core.detect import is_live
 from transcripts.core.model import OpKind, Record
 from transcripts.engine import ENGINE_VERSION, Analysis, FileSource, analyze
 from transcripts.formats.display import Shown, ShownKind, read_record, timestamp
@@ -59,19 +57,6 @@ class NotReady(Exception):
 # Building.
 
 
-def grace() -> float:
-    """Return the seconds a session counts as live after its last write."""
-    return float(settings.TIMELINE_LIVE_GRACE)
-
-
-def session_is_live(session: Session, now: float | None = None) -> bool:
-    """Return True when `session` is still being written (last written within the grace)."""
-    if session.last_write is None:
-        return False
-    now = time.time() if now is None else now
-    return is_live(now, session.last_write.timestamp(), grace())
-
-
 def timeline_for(session: Session, policy: str, read_as: str = "") -> Timeline:
     """Return the timeline of `session`'s head under `policy`, read as `read_as` ("" = its own).
 
@@ -86,7 +71,7 @@ def timeline_for(session: Session, policy: str, read_as: str = "") -> Timeline:
         revision=head,
         policy=policy,
         read_as=read_as,
-        live=session_is_live(session),
+        live=session.is_live(),
         engine_version=ENGINE_VERSION,
     )
     now = timezone.now()
@@ -208,7 +193,7 @@ def _analyze(timeline: Timeline, data: bytes | FileSource) -> Analysis:
     if timeline.live and session.last_write is not None:
         # Analysed as at the last write: pending exactly when the key says live.
         moment = session.last_write.timestamp()
-        live = {"now": moment, "last_write": moment, "grace": max(grace(), 1.0)}
+        live = {"now": moment, "last_write": moment, "grace": max(float(settings.LIVE_GRACE), 1.0)}
     return analyze(data, session.name, timeline.policy, format=timeline.read_as or own, **live)
 
 
