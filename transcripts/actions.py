@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -55,6 +56,8 @@ from transcripts.models import (
     blob_name,
     store_blob,
 )
+
+logger = logging.getLogger(__name__)
 
 # Ops that take bytes out of a record: the audit keeps that record's span and bytes.
 REMOVING_OPS = {
@@ -140,7 +143,7 @@ def do_create_workspace(name: str, *, acting_user: Any) -> Workspace:
         workspace = Workspace.objects.create(name=name)
         if acting_user is not None:
             Membership.objects.create(
-                user=acting_user, workspace=workspace, role=Membership.Role.OWNER
+                user=acting_user, workspace=workspace, role=Membership.Role.ADMIN
             )
     return workspace
 
@@ -151,6 +154,42 @@ def do_add_member(workspace: Workspace, user: Any, *, role: str) -> Membership:
         membership, _ = Membership.objects.get_or_create(
             user=user, workspace=workspace, defaults={"role": role}
         )
+    return membership
+
+
+class LastAdmin(Exception):
+    """The change would leave a workspace without an admin."""
+
+
+def do_set_member_role(
+    workspace: Workspace, user: Any, role: str | None, *, acting_user: Any
+) -> Membership | None:
+    """Give `user` `role` in `workspace` (adding them if needed); None removes them.
+
+    Raises LastAdmin rather than leave the workspace with no admin. The rows
+    are locked, so two admins demoting each other at once cannot both succeed.
+    """
+    with transaction.atomic(durable=True):
+        admins = list(
+            Membership.objects.select_for_update()
+            .filter(workspace=workspace, role=Membership.Role.ADMIN)
+            .values_list("user_id", flat=True)
+        )
+        if admins == [user.pk] and role != Membership.Role.ADMIN:
+            raise LastAdmin(
+                f"{user} is the only admin of {workspace}: make someone else admin first"
+            )
+        if role is None:
+            Membership.objects.filter(workspace=workspace, user=user).delete()
+            membership = None
+        else:
+            membership, _ = Membership.objects.update_or_create(
+                user=user, workspace=workspace, defaults={"role": role}
+            )
+    logger.info(
+        "membership changed",
+        extra={"workspace": workspace.pk, "user": user.pk, "role": role, "by": acting_user.pk},
+    )
     return membership
 
 
@@ -668,8 +707,7 @@ def _rollback_item(item: JobItem, job: Job, claim: uuid.UUID) -> None:
             revision = Revision.objects.create(
                 session=session,
                 number=undone.number + 1,
-                sha256=previous.sha256,
-                size=previous.size,
+                **previous.storage_fields(),
                 engine_version=ENGINE_VERSION,
                 origin="rollback",
                 parent=undone,
@@ -722,7 +760,8 @@ def _export_item(item: JobItem, job: Job, claim: uuid.UUID) -> None:
         item,
         claim,
         JobItem.Status.EXPORTED,
-        sha256_after=store_blob(analysis.repaired) if ops else item.base.sha256,
+        # Stored even when unchanged: a revision made by an append may keep only its delta.
+        sha256_after=store_blob(analysis.repaired),
         op_count=len(ops),
         op_counts=dict(Counter(str(op.kind) for op in ops)),
         ops=[

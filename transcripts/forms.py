@@ -63,7 +63,7 @@ class UploadForm(forms.Form):
 
     def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["workspace"].queryset = Workspace.objects.for_user(user)
+        self.fields["workspace"].queryset = Workspace.objects.for_user(user, Membership.Role.EDITOR)
 
     def clean_files(self) -> Any:
         files = self.cleaned_data["files"]
@@ -354,9 +354,7 @@ class SourceForm(forms.Form):
 
     def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["workspace"].queryset = Workspace.objects.filter(
-            memberships__user=user, memberships__role=Membership.Role.OWNER
-        )
+        self.fields["workspace"].queryset = Workspace.objects.for_user(user, Membership.Role.ADMIN)
 
     def clean_path(self) -> str:
         path: str = self.cleaned_data["path"].strip()
@@ -373,3 +371,17 @@ class SourceSettingsForm(forms.ModelForm):
     class Meta:
         model = SyncSource
         fields = ["enabled", "write_back"]
+
+
+class MemberForm(forms.Form):
+    """Add a user to a workspace, change their role, or remove them (role "remove")."""
+
+    username = forms.CharField(max_length=150)
+    role = forms.ChoiceField(choices=[*Membership.Role.choices, ("remove", "remove")])
+
+    def clean_username(self) -> Any:
+        username = self.cleaned_data["username"]
+        try:
+            return get_user_model().objects.get_by_natural_key(username)
+        except get_user_model().DoesNotExist:
+            raise forms.ValidationError(f"No user named {username!r}.") from None

@@ -39,10 +39,27 @@ def store_blob(data: bytes) -> str:
     return sha256
 
 
+def roles_at_least(role: str) -> list[str]:
+    """Return the membership roles that include `role`'s rights ("editor" -> editor, admin)."""
+    order = list(Membership.Role.values)
+    return order[order.index(role) :]
+
+
+def member_filter(prefix: str, user: Any, role: str | None) -> dict[str, Any]:
+    """Return filter arguments for rows whose workspace (at `prefix`) `user` holds `role` in.
+
+    One filter() call, so the user and role conditions bind the same membership.
+    """
+    lookups: dict[str, Any] = {f"{prefix}memberships__user": user}
+    if role is not None:
+        lookups[f"{prefix}memberships__role__in"] = roles_at_least(role)
+    return lookups
+
+
 class WorkspaceQuerySet(models.QuerySet["Workspace"]):
-    def for_user(self, user: Any) -> WorkspaceQuerySet:
-        """Return the workspaces `user` is a member of."""
-        return self.filter(memberships__user=user)
+    def for_user(self, user: Any, role: str | None = None) -> WorkspaceQuerySet:
+        """Return the workspaces `user` is a member of (with at least `role`, if given)."""
+        return self.filter(**member_filter("", user, role))
 
 
 class Workspace(models.Model):
@@ -59,13 +76,21 @@ class Workspace(models.Model):
 
 
 class Membership(models.Model):
+    """A user's role in a workspace; each role has the rights of those before it.
+
+    viewer: read sessions, jobs and the audit trail, download and export;
+    editor: also upload, repair, run and roll back jobs;
+    admin: also sync sources, members and API tokens.
+    """
+
     class Role(models.TextChoices):
-        OWNER = "owner"
-        MEMBER = "member"
+        VIEWER = "viewer"
+        EDITOR = "editor"
+        ADMIN = "admin"
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="memberships")
     workspace = models.ForeignKey(Workspace, models.CASCADE, related_name="memberships")
-    role = models.CharField(max_length=20, choices=Role.choices, default=Role.MEMBER)
+    role = models.CharField(max_length=20, choices=Role.choices, default=Role.VIEWER)
 
     class Meta:
         constraints = [
@@ -75,11 +100,18 @@ class Membership(models.Model):
     def __str__(self) -> str:
         return f"{self.user} in {self.workspace} ({self.role})"
 
+    @classmethod
+    def has_role(cls, user: Any, workspace_id: int, role: str) -> bool:
+        """Return True if `user` holds at least `role` in the workspace `workspace_id`."""
+        return cls.objects.filter(
+            user=user, workspace_id=workspace_id, role__in=roles_at_least(role)
+        ).exists()
+
 
 class SessionQuerySet(models.QuerySet["Session"]):
-    def for_user(self, user: Any) -> SessionQuerySet:
-        """Return the sessions in the workspaces of `user`."""
-        return self.filter(workspace__memberships__user=user)
+    def for_user(self, user: Any, role: str | None = None) -> SessionQuerySet:
+        """Return the sessions in the workspaces of `user` (with at least `role`, if given)."""
+        return self.filter(**member_filter("workspace__", user, role))
 
     def with_fault(self, kind: str) -> SessionQuerySet:
         """Return the sessions whose head revision has at least one fault of `kind`."""
@@ -148,12 +180,26 @@ class Session(models.Model):
         return self.live_until is not None and self.live_until > (now or timezone.now())
 
 
+def read_blob(sha256: str) -> bytes:
+    """Return the bytes of the blob `sha256` (hex)."""
+    with default_storage.open(blob_name(sha256), "rb") as f:
+        return f.read()
+
+
 class Revision(models.Model):
     """Immutable bytes of a session: number 0 is the upload, each repair adds one.
 
     The content lives in storage under its sha256 (`blob_name`), so identical
-    bytes are stored once and a revision can never be rewritten in place.
+    bytes are stored once and a revision can never be rewritten in place. A
+    revision made by appending records to another may instead store only the
+    appended bytes (`delta`, a blob) on top of `appended_to`, at most
+    MAX_CHAIN deltas deep: an agent streaming records one call at a time
+    then costs storage in proportion to what it sends, not to the session's
+    size times the number of calls. `sha256` and `size` are always those of
+    the whole content.
     """
+
+    MAX_CHAIN = 32
 
     session = models.ForeignKey(Session, models.CASCADE, related_name="revisions")
     number = models.PositiveIntegerField()
@@ -167,6 +213,11 @@ class Revision(models.Model):
         help_text="What made it: upload, sync, append, rewrite, repair, rollback.",
     )
     parent = models.ForeignKey("self", models.PROTECT, null=True, blank=True, related_name="+")
+    appended_to = models.ForeignKey("self", models.PROTECT, null=True, blank=True, related_name="+")
+    delta = models.CharField(
+        max_length=64, blank=True, help_text="sha256 of the blob appended to `appended_to`."
+    )
+    chain = models.PositiveSmallIntegerField(default=0, help_text="Deltas to read for the bytes.")
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
     )
@@ -188,15 +239,31 @@ class Revision(models.Model):
         super().save(*args, **kwargs)
 
     def read(self) -> bytes:
-        """Return the exact bytes of this revision."""
-        with default_storage.open(blob_name(self.sha256), "rb") as f:
-            return f.read()
+        """Return the exact bytes of this revision (one query per delta of its chain)."""
+        deltas = []
+        revision = self
+        while revision.appended_to_id is not None:
+            deltas.append(read_blob(revision.delta))
+            revision = Revision.objects.only("sha256", "delta", "appended_to").get(
+                pk=revision.appended_to_id
+            )
+        return read_blob(revision.sha256) + b"".join(reversed(deltas))
+
+    def storage_fields(self) -> dict[str, Any]:
+        """Return the fields that say where this revision's bytes are, to share them."""
+        return {
+            "sha256": self.sha256,
+            "size": self.size,
+            "appended_to": self.appended_to,
+            "delta": self.delta,
+            "chain": self.chain,
+        }
 
 
 class JobQuerySet(models.QuerySet["Job"]):
-    def for_user(self, user: Any) -> JobQuerySet:
-        """Return the jobs in the workspaces of `user`."""
-        return self.filter(workspace__memberships__user=user)
+    def for_user(self, user: Any, role: str | None = None) -> JobQuerySet:
+        """Return the jobs in the workspaces of `user` (with at least `role`, if given)."""
+        return self.filter(**member_filter("workspace__", user, role))
 
 
 class Job(models.Model):
@@ -360,9 +427,9 @@ class JobItem(models.Model):
 
 
 class AuditRecordQuerySet(models.QuerySet["AuditRecord"]):
-    def for_user(self, user: Any) -> AuditRecordQuerySet:
-        """Return the audit records of sessions in the workspaces of `user`."""
-        return self.filter(session__workspace__memberships__user=user)
+    def for_user(self, user: Any, role: str | None = None) -> AuditRecordQuerySet:
+        """Return the audit records of sessions in `user`'s workspaces (at least `role`)."""
+        return self.filter(**member_filter("session__workspace__", user, role))
 
     def update(self, **kwargs: Any) -> int:
         raise ValueError("audit records are append-only")
@@ -639,9 +706,9 @@ class TimelineRow(models.Model):
 
 
 class SyncSourceQuerySet(models.QuerySet["SyncSource"]):
-    def for_user(self, user: Any) -> SyncSourceQuerySet:
-        """Return the sync sources of the workspaces of `user`."""
-        return self.filter(workspace__memberships__user=user)
+    def for_user(self, user: Any, role: str | None = None) -> SyncSourceQuerySet:
+        """Return the sync sources of the workspaces of `user` (with at least `role`, if given)."""
+        return self.filter(**member_filter("workspace__", user, role))
 
 
 class SyncSource(models.Model):

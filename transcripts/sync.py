@@ -198,7 +198,15 @@ def append_records(
     before = head.read()
     joiner = b"\n" if before and not before.endswith(b"\n") else b""
     content = before + joiner + data
-    revision = _new_head(session, head, content, origin=origin, acting_user=acting_user, now=now)
+    revision = _new_head(
+        session,
+        head,
+        content,
+        origin=origin,
+        acting_user=acting_user,
+        now=now,
+        delta=joiner + data if before and head.chain < Revision.MAX_CHAIN else None,
+    )
     records = data.count(b"\n")
     AuditRecord.objects.create(
         acting_user=acting_user,
@@ -270,19 +278,32 @@ def _new_head(
     origin: str,
     acting_user: Any,
     now: datetime,
+    delta: bytes | None = None,
 ) -> Revision:
-    """Write `content` as revision head+1 and make it the head, with fresh counts."""
+    """Write `content` as revision head+1 and make it the head, with fresh counts.
+
+    With `delta` (the bytes `content` adds to the head's), only those are stored.
+    """
     analysis = analyze(
         content,
         session.name,
         format=session.format if not session.error else None,
         **live_fields(now),
     )
+    if delta is None:
+        storage: dict[str, Any] = {"sha256": store_blob(content)}
+    else:
+        storage = {
+            "sha256": hashlib.sha256(content).hexdigest(),
+            "appended_to": head,
+            "delta": store_blob(delta),
+            "chain": head.chain + 1,
+        }
     revision = Revision.objects.create(
         session=session,
         number=head.number + 1,
-        sha256=store_blob(content),
         size=len(content),
+        **storage,
         engine_version=ENGINE_VERSION,
         origin=origin,
         parent=head,

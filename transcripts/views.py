@@ -37,6 +37,7 @@ from transcripts.engine import PRESETS
 from transcripts.formats import FORMATS
 from transcripts.forms import (
     AuditFilterForm,
+    MemberForm,
     PolicyForm,
     SessionFilterForm,
     SourceForm,
@@ -55,6 +56,7 @@ from transcripts.models import (
     SyncSource,
     Timeline,
     TimelineRow,
+    Workspace,
 )
 
 SESSIONS_PER_PAGE = 100
@@ -133,7 +135,9 @@ def session_list(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def upload(request: HttpRequest) -> HttpResponse:
-    """Store each uploaded file as a new session (revision 0 = its exact bytes)."""
+    """Store each uploaded file as a new session (revision 0 = its exact bytes); editors only."""
+    if not Workspace.objects.for_user(request.user, Membership.Role.EDITOR).exists():
+        raise PermissionDenied
     form = UploadForm(request.POST, request.FILES, user=request.user)
     if not form.is_valid():
         return _session_list_page(request, upload_form=form, status=400)
@@ -368,6 +372,10 @@ def start_repair(request: HttpRequest) -> HttpResponse:
     if not form.is_valid():
         return _session_list_page(request, job_form=form, status=400)
     data = form.cleaned_data
+    # A viewer may export; changing sessions takes an editor.
+    needed = Membership.Role.VIEWER if data["kind"] == Job.Kind.EXPORT else Membership.Role.EDITOR
+    if not Membership.has_role(request.user, data["workspace"].pk, needed):
+        raise PermissionDenied
     try:
         job = actions.do_start_job(
             data["workspace"],
@@ -384,11 +392,15 @@ def start_repair(request: HttpRequest) -> HttpResponse:
     return redirect(job)
 
 
-def _job_for(request: HttpRequest, pk: int) -> Job:
-    return get_object_or_404(
+def _job_for(request: HttpRequest, pk: int, role: str | None = None) -> Job:
+    """Return the user's job `pk` (404 if not theirs); PermissionDenied below `role`."""
+    job = get_object_or_404(
         Job.objects.for_user(request.user).select_related("workspace", "created_by", "source_job"),
         pk=pk,
     )
+    if role is not None and not Membership.has_role(request.user, job.workspace_id, role):
+        raise PermissionDenied
+    return job
 
 
 @login_required
@@ -410,6 +422,7 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
     failed_items = list(items.filter(status=JobItem.Status.FAILED)[:FAILED_SHOWN])
     context = {
         "job": job,
+        "can_edit": Membership.has_role(request.user, job.workspace_id, Membership.Role.EDITOR),
         "rate": job.rate(),
         "seconds_left": job.seconds_left(),
         "failed_items": failed_items,
@@ -438,7 +451,7 @@ def _back_to_job(request: HttpRequest, job: Job, error: Exception | None = None)
 @require_POST
 def cancel_job(request: HttpRequest, pk: int) -> HttpResponse:
     """Cancel a queued or running job: items not yet written never will be."""
-    job = _job_for(request, pk)
+    job = _job_for(request, pk, Membership.Role.EDITOR)
     if actions.do_cancel_job(job, acting_user=request.user):
         messages.success(request, f"Job {job.pk} cancelled.")
     else:
@@ -450,7 +463,7 @@ def cancel_job(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def retry_job(request: HttpRequest, pk: int) -> HttpResponse:
     """Queue a finished job's failed items again."""
-    job = _job_for(request, pk)
+    job = _job_for(request, pk, Membership.Role.EDITOR)
     try:
         retried = actions.do_retry_failed_items(job, acting_user=request.user)
     except actions.BrokerUnavailable as exc:
@@ -466,7 +479,7 @@ def retry_job(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def rollback_job(request: HttpRequest, pk: int) -> HttpResponse:
     """Start a job that gives each session a finished repair job changed its previous bytes."""
-    job = _job_for(request, pk)
+    job = _job_for(request, pk, Membership.Role.EDITOR)
     try:
         rollback = actions.do_start_rollback_job(job, acting_user=request.user)
     except (actions.JobStateError, actions.BrokerUnavailable) as exc:
@@ -478,7 +491,7 @@ def rollback_job(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def apply_dry_run(request: HttpRequest, pk: int) -> HttpResponse:
     """Start the repair a finished dry run planned, fenced on the revisions it read."""
-    job = _job_for(request, pk)
+    job = _job_for(request, pk, Membership.Role.EDITOR)
     try:
         repair = actions.do_start_repair_from_dry_run(job, acting_user=request.user)
     except (actions.JobStateError, actions.BrokerUnavailable) as exc:
@@ -574,9 +587,7 @@ def _source_for(request: HttpRequest, pk: int) -> SyncSource:
 
 
 def _can_administer(request: HttpRequest, source: SyncSource) -> bool:
-    return Membership.objects.filter(
-        user=request.user, workspace=source.workspace_id, role=Membership.Role.OWNER
-    ).exists()
+    return Membership.has_role(request.user, source.workspace_id, Membership.Role.ADMIN)
 
 
 @login_required
@@ -666,3 +677,52 @@ def source_settings(request: HttpRequest, pk: int) -> HttpResponse:
         sync.do_update_source(source, acting_user=request.user, **form.cleaned_data)
         messages.success(request, "Saved.")
     return redirect(source)
+
+
+# Workspaces and their members.
+
+
+@login_required
+@require_GET
+def workspace_list(request: HttpRequest) -> HttpResponse:
+    """List the user's workspaces with their role in each."""
+    memberships = (
+        Membership.objects.filter(user=request.user)
+        .select_related("workspace")
+        .annotate(members=Count("workspace__memberships"))
+        .order_by("workspace__name")
+    )
+    return render(request, "transcripts/workspace_list.html", {"memberships": memberships})
+
+
+@login_required
+def workspace_members(request: HttpRequest, pk: int) -> HttpResponse:
+    """Show a workspace's members; its admins add, change and remove them (POST)."""
+    workspace = get_object_or_404(Workspace.objects.for_user(request.user), pk=pk)
+    is_admin = Membership.has_role(request.user, workspace.pk, Membership.Role.ADMIN)
+    form = MemberForm(request.POST or None)
+    status = 200
+    if request.method == "POST":
+        if not is_admin:
+            raise PermissionDenied
+        if form.is_valid():
+            role = form.cleaned_data["role"]
+            user = form.cleaned_data["username"]
+            try:
+                actions.do_set_member_role(
+                    workspace, user, None if role == "remove" else role, acting_user=request.user
+                )
+            except actions.LastAdmin as exc:
+                form.add_error(None, str(exc))
+            else:
+                messages.success(request, f"{user}: {role}.")
+                return redirect("transcripts:workspace_members", pk=workspace.pk)
+        status = 400
+    context = {
+        "workspace": workspace,
+        "members": workspace.memberships.select_related("user").order_by("user__username"),
+        "is_admin": is_admin,
+        "form": form,
+        "roles": Membership.Role.choices,
+    }
+    return render(request, "transcripts/workspace_members.html", context, status=status)

@@ -45,12 +45,12 @@ def test_it_says_when_no_roots_are_configured(alice_client, settings):
     assert "an operator sets <code>SYNC_ROOTS</code>" in alice_client.get(URL).content.decode()
 
 
-def test_a_member_who_is_not_an_owner_cannot_add_or_sync(client, bob, alice, other_workspace, root):
-    Membership.objects.create(user=alice, workspace=other_workspace)
+def test_an_editor_cannot_add_or_sync(client, bob, alice, other_workspace, root):
+    Membership.objects.create(user=alice, workspace=other_workspace, role="editor")
     source = sync.do_create_source(other_workspace, str(root), acting_user=bob)
     client.force_login(alice)
 
-    assert "Only a workspace's owner can add sources." in client.get(URL).content.decode()
+    assert "Only a workspace's admin can add sources." in client.get(URL).content.decode()
     response = client.post(URL, {"workspace": other_workspace.pk, "path": str(root)})
     assert response.status_code == 400
     assert client.post(f"/sources/{source.pk}/sync/").status_code == 403

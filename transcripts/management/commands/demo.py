@@ -36,7 +36,7 @@ class Command(BaseCommand):
         if workspace is None:
             workspace = actions.do_create_workspace(DEMO_WORKSPACE, acting_user=user)
         Membership.objects.get_or_create(
-            user=user, workspace=workspace, defaults={"role": Membership.Role.OWNER}
+            user=user, workspace=workspace, defaults={"role": Membership.Role.ADMIN}
         )
         loaded = set(workspace.sessions.values_list("name", flat=True))
         added = 0

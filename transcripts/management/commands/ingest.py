@@ -42,7 +42,7 @@ class Command(BaseCommand):
         if workspace is None:
             workspace = actions.do_create_workspace(name, acting_user=user)
         elif user is not None:
-            actions.do_add_member(workspace, user, role=Membership.Role.OWNER)
+            actions.do_add_member(workspace, user, role=Membership.Role.ADMIN)
         missing = 0
         for path in options["files"]:
             try:

@@ -80,7 +80,7 @@ class Command(BaseCommand):
         if workspace is None:
             workspace = actions.do_create_workspace(options["workspace"], acting_user=user)
         elif user is not None:
-            actions.do_add_member(workspace, user, role=Membership.Role.OWNER)
+            actions.do_add_member(workspace, user, role=Membership.Role.ADMIN)
         try:
             return sync.do_create_source(
                 workspace,
