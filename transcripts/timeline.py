@@ -179,11 +179,53 @@ class _Bytes:
 
 
 def _open_source(revision: Revision) -> FileSource | _Bytes:
+    if revision.appended_to_id is not None:  # a delta chain: no one file holds it all
+        return _Bytes(revision)
     try:
         path = default_storage.path(blob_name(revision.sha256))
     except NotImplementedError:  # object storage: no local file to stream from
         return _Bytes(revision)
     return FileSource(path)
+
+
+class RevisionBytes:
+    """A revision's bytes read by range from storage, without reading the rest.
+
+    A revision is one blob, or (appended by a sync) a blob followed by the
+    deltas of its chain; a range may span several. Use as a context manager.
+    """
+
+    def __init__(self, revision: Revision) -> None:
+        segments: list[tuple[int, int, str]] = []  # (start, end, blob sha256)
+        while revision.appended_to_id is not None:
+            base = Revision.objects.only("sha256", "size", "delta", "appended_to").get(
+                pk=revision.appended_to_id
+            )
+            segments.append((base.size, revision.size, revision.delta))
+            revision = base
+        segments.append((0, revision.size, revision.sha256))
+        self.segments = segments[::-1]
+        self.files: dict[str, IO[bytes]] = {}
+
+    def read(self, start: int, end: int) -> bytes:
+        """Return the bytes from offset `start` to `end`."""
+        parts: list[bytes] = []
+        for seg_start, seg_end, sha256 in self.segments:
+            if seg_end <= start or seg_start >= end:
+                continue
+            blob = self.files.get(sha256)
+            if blob is None:
+                blob = self.files[sha256] = default_storage.open(blob_name(sha256), "rb")
+            blob.seek(max(start, seg_start) - seg_start)
+            parts.append(blob.read(min(end, seg_end) - max(start, seg_start)))
+        return b"".join(parts)
+
+    def __enter__(self) -> RevisionBytes:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for blob in self.files.values():
+            blob.close()
 
 
 def _analyze(timeline: Timeline, data: bytes | FileSource) -> Analysis:
@@ -478,20 +520,21 @@ def _show(timeline: Timeline, rows: list[TimelineRow]) -> list[ShownRow]:
     }
     content: dict[int, tuple[list[Shown], str] | None] = {}
     if spans:
-        with default_storage.open(blob_name(timeline.revision.sha256), "rb") as blob:
+        with RevisionBytes(timeline.revision) as source:
             for index, (start, end) in sorted(spans.items(), key=lambda item: item[1]):
-                content[index] = _read(blob, start, end, MAX_WINDOW_RECORD)
+                content[index] = _read(source, start, end, MAX_WINDOW_RECORD)
     return [
         _shown_row(row, content.get(row.record) if row.record is not None else None) for row in rows
     ]
 
 
-def _read(blob: IO[bytes], start: int, end: int, limit: int) -> tuple[list[Shown], str] | None:
+def _read(
+    source: RevisionBytes, start: int, end: int, limit: int
+) -> tuple[list[Shown], str] | None:
     """Return a record's blocks and time from its span; None when it is longer than `limit`."""
     if end - start > limit:
         return None
-    blob.seek(start)
-    data = blob.read(end - start)
+    data = source.read(start, end)
     return read_record(data), timestamp(data)
 
 
@@ -507,8 +550,8 @@ def record_blocks(timeline: Timeline, record: int) -> tuple[list[Shown], str]:
     )
     if start is None or end is None:
         raise TimelineRow.DoesNotExist
-    with default_storage.open(blob_name(timeline.revision.sha256), "rb") as blob:
-        read = _read(blob, start, min(end, start + MAX_RECORD), MAX_RECORD)
+    with RevisionBytes(timeline.revision) as source:
+        read = _read(source, start, min(end, start + MAX_RECORD), MAX_RECORD)
     assert read is not None
     return read
 

@@ -7,8 +7,8 @@ import pytest
 from django.utils import timezone
 
 from tests.helpers import run_inline, sample
-from tests.sync.conftest import call, user
-from transcripts import actions, timeline
+from tests.sync.conftest import call, reply, result, user
+from transcripts import actions, sync, timeline
 from transcripts.engine import analyze
 from transcripts.models import Timeline, TimelineRow
 
@@ -179,3 +179,28 @@ def test_only_a_few_views_of_a_session_are_kept(alice_client, session):
         for read_as in ("", "claude_code"):
             alice_client.get(session.get_absolute_url(), {"policy": policy, "format": read_as})
     assert Timeline.objects.count() == timeline.KEPT_PER_SESSION
+
+
+@pytest.mark.django_db
+def test_a_session_appended_to_reads_its_records_across_the_deltas(alice_client, workspace, alice):
+    start = user("u0", None, "go") + call("a0", "u0", "toolu_0") + result("r0", "a0", "toolu_0")
+    session = actions.do_ingest_session(workspace, "s.jsonl", start, acting_user=alice)
+    parent = "r0"
+    for n in range(1, 4):
+        sync.do_append_records(
+            session, user(f"u{n}", parent, f"step {n}") + reply(f"a{n}", f"u{n}"), acting_user=alice
+        )
+        parent = f"a{n}"
+    session.refresh_from_db()
+    assert session.head.chain == 3
+
+    html = alice_client.get(session.get_absolute_url()).content.decode()
+    for n in range(1, 4):
+        assert f"step {n}" in html
+    assert 'tool result for <code class="tool-call-id">toolu_0</code>' in html
+    with timeline.RevisionBytes(session.head) as source:
+        assert source.read(0, session.head.size) == session.head.read()
+        assert (
+            source.read(len(start) - 5, len(start) + 5)
+            == session.head.read()[len(start) - 5 : len(start) + 5]
+        )
