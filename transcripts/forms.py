@@ -7,7 +7,7 @@ from typing import Any
 from django import forms
 from django.contrib.auth import get_user_model
 from django.db import connections
-from django.db.models import Q, QuerySet
+from django.db.models import F, Q, QuerySet
 from django.http import QueryDict
 from django.utils import timezone
 
@@ -101,7 +101,19 @@ class IdMultipleChoiceField(forms.ModelMultipleChoiceField):
 
 
 class SessionFilterForm(forms.Form):
-    """Filter the user's sessions: workspace, format, fault kind, upload date range, name text."""
+    """Filter the user's sessions: workspace, format, fault kind, dates, source, state, name.
+
+    `sort` orders the list; it is not a filter, so a job's selection leaves it out.
+    """
+
+    # Each order ends with the primary key, so that pages never overlap.
+    SORTS = {
+        "newest": ("-created", "-id"),
+        "oldest": ("created", "id"),
+        "name": ("name", "id"),
+        "records": ("-record_count", "-id"),
+        "written": (F("last_write").desc(nulls_last=True), "-id"),
+    }
 
     workspace = forms.ModelChoiceField(
         queryset=Workspace.objects.none(), required=False, empty_label="any"
@@ -126,7 +138,22 @@ class SessionFilterForm(forms.Form):
         choices=[("", "any"), ("yes", "live now"), ("no", "not live")],
         help_text="Live: the session's file or stream was written within the grace period.",
     )
+    repaired = forms.ChoiceField(
+        required=False,
+        choices=[("", "any"), ("yes", "repaired"), ("no", "never repaired")],
+        help_text="Repaired: the head revision was written by a repair.",
+    )
     q = forms.CharField(label="Name contains", required=False, max_length=200)
+    sort = forms.ChoiceField(
+        required=False,
+        choices=[
+            ("newest", "newest stored"),
+            ("oldest", "oldest stored"),
+            ("name", "name"),
+            ("records", "most records"),
+            ("written", "last written"),
+        ],
+    )
 
     def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
         # Its own ids: the upload form on the same page has a workspace field too.
@@ -160,14 +187,22 @@ class SessionFilterForm(forms.Form):
             sessions = sessions.filter(
                 Q(live_until__isnull=True) | Q(live_until__lte=timezone.now())
             )
+        if data.get("repaired") == "yes":
+            sessions = sessions.exclude(head__policy="")
+        elif data.get("repaired") == "no":
+            sessions = sessions.filter(head__policy="")
         if data.get("q"):
             sessions = sessions.filter(name__icontains=data["q"])
-        return sessions
+        return sessions.order_by(*self.SORTS[data.get("sort") or "newest"])
 
     def selection(self) -> dict[str, Any]:
         """Return the filters in use, as JSON-ready text (what a job records it was made from)."""
         data = self.cleaned_data if self.is_valid() else {}
-        return {name: str(value) for name, value in data.items() if value not in (None, "")}
+        return {
+            name: str(value)
+            for name, value in data.items()
+            if value not in (None, "") and name != "sort"
+        }
 
 
 class StartJobForm(forms.Form):

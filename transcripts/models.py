@@ -163,6 +163,14 @@ class Session(models.Model):
 
     class Meta:
         ordering = ["-created", "-id"]
+        # The session list's orders, each ending in the key so a page is an index range.
+        indexes = [
+            models.Index(fields=["created", "id"], name="session_created"),
+            models.Index(fields=["name", "id"], name="session_name"),
+            models.Index(fields=["record_count", "id"], name="session_records"),
+            models.Index(fields=["last_write", "id"], name="session_last_write"),
+            models.Index(fields=["format", "created", "id"], name="session_format"),
+        ]
 
     def __str__(self) -> str:
         return self.name

@@ -32,7 +32,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRefresh
 
-from transcripts import actions, sync, timeline
+from transcripts import actions, overview, sync, timeline
 from transcripts.engine import PRESETS
 from transcripts.formats import FORMATS
 from transcripts.forms import (
@@ -110,7 +110,7 @@ def _session_list_page(
     status: int = 200,
 ) -> HttpResponse:
     filter_form = SessionFilterForm(request.GET or None, user=request.user)
-    sessions = filter_form.sessions().select_related("workspace")
+    sessions = filter_form.sessions().select_related("workspace", "source", "head")
     page = Paginator(sessions, SESSIONS_PER_PAGE).get_page(request.GET.get("page"))
     context = {
         "page": page,
@@ -333,6 +333,19 @@ def record_detail(request: HttpRequest, pk: int, index: int) -> HttpResponse:
         context.update(j=j, full=request.GET.get("cut") != "1", cell_index=index)
         return render(request, "transcripts/session_detail.html#block", context)
     return render(request, "transcripts/record_detail.html", context)
+
+
+@login_required
+@require_GET
+def overview_page(request: HttpRequest) -> HttpResponse:
+    """Show faults by kind, by format and by source, faults over time, and the recent jobs."""
+    numbers = overview.figures(request.user)
+    context = {
+        "figures": numbers,
+        "chart": overview.chart(numbers.days),
+        "jobs": Job.objects.for_user(request.user).select_related("workspace")[:10],
+    }
+    return render(request, "transcripts/overview.html", context)
 
 
 @login_required
