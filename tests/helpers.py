@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -120,5 +121,5 @@ def generated_session(
             stdout=subprocess.DEVNULL,
         )
         building.rename(out)
-        building.parent.rmdir()
+        shutil.rmtree(building.parent)  # and the generator's list of the faults it made
     return out

@@ -30,7 +30,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
-from django_htmx.http import HttpResponseClientRefresh
+from django_htmx.http import HttpResponseClientRefresh, push_url
 
 from transcripts import actions, overview, sync, timeline
 from transcripts.engine import PRESETS
@@ -60,6 +60,8 @@ from transcripts.models import (
 )
 
 SESSIONS_PER_PAGE = 100
+# The session page's controls that swap its timeline in place (element ids).
+VIEW_CONTROLS = ("id_policy", "id_faults", "id_tools", "id_q")
 ITEMS_PER_PAGE = 100
 AUDIT_PER_PAGE = 100
 # How much of a job its page shows; the audit page and its exports have the rest.
@@ -251,10 +253,13 @@ def session_detail(request: HttpRequest, pk: int) -> HttpResponse:
         context["window"] = window
         context["faults"] = timeline.listed_faults(tl)
         context["faults_more"] = tl.fault_total - len(context["faults"])
-    template = "transcripts/session_detail.html"
-    if request.htmx:
-        template += "#timeline"
-    return render(request, template, context)
+    if not request.htmx:
+        return render(request, "transcripts/session_detail.html", context)
+    response = render(request, "transcripts/session_detail.html#timeline", context)
+    if request.htmx.trigger in VIEW_CONTROLS:
+        # The address of the view alone: no empty fields, no place in the timeline.
+        push_url(response, f"{session.get_absolute_url()}?{form.view_query()}")
+    return response
 
 
 @login_required

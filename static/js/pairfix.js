@@ -207,3 +207,21 @@ document.addEventListener("htmx:afterSettle", (event) => {
     Timeline.followHash();
   }
 });
+
+// Rows loaded above the ones in view must not move them: keep the row below the
+// loader where it was on the screen (the browser's own scroll anchoring may pick
+// the loader itself, which the swap removes).
+let keptInView = null;
+document.addEventListener("htmx:beforeSwap", (event) => {
+  const loader = event.detail.elt;
+  if (loader && loader.matches && loader.matches("#rows tr.more.before")) {
+    const below = loader.nextElementSibling;
+    keptInView = below ? { row: below, top: below.getBoundingClientRect().top } : null;
+  }
+});
+document.addEventListener("htmx:afterSwap", () => {
+  if (keptInView && keptInView.row.isConnected) {
+    window.scrollBy(0, keptInView.row.getBoundingClientRect().top - keptInView.top);
+  }
+  keptInView = null;
+});
