@@ -162,8 +162,11 @@ class SessionFilterForm(forms.Form):
         self.user = user
         self.fields["workspace"].queryset = Workspace.objects.for_user(user)
         self.fields["source"].queryset = SyncSource.objects.for_user(user)
-        formats = Session.objects.for_user(user).order_by("format").values_list("format", flat=True)
-        self.fields["format"].choices = [("", "any")] + [(f, f) for f in formats.distinct()]
+        # Every format Pairfix reads, not the distinct formats stored: that would scan
+        # every session of the user on each page of the list.
+        self.fields["format"].choices = [("", "any")] + [
+            (f, f) for f in sorted([*FORMATS, "unknown"])
+        ]
 
     def sessions(self) -> QuerySet[Session]:
         """Return the user's sessions that match the valid filters (all of them if none)."""

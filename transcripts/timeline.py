@@ -462,11 +462,13 @@ def window_at(timeline: Timeline, filters: Filters, position: int) -> Window:
 
 def position_of_record(timeline: Timeline, record: int) -> int | None:
     """Return the position of the row showing raw record `record` on its raw side."""
-    return (
+    # No ordering: one row matches, and an ORDER BY would lead SQLite to scan by position.
+    found = (
         TimelineRow.objects.filter(timeline=timeline, record=record, raw=True)
-        .values_list("position", flat=True)
-        .first()
+        .order_by()
+        .values_list("position", flat=True)[:1]
     )
+    return found[0] if found else None
 
 
 def next_fault(timeline: Timeline, filters: Filters, after: int) -> int | None:
