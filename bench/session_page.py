@@ -269,9 +269,8 @@ def list_and_overview(count: int, workspace, client, runs: int) -> None:  # type
         Session.objects.filter(pk__in=[p for p in range(days, count, 90)]).update(
             created=now - timezone.timedelta(days=days)
         )
-    if connection.vendor == "sqlite":
-        with connection.cursor() as cursor:
-            cursor.execute("ANALYZE")
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")  # what autovacuum (PostgreSQL) would do soon anyway
     print(f"\n{count} more sessions stored in {time.perf_counter() - start:.0f} s")
 
     def get(path: str) -> Callable[[], object]:

@@ -15,6 +15,7 @@ from django.conf import settings
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import models
+from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
@@ -705,8 +706,12 @@ class TimelineRow(models.Model):
         ]
         indexes = [
             models.Index(fields=["timeline", "record"], name="row_record"),
-            models.Index(fields=["timeline", "faulty", "position"], name="row_faulty"),
-            models.Index(fields=["timeline", "tool", "position"], name="row_tool"),
+            # Partial: a boolean filter compiles to a bare column, which only an
+            # index on that condition serves (the next fault, the fault panel).
+            models.Index(
+                fields=["timeline", "position"], condition=Q(faulty=True), name="row_faulty"
+            ),
+            models.Index(fields=["timeline", "position"], condition=Q(tool=True), name="row_tool"),
         ]
 
     def __str__(self) -> str:

@@ -50,10 +50,6 @@ KEPT_PER_SESSION = 6
 BUILD_BATCH = 2000
 
 
-class NotReady(Exception):
-    """The timeline asked for is not built (yet)."""
-
-
 # Building.
 
 
@@ -305,8 +301,6 @@ def _row(position: int, row: Row, records: list[Record]) -> tuple[Any, ...]:
     if inserted and status == RowStatus.CHANGED:
         data["ins"] = inserted
     record = records[index] if index is not None else None
-    if record is not None and record.error:
-        data["bad"] = True
     cells = [c for c in (row.left, row.right) if c is not None]
     return (
         position,

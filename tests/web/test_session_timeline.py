@@ -1,5 +1,6 @@
 """The session page's timeline: windows of rows, jumps, faults, filters, expanding a block."""
 
+import base64
 import json
 import re
 
@@ -353,3 +354,16 @@ def test_each_policy_has_its_own_timeline(alice_client, long_session):
     html = alice_client.get(long_session.get_absolute_url(), {"policy": "discard"}).content.decode()
     assert "Repaired (discard)" in html
     assert set(Timeline.objects.values_list("policy", flat=True)) == {"synthesize", "discard"}
+
+
+def test_an_image_is_a_placeholder_with_its_size(alice_client, workspace, ingest):
+    image = base64.b64encode(bytes(1000)).decode()
+    data = sample("formats/claude_code.jsonl").replace(
+        b'"content":"1 failed, 9 passed"',
+        b'"content":[{"type":"text","text":"screenshot"},{"type":"image","source":'
+        b'{"type":"base64","media_type":"image/png","data":"' + image.encode() + b'"}}]',
+    )
+    session = ingest(workspace, "image.jsonl", data)
+    html = alice_client.get(session.get_absolute_url()).content.decode()
+    assert '<p class="image-placeholder">[image image/png, 1000\xa0bytes]</p>' in html
+    assert image[:40] not in html
