@@ -192,7 +192,9 @@ def append_records(
     first if the head lacks one), one `append` audit record, and the session's
     new counts with the live rules (`now` is the last write).
     """
-    session = Session.objects.select_for_update().select_related("head").get(pk=session.pk)
+    session = (
+        Session.objects.select_for_update(of=("self",)).select_related("head").get(pk=session.pk)
+    )
     head = session.head
     assert head is not None
     before = head.read()
@@ -343,7 +345,11 @@ def refresh_live(session: Session, now: datetime | None = None) -> bool:
     if session.is_live(now) or "pending_result" not in session.fault_counts:
         return False
     with transaction.atomic():
-        locked = Session.objects.select_for_update().select_related("head").get(pk=session.pk)
+        locked = (
+            Session.objects.select_for_update(of=("self",))
+            .select_related("head")
+            .get(pk=session.pk)
+        )
         if locked.is_live(now) or "pending_result" not in locked.fault_counts:
             return False
         assert locked.head is not None
@@ -399,7 +405,7 @@ def do_sync_source(
         last_sync=timezone.now(),
         last_error=last_error or "\n".join(report.errors[:20]),
         file_count=counts.count(),
-        error_count=counts.exclude(error="").count() + len(report.errors),
+        error_count=len(report.errors),
     )
     return report
 
@@ -455,6 +461,8 @@ def _sync(
             outcome = _sync_file(source, root, rel, found[rel], known.get(rel))
         except OSError as exc:
             report.errors.append(f"{rel}: {exc.strerror or exc}")
+            if rel in known:
+                SyncedFile.objects.filter(pk=known[rel].pk).update(error=exc.strerror or str(exc))
             outcome = ""
         if outcome:
             setattr(report, outcome, getattr(report, outcome) + 1)
@@ -619,7 +627,9 @@ def _rewrite(
     fields = _file_fields(stat, raw, content, now)
     with transaction.atomic(durable=True):
         session = (
-            Session.objects.select_for_update().select_related("head").get(pk=synced.session_id)
+            Session.objects.select_for_update(of=("self",))
+            .select_related("head")
+            .get(pk=synced.session_id)
         )
         head = session.head
         assert head is not None

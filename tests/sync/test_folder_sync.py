@@ -321,3 +321,28 @@ def test_a_file_written_before_the_source_was_made_live_is_not_live(source, root
     session = session_of(source, "s.jsonl")
     assert session.fault_counts == {"missing_result": 1}
     assert not session.is_live()
+
+
+def test_a_file_that_cannot_be_read_is_reported_and_the_rest_sync(source, root, monkeypatch):
+    write(root / "a.jsonl", START)
+    write(root / "b.jsonl", START)
+    sync.do_sync_source(source.pk)
+    write(root / "a.jsonl", ANSWER, "ab")
+    write(root / "b.jsonl", ANSWER, "ab")
+    real_read = sync._read
+
+    def read(path, start=0, end=None):
+        if path.name == "a.jsonl":
+            raise PermissionError(13, "Permission denied")
+        return real_read(path, start, end)
+
+    monkeypatch.setattr(sync, "_read", read)
+    report = sync.do_sync_source(source.pk)
+
+    assert (report.errors, report.appended) == (["a.jsonl: Permission denied"], 1)
+    assert SyncedFile.objects.get(path="a.jsonl").error == "Permission denied"
+    source.refresh_from_db()
+    assert (source.error_count, source.last_error) == (1, "a.jsonl: Permission denied")
+    monkeypatch.undo()
+    assert sync.do_sync_source(source.pk).appended == 1
+    assert SyncedFile.objects.get(path="a.jsonl").error == ""
