@@ -261,3 +261,7 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.getenv("LOG_LEVEL", "WARNING")},
 }
+
+# The session page: a revision of at most this many bytes gets its timeline built
+# during the request; a larger one by a Celery task while the page polls.
+TIMELINE_INLINE_BYTES = envint("TIMELINE_INLINE_BYTES", str(4 * 1024 * 1024))

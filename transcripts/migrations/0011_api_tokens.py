@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("transcripts", "0009_revision_deltas"),
+        ("transcripts", "0010_timeline_and_list"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
