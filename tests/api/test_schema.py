@@ -16,7 +16,7 @@ from django.contrib.staticfiles import finders
 from django.core.management import call_command
 from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, reject, settings
 from hypothesis import strategies as st
 from rest_framework.test import APIClient
 from schemathesis.config import SchemathesisConfig
@@ -163,6 +163,10 @@ def test_the_api_keeps_to_its_schema(case, workspace):
             else:
                 prefix = "/api/jobs" if case.path.startswith("/api/jobs") else "/api/sessions"
                 case.path_parameters[name] = ids[prefix][value // 2 % len(ids[prefix])]
+    # A form field given as an empty list is no part at all on the wire: the same request
+    # as one without the field, which is valid. Schemathesis would count it as invalid data.
+    if isinstance(case.body, dict) and any(value == [] for value in case.body.values()):
+        reject()
     # Werkzeug's test client writes an empty file part with no line break before the next
     # boundary, and Django's parser then drops the part; real clients send an empty file
     # properly (test_sessions uploads one). Give it one byte so the file arrives.

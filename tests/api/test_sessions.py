@@ -84,6 +84,14 @@ def test_it_refuses_an_empty_or_unknown_choice(api, field, value):
     assert set(response.json()["error"]["fields"]) == {field}
 
 
+def test_it_refuses_a_field_given_twice(api):
+    body = {"file": SimpleUploadedFile("a.jsonl", b"{}\n"), "live": ["true", "false"]}
+    response = api.post(URL, body, format="multipart")
+    assert error_of(response) == (400, "bad_request")
+    assert set(response.json()["error"]["fields"]) == {"live"}
+    assert error_of(api.get(URL, {"q": ["a", "b"]})) == (400, "bad_request")
+
+
 def test_it_requires_a_file(api):
     response = api.post(URL, {"name": "x.jsonl"}, format="multipart")
     status, code = error_of(response)

@@ -23,7 +23,26 @@ STARTABLE_KINDS = [Job.Kind.REPAIR, Job.Kind.DRY_RUN, Job.Kind.EXPORT]
 MAX_JOB_SESSIONS = 10_000
 
 
-class TextField(serializers.CharField):
+class OneValue:
+    """A field that, in a form or query string, takes exactly one value.
+
+    Given empty, it is refused rather than taken as absent; given more than
+    once, it is refused rather than taking the last.
+    """
+
+    field_name: str
+
+    def get_value(self, dictionary: Any) -> Any:
+        if html.is_html_input(dictionary) and self.field_name in dictionary:
+            values = dictionary.getlist(self.field_name)
+            if len(values) != 1:
+                return values
+            if values[0] == "":
+                return ""
+        return super().get_value(dictionary)  # type: ignore[misc]
+
+
+class TextField(OneValue, serializers.CharField):
     """Text as given, blank allowed; NUL characters dropped, lone surrogates refused.
 
     Neither can be stored or searched for in every database, and neither
@@ -49,22 +68,11 @@ class TextField(serializers.CharField):
         return text
 
 
-class GivenEmpty:
-    """A field that, given empty in a form or query string, is refused, not taken as absent."""
-
-    field_name: str
-
-    def get_value(self, dictionary: Any) -> Any:
-        if html.is_html_input(dictionary) and dictionary.get(self.field_name) == "":
-            return ""
-        return super().get_value(dictionary)  # type: ignore[misc]
+class ChoiceField(OneValue, serializers.ChoiceField):
+    """A choice, given once."""
 
 
-class ChoiceField(GivenEmpty, serializers.ChoiceField):
-    pass
-
-
-class BooleanField(GivenEmpty, serializers.BooleanField):
+class BooleanField(OneValue, serializers.BooleanField):
     """A boolean: JSON true or false, or in a form, the text "true" or "false".
 
     DRF also takes 1, "yes", "on" and more; a client that sends those meant
