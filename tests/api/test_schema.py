@@ -163,13 +163,13 @@ def test_the_api_keeps_to_its_schema(case, workspace):
             else:
                 prefix = "/api/jobs" if case.path.startswith("/api/jobs") else "/api/sessions"
                 case.path_parameters[name] = ids[prefix][value // 2 % len(ids[prefix])]
-    # A form field given as an empty list is no part at all on the wire: the same request
-    # as one without the field, which is valid. Schemathesis would count it as invalid data.
-    if isinstance(case.body, dict) and any(value == [] for value in case.body.values()):
+    # Werkzeug's test client, schemathesis's WSGI transport, writes an empty form value
+    # with no line break before the next boundary, and Django's parser then drops the
+    # part; a value given as an empty list is no part at all. Neither request is the one
+    # the case describes, so such cases are skipped (test_sessions sends empty values
+    # through Django's test client, which writes them properly).
+    multipart = case.media_type == "multipart/form-data" and isinstance(case.body, dict)
+    form = case.body if multipart else {}
+    if any(value in (b"", "", []) for value in form.values()):
         reject()
-    # Werkzeug's test client writes an empty file part with no line break before the next
-    # boundary, and Django's parser then drops the part; real clients send an empty file
-    # properly (test_sessions uploads one). Give it one byte so the file arrives.
-    if isinstance(case.body, dict) and case.body.get("file") in (b"", ""):
-        case.body["file"] = b"\n"
     case.call_and_validate()
