@@ -12,8 +12,8 @@ scaling from one worker to two.
         .venv/bin/python bench/jobs.py [--sessions 2000] [--records 200]
 
 It never touches the configured database: on PostgreSQL it (re)creates the
-database `pairfix_bench` on the same server and drops it at the end; without
-DATABASE_URL it uses a temporary SQLite file. Blobs go to a temporary folder,
+database `<configured name>_bench` on the same server and drops it at the end;
+without DATABASE_URL it uses a SQLite file under var/. Blobs go to a temporary folder,
 tasks to a queue of their own. A job's time runs from the moment a worker
 picks up its kickoff to its last item (the job row's started_at/finished_at).
 Each run starts from an empty database and blob folder. DEBUG is False unless set.
@@ -35,7 +35,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 QUEUE = "pairfix-bench"
-BENCH_DATABASE = "pairfix_bench"
 
 
 def workload(sessions: int, records: int, fault_rate: float, result_bytes: str) -> list[Path]:
@@ -82,7 +81,8 @@ def bench_database_url(server_url: str | None) -> tuple[str, Callable[[], None]]
     On the PostgreSQL server of `server_url`, or in a SQLite file when that is None.
     """
     if not server_url:
-        path = Path(tempfile.gettempdir()) / "pairfix-bench.sqlite3"
+        path = ROOT / "var" / "bench.sqlite3"
+        path.parent.mkdir(exist_ok=True)
 
         def remove() -> None:
             for suffix in ("", "-wal", "-shm"):
@@ -94,6 +94,8 @@ def bench_database_url(server_url: str | None) -> tuple[str, Callable[[], None]]
     import psycopg
 
     db = dj_database_url.parse(server_url)
+    # Named after the configured database: benchmarks run against other databases don't collide.
+    name = f"{db['NAME']}_bench"
     if db["ENGINE"] != "django.db.backends.postgresql":
         raise SystemExit("DATABASE_URL: only PostgreSQL (or nothing, for SQLite) is supported")
     server = {
@@ -108,14 +110,14 @@ def bench_database_url(server_url: str | None) -> tuple[str, Callable[[], None]]
         with psycopg.connect(**server, autocommit=True) as connection:
             connection.execute(sql)
 
-    run(f"DROP DATABASE IF EXISTS {BENCH_DATABASE} WITH (FORCE)")
-    run(f"CREATE DATABASE {BENCH_DATABASE}")
+    run(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    run(f"CREATE DATABASE {name}")
     password = f":{db['PASSWORD']}" if db["PASSWORD"] else ""
     url = (
         f"postgres://{db['USER']}{password}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/"
-        f"{BENCH_DATABASE}"
+        f"{name}"
     )
-    return url, lambda: run(f"DROP DATABASE IF EXISTS {BENCH_DATABASE} WITH (FORCE)")
+    return url, lambda: run(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 def engine_throughput(paths: list[Path], policy: str) -> tuple[float, float, int]:
