@@ -41,6 +41,7 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError
 from kombu.utils.url import maybe_sanitize_url
 
+from transcripts import writeback
 from transcripts.core.model import FaultKind, Op, OpKind
 from transcripts.engine import ENGINE_VERSION, Analysis, analyze
 from transcripts.models import (
@@ -128,10 +129,9 @@ def analyze_revision(
     session = revision.session
     known_format = session.format if session.format != "unknown" and not session.error else None
     known_format = format or known_format
-    live: dict[str, float] = {}
-    if last_write is not None:
-        live = {"now": time.time(), "last_write": last_write.timestamp()}
-    return analyze(revision.read(), session.name, policy, format=known_format, **live)
+    return analyze(
+        revision.read(), session.name, policy, format=known_format, **live_fields(last_write)
+    )
 
 
 def do_create_workspace(name: str, *, acting_user: Any) -> Workspace:
@@ -154,6 +154,74 @@ def do_add_member(workspace: Workspace, user: Any, *, role: str) -> Membership:
     return membership
 
 
+def live_fields(last_write: datetime | None) -> dict[str, Any]:
+    """Return `analyze`'s live keywords for a session last written at `last_write`.
+
+    {} when unknown; otherwise now and last_write in seconds since the epoch and
+    settings.LIVE_GRACE, so unanswered tail calls are `pending_result` within it.
+    """
+    if last_write is None:
+        return {}
+    return {"now": time.time(), "last_write": last_write.timestamp(), "grace": settings.LIVE_GRACE}
+
+
+def live_until(last_write: datetime | None) -> datetime | None:
+    """Return when a session last written at `last_write` stops being live (None if unknown)."""
+    return None if last_write is None else last_write + timedelta(seconds=settings.LIVE_GRACE)
+
+
+def create_session(
+    workspace: Workspace,
+    name: str,
+    data: bytes,
+    *,
+    acting_user: Any,
+    last_write: datetime | None = None,
+    format: str | None = None,
+    origin: str = "upload",
+    **fields: Any,
+) -> Session:
+    """Store `data` as revision 0 of a new session; the caller holds the transaction.
+
+    See `do_ingest_session`; `fields` are further Session fields (source, parent).
+    """
+    name = fit_name(name, Session._meta.get_field("name").max_length or len(name))
+    analysis = analyze(data, name, format=format or None, **live_fields(last_write))
+    sha256 = store_blob(data)
+    session = Session.objects.create(
+        workspace=workspace,
+        name=name,
+        format=analysis.format,
+        record_count=analysis.record_count,
+        fault_counts=analysis.fault_counts,
+        error=analysis.error or "",
+        created_by=acting_user,
+        last_write=last_write,
+        live_until=live_until(last_write),
+        **fields,
+    )
+    raw = Revision.objects.create(
+        session=session,
+        number=0,
+        sha256=sha256,
+        size=len(data),
+        engine_version=ENGINE_VERSION,
+        origin=origin,
+        created_by=acting_user,
+    )
+    session.head = raw
+    session.save(update_fields=["head"])
+    AuditRecord.objects.create(
+        acting_user=acting_user,
+        session=session,
+        revision_to=raw,
+        op=AuditRecord.Action.INGEST,
+        engine_version=ENGINE_VERSION,
+        note=f"{origin}: {len(data)} bytes",
+    )
+    return session
+
+
 def do_ingest_session(
     workspace: Workspace,
     name: str,
@@ -168,46 +236,19 @@ def do_ingest_session(
     The bytes are kept exactly as given; an unreadable file becomes a session
     whose `error` says why (file, line, reason). A name too long for the
     database is shortened with `fit_name`. `last_write` is when the source
-    file was last written, if known (a file read from disk; not an upload).
+    file was last written, if known (a file read from disk; not an upload):
+    within settings.LIVE_GRACE of it the session is live.
     """
-    name = fit_name(name, Session._meta.get_field("name").max_length or len(name))
-    analysis = analyze(data, name, format=format or None)
-    sha256 = store_blob(data)
     with transaction.atomic(durable=True):
-        session = Session.objects.create(
-            workspace=workspace,
-            name=name,
-            format=analysis.format,
-            record_count=analysis.record_count,
-            fault_counts=analysis.fault_counts,
-            error=analysis.error or "",
-            created_by=acting_user,
-            last_write=last_write,
+        return create_session(
+            workspace, name, data, acting_user=acting_user, last_write=last_write, format=format
         )
-        raw = Revision.objects.create(
-            session=session,
-            number=0,
-            sha256=sha256,
-            size=len(data),
-            engine_version=ENGINE_VERSION,
-            created_by=acting_user,
-        )
-        session.head = raw
-        session.save(update_fields=["head"])
-        AuditRecord.objects.create(
-            acting_user=acting_user,
-            session=session,
-            revision_to=raw,
-            op=AuditRecord.Action.INGEST,
-            engine_version=ENGINE_VERSION,
-        )
-    return session
 
 
 # Starting, cancelling and retrying jobs.
 
 
-def _send(task: Task, *args: Any) -> None:
+def send_task(task: Task, *args: Any) -> None:
     """Publish `task` now, inside the caller's transaction; raise BrokerUnavailable if we can't.
 
     A failure raises out of the caller's `atomic` block, so the job rows it
@@ -249,7 +290,7 @@ def _create_job(
     )
     job.total = len(items)
     job.save(update_fields=["total"])
-    _send(start_job, job.pk)
+    send_task(start_job, job.pk)
     return job
 
 
@@ -375,7 +416,7 @@ def do_retry_failed_items(job: Job, *, acting_user: Any) -> int:
             status=JobItem.Status.QUEUED, error="", claim=None, claimed_at=None
         )
         Job.objects.filter(pk=job.pk).update(failed=F("failed") - retried)
-        _send(start_job, job.pk)
+        send_task(start_job, job.pk)
     return retried
 
 
@@ -533,6 +574,11 @@ def _repair_item(item: JobItem, job: Job, claim: uuid.UUID) -> None:
         _finish_alone(item, claim, JobItem.Status.WOULD_REPAIR, diff=diff, **plan_fields)
         return
     assert after is not None
+    try:
+        write_back = writeback.check(session, base)
+    except writeback.WriteBackRefused as exc:
+        _finish_alone(item, claim, JobItem.Status.FENCE_LOST, error=str(exc))
+        return
     sha256 = store_blob(analysis.repaired)
     try:
         with transaction.atomic(durable=True):
@@ -544,6 +590,7 @@ def _repair_item(item: JobItem, job: Job, claim: uuid.UUID) -> None:
                 size=len(analysis.repaired),
                 policy=job.policy,
                 engine_version=ENGINE_VERSION,
+                origin="repair",
                 parent=base,
                 created_by=job.created_by,
             )
@@ -554,7 +601,11 @@ def _repair_item(item: JobItem, job: Job, claim: uuid.UUID) -> None:
             AuditRecord.objects.bulk_create(
                 _op_audit_record(op, analysis, job=job, base=base, revision=revision) for op in ops
             )
+            if write_back is not None:
+                _write_back(write_back, analysis.repaired, job, base, revision)
             _finish(item, claim, JobItem.Status.REPAIRED, revision=revision, **plan_fields)
+    except (writeback.WriteBackRefused, OSError) as exc:
+        _finish_alone(item, claim, JobItem.Status.FENCE_LOST, error=str(exc))
     except IntegrityError:
         _finish_alone(
             item,
@@ -564,6 +615,25 @@ def _repair_item(item: JobItem, job: Job, claim: uuid.UUID) -> None:
         )
     except FenceLost as exc:
         _finish_alone(item, claim, JobItem.Status.FENCE_LOST, error=str(exc))
+
+
+def _write_back(
+    write_back: writeback.WriteBack, data: bytes, job: Job, base: Revision, revision: Revision
+) -> None:
+    """Replace the session's source file with `revision` (`data`) and audit it; see writeback."""
+    backup = write_back.replace(data, revision, now=timezone.now())
+    write_back.synced.save()
+    AuditRecord.objects.create(
+        job=job,
+        acting_user=job.created_by,
+        session=revision.session,
+        revision_from=base,
+        revision_to=revision,
+        op=AuditRecord.Action.WRITE_BACK,
+        policy=job.policy,
+        engine_version=ENGINE_VERSION,
+        note=f"wrote {write_back.path} ({len(data)} bytes); the file before is {backup}",
+    )
 
 
 def _rollback_item(item: JobItem, job: Job, claim: uuid.UUID) -> None:
@@ -583,9 +653,15 @@ def _rollback_item(item: JobItem, job: Job, claim: uuid.UUID) -> None:
         _finish_alone(item, claim, JobItem.Status.FENCE_LOST, error=error)
         return
     try:
-        restored = analyze(previous.read(), session.name, format=session.format)
+        restored_bytes = previous.read()
+        restored = analyze(restored_bytes, session.name, format=session.format)
     except Exception as exc:  # an engine bug must fail one item, not the whole job
         _finish_alone(item, claim, JobItem.Status.FAILED, error=f"{type(exc).__name__}: {exc}")
+        return
+    try:
+        write_back = writeback.check(session, undone)
+    except writeback.WriteBackRefused as exc:
+        _finish_alone(item, claim, JobItem.Status.FENCE_LOST, error=str(exc))
         return
     try:
         with transaction.atomic(durable=True):
@@ -595,6 +671,7 @@ def _rollback_item(item: JobItem, job: Job, claim: uuid.UUID) -> None:
                 sha256=previous.sha256,
                 size=previous.size,
                 engine_version=ENGINE_VERSION,
+                origin="rollback",
                 parent=undone,
                 created_by=job.created_by,
             )
@@ -614,7 +691,11 @@ def _rollback_item(item: JobItem, job: Job, claim: uuid.UUID) -> None:
                 policy=job.policy,
                 engine_version=ENGINE_VERSION,
             )
+            if write_back is not None:
+                _write_back(write_back, restored_bytes, job, undone, revision)
             _finish(item, claim, JobItem.Status.ROLLED_BACK, revision=revision)
+    except (writeback.WriteBackRefused, OSError) as exc:
+        _finish_alone(item, claim, JobItem.Status.FENCE_LOST, error=str(exc))
     except IntegrityError:
         error = f"another writer took revision {undone.number + 1} of the session"
         _finish_alone(item, claim, JobItem.Status.FENCE_LOST, error=error)

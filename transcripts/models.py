@@ -103,6 +103,25 @@ class Session(models.Model):
     last_write = models.DateTimeField(
         null=True, blank=True, help_text="When the source file was last written, if known."
     )
+    # last_write + the grace period (settings.LIVE_GRACE): indexed, so "live now" is a
+    # range query and the sessions whose grace just ran out are found without a scan.
+    live_until = models.DateTimeField(null=True, blank=True, db_index=True)
+    source = models.ForeignKey(
+        "SyncSource",
+        models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="sessions",
+        help_text="The sync source the session's file is read from, if any.",
+    )
+    parent = models.ForeignKey(
+        "self",
+        models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="subagents",
+        help_text="For a Claude Code subagent's session: the session that started it.",
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
     )
@@ -124,6 +143,10 @@ class Session(models.Model):
         """Return the number of faults in the head revision."""
         return sum(self.fault_counts.values())
 
+    def is_live(self, now: datetime | None = None) -> bool:
+        """Return True while the session's source was written within the grace period."""
+        return self.live_until is not None and self.live_until > (now or timezone.now())
+
 
 class Revision(models.Model):
     """Immutable bytes of a session: number 0 is the upload, each repair adds one.
@@ -138,6 +161,11 @@ class Revision(models.Model):
     size = models.PositiveBigIntegerField()
     policy = models.CharField(max_length=40, blank=True)
     engine_version = models.CharField(max_length=20)
+    origin = models.CharField(
+        max_length=20,
+        blank=True,
+        help_text="What made it: upload, sync, append, rewrite, repair, rollback.",
+    )
     parent = models.ForeignKey("self", models.PROTECT, null=True, blank=True, related_name="+")
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
@@ -363,6 +391,11 @@ class AuditRecord(models.Model):
         DROP_RECORD = "drop_record"
         RESULTS_FIRST = "results_first"
         ROLLBACK = "rollback"
+        APPEND = "append"
+        REWRITE = "rewrite"
+        RENAME = "rename"
+        DELETE = "delete"
+        WRITE_BACK = "write_back", "write back"
 
     job = models.ForeignKey(Job, models.PROTECT, null=True, blank=True, related_name="audit")
     acting_user = models.ForeignKey(
@@ -392,6 +425,9 @@ class AuditRecord(models.Model):
     span_start = models.PositiveBigIntegerField(null=True, blank=True)
     span_end = models.PositiveBigIntegerField(null=True, blank=True)
     removed_bytes = models.BinaryField(null=True, blank=True)
+    note = models.TextField(
+        blank=True, help_text="What a sync or write-back did: paths, sizes, the backup's name."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = AuditRecordQuerySet.as_manager()
@@ -435,6 +471,7 @@ class AuditRecord(models.Model):
         "engine_version",
         "removed_size",
         "removed_bytes_base64",
+        "note",
     )
 
     def export_row(self) -> dict[str, Any]:
@@ -469,6 +506,7 @@ class AuditRecord(models.Model):
             "engine_version": self.engine_version,
             "removed_size": None if removed is None else len(removed),
             "removed_bytes_base64": None if removed is None else base64.b64encode(removed).decode(),
+            "note": self.note,
         }
 
     @property
@@ -506,3 +544,97 @@ class AuditRecord(models.Model):
             c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text
         )
         return text + ("…" if len(data) > REMOVED_PREVIEW_BYTES else "")
+
+
+class SyncSourceQuerySet(models.QuerySet["SyncSource"]):
+    def for_user(self, user: Any) -> SyncSourceQuerySet:
+        """Return the sync sources of the workspaces of `user`."""
+        return self.filter(workspace__memberships__user=user)
+
+
+class SyncSource(models.Model):
+    """A folder whose session files Pairfix follows: each file is one session.
+
+    `path` is absolute and lies under one of settings.SYNC_ROOTS. A sync
+    claims the source with a conditional UPDATE on `claim`/`claimed_at`, so
+    the beat schedule and `manage.py sync` never read one folder twice at once.
+    """
+
+    class Format(models.TextChoices):
+        ANY = "", "any supported file"
+        CLAUDE_CODE = "claude_code", "Claude Code projects folder"
+        CODEX = "codex", "Codex sessions folder"
+        OPENCLAW = "openclaw", "OpenClaw / pi sessions folder"
+
+    workspace = models.ForeignKey(Workspace, models.CASCADE, related_name="sources")
+    name = models.CharField(max_length=100)
+    path = models.CharField(max_length=1024)
+    format = models.CharField(max_length=40, blank=True, choices=Format.choices)
+    write_back = models.BooleanField(
+        default=False,
+        help_text="Replace a file with its repair (keeping a backup beside it).",
+    )
+    enabled = models.BooleanField(default=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created = models.DateTimeField(auto_now_add=True)
+    claim = models.UUIDField(null=True, blank=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    last_sync = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    file_count = models.PositiveIntegerField(default=0)
+    error_count = models.PositiveIntegerField(default=0)
+
+    objects = SyncSourceQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["workspace", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "path"], name="one_source_per_path")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.path})"
+
+    def get_absolute_url(self) -> str:
+        return reverse("transcripts:source_detail", args=[self.pk])
+
+
+class SyncedFile(models.Model):
+    """What the last sync saw of one file of a source, and the session it feeds.
+
+    `size`, `mtime_ns`, `inode` and `device` are the file's stat as last seen
+    (a file whose stat is unchanged is not read). `offset` is how many bytes
+    are in the session: a JSONL file's partial last line waits beyond it.
+    `head_hash` and `tail_hash` are sha256 (hex) of the first and the last
+    FINGERPRINT_BYTES before `offset`; growth whose fingerprints still match is
+    an append, anything else a rewrite. `revision` is the session revision
+    that mirrors the file's first `offset` bytes.
+    """
+
+    FINGERPRINT_BYTES = 4096
+
+    source = models.ForeignKey(SyncSource, models.CASCADE, related_name="files")
+    path = models.CharField(max_length=1024, help_text="Relative to the source's folder.")
+    session = models.OneToOneField(Session, models.CASCADE, related_name="synced_file")
+    size = models.PositiveBigIntegerField(default=0)
+    mtime_ns = models.BigIntegerField(default=0)
+    inode = models.BigIntegerField(default=0)
+    device = models.BigIntegerField(default=0)
+    offset = models.PositiveBigIntegerField(default=0)
+    head_hash = models.CharField(max_length=64, blank=True)
+    tail_hash = models.CharField(max_length=64, blank=True)
+    revision = models.ForeignKey(Revision, models.PROTECT, null=True, blank=True, related_name="+")
+    error = models.TextField(blank=True, help_text="Why the last sync could not read the file.")
+    missing_since = models.DateTimeField(
+        null=True, blank=True, help_text="When a sync first found the file gone."
+    )
+    last_seen = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["source", "path"]
+        constraints = [models.UniqueConstraint(fields=["source", "path"], name="one_file_per_path")]
+
+    def __str__(self) -> str:
+        return f"{self.source.name}: {self.path}"

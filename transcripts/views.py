@@ -12,10 +12,13 @@ import json
 from collections import Counter
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.core.files.storage import default_storage
 from django.core.paginator import Paginator
+from django.db.models import Count
 from django.http import (
     FileResponse,
     Http404,
@@ -29,18 +32,20 @@ from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRefresh
 
-from transcripts import actions
+from transcripts import actions, sync
 from transcripts.engine import PRESETS
 from transcripts.formats import FORMATS
 from transcripts.forms import (
     AuditFilterForm,
     PolicyForm,
     SessionFilterForm,
+    SourceForm,
+    SourceSettingsForm,
     StartJobForm,
     UploadForm,
     policy_choices,
 )
-from transcripts.models import AuditRecord, Job, JobItem, Session
+from transcripts.models import AuditRecord, Job, JobItem, Membership, Session, SyncSource
 
 SESSIONS_PER_PAGE = 100
 ITEMS_PER_PAGE = 100
@@ -144,8 +149,12 @@ def upload(request: HttpRequest) -> HttpResponse:
 def session_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """Show the raw and repaired timelines side by side under the chosen policy."""
     session = get_object_or_404(
-        Session.objects.for_user(request.user).select_related("head", "workspace"), pk=pk
+        Session.objects.for_user(request.user).select_related(
+            "head", "workspace", "source", "synced_file"
+        ),
+        pk=pk,
     )
+    sync.refresh_live(session)
     form = PolicyForm(request.GET)
     if not form.is_valid():
         return _unknown_policy(request, session)
@@ -158,7 +167,9 @@ def session_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "read_as": read_as or "",
         "policy_form": PolicyForm(initial={"policy": policy, "format": read_as or ""}),
         "policy_description": PRESETS[policy].description,
-        "analysis": actions.analyze_revision(session.head, policy, format=read_as),
+        "analysis": actions.analyze_revision(
+            session.head, policy, format=read_as, last_write=session.last_write
+        ),
         "revisions": session.revisions.select_related("created_by").order_by("number"),
     }
     template = "transcripts/session_detail.html"
@@ -188,7 +199,10 @@ def download_repaired(request: HttpRequest, pk: int) -> HttpResponse:
         return _unknown_policy(request, session)
     assert session.head is not None
     analysis = actions.analyze_revision(
-        session.head, form.cleaned_data["policy"], format=form.cleaned_data["format"] or None
+        session.head,
+        form.cleaned_data["policy"],
+        format=form.cleaned_data["format"] or None,
+        last_write=session.last_write,
     )
     return _attachment(analysis.repaired, session.name)
 
@@ -397,3 +411,105 @@ def _spreadsheet_safe(value: Any) -> Any:
     if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
         return "'" + value
     return value
+
+
+# Sync sources.
+
+
+def _source_for(request: HttpRequest, pk: int) -> SyncSource:
+    return get_object_or_404(SyncSource.objects.for_user(request.user), pk=pk)
+
+
+def _can_administer(request: HttpRequest, source: SyncSource) -> bool:
+    return Membership.objects.filter(
+        user=request.user, workspace=source.workspace_id, role=Membership.Role.OWNER
+    ).exists()
+
+
+@login_required
+def source_list(request: HttpRequest) -> HttpResponse:
+    """List the sync sources of the user's workspaces; POST adds a folder as a source."""
+    form = SourceForm(request.POST or None, user=request.user)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            source = sync.do_create_source(
+                data["workspace"],
+                data["path"],
+                acting_user=request.user,
+                name=data["name"],
+                format=data["format"],
+                write_back=data["write_back"],
+            )
+        except sync.SyncError as exc:
+            form.add_error("path", str(exc))
+        else:
+            try:
+                sync.do_queue_sync(source, acting_user=request.user)
+                messages.success(request, f"Added {source.path}; its first sync is queued.")
+            except actions.BrokerUnavailable as exc:
+                messages.warning(request, f"Added {source.path}, but: {exc}")
+            return redirect(source)
+    sources = (
+        SyncSource.objects.for_user(request.user)
+        .select_related("workspace")
+        .annotate(sessions_count=Count("sessions"))
+    )
+    context = {
+        "sources": sources,
+        "form": form,
+        "roots": settings.SYNC_ROOTS,
+        "interval": settings.SYNC_INTERVAL,
+        "can_add": form.fields["workspace"].queryset.exists(),  # type: ignore[attr-defined]
+    }
+    return render(
+        request, "transcripts/source_list.html", context, status=400 if form.errors else 200
+    )
+
+
+@login_required
+@require_GET
+def source_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    """Show a source's state and its files, a page at a time."""
+    source = _source_for(request, pk)
+    files = source.files.select_related("session").order_by("path")
+    page = Paginator(files, SESSIONS_PER_PAGE).get_page(request.GET.get("page"))
+    context = {
+        "source": source,
+        "page": page,
+        "files": page.object_list,
+        "query": "",
+        "sessions_count": source.sessions.count(),
+        "can_administer": _can_administer(request, source),
+        "settings_form": SourceSettingsForm(instance=source),
+    }
+    return render(request, "transcripts/source_detail.html", context)
+
+
+@login_required
+@require_POST
+def sync_source_now(request: HttpRequest, pk: int) -> HttpResponse:
+    """Queue a sync of the source now."""
+    source = _source_for(request, pk)
+    if not _can_administer(request, source):
+        raise PermissionDenied
+    try:
+        sync.do_queue_sync(source, acting_user=request.user)
+        messages.success(request, "Sync queued.")
+    except actions.BrokerUnavailable as exc:
+        messages.error(request, str(exc))
+    return redirect(source)
+
+
+@login_required
+@require_POST
+def source_settings(request: HttpRequest, pk: int) -> HttpResponse:
+    """Turn the source's sync and write-back on or off."""
+    source = _source_for(request, pk)
+    if not _can_administer(request, source):
+        raise PermissionDenied
+    form = SourceSettingsForm(request.POST, instance=source)
+    if form.is_valid():
+        sync.do_update_source(source, acting_user=request.user, **form.cleaned_data)
+        messages.success(request, "Saved.")
+    return redirect(source)
