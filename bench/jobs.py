@@ -114,8 +114,7 @@ def bench_database_url(server_url: str | None) -> tuple[str, Callable[[], None]]
     run(f"CREATE DATABASE {name}")
     password = f":{db['PASSWORD']}" if db["PASSWORD"] else ""
     url = (
-        f"postgres://{db['USER']}{password}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/"
-        f"{name}"
+        f"postgres://{db['USER']}{password}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{name}"
     )
     return url, lambda: run(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
