@@ -53,6 +53,7 @@ from transcripts.models import (
     Membership,
     Revision,
     Session,
+    SyncedFile,
     Workspace,
     blob_name,
     store_blob,
@@ -523,12 +524,20 @@ def _run_claimed(job: Job, claim: uuid.UUID, items: list[JobItem]) -> list[int]:
     the chunk's transaction, so one session never costs the others their
     results. An item no longer ours (cancelled, or taken over) writes nothing.
     """
+    # One query for the chunk: only these sessions' source files are checked for a write-back.
+    writing_back = set()
+    if job.writes:
+        writing_back = set(
+            SyncedFile.objects.filter(
+                session__in=[item.session_id for item in items], source__write_back=True
+            ).values_list("session_id", flat=True)
+        )
     outcomes = []
     for item in items:
         # The same session, already loaded: reading the base needs its name and format.
         item.base.session = item.session
         try:
-            outcomes.append(PROCESSORS[job.kind](item, job))
+            outcomes.append(PROCESSORS[job.kind](item, job, item.session_id in writing_back))
         except Exception as exc:  # an engine or storage error must fail one item, not the job
             error = f"{type(exc).__name__}: {exc}"
             outcomes.append(Outcome(item, JobItem.Status.FAILED, {"error": error}))
@@ -656,11 +665,13 @@ def _check_fence(item: JobItem) -> None:
         )
 
 
-def _repair_item(item: JobItem, job: Job) -> Outcome:
+def _repair_item(item: JobItem, job: Job, writes_back: bool) -> Outcome:
     """Repair (or, in a dry run, plan) one session from its fenced head.
 
     A non-empty plan becomes revision n+1, fenced on `item.base`, with one
-    audit record per op; a dry run keeps the plan's diff instead.
+    audit record per op, and replaces the source file if `writes_back` (its
+    source writes back and the file checks out); a dry run keeps the plan's
+    diff instead.
     """
     session, base = item.session, item.base
     try:
@@ -691,7 +702,7 @@ def _repair_item(item: JobItem, job: Job) -> Outcome:
         diff = _diff(base.read(), analysis.repaired, session.name)
         return Outcome(item, JobItem.Status.WOULD_REPAIR, {"diff": diff, **plan_fields})
     try:
-        write_back = writeback.check(session, base)
+        write_back = writeback.check(session, base) if writes_back else None
     except writeback.WriteBackRefused as exc:
         return Outcome(item, JobItem.Status.FENCE_LOST, {"error": str(exc)})
     # The new head's own faults, for the session list.
@@ -737,11 +748,12 @@ def _write_back(
     )
 
 
-def _rollback_item(item: JobItem, job: Job) -> Outcome:
+def _rollback_item(item: JobItem, job: Job, writes_back: bool) -> Outcome:
     """Make the revision before the one `job.source_job` wrote the session's head again.
 
-    The restored bytes become a new revision (n+1, same blob), audited; a
-    session whose head is no longer the job's revision is reported, not touched.
+    The restored bytes become a new revision (n+1, same blob), audited, and
+    replace the source file if `writes_back`; a session whose head is no
+    longer the job's revision is reported, not touched.
     """
     session, undone = item.session, item.base
     previous = undone.parent
@@ -755,7 +767,7 @@ def _rollback_item(item: JobItem, job: Job) -> Outcome:
     restored_bytes = previous.read()
     restored = analyze(restored_bytes, session.name, format=session.format)
     try:
-        write_back = writeback.check(session, undone)
+        write_back = writeback.check(session, undone) if writes_back else None
     except writeback.WriteBackRefused as exc:
         return Outcome(item, JobItem.Status.FENCE_LOST, {"error": str(exc)})
     revision = {
@@ -788,11 +800,11 @@ def _rollback_item(item: JobItem, job: Job) -> Outcome:
     return Outcome(item, JobItem.Status.ROLLED_BACK, {}, head)
 
 
-def _export_item(item: JobItem, job: Job) -> Outcome:
+def _export_item(item: JobItem, job: Job, writes_back: bool) -> Outcome:
     """Repair one session's fenced head under the job's policy into a blob for the archive.
 
-    Nothing is written to the session; as the single-session download does,
-    the export ignores whether the session is live.
+    Nothing is written to the session or its source file; as the
+    single-session download does, the export ignores whether the session is live.
     """
     analysis = analyze_revision(item.base, job.policy)
     if analysis.error:
