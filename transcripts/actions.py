@@ -541,8 +541,11 @@ def _run_claimed(job: Job, claim: uuid.UUID, items: list[JobItem]) -> list[int]:
         except Exception as exc:  # an engine or storage error must fail one item, not the job
             error = f"{type(exc).__name__}: {exc}"
             outcomes.append(Outcome(item, JobItem.Status.FAILED, {"error": error}))
-    alone = [o for o in outcomes if o.head is not None and o.head.write_back is not None]
-    together = [o for o in outcomes if o not in alone]
+    alone: list[Outcome] = []
+    together: list[Outcome] = []
+    for outcome in outcomes:
+        writes_back = outcome.head is not None and outcome.head.write_back is not None
+        (alone if writes_back else together).append(outcome)
     try:
         written = _write(job, claim, together)
     except IntegrityError:
@@ -580,11 +583,10 @@ def _write(job: Job, claim: uuid.UUID, outcomes: list[Outcome]) -> list[int]:
     WriteBackRefused or OSError from a write-back (keep such an outcome alone).
     """
     by_pk = {outcome.item.pk: outcome for outcome in outcomes}
+    held = JobItem.objects.filter(claim=claim, status=JobItem.Status.RUNNING)
     with transaction.atomic(durable=True):
-        ours = JobItem.objects.select_for_update().filter(
-            pk__in=by_pk, claim=claim, status=JobItem.Status.RUNNING
-        )
-        kept = [by_pk[pk] for pk in ours.order_by("pk").values_list("pk", flat=True)]
+        ours = held.select_for_update().filter(pk__in=by_pk).order_by("pk")
+        kept = [by_pk[pk] for pk in ours.values_list("pk", flat=True)]
         if not kept:
             return []
         results = {o.item.pk: (o.status, dict(o.fields)) for o in kept}
@@ -609,16 +611,18 @@ def _write(job: Job, claim: uuid.UUID, outcomes: list[Outcome]) -> list[int]:
             revisions = _write_heads(job, moving)
             for o, revision in zip(moving, revisions, strict=True):
                 results[o.item.pk][1]["revision"] = revision
-        items = []
-        for o in kept:
-            status, fields = results[o.item.pk]
-            o.item.status = status
-            for name, value in fields.items():
-                setattr(o.item, name, value)
-            items.append(o.item)
-        names = sorted({"status"}.union(*(fields for _, fields in results.values())))
-        finished = ours.bulk_update(items, names)
-        assert finished == len(items), "the locked items are ours until this transaction ends"
+        # One UPDATE per item with fields of its own, one per status for the others:
+        # cheaper than bulk_update's CASE expressions, in this process and in the database.
+        finished = 0
+        plain: dict[str, list[int]] = {}
+        for pk, (status, fields) in results.items():
+            if fields:
+                finished += held.filter(pk=pk).update(status=status, **fields)
+            else:
+                plain.setdefault(status, []).append(pk)
+        for status, pks in plain.items():
+            finished += held.filter(pk__in=pks).update(status=status)
+        assert finished == len(kept), "the locked items are ours until this transaction ends"
         counts = Counter(COUNTERS[JobItem.Status(status)] for status, _ in results.values())
         # Last in the transaction: the job row is the one row every worker writes.
         Job.objects.filter(pk=job.pk).update(**{c: F(c) + n for c, n in counts.items()})
@@ -634,15 +638,11 @@ def _write_heads(job: Job, outcomes: list[Outcome]) -> list[Revision]:
         return []
     heads = [o.head for o in outcomes if o.head is not None]
     revisions = Revision.objects.bulk_create(Revision(**head.revision) for head in heads)
-    fenced = Q()
-    for o, head in zip(outcomes, heads, strict=True):
-        fenced |= Q(pk=o.item.session_id, head=head.fence)
-    sessions = [
-        Session(pk=o.item.session_id, head=revision, **head.session)
-        for o, head, revision in zip(outcomes, heads, revisions, strict=True)
-    ]
-    moved = Session.objects.filter(fenced).bulk_update(sessions, ["head", *heads[0].session])
-    assert moved == len(sessions), "the locked sessions are at their fences"
+    for o, head, revision in zip(outcomes, heads, revisions, strict=True):
+        moved = Session.objects.filter(pk=o.item.session_id, head=head.fence).update(
+            head=revision, **head.session
+        )
+        assert moved, "the locked session is at its fence"
     AuditRecord.objects.bulk_create(
         AuditRecord(**fields, revision_to=revision)
         for head, revision in zip(heads, revisions, strict=True)
