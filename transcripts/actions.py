@@ -443,14 +443,15 @@ def do_fan_out_job(job_id: int) -> list[list[int]]:
 
 
 def do_run_job_items(job_id: int, item_ids: Iterable[int]) -> list[int]:
-    """Claim the items of `item_ids` and process them; return those another worker holds.
+    """Claim the items of `item_ids` and process them; return those left unfinished.
 
     One conditional UPDATE claims every item of the chunk that is queued, or
     whose claim's lease has passed (its worker died), under one token. An
-    item already finished, or cancelled, is skipped; one another worker holds
-    within its lease is returned, for a retry once the lease has passed.
-    The claimed items are processed, then written together (see `_write`).
-    Finishes the job when no item is left.
+    item already finished, or cancelled, is skipped. The claimed items are
+    processed, then written together (see `_write`). One another worker holds
+    within its lease, or one this worker could not write (see `_write`), is
+    returned, for a retry once the lease has passed. Finishes the job when
+    no item is left.
     """
     job = Job.objects.select_related("created_by", "source_job").get(pk=job_id)
     item_ids = list(item_ids)
@@ -460,12 +461,12 @@ def do_run_job_items(job_id: int, item_ids: Iterable[int]) -> list[int]:
         .select_related("session__head", "base__parent")
         .order_by("pk")
     )
-    _run_claimed(job, claim, items)
+    written = _run_claimed(job, claim, items)
     busy = []
-    if len(items) < len(item_ids):
+    if len(written) < len(item_ids):
         busy = list(
             JobItem.objects.filter(pk__in=item_ids, status=JobItem.Status.RUNNING)
-            .exclude(pk__in=[item.pk for item in items])
+            .exclude(pk__in=written)
             .values_list("pk", flat=True)
         )
     _maybe_finish(job_id)
@@ -573,10 +574,13 @@ def _write(job: Job, claim: uuid.UUID, outcomes: list[Outcome]) -> list[int]:
 
     First the items still held under `claim` are locked: a cancel, or a
     worker taking them over, waits for this transaction and then finds them
-    finished. Then the sessions that get a new head are locked (in pk order,
-    so two workers never wait for each other): a session whose head is no
-    longer its item's fence is finished as fence_lost and written nothing.
-    Each other one gets its revision, its head moved by a compare-and-set on
+    finished. One that such a transaction has locked already is passed over
+    (it is cancelled or taken over, or else retried once its lease has
+    passed): waiting for it could deadlock, as those lock items in no
+    particular order. Then the sessions that get a new head are locked, in
+    pk order so that two workers never wait for each other in a circle: a
+    session whose head is no longer its item's fence is finished as
+    fence_lost and written nothing. Each other one gets its revision, its head moved by a compare-and-set on
     the fence, its audit records and its write-back; then every item is
     finished and counted, the job row last. Raises IntegrityError when
     another writer took a revision number meanwhile (nothing is written), and
@@ -585,7 +589,7 @@ def _write(job: Job, claim: uuid.UUID, outcomes: list[Outcome]) -> list[int]:
     by_pk = {outcome.item.pk: outcome for outcome in outcomes}
     held = JobItem.objects.filter(claim=claim, status=JobItem.Status.RUNNING)
     with transaction.atomic(durable=True):
-        ours = held.select_for_update().filter(pk__in=by_pk).order_by("pk")
+        ours = held.select_for_update(skip_locked=True).filter(pk__in=by_pk).order_by("pk")
         kept = [by_pk[pk] for pk in ours.values_list("pk", flat=True)]
         if not kept:
             return []
