@@ -580,11 +580,12 @@ def _write(job: Job, claim: uuid.UUID, outcomes: list[Outcome]) -> list[int]:
     particular order. Then the sessions that get a new head are locked, in
     pk order so that two workers never wait for each other in a circle: a
     session whose head is no longer its item's fence is finished as
-    fence_lost and written nothing. Each other one gets its revision, its head moved by a compare-and-set on
-    the fence, its audit records and its write-back; then every item is
-    finished and counted, the job row last. Raises IntegrityError when
-    another writer took a revision number meanwhile (nothing is written), and
-    WriteBackRefused or OSError from a write-back (keep such an outcome alone).
+    fence_lost and written nothing. Each other one gets its revision, its
+    head moved by a compare-and-set on the fence, its audit records and its
+    write-back; then every item is finished and counted, the job row last.
+    Raises IntegrityError when another writer took a revision number
+    meanwhile (nothing is written), and WriteBackRefused or OSError from a
+    write-back (keep such an outcome alone).
     """
     by_pk = {outcome.item.pk: outcome for outcome in outcomes}
     held = JobItem.objects.filter(claim=claim, status=JobItem.Status.RUNNING)
