@@ -587,6 +587,8 @@ def _write(job: Job, claim: uuid.UUID, outcomes: list[Outcome]) -> list[int]:
     meanwhile (nothing is written), and WriteBackRefused or OSError from a
     write-back (keep such an outcome alone).
     """
+    if not outcomes:
+        return []
     by_pk = {outcome.item.pk: outcome for outcome in outcomes}
     held = JobItem.objects.filter(claim=claim, status=JobItem.Status.RUNNING)
     with transaction.atomic(durable=True):
