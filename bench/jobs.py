@@ -1,22 +1,31 @@
 """Benchmark: a bulk repair job's sessions per second with one and two workers, next to the core.
 
-Generates sessions with tools/gen_sessions.py (kept under var/workloads), times
-the engine alone on them in one process (`analyze`, plus the second pass a job
-makes over each repaired file to index the new head's faults), then runs a
-repair job over all of them with one `celery worker` process and again, from
-scratch, with two. It prints sessions per second for each, the job
-system's overhead (engine throughput / job throughput with one worker) and the
-scaling from one worker to two.
+Generates sessions with tools/gen_sessions.py (kept under var/workloads) and
+ingests them once into a database of the benchmark's own. Then, each round:
+times the engine alone on the same files in this process (`analyze`: sniff,
+parse, detect, plan, render; the bytes already in memory, no database, no
+blob storage), then runs a repair job over all the sessions with one
+`celery worker` process, and again with two, each from a fresh copy of the
+ingested database and blob folder. A job's time runs from the moment a worker
+picks up its kickoff to its last item (the job row's started_at/finished_at).
+
+It prints each round and the range over rounds: sessions per second of the
+engine and of each job; the job system's overhead, engine alone / job with one
+worker (all a job adds to `analyze`: reading the base blob, the new head's
+fault counts, storing the repaired blob, claims, revisions, audit records and
+counters in the database, the broker, and the database server's share of the
+CPUs); the scaling from one worker to two; and the CPU seconds per session of
+the engine and of the worker processes, which other load on the machine
+disturbs less than wall time (they leave out the database server and broker).
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/x CELERY_BROKER_URL=redis://127.0.0.1:6379/0 \\
-        .venv/bin/python bench/jobs.py [--sessions 2000] [--records 200]
+        .venv/bin/python bench/jobs.py [--sessions 2000] [--records 200] [--rounds 3]
 
 It never touches the configured database: on PostgreSQL it (re)creates the
-database `pairfix_bench` on the same server and drops it at the end; without
-DATABASE_URL it uses a temporary SQLite file. Blobs go to a temporary folder,
-tasks to a queue of their own. A job's time runs from the moment a worker
-picks up its kickoff to its last item (the job row's started_at/finished_at).
-Each run starts from an empty database and blob folder. DEBUG is False unless set.
+databases `<configured name>_bench` (the ingested sessions) and
+`<configured name>_bench_run` (each run's copy) on the same server and drops
+them at the end; without DATABASE_URL it uses SQLite files under var/. Blobs
+go to temporary folders, tasks to a queue of their own. DEBUG is False unless set.
 """
 
 from __future__ import annotations
@@ -28,14 +37,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 QUEUE = "pairfix-bench"
-BENCH_DATABASE = "pairfix_bench"
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def workload(sessions: int, records: int, fault_rate: float, result_bytes: str) -> list[Path]:
@@ -76,74 +86,135 @@ def workload(sessions: int, records: int, fault_rate: float, result_bytes: str) 
     return sorted(out.glob("*/*.jsonl"))
 
 
-def bench_database_url(server_url: str | None) -> tuple[str, Callable[[], None]]:
-    """Create the benchmark's own database; return its URL and a function that drops it.
+class Databases:
+    """The benchmark's databases: one holding the ingested sessions, and each run's copy of it.
 
-    On the PostgreSQL server of `server_url`, or in a SQLite file when that is None.
+    On the PostgreSQL server of `server_url`, or in SQLite files when that is None.
     """
-    if not server_url:
-        path = Path(tempfile.gettempdir()) / "pairfix-bench.sqlite3"
 
-        def remove() -> None:
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{path}{suffix}").unlink(missing_ok=True)
+    def __init__(self, server_url: str | None) -> None:
+        self.postgres = bool(server_url)
+        if not server_url:
+            var = ROOT / "var"
+            var.mkdir(exist_ok=True)
+            self.base, self.copy = str(var / "bench.sqlite3"), str(var / "bench-run.sqlite3")
+            self.drop()
+            return
+        import dj_database_url
 
-        remove()
-        return f"sqlite:///{path}", remove
-    import dj_database_url
-    import psycopg
+        db = dj_database_url.parse(server_url)
+        if db["ENGINE"] != "django.db.backends.postgresql":
+            raise SystemExit("DATABASE_URL: only PostgreSQL (or nothing, for SQLite) is supported")
+        # Named after the configured database: benchmarks run against other databases don't collide.
+        self.base, self.copy = f"{db['NAME']}_bench", f"{db['NAME']}_bench_run"
+        self.server = {
+            "host": db["HOST"] or None,
+            "port": db["PORT"] or None,
+            "user": db["USER"] or None,
+            "password": db["PASSWORD"] or None,
+            "dbname": "postgres",
+        }
+        password = f":{db['PASSWORD']}" if db["PASSWORD"] else ""
+        self.prefix = f"postgres://{db['USER']}{password}@{db['HOST'] or '127.0.0.1'}:"
+        self.prefix += f"{db['PORT'] or 5432}/"
+        self.drop()
+        self._sql(f"CREATE DATABASE {self.base}")
 
-    db = dj_database_url.parse(server_url)
-    if db["ENGINE"] != "django.db.backends.postgresql":
-        raise SystemExit("DATABASE_URL: only PostgreSQL (or nothing, for SQLite) is supported")
-    server = {
-        "host": db["HOST"] or None,
-        "port": db["PORT"] or None,
-        "user": db["USER"] or None,
-        "password": db["PASSWORD"] or None,
-        "dbname": "postgres",
-    }
+    def url(self, name: str) -> str:
+        """Return the DATABASE_URL of the database `name` (self.base or self.copy)."""
+        return self.prefix + name if self.postgres else f"sqlite:///{name}"
 
-    def run(sql: str) -> None:
-        with psycopg.connect(**server, autocommit=True) as connection:
+    def fresh_copy(self) -> None:
+        """Make self.copy a copy of self.base (no connection to either may be open)."""
+        if self.postgres:
+            self._sql(f"DROP DATABASE IF EXISTS {self.copy} WITH (FORCE)")
+            self._sql(f"CREATE DATABASE {self.copy} TEMPLATE {self.base}")
+        else:
+            self._remove(self.copy)
+            shutil.copyfile(self.base, self.copy)
+
+    def drop(self) -> None:
+        for name in (self.base, self.copy):
+            if self.postgres:
+                self._sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+            else:
+                self._remove(name)
+
+    def _sql(self, sql: str) -> None:
+        import psycopg
+
+        with psycopg.connect(**self.server, autocommit=True) as connection:
             connection.execute(sql)
 
-    run(f"DROP DATABASE IF EXISTS {BENCH_DATABASE} WITH (FORCE)")
-    run(f"CREATE DATABASE {BENCH_DATABASE}")
-    password = f":{db['PASSWORD']}" if db["PASSWORD"] else ""
-    url = (
-        f"postgres://{db['USER']}{password}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/"
-        f"{BENCH_DATABASE}"
-    )
-    return url, lambda: run(f"DROP DATABASE IF EXISTS {BENCH_DATABASE} WITH (FORCE)")
+    @staticmethod
+    def _remove(path: str) -> None:
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
-def engine_throughput(paths: list[Path], policy: str) -> tuple[float, float, int]:
-    """Return (engine-only sessions/s, with the second pass over repaired files, repaired count)."""
+def use_database(name: str) -> None:
+    """Point this process's Django connection at the database `name`."""
+    from django.db import connections
+
+    connections.close_all()
+    connections["default"].settings_dict["NAME"] = name
+
+
+def engine_throughput(paths: list[Path], policy: str) -> tuple[float, float, float, int]:
+    """Return the engine alone on `paths`: sessions/s, with the new head's counts, CPU s/session.
+
+    The second figure adds what a repair job asks of the core beyond
+    `analyze`: `repaired_counts` for each repaired session. The last is how
+    many sessions need a repair.
+    """
     from transcripts.engine import analyze
 
-    first = second = 0.0
+    files = [(path.name, path.read_bytes()) for path in paths]
+    wall = counts = 0.0
     repaired = 0
-    for path in paths:
-        data = path.read_bytes()
+    cpu = time.process_time()
+    for name, data in files:
         start = time.perf_counter()
-        analysis = analyze(data, path.name, policy)
-        first += time.perf_counter() - start
+        analysis = analyze(data, name, policy)
+        wall += time.perf_counter() - start
         if analysis.plan:
             repaired += 1
             start = time.perf_counter()
-            analyze(analysis.repaired, path.name, policy, format=analysis.format)
-            second += time.perf_counter() - start
-    return len(paths) / first, len(paths) / (first + second), repaired
+            analysis.repaired_counts()
+            counts += time.perf_counter() - start
+    cpu = time.process_time() - cpu
+    return len(files) / wall, len(files) / (wall + counts), cpu / len(files), repaired
 
 
-def run_job(
-    workspace: object, workers: int, env: dict[str, str], policy: str
-) -> tuple[float, object]:
-    """Run a repair job over every session of `workspace` with `workers` worker processes.
+def cpu_seconds(pid: int) -> float:
+    """Return the user + system CPU seconds process `pid` has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
-    Return (sessions per second, the finished job).
-    """
+
+def wait_idle(processes: list[subprocess.Popen[bytes]]) -> None:
+    """Wait until the workers have started: their CPU time stops growing."""
+    deadline = time.monotonic() + 120
+    last = None
+    while time.monotonic() < deadline:
+        if any(p.poll() is not None for p in processes):
+            raise SystemExit("a worker died")
+        now = [cpu_seconds(p.pid) for p in processes]
+        if now == last:
+            return
+        last = now
+        time.sleep(0.5)
+    raise SystemExit("the workers did not settle")
+
+
+@dataclass
+class Run:
+    rate: float  # sessions per second
+    cpu: float  # CPU seconds of the worker processes per session
+
+
+def run_job(workspace: Any, workers: int, env: dict[str, str], policy: str) -> Run:
+    """Run a repair job over every session of `workspace` with `workers` worker processes."""
     from transcripts import actions
     from transcripts.models import Job, Session
 
@@ -164,14 +235,17 @@ def run_job(
                 "--without-mingle",
                 "--without-heartbeat",
                 "--loglevel",
-                "WARNING",
+                "ERROR",
             ],
             cwd=ROOT,
             env=env,
+            stdout=subprocess.DEVNULL,
         )
         for n in range(workers)
     ]
     try:
+        wait_idle(processes)
+        cpu = sum(cpu_seconds(p.pid) for p in processes)
         job = actions.do_start_job(
             workspace, Session.objects.filter(workspace=workspace), policy=policy, acting_user=None
         )
@@ -181,14 +255,23 @@ def run_job(
                 break
             if any(p.poll() is not None for p in processes):
                 raise SystemExit("a worker died")
-            time.sleep(0.2)
+            time.sleep(0.1)
+        cpu = sum(cpu_seconds(p.pid) for p in processes) - cpu
     finally:
         for process in processes:
             process.terminate()
         for process in processes:
             process.wait()
     assert job.started_at is not None and job.finished_at is not None
-    return job.total / (job.finished_at - job.started_at).total_seconds(), job
+    assert (job.done, job.failed) == (job.total, 0), job
+    seconds = (job.finished_at - job.started_at).total_seconds()
+    return Run(job.total / seconds, cpu / job.total)
+
+
+def spread(values: list[float], digits: int = 1) -> str:
+    """Return "low–high" (or the one value) of `values`."""
+    low, high = min(values), max(values)
+    return f"{low:.{digits}f}" if low == high else f"{low:.{digits}f}–{high:.{digits}f}"
 
 
 def main() -> None:
@@ -198,17 +281,18 @@ def main() -> None:
     parser.add_argument("--fault-rate", type=float, default=0.02)
     parser.add_argument("--result-bytes", default="100:5000")
     parser.add_argument("--policy", default="synthesize")
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
 
     paths = workload(args.sessions, args.records, args.fault_rate, args.result_bytes)
     size = sum(p.stat().st_size for p in paths)
-    server_url = os.getenv("DATABASE_URL")
-    url, drop = bench_database_url(server_url)
-    media = tempfile.mkdtemp(prefix="pairfix-bench-media-")
+    databases = Databases(os.getenv("DATABASE_URL"))
+    media = Path(tempfile.mkdtemp(prefix="pairfix-bench-media-"))
+    base_media, run_media = media / "base", media / "run"
     env = {
         **os.environ,
-        "DATABASE_URL": url,
-        "MEDIA_ROOT": media,
+        "DATABASE_URL": databases.url(databases.base),
+        "MEDIA_ROOT": str(base_media),
         "CELERY_TASK_DEFAULT_QUEUE": QUEUE,
         "LOG_LEVEL": "WARNING",
         # As in production: with DEBUG on, Django also keeps a log of every query.
@@ -225,8 +309,9 @@ def main() -> None:
 
     from project.celery import app
     from transcripts import actions
+    from transcripts.models import Workspace
 
-    rates = {}
+    rows: list[tuple[float, float, float, float, Run, Run]] = []
     try:
         print(
             f"{len(paths)} Claude Code sessions, {args.records} records each, "
@@ -237,45 +322,71 @@ def main() -> None:
             f"chunks of {settings.JOB_CHUNK_SIZE}",
             flush=True,
         )
-        engine, engine_two_pass, repaired = engine_throughput(paths, args.policy)
-        print(f"{repaired} of {len(paths)} sessions need a repair", flush=True)
-        for workers in (1, 2):
-            # Each run from scratch: no blob or row left by the other.
-            connections.close_all()
-            drop()
-            url, drop = bench_database_url(server_url)
-            shutil.rmtree(media)
-            os.mkdir(media)
-            call_command("migrate", verbosity=0)
-            workspace = actions.do_create_workspace("bench", acting_user=None)
-            start = time.perf_counter()
-            for path in paths:
-                actions.do_ingest_session(workspace, path.name, path.read_bytes(), acting_user=None)
-            print(f"ingested in {time.perf_counter() - start:.0f} s", flush=True)
-            rates[workers], job = run_job(workspace, workers, env, args.policy)
-            assert (job.done, job.failed) == (len(paths), 0), job
+        call_command("migrate", verbosity=0)
+        workspace = actions.do_create_workspace("bench", acting_user=None)
+        start = time.perf_counter()
+        for path in paths:
+            actions.do_ingest_session(workspace, path.name, path.read_bytes(), acting_user=None)
+        print(f"ingested once, in {time.perf_counter() - start:.0f} s", flush=True)
+        print()
+        header = (
+            f"{'round':>5} {'engine/s':>9} {'+counts/s':>9} {'1 worker':>9} {'2 workers':>9} "
+            f"{'overhead':>8} {'scaling':>7} {'CPU ms/session: engine, job':>28}"
+        )
+        print(header, flush=True)
+        for n in range(1, args.rounds + 1):
+            engine, with_counts, engine_cpu, repaired = engine_throughput(paths, args.policy)
+            runs = {}
+            for workers in (1, 2):
+                # Each run from the ingested state: no revision, blob or row left by another.
+                use_database(databases.copy)
+                databases.fresh_copy()
+                shutil.rmtree(run_media, ignore_errors=True)
+                shutil.copytree(base_media, run_media)
+                run_env = {
+                    **env,
+                    "DATABASE_URL": databases.url(databases.copy),
+                    "MEDIA_ROOT": str(run_media),
+                }
+                runs[workers] = run_job(
+                    Workspace.objects.get(pk=workspace.pk), workers, run_env, args.policy
+                )
+                use_database(databases.base)
+            one, two = runs[1], runs[2]
+            rows.append((engine, with_counts, engine_cpu, engine / one.rate, one, two))
+            print(
+                f"{n:>5} {engine:9.1f} {with_counts:9.1f} {one.rate:9.1f} {two.rate:9.1f} "
+                f"{engine / one.rate:8.2f} {two.rate / one.rate:7.2f} "
+                f"{engine_cpu * 1000:14.2f}, {one.cpu * 1000:5.2f} (1), {two.cpu * 1000:5.2f} (2)",
+                flush=True,
+            )
     finally:
         with app.connection_for_write() as broker:
             broker.default_channel.queue_purge(QUEUE)
         connections.close_all()
-        drop()
+        databases.drop()
         shutil.rmtree(media)
 
-    one, two = rates[1], rates[2]
-    rows = [
-        ("engine alone, 1 process (analyze)", engine),
-        ("engine, with the second pass over repaired files", engine_two_pass),
-        ("repair job, 1 worker", one),
-        ("repair job, 2 workers", two),
-    ]
+    engines = [r[0] for r in rows]
+    ones = [r[4].rate for r in rows]
+    twos = [r[5].rate for r in rows]
     print()
-    print(f"{'':52} {'sessions/s':>10}")
-    for label, rate in rows:
-        print(f"{label:52} {rate:10.1f}")
-    print()
-    print(f"job overhead, 1 worker (engine alone / job):          {engine / one:.2f}")
-    print(f"job overhead over the engine's two passes:            {engine_two_pass / one:.2f}")
-    print(f"scaling, 2 workers / 1 worker:                         {two / one:.2f}")
+    print(f"{repaired} of {len(paths)} sessions need a repair; {len(rows)} rounds (low–high):")
+    print(f"engine alone, 1 process (analyze), sessions/s:        {spread(engines)}")
+    print(f"engine + the new head's counts, sessions/s:           {spread([r[1] for r in rows])}")
+    print(f"repair job, 1 worker, sessions/s:                     {spread(ones)}")
+    print(f"repair job, 2 workers, sessions/s:                    {spread(twos)}")
+    overheads = [r[3] for r in rows]
+    print(f"job overhead, 1 worker (engine alone / job):          {spread(overheads, 2)}")
+    print(
+        "scaling, 2 workers / 1 worker:                        "
+        f"{spread([two / one for one, two in zip(ones, twos, strict=True)], 2)}"
+    )
+    print(
+        "CPU per session, job worker / engine alone:          "
+        f"{spread([r[4].cpu / r[2] for r in rows], 2)} "
+        "(the worker process only: not the database server or the broker)"
+    )
 
 
 if __name__ == "__main__":

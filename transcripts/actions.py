@@ -9,11 +9,12 @@ one transaction: the task is published before the commit, so a broker that is
 down rolls everything back (`BrokerUnavailable`) instead of leaving a job that
 never runs; the kickoff retries while the job's rows are not yet visible to
 the worker. The kickoff fans the items out in chunks; a worker claims a
-chunk's items with one conditional UPDATE under a token of its own, and
-finishes each with another conditional UPDATE, on that token, in the
-transaction that writes the item's result. Every task may run twice
-(`acks_late`): a finished item is never claimed again, and a claim whose
-worker died is taken over once its lease has passed.
+chunk's items with one conditional UPDATE under a token of its own,
+processes them, and writes their results in one transaction that first
+locks the items still held under that token and finishes them with another
+conditional UPDATE on it. Every task may run twice (`acks_late`): a finished
+item is never claimed again, and a claim whose worker died is taken over
+once its lease has passed.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import uuid
 import zipfile
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -53,6 +55,7 @@ from transcripts.models import (
     Membership,
     Revision,
     Session,
+    SyncedFile,
     Workspace,
     blob_name,
     hash_token,
@@ -93,10 +96,6 @@ DIFF_LINE_CHARS = 300
 
 class FenceLost(Exception):
     """The session's head moved away from the revision the job started from."""
-
-
-class ClaimLost(Exception):
-    """The item was cancelled, or taken over by another worker, while this one worked on it."""
 
 
 class BrokerUnavailable(Exception):
@@ -548,36 +547,32 @@ def do_fan_out_job(job_id: int) -> list[list[int]]:
 
 
 def do_run_job_items(job_id: int, item_ids: Iterable[int]) -> list[int]:
-    """Claim the items of `item_ids` and process each; return those another worker holds.
+    """Claim the items of `item_ids` and process them; return those left unfinished.
 
     One conditional UPDATE claims every item of the chunk that is queued, or
     whose claim's lease has passed (its worker died), under one token. An
-    item already finished, or cancelled, is skipped; one another worker holds
-    within its lease is returned, for a retry once the lease has passed.
-    Finishes the job when no item is left.
+    item already finished, or cancelled, is skipped. The claimed items are
+    processed, then written together (see `_write`). One another worker holds
+    within its lease, or one this worker could not write (see `_write`), is
+    returned, for a retry once the lease has passed. Finishes the job when
+    no item is left.
     """
     job = Job.objects.select_related("created_by", "source_job").get(pk=job_id)
     item_ids = list(item_ids)
     claim = _claim(item_ids)
-    items = (
+    items = list(
         JobItem.objects.filter(pk__in=item_ids, claim=claim, status=JobItem.Status.RUNNING)
         .select_related("session__head", "base__parent")
         .order_by("pk")
     )
-    processed = set()
-    for item in items:
-        processed.add(item.pk)
-        # The same session, already loaded: reading the base needs its name and format.
-        item.base.session = item.session
-        try:
-            PROCESSORS[job.kind](item, job, claim)
-        except ClaimLost:
-            continue
-    busy = list(
-        JobItem.objects.filter(pk__in=item_ids, status=JobItem.Status.RUNNING)
-        .exclude(pk__in=processed)
-        .values_list("pk", flat=True)
-    )
+    written = _run_claimed(job, claim, items)
+    busy = []
+    if len(written) < len(item_ids):
+        busy = list(
+            JobItem.objects.filter(pk__in=item_ids, status=JobItem.Status.RUNNING)
+            .exclude(pk__in=written)
+            .values_list("pk", flat=True)
+        )
     _maybe_finish(job_id)
     return busy
 
@@ -596,24 +591,179 @@ def _claim(item_ids: list[int]) -> uuid.UUID:
     return token
 
 
-def _finish(item: JobItem, claim: uuid.UUID, status: str, **fields: Any) -> None:
-    """Finish `item` as `status` and count it; raise ClaimLost if it is no longer ours.
+@dataclass
+class NewHead:
+    """A revision to become its session's head, if the head is still `fence`.
 
-    Runs inside the caller's transaction, so the item's result, its count
-    and whatever the caller wrote commit together or not at all.
+    `revision` holds the Revision's fields, `session` the session fields that
+    go with the new head, `audit` the fields of each audit record (all of them
+    from `fence` to the new revision). `write_back`, when set, replaces the
+    session's source file with `data` in the same transaction.
     """
-    if not JobItem.objects.filter(pk=item.pk, claim=claim, status=JobItem.Status.RUNNING).update(
-        status=status, **fields
-    ):
-        raise ClaimLost(item.pk)
-    counter = COUNTERS[JobItem.Status(status)]
-    # Last in the transaction: the job row is the one row every worker writes.
-    Job.objects.filter(pk=item.job_id).update(**{counter: F(counter) + 1})
+
+    fence: Revision
+    revision: dict[str, Any]
+    session: dict[str, Any]
+    audit: list[dict[str, Any]]
+    write_back: writeback.WriteBack | None = None
+    data: bytes = b""
 
 
-def _finish_alone(item: JobItem, claim: uuid.UUID, status: str, **fields: Any) -> None:
+@dataclass
+class Outcome:
+    """What processing one job item came to: its status and fields, and a new head to write."""
+
+    item: JobItem
+    status: str
+    fields: dict[str, Any] = field(default_factory=dict)
+    head: NewHead | None = None
+
+
+def _run_claimed(job: Job, claim: uuid.UUID, items: list[JobItem]) -> list[int]:
+    """Process `items`, claimed under `claim`, and write their results; return the pks written.
+
+    Processing (reading, repairing, storing blobs) writes no row; the
+    results are written in one transaction (`_write`). A session whose
+    source file is written back is written in a transaction of its own, as
+    is each session again when another writer took a revision number under
+    the chunk's transaction, so one session never costs the others their
+    results. An item no longer ours (cancelled, or taken over) writes nothing.
+    """
+    # One query for the chunk: only these sessions' source files are checked for a write-back.
+    writing_back = set()
+    if job.writes:
+        writing_back = set(
+            SyncedFile.objects.filter(
+                session__in=[item.session_id for item in items], source__write_back=True
+            ).values_list("session_id", flat=True)
+        )
+    outcomes = []
+    for item in items:
+        # The same session, already loaded: reading the base needs its name and format.
+        item.base.session = item.session
+        try:
+            outcomes.append(PROCESSORS[job.kind](item, job, item.session_id in writing_back))
+        except Exception as exc:  # an engine or storage error must fail one item, not the job
+            error = f"{type(exc).__name__}: {exc}"
+            outcomes.append(Outcome(item, JobItem.Status.FAILED, {"error": error}))
+    alone: list[Outcome] = []
+    together: list[Outcome] = []
+    for outcome in outcomes:
+        writes_back = outcome.head is not None and outcome.head.write_back is not None
+        (alone if writes_back else together).append(outcome)
+    try:
+        written = _write(job, claim, together)
+    except IntegrityError:
+        alone, written = outcomes, []
+    for outcome in alone:
+        written.extend(_write_alone(job, claim, outcome))
+    return written
+
+
+def _write_alone(job: Job, claim: uuid.UUID, outcome: Outcome) -> list[int]:
+    """Write one outcome in its own transaction; a write that fails is recorded as fence_lost."""
+    try:
+        return _write(job, claim, [outcome])
+    except (writeback.WriteBackRefused, OSError) as exc:
+        error = str(exc)
+    except IntegrityError:
+        assert outcome.head is not None
+        error = f"another writer took revision {outcome.head.fence.number + 1} of the session"
+    lost = Outcome(outcome.item, JobItem.Status.FENCE_LOST, {"error": error})
+    return _write(job, claim, [lost])
+
+
+def _write(job: Job, claim: uuid.UUID, outcomes: list[Outcome]) -> list[int]:
+    """Write `outcomes` in one transaction; return the pks of the items written.
+
+    First the items still held under `claim` are locked: a cancel, or a
+    worker taking them over, waits for this transaction and then finds them
+    finished. One that such a transaction has locked already is passed over
+    (it is cancelled or taken over, or else retried once its lease has
+    passed): waiting for it could deadlock, as those lock items in no
+    particular order. Then the sessions that get a new head are locked, in
+    pk order so that two workers never wait for each other in a circle: a
+    session whose head is no longer its item's fence is finished as
+    fence_lost and written nothing. Each other one gets its revision, its
+    head moved by a compare-and-set on the fence, its audit records and its
+    write-back; then every item is finished and counted, the job row last.
+    Raises IntegrityError when another writer took a revision number
+    meanwhile (nothing is written), and WriteBackRefused or OSError from a
+    write-back (keep such an outcome alone).
+    """
+    if not outcomes:
+        return []
+    by_pk = {outcome.item.pk: outcome for outcome in outcomes}
+    held = JobItem.objects.filter(claim=claim, status=JobItem.Status.RUNNING)
     with transaction.atomic(durable=True):
-        _finish(item, claim, status, **fields)
+        ours = held.select_for_update(skip_locked=True).filter(pk__in=by_pk).order_by("pk")
+        kept = [by_pk[pk] for pk in ours.values_list("pk", flat=True)]
+        if not kept:
+            return []
+        results = {o.item.pk: (o.status, dict(o.fields)) for o in kept}
+        moving = [o for o in kept if o.head is not None]
+        if moving:
+            heads = dict(
+                Session.objects.select_for_update()
+                .filter(pk__in=[o.item.session_id for o in moving])
+                .order_by("pk")
+                .values_list("pk", "head_id")
+            )
+            fenced = []
+            for o in moving:
+                assert o.head is not None
+                if heads[o.item.session_id] == o.head.fence.pk:
+                    fenced.append(o)
+                    continue
+                # Every writer writes the revision after the head it read.
+                error = f"another writer took revision {o.head.fence.number + 1} of the session"
+                results[o.item.pk] = (JobItem.Status.FENCE_LOST, {"error": error})
+            moving = fenced
+            revisions = _write_heads(job, moving)
+            for o, revision in zip(moving, revisions, strict=True):
+                results[o.item.pk][1]["revision"] = revision
+        # One UPDATE per item with fields of its own, one per status for the others:
+        # cheaper than bulk_update's CASE expressions, in this process and in the database.
+        finished = 0
+        plain: dict[str, list[int]] = {}
+        for pk, (status, fields) in results.items():
+            if fields:
+                finished += held.filter(pk=pk).update(status=status, **fields)
+            else:
+                plain.setdefault(status, []).append(pk)
+        for status, pks in plain.items():
+            finished += held.filter(pk__in=pks).update(status=status)
+        assert finished == len(kept), "the locked items are ours until this transaction ends"
+        counts = Counter(COUNTERS[JobItem.Status(status)] for status, _ in results.values())
+        # Last in the transaction: the job row is the one row every worker writes.
+        Job.objects.filter(pk=job.pk).update(**{c: F(c) + n for c, n in counts.items()})
+    return [o.item.pk for o in kept]
+
+
+def _write_heads(job: Job, outcomes: list[Outcome]) -> list[Revision]:
+    """Write each outcome's new head: revision, session head (compare-and-set), audit, write-back.
+
+    The sessions are locked and still at their fences. Return the revisions.
+    """
+    if not outcomes:
+        return []
+    heads = [o.head for o in outcomes if o.head is not None]
+    revisions = Revision.objects.bulk_create(Revision(**head.revision) for head in heads)
+    for o, head, revision in zip(outcomes, heads, revisions, strict=True):
+        moved = Session.objects.filter(pk=o.item.session_id, head=head.fence).update(
+            head=revision, **head.session
+        )
+        assert moved, "the locked session is at its fence"
+    AuditRecord.objects.bulk_create(
+        AuditRecord(**fields, revision_to=revision)
+        for head, revision in zip(heads, revisions, strict=True)
+        for fields in head.audit
+    )
+    for o, head, revision in zip(outcomes, heads, revisions, strict=True):
+        if head.write_back is not None:
+            revision.session = o.item.session
+            _write_back(head.write_back, head.data, job, head.fence, revision)
+    return revisions
 
 
 def _check_fence(item: JobItem) -> None:
@@ -626,99 +776,68 @@ def _check_fence(item: JobItem) -> None:
         )
 
 
-def _repair_item(item: JobItem, job: Job, claim: uuid.UUID) -> None:
+def _repair_item(item: JobItem, job: Job, writes_back: bool) -> Outcome:
     """Repair (or, in a dry run, plan) one session from its fenced head.
 
-    Writes revision n+1 only if the plan is non-empty, moves the head to it
-    with a compare-and-set on `item.base` and writes one audit record per op.
+    A non-empty plan becomes revision n+1, fenced on `item.base`, with one
+    audit record per op, and replaces the source file if `writes_back` (its
+    source writes back and the file checks out); a dry run keeps the plan's
+    diff instead.
     """
     session, base = item.session, item.base
     try:
         _check_fence(item)
     except FenceLost as exc:
-        _finish_alone(item, claim, JobItem.Status.FENCE_LOST, error=str(exc))
-        return
-    after = None
-    try:
-        last_write = None if job.force else session.last_write
-        analysis = analyze_revision(base, job.policy, last_write=last_write)
-        if analysis.plan and job.kind == Job.Kind.REPAIR:
-            # The new head's own faults, for the session list.
-            after = analyze(analysis.repaired, session.name, job.policy, format=analysis.format)
-    except Exception as exc:  # an engine bug must fail one item, not the whole job
-        _finish_alone(item, claim, JobItem.Status.FAILED, error=f"{type(exc).__name__}: {exc}")
-        return
+        return Outcome(item, JobItem.Status.FENCE_LOST, {"error": str(exc)})
+    last_write = None if job.force else session.last_write
+    analysis = analyze_revision(base, job.policy, last_write=last_write)
     if analysis.error:
-        _finish_alone(item, claim, JobItem.Status.FAILED, error=analysis.error)
-        return
+        return Outcome(item, JobItem.Status.FAILED, {"error": analysis.error})
     pending = analysis.fault_counts.get(FaultKind.PENDING_RESULT, 0)
     if pending:
         assert session.last_write is not None
-        _finish_alone(
-            item,
-            claim,
-            JobItem.Status.PENDING,
-            error=(
-                f"{pending} pending result(s): the session was last written at "
-                f"{session.last_write:%Y-%m-%d %H:%M:%S %Z} and may still be running; "
-                "a forced job repairs it anyway"
-            ),
+        error = (
+            f"{pending} pending result(s): the session was last written at "
+            f"{session.last_write:%Y-%m-%d %H:%M:%S %Z} and may still be running; "
+            "a forced job repairs it anyway"
         )
-        return
+        return Outcome(item, JobItem.Status.PENDING, {"error": error})
     ops = analysis.plan.ops
+    if not ops:
+        return Outcome(item, JobItem.Status.UNCHANGED)
     plan_fields: dict[str, Any] = {
         "op_count": len(ops),
         "op_counts": dict(Counter(str(op.kind) for op in ops)),
     }
-    if not ops:
-        _finish_alone(item, claim, JobItem.Status.UNCHANGED)
-        return
     if job.kind == Job.Kind.DRY_RUN:
         diff = _diff(base.read(), analysis.repaired, session.name)
-        _finish_alone(item, claim, JobItem.Status.WOULD_REPAIR, diff=diff, **plan_fields)
-        return
-    assert after is not None
+        return Outcome(item, JobItem.Status.WOULD_REPAIR, {"diff": diff, **plan_fields})
     try:
-        write_back = writeback.check(session, base)
+        write_back = writeback.check(session, base) if writes_back else None
     except writeback.WriteBackRefused as exc:
-        _finish_alone(item, claim, JobItem.Status.FENCE_LOST, error=str(exc))
-        return
-    sha256 = store_blob(analysis.repaired)
-    try:
-        with transaction.atomic(durable=True):
-            # A concurrent writer from the same head fails here on (session, number).
-            revision = Revision.objects.create(
-                session=session,
-                number=base.number + 1,
-                sha256=sha256,
-                size=len(analysis.repaired),
-                policy=job.policy,
-                engine_version=ENGINE_VERSION,
-                origin="repair",
-                parent=base,
-                created_by=job.created_by,
-            )
-            if not Session.objects.filter(pk=session.pk, head=base).update(
-                head=revision, record_count=after.record_count, fault_counts=after.fault_counts
-            ):
-                raise FenceLost("the session's head moved while the job repaired it")
-            AuditRecord.objects.bulk_create(
-                _op_audit_record(op, analysis, job=job, base=base, revision=revision) for op in ops
-            )
-            if write_back is not None:
-                _write_back(write_back, analysis.repaired, job, base, revision)
-            _finish(item, claim, JobItem.Status.REPAIRED, revision=revision, **plan_fields)
-    except (writeback.WriteBackRefused, OSError) as exc:
-        _finish_alone(item, claim, JobItem.Status.FENCE_LOST, error=str(exc))
-    except IntegrityError:
-        _finish_alone(
-            item,
-            claim,
-            JobItem.Status.FENCE_LOST,
-            error=f"another writer took revision {base.number + 1} of the session",
-        )
-    except FenceLost as exc:
-        _finish_alone(item, claim, JobItem.Status.FENCE_LOST, error=str(exc))
+        return Outcome(item, JobItem.Status.FENCE_LOST, {"error": str(exc)})
+    # The new head's own faults, for the session list.
+    record_count, fault_counts = analysis.repaired_counts()
+    revision = {
+        "session": session,
+        "number": base.number + 1,
+        "sha256": store_blob(analysis.repaired),
+        "size": len(analysis.repaired),
+        "policy": job.policy,
+        "engine_version": ENGINE_VERSION,
+        "origin": "repair",
+        "parent": base,
+        "created_by": job.created_by,
+    }
+    head = NewHead(
+        base,
+        revision,
+        {"record_count": record_count, "fault_counts": fault_counts},
+        [_op_audit_fields(op, analysis, job=job, base=base) for op in ops],
+        write_back,
+        analysis.repaired,
+    )
+    return Outcome(item, JobItem.Status.REPAIRED, plan_fields, head)
 
 
 def _write_back(
@@ -740,11 +859,12 @@ def _write_back(
     )
 
 
-def _rollback_item(item: JobItem, job: Job, claim: uuid.UUID) -> None:
+def _rollback_item(item: JobItem, job: Job, writes_back: bool) -> Outcome:
     """Make the revision before the one `job.source_job` wrote the session's head again.
 
-    The restored bytes become a new revision (n+1, same blob), audited; a
-    session whose head is no longer the job's revision is reported, not touched.
+    The restored bytes become a new revision (n+1, same blob), audited, and
+    replace the source file if `writes_back`; a session whose head is no
+    longer the job's revision is reported, not touched.
     """
     session, undone = item.session, item.base
     previous = undone.parent
@@ -754,82 +874,58 @@ def _rollback_item(item: JobItem, job: Job, claim: uuid.UUID) -> None:
             f"the session changed since job {job.source_job.pk}: its head is revision "
             f"{session.head.number}, not the job's revision {undone.number}"
         )
-        _finish_alone(item, claim, JobItem.Status.FENCE_LOST, error=error)
-        return
+        return Outcome(item, JobItem.Status.FENCE_LOST, {"error": error})
+    restored_bytes = previous.read()
+    restored = analyze(restored_bytes, session.name, format=session.format)
     try:
-        restored_bytes = previous.read()
-        restored = analyze(restored_bytes, session.name, format=session.format)
-    except Exception as exc:  # an engine bug must fail one item, not the whole job
-        _finish_alone(item, claim, JobItem.Status.FAILED, error=f"{type(exc).__name__}: {exc}")
-        return
-    try:
-        write_back = writeback.check(session, undone)
+        write_back = writeback.check(session, undone) if writes_back else None
     except writeback.WriteBackRefused as exc:
-        _finish_alone(item, claim, JobItem.Status.FENCE_LOST, error=str(exc))
-        return
-    try:
-        with transaction.atomic(durable=True):
-            revision = Revision.objects.create(
-                session=session,
-                number=undone.number + 1,
-                **previous.storage_fields(),
-                engine_version=ENGINE_VERSION,
-                origin="rollback",
-                parent=undone,
-                created_by=job.created_by,
-            )
-            if not Session.objects.filter(pk=session.pk, head=undone).update(
-                head=revision,
-                record_count=restored.record_count,
-                fault_counts=restored.fault_counts,
-            ):
-                raise FenceLost("the session's head moved while the job rolled it back")
-            AuditRecord.objects.create(
-                job=job,
-                acting_user=job.created_by,
-                session=session,
-                revision_from=undone,
-                revision_to=revision,
-                op=AuditRecord.Action.ROLLBACK,
-                policy=job.policy,
-                engine_version=ENGINE_VERSION,
-            )
-            if write_back is not None:
-                _write_back(write_back, restored_bytes, job, undone, revision)
-            _finish(item, claim, JobItem.Status.ROLLED_BACK, revision=revision)
-    except (writeback.WriteBackRefused, OSError) as exc:
-        _finish_alone(item, claim, JobItem.Status.FENCE_LOST, error=str(exc))
-    except IntegrityError:
-        error = f"another writer took revision {undone.number + 1} of the session"
-        _finish_alone(item, claim, JobItem.Status.FENCE_LOST, error=error)
-    except FenceLost as exc:
-        _finish_alone(item, claim, JobItem.Status.FENCE_LOST, error=str(exc))
+        return Outcome(item, JobItem.Status.FENCE_LOST, {"error": str(exc)})
+    revision = {
+        "session": session,
+        "number": undone.number + 1,
+        **previous.storage_fields(),
+        "engine_version": ENGINE_VERSION,
+        "origin": "rollback",
+        "parent": undone,
+        "created_by": job.created_by,
+    }
+    audit = {
+        "job": job,
+        "acting_user": job.created_by,
+        "session": session,
+        "revision_from": undone,
+        "op": AuditRecord.Action.ROLLBACK,
+        "policy": job.policy,
+        "engine_version": ENGINE_VERSION,
+    }
+    head = NewHead(
+        undone,
+        revision,
+        {"record_count": restored.record_count, "fault_counts": restored.fault_counts},
+        [audit],
+        write_back,
+        restored_bytes,
+    )
+    return Outcome(item, JobItem.Status.ROLLED_BACK, {}, head)
 
 
-def _export_item(item: JobItem, job: Job, claim: uuid.UUID) -> None:
+def _export_item(item: JobItem, job: Job, writes_back: bool) -> Outcome:
     """Repair one session's fenced head under the job's policy into a blob for the archive.
 
-    Nothing is written to the session; as the single-session download does,
-    the export ignores whether the session is live.
+    Nothing is written to the session or its source file; as the
+    single-session download does, the export ignores whether the session is live.
     """
-    try:
-        analysis = analyze_revision(item.base, job.policy)
-    except Exception as exc:  # an engine bug must fail one item, not the whole job
-        _finish_alone(item, claim, JobItem.Status.FAILED, error=f"{type(exc).__name__}: {exc}")
-        return
+    analysis = analyze_revision(item.base, job.policy)
     if analysis.error:
-        _finish_alone(item, claim, JobItem.Status.FAILED, error=analysis.error)
-        return
+        return Outcome(item, JobItem.Status.FAILED, {"error": analysis.error})
     ops = analysis.plan.ops
-    _finish_alone(
-        item,
-        claim,
-        JobItem.Status.EXPORTED,
+    fields = {
         # Stored even when unchanged: a revision made by an append may keep only its delta.
-        sha256_after=store_blob(analysis.repaired),
-        op_count=len(ops),
-        op_counts=dict(Counter(str(op.kind) for op in ops)),
-        ops=[
+        "sha256_after": store_blob(analysis.repaired),
+        "op_count": len(ops),
+        "op_counts": dict(Counter(str(op.kind) for op in ops)),
+        "ops": [
             {
                 "op": str(op.kind),
                 "fault_kind": str(op.fault.kind),
@@ -839,7 +935,8 @@ def _export_item(item: JobItem, job: Job, claim: uuid.UUID) -> None:
             }
             for op in ops
         ],
-    )
+    }
+    return Outcome(item, JobItem.Status.EXPORTED, fields)
 
 
 PROCESSORS = {
@@ -944,31 +1041,29 @@ def _diff(before: bytes, after: bytes, name: str) -> str:
     return "\n".join(kept)
 
 
-def _op_audit_record(
-    op: Op, analysis: Analysis, *, job: Job, base: Revision, revision: Revision
-) -> AuditRecord:
+def _op_audit_fields(op: Op, analysis: Analysis, *, job: Job, base: Revision) -> dict[str, Any]:
+    """Return the fields of the audit record of `op`, but its `revision_to`."""
     start = end = removed = None
     transcript = analysis.transcript
     if op.kind in REMOVING_OPS and op.record is not None and transcript is not None:
         record = transcript.records[op.record]
         start, end, removed = record.start, record.end, transcript.raw[record.start : record.end]
-    return AuditRecord(
-        job=job,
-        acting_user=job.created_by,
-        session=base.session,
-        revision_from=base,
-        revision_to=revision,
-        op=str(op.kind),
-        fault_kind=str(op.fault.kind),
-        tool_call_id=op.tool_call_id or "",
-        record=op.record if op.record is not None else op.fault.record,
-        block=op.block,
-        anchor=op.anchor,
-        target=op.target,
-        policy=job.policy,
-        policy_row=op.policy_row,
-        engine_version=ENGINE_VERSION,
-        span_start=start,
-        span_end=end,
-        removed_bytes=removed,
-    )
+    return {
+        "job": job,
+        "acting_user": job.created_by,
+        "session": base.session,
+        "revision_from": base,
+        "op": str(op.kind),
+        "fault_kind": str(op.fault.kind),
+        "tool_call_id": op.tool_call_id or "",
+        "record": op.record if op.record is not None else op.fault.record,
+        "block": op.block,
+        "anchor": op.anchor,
+        "target": op.target,
+        "policy": job.policy,
+        "policy_row": op.policy_row,
+        "engine_version": ENGINE_VERSION,
+        "span_start": start,
+        "span_end": end,
+        "removed_bytes": removed,
+    }

@@ -16,6 +16,7 @@ from transcripts import formats
 from transcripts.core.align import Row, align
 from transcripts.core.detect import DEFAULT_GRACE, detect, is_live, pair
 from transcripts.core.model import Fault, Plan, Transcript
+from transcripts.core.outcome import repaired_faults
 from transcripts.core.policy import DEFAULT_POLICY, PRESETS
 from transcripts.core.repair import repair
 from transcripts.formats import FormatError
@@ -83,8 +84,34 @@ class Analysis:
 
     @property
     def fault_counts(self) -> dict[str, int]:
-        """Return {fault kind id: count}, most frequent first."""
-        return dict(Counter(str(f.kind) for f in self.faults).most_common())
+        """Return {fault kind id: count}, most frequent first (then by kind id)."""
+        return count_faults(Counter(str(f.kind) for f in self.faults))
+
+    def repaired_counts(self) -> tuple[int, dict[str, int]]:
+        """Return (record count, fault counts) of the repaired file, as `analyze` reports them.
+
+        That is what `analyze(self.repaired, self.filename, self.plan.policy,
+        format=self.format)` would say (not live), found from the plan where
+        `core.outcome` can account for it and by that second analysis
+        otherwise. The counts are ordered as `fault_counts` orders them.
+        """
+        if self.transcript is None or not self.plan:
+            return self.record_count, self.fault_counts
+        change = formats.rewrite(self.transcript, self.plan)
+        counts = repaired_faults(
+            self.faults, self.plan, change.replaced, change.records, change.placed
+        )
+        if counts is not None:
+            return change.record_count, count_faults(
+                Counter({str(k): n for k, n in counts.items()})
+            )
+        after = analyze(self.repaired, self.filename, self.plan.policy, format=self.format)
+        return after.record_count, after.fault_counts
+
+
+def count_faults(counts: Counter[str]) -> dict[str, int]:
+    """Return {fault kind id: count} of `counts`, most frequent first, then by kind id."""
+    return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
 
 
 def analyze(

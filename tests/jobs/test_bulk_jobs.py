@@ -170,8 +170,7 @@ def test_a_worker_that_lost_its_claim_writes_nothing(alice, workspace, faulty):
     # Another worker took the item over (this one stalled beyond its lease).
     JobItem.objects.filter(pk=item.pk).update(claim="00000000-0000-0000-0000-000000000002")
 
-    with pytest.raises(actions.ClaimLost):
-        actions._repair_item(item, job, claim)
+    assert actions._run_claimed(job, claim, [item]) == []
 
     assert faulty[0].revisions.count() == 1
     assert not AuditRecord.objects.filter(job=job).exists()
@@ -190,8 +189,7 @@ def test_cancel_stops_the_items_not_yet_written(alice, workspace, faulty):
 
     assert actions.do_cancel_job(job, acting_user=alice)
 
-    with pytest.raises(actions.ClaimLost):
-        actions._repair_item(working, job, claim)
+    assert actions._run_claimed(job, claim, [working]) == []
     assert actions.do_run_job_items(job.pk, rest) == []
     job.refresh_from_db()
     assert (job.status, job.done, job.cancelled, job.finished_items) == ("cancelled", 1, 2, 3)

@@ -11,13 +11,14 @@ import io
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 import orjson
 
 from transcripts.core.branch import branch_paths
 from transcripts.core.layout import Slot, layout, sparse_layout
-from transcripts.core.model import Plan, RawSource, Record, Role, Transcript
+from transcripts.core.model import Op, Plan, RawSource, Record, Role, Transcript
 from transcripts.formats._json import (
     ScanError,
     member_span,
@@ -42,7 +43,7 @@ from transcripts.formats.responses import Responses
 from transcripts.formats.source import CHUNK, FileSource, iter_lines
 from transcripts.formats.vercel_ai import VercelAI
 
-__all__ = ["FORMATS", "FormatError", "label", "load", "render"]
+__all__ = ["FORMATS", "FormatError", "Rewrite", "label", "load", "render", "rewrite"]
 
 # Order matters: the first format whose sniff accepts the sample wins. Documents
 # follow formats.md §9; legacy functions come before Chat Completions, which they
@@ -553,24 +554,39 @@ def _encode(transcript: Transcript, obj: Any) -> bytes:
     return str(transcript.style["element"].dumps(obj)).encode()
 
 
-def _record_bytes(
+def _slot_value(
     transcript: Transcript, fmt: Format, slot: Slot, parents: dict[int | Slot, str]
-) -> bytes:
-    data = transcript.raw
+) -> Any:
+    """Return the JSON value of a new record, or of one written with other blocks.
+
+    None for a record whose own bytes are written (with a new parent link, if any).
+    """
     if slot.record is None:
         obj = _new_record(transcript, fmt, slot)
         if slot in parents:
             obj[fmt.parent_key] = parents[slot]
-        return _encode(transcript, obj)
+        return obj
+    if slot.block_order is None:
+        return None
     record = transcript.records[slot.record]
-    raw = data[record.start : record.end]
+    placed = tuple((op.at, fmt.inline_result(transcript, op)) for op in slot.inserted)
+    obj = fmt.keep(record.obj, list(slot.block_order), placed)
     new_parent = parents.get(slot.record)
-    if slot.block_order is not None:
-        placed = tuple((op.at, fmt.inline_result(transcript, op)) for op in slot.inserted)
-        obj = fmt.keep(record.obj, list(slot.block_order), placed)
-        if new_parent is not None:
-            obj[fmt.parent_key] = new_parent
+    if new_parent is not None:
+        obj[fmt.parent_key] = new_parent
+    return obj
+
+
+def _record_bytes(
+    transcript: Transcript, fmt: Format, slot: Slot, parents: dict[int | Slot, str]
+) -> bytes:
+    obj = _slot_value(transcript, fmt, slot, parents)
+    if obj is not None:
         return _encode(transcript, obj)
+    assert slot.record is not None
+    record = transcript.records[slot.record]
+    raw = transcript.raw[record.start : record.end]
+    new_parent = parents.get(slot.record)
     if new_parent is not None:
         text = raw.decode("utf-8")
         span = member_span(text, fmt.parent_key)
@@ -578,6 +594,60 @@ def _record_bytes(
             return _encode(transcript, dict(record.obj, **{fmt.parent_key: new_parent}))
         return (text[: span[0]] + json.dumps(new_parent) + text[span[1] :]).encode()
     return raw
+
+
+@dataclass(frozen=True, slots=True)
+class Rewrite:
+    """What repairing a transcript changes, as reading the repaired file would see it.
+
+    `record_count` is how many records the repaired file holds; `replaced` the
+    raw indexes of the records it drops or writes with other blocks; `records`
+    the records it writes new or with other blocks, each classified from the
+    very value `render` encodes for it (`index` -1 for a new record); `placed`
+    the insert and move ops whose result the repaired file holds.
+    """
+
+    record_count: int
+    replaced: frozenset[int]
+    records: tuple[Record, ...]
+    placed: frozenset[Op]
+
+
+def rewrite(transcript: Transcript, plan: Plan) -> Rewrite:
+    """Return what repairing `transcript` by `plan` changes, without rendering or reading the file.
+
+    Costs the records the plan touches, not the whole file. A record moved
+    whole, or re-linked to a new parent, keeps its blocks: it is neither
+    replaced nor listed.
+    """
+    fmt = FORMATS[transcript.format]
+    at = sparse_layout(transcript, plan)
+    parents = _relink(transcript, fmt, at) if fmt.tree else {}
+    count = len(transcript.records)
+    replaced: set[int] = set()
+    records: list[Record] = []
+    placed: set[Op] = set()
+    for index, slots in at.items():
+        count += sum(slot.written for slot in slots) - 1
+        for slot in slots:
+            if slot.record == index and (slot.dropped or slot.block_order is not None):
+                replaced.add(index)
+            if not slot.written:
+                continue
+            # A record's own slot lists the ops that take blocks out of it too.
+            if slot.record is None or slot.moved_in:
+                placed.update(slot.ops)
+            placed.update(slot.inserted)
+            obj = _slot_value(transcript, fmt, slot, parents)
+            if obj is None:
+                continue
+            record = Record(-1 if slot.record is None else slot.record, 0, 0, Role.META, "")
+            if isinstance(obj, dict):
+                _classify(fmt, obj, record, transcript.filename)
+            else:
+                record.error = f"{transcript.filename}: a record that is not a JSON object"
+            records.append(record)
+    return Rewrite(count, frozenset(replaced), tuple(records), frozenset(placed))
 
 
 def render(transcript: Transcript, plan: Plan) -> bytes:
