@@ -35,7 +35,7 @@ from celery import Task
 from django.conf import settings
 from django.core.files import File
 from django.core.files.storage import default_storage
-from django.db import IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 from kombu.exceptions import OperationalError
@@ -52,6 +52,7 @@ from transcripts.models import (
     Session,
     Workspace,
     blob_name,
+    save_blob,
     store_blob,
 )
 
@@ -170,38 +171,111 @@ def do_ingest_session(
     database is shortened with `fit_name`. `last_write` is when the source
     file was last written, if known (a file read from disk; not an upload).
     """
-    name = fit_name(name, Session._meta.get_field("name").max_length or len(name))
-    analysis = analyze(data, name, format=format or None)
-    sha256 = store_blob(data)
-    with transaction.atomic(durable=True):
-        session = Session.objects.create(
-            workspace=workspace,
-            name=name,
-            format=analysis.format,
-            record_count=analysis.record_count,
-            fault_counts=analysis.fault_counts,
-            error=analysis.error or "",
-            created_by=acting_user,
-            last_write=last_write,
-        )
-        raw = Revision.objects.create(
-            session=session,
-            number=0,
-            sha256=sha256,
-            size=len(data),
-            engine_version=ENGINE_VERSION,
-            created_by=acting_user,
-        )
-        session.head = raw
-        session.save(update_fields=["head"])
-        AuditRecord.objects.create(
-            acting_user=acting_user,
-            session=session,
-            revision_to=raw,
-            op=AuditRecord.Action.INGEST,
-            engine_version=ENGINE_VERSION,
-        )
+    return do_ingest_sessions(
+        workspace, [(name, data)], acting_user=acting_user, last_write=last_write, format=format
+    )[0]
+
+
+def do_ingest_sessions(
+    workspace: Workspace,
+    files: Iterable[tuple[str, bytes]],
+    *,
+    acting_user: Any,
+    last_write: datetime | None = None,
+    format: str | None = None,
+) -> list[Session]:
+    """Store each (name, bytes) of `files` as `do_ingest_session` does, all or none.
+
+    The blobs are written first and the rows in one transaction; if anything
+    fails, the rows roll back and the blobs this call wrote that no revision
+    uses are deleted, so a failed upload leaves nothing half-stored. Returns
+    the sessions in the order of `files`; re-raises what failed.
+    """
+    max_length = Session._meta.get_field("name").max_length
+    prepared: list[tuple[str, bytes, dict[str, Any]]] = []
+    for name, data in files:
+        name = fit_name(name, max_length or len(name))
+        analysis = analyze(data, name, format=format or None)
+        # Only what the rows need: a transcript's parse is large.
+        fields = {
+            "format": analysis.format,
+            "record_count": analysis.record_count,
+            "fault_counts": analysis.fault_counts,
+            "error": analysis.error or "",
+        }
+        prepared.append((name, data, fields))
+    written: list[str] = []
+    try:
+        blobs = []
+        for _, data, _ in prepared:
+            sha256, created = save_blob(data)
+            blobs.append(sha256)
+            if created:
+                written.append(sha256)
+        with transaction.atomic(durable=True):
+            return [
+                _create_session(
+                    workspace,
+                    name,
+                    sha256,
+                    len(data),
+                    acting_user=acting_user,
+                    last_write=last_write,
+                    **fields,
+                )
+                for (name, data, fields), sha256 in zip(prepared, blobs, strict=True)
+            ]
+    except BaseException:
+        _delete_unused_blobs(written)
+        raise
+
+
+def _create_session(
+    workspace: Workspace,
+    name: str,
+    sha256: str,
+    size: int,
+    *,
+    acting_user: Any,
+    last_write: datetime | None,
+    **fields: Any,
+) -> Session:
+    """Create a session, its revision 0 on the blob `sha256` and its ingest audit record."""
+    session = Session.objects.create(
+        workspace=workspace, name=name, created_by=acting_user, last_write=last_write, **fields
+    )
+    raw = Revision.objects.create(
+        session=session,
+        number=0,
+        sha256=sha256,
+        size=size,
+        engine_version=ENGINE_VERSION,
+        created_by=acting_user,
+    )
+    session.head = raw
+    session.save(update_fields=["head"])
+    AuditRecord.objects.create(
+        acting_user=acting_user,
+        session=session,
+        revision_to=raw,
+        op=AuditRecord.Action.INGEST,
+        engine_version=ENGINE_VERSION,
+    )
     return session
+
+
+def _delete_unused_blobs(shas: list[str]) -> None:
+    """Delete the blobs of `shas` that no revision refers to (a failed write's leftovers).
+
+    Best effort: when the database cannot tell (it may be what failed), the
+    blobs stay, unreferenced but harmless.
+    """
+    try:
+        used = set(Revision.objects.filter(sha256__in=shas).values_list("sha256", flat=True))
+    except DatabaseError:
+        return
+    for sha256 in set(shas) - used:
+        default_storage.delete(blob_name(sha256))
 
 
 # Starting, cancelling and retrying jobs.

@@ -32,11 +32,17 @@ def store_blob(data: bytes) -> str:
 
     Storing the same bytes twice keeps one blob: the name is the hash.
     """
+    return save_blob(data)[0]
+
+
+def save_blob(data: bytes) -> tuple[str, bool]:
+    """Store `data` as `store_blob` does; return its sha256 and whether this call wrote it."""
     sha256 = hashlib.sha256(data).hexdigest()
     name = blob_name(sha256)
-    if not default_storage.exists(name):
-        default_storage.save(name, ContentFile(data))
-    return sha256
+    if default_storage.exists(name):
+        return sha256, False
+    default_storage.save(name, ContentFile(data))
+    return sha256, True
 
 
 class WorkspaceQuerySet(models.QuerySet["Workspace"]):

@@ -12,10 +12,12 @@ import json
 from collections import Counter
 from typing import Any
 
+import structlog
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.files.storage import default_storage
 from django.core.paginator import Paginator
+from django.db import DatabaseError
 from django.http import (
     FileResponse,
     Http404,
@@ -25,6 +27,7 @@ from django.http import (
 )
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import content_disposition_header
+from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRefresh
@@ -41,6 +44,9 @@ from transcripts.forms import (
     policy_choices,
 )
 from transcripts.models import AuditRecord, Job, JobItem, Session
+from transcripts.uploads import Limits, LimitUploadHandler
+
+logger = structlog.get_logger(__name__)
 
 SESSIONS_PER_PAGE = 100
 ITEMS_PER_PAGE = 100
@@ -115,23 +121,44 @@ def session_list(request: HttpRequest) -> HttpResponse:
     return _session_list_page(request)
 
 
+@csrf_exempt
 @login_required
 @require_POST
 def upload(request: HttpRequest) -> HttpResponse:
-    """Store each uploaded file as a new session (revision 0 = its exact bytes)."""
-    form = UploadForm(request.POST, request.FILES, user=request.user)
+    """Store each uploaded session (revision 0 = its exact bytes), all of them or none.
+
+    A .gz holds one session and a .zip one per file. Limits on the bytes
+    received apply while the request is read (`LimitUploadHandler`, put in
+    place before anything reads the body, hence CSRF checked just after);
+    limits after decompression while the form is cleaned.
+    """
+    limiter = LimitUploadHandler(request, Limits.from_settings())
+    request.upload_handlers.insert(0, limiter)
+    return _upload(request, limiter)
+
+
+@csrf_protect
+def _upload(request: HttpRequest, limiter: LimitUploadHandler) -> HttpResponse:
+    form = UploadForm(request.POST, request.FILES, user=request.user, refused=limiter.refused)
     if not form.is_valid():
+        logger.info("upload_refused", errors=form.errors.get_json_data())
         return _session_list_page(request, upload_form=form, status=400)
-    sessions = [
-        actions.do_ingest_session(
+    try:
+        sessions = actions.do_ingest_sessions(
             form.cleaned_data["workspace"],
-            f.name,
-            f.read(),
+            form.cleaned_data["files"],
             acting_user=request.user,
             format=form.cleaned_data["format"] or None,
         )
-        for f in form.cleaned_data["files"]
-    ]
+    except (OSError, DatabaseError) as exc:
+        logger.exception("upload_failed")
+        form.add_error(
+            None,
+            f"The upload could not be stored ({type(exc).__name__}); nothing was kept. "
+            "Try again in a moment.",
+        )
+        return _session_list_page(request, upload_form=form, status=503)
+    logger.info("upload_stored", sessions=[s.pk for s in sessions])
     if len(sessions) == 1:
         return redirect(sessions[0])
     messages.success(request, f"Uploaded {len(sessions)} sessions.")
