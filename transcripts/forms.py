@@ -65,6 +65,9 @@ class UploadForm(forms.Form):
         self.fields["workspace"].queryset = Workspace.objects.for_user(user)
         self.limits = Limits.from_settings()
         self.refused = refused or []
+        if self.refused:
+            # The files skipped are why the field may be empty: say that, not "required".
+            self.fields["files"].required = False
         self.fields["files"].help_text = (
             "JSON or JSONL transcripts, one session per file; a .gz is unpacked, and so is "
             f"each file in a .zip. {self.limits.describe()}"
