@@ -55,6 +55,7 @@ from transcripts.models import (
     save_blob,
     store_blob,
 )
+from transcripts.uploads import printable_name
 
 # Ops that take bytes out of a record: the audit keeps that record's span and bytes.
 REMOVING_OPS = {
@@ -167,7 +168,8 @@ def do_ingest_session(
     """Store `data` (any bytes, readable or not) as revision 0 of a new session.
 
     The bytes are kept exactly as given; an unreadable file becomes a session
-    whose `error` says why (file, line, reason). A name too long for the
+    whose `error` says why (file, line, reason). The name loses its control
+    and format characters (bidi overrides among them); one too long for the
     database is shortened with `fit_name`. `last_write` is when the source
     file was last written, if known (a file read from disk; not an upload).
     """
@@ -194,6 +196,7 @@ def do_ingest_sessions(
     max_length = Session._meta.get_field("name").max_length
     prepared: list[tuple[str, bytes, dict[str, Any]]] = []
     for name, data in files:
+        name = printable_name(name)
         name = fit_name(name, max_length or len(name))
         analysis = analyze(data, name, format=format or None)
         # Only what the rows need: a transcript's parse is large.

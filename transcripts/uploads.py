@@ -31,16 +31,25 @@ class UploadRefused(Exception):
     """The upload breaks a limit or holds an unreadable archive; the message says which."""
 
 
-def clean_name(name: str, default: str = "session") -> str:
-    """Return `name` as a safe session name: its last path component, printable characters only.
+def printable_name(name: str, default: str = "session") -> str:
+    """Return `name` NFC normalised, with printable characters only and no surrounding spaces.
 
-    Drops folders (`/` or `\\`), control and format characters (bidi
-    overrides, zero-width characters, NUL) and surrounding spaces; NFC
-    normalised. `default` replaces a name left empty, `.` or `..`.
+    Drops control and format characters: bidi overrides (which make
+    `gnp.exe` read as `exe.png`), zero-width characters, NUL. `default`
+    replaces a name left empty.
     """
-    name = unicodedata.normalize("NFC", name).replace("\\", "/").rsplit("/", 1)[-1]
-    name = "".join(char for char in name if char.isprintable()).strip()
-    return default if name in ("", ".", "..") else name
+    name = "".join(c for c in unicodedata.normalize("NFC", name) if c.isprintable()).strip()
+    return name or default
+
+
+def clean_name(name: str, default: str = "session") -> str:
+    """Return `name` as a safe file name: its last path component, `printable_name`d.
+
+    Folders (`/` or `\\`) are dropped; `default` replaces a name left
+    empty, `.` or `..`.
+    """
+    name = printable_name(name.replace("\\", "/").rsplit("/", 1)[-1], default)
+    return default if name in (".", "..") else name
 
 
 def _size(n: int) -> str:
