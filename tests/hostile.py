@@ -16,7 +16,7 @@ OTHER_ORIGIN = "http://other.invalid"
 PAYLOADS = [
     "<script>window.__pwned = 1; alert('script')</script>",
     '"><img src=x onerror="window.__pwned = 2; alert(\'img\')">',
-    "<svg onload=\"window.__pwned = 3\"><circle onmouseover=\"alert('svg')\"/></svg>",
+    '<svg onload="window.__pwned = 3"><circle onmouseover="alert(\'svg\')"/></svg>',
     "<a href=\"javascript:window.__pwned = 4\">click me</a> [md](javascript:alert('md'))",
     f'<img src="{OTHER_ORIGIN}/pixel.png"><iframe src="{OTHER_ORIGIN}/frame"></iframe>',
     f"</style><style>body {{ background: url({OTHER_ORIGIN}/css) }}</style>",
