@@ -245,6 +245,28 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 JOB_CHUNK_SIZE = envint("JOB_CHUNK_SIZE", "20")
 JOB_CLAIM_LEASE = envint("JOB_CLAIM_LEASE", "120")
 
+# Sync: folders may be followed only under these roots (os.pathsep-separated). By
+# default only var/sync, so nothing else on the machine is readable until an
+# operator says so (e.g. SYNC_ROOTS=~/.claude/projects:~/.codex/sessions).
+SYNC_ROOTS = [
+    Path(p).expanduser().resolve()
+    for p in os.getenv("SYNC_ROOTS", str(VAR_DIR / "sync")).split(os.pathsep)
+    if p
+]
+# Seconds between syncs of every enabled source on the beat schedule.
+SYNC_INTERVAL = envint("SYNC_INTERVAL", "60")
+# Seconds a session stays live after its file or stream was last written: its
+# unanswered tail calls are `pending_result` until then, `missing_result` after.
+LIVE_GRACE = envint("LIVE_GRACE", "300")
+CELERY_BEAT_SCHEDULE = {
+    "sync-sources": {"task": "transcripts.sync_all_sources", "schedule": float(SYNC_INTERVAL)},
+    "expire-live-sessions": {
+        "task": "transcripts.expire_live_sessions",
+        "schedule": float(max(5, min(60, LIVE_GRACE // 4))),
+    },
+}
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+
 # Structured logs through structlog: one JSON object a line (LOG_FORMAT=json, the
 # default with DEBUG=False) or key=value pairs (console). django-structlog binds a
 # request id, the user id and the client address to every line of a request and

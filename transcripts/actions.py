@@ -19,7 +19,9 @@ worker died is taken over once its lease has passed.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -41,6 +43,7 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError
 from kombu.utils.url import maybe_sanitize_url
 
+from transcripts import writeback
 from transcripts.core.model import FaultKind, Op, OpKind
 from transcripts.engine import ENGINE_VERSION, Analysis, analyze
 from transcripts.models import (
@@ -52,10 +55,11 @@ from transcripts.models import (
     Session,
     Workspace,
     blob_name,
-    save_blob,
     store_blob,
 )
 from transcripts.uploads import printable_name
+
+logger = logging.getLogger(__name__)
 
 # Ops that take bytes out of a record: the audit keeps that record's span and bytes.
 REMOVING_OPS = {
@@ -130,10 +134,9 @@ def analyze_revision(
     session = revision.session
     known_format = session.format if session.format != "unknown" and not session.error else None
     known_format = format or known_format
-    live: dict[str, float] = {}
-    if last_write is not None:
-        live = {"now": time.time(), "last_write": last_write.timestamp()}
-    return analyze(revision.read(), session.name, policy, format=known_format, **live)
+    return analyze(
+        revision.read(), session.name, policy, format=known_format, **live_fields(last_write)
+    )
 
 
 def do_create_workspace(name: str, *, acting_user: Any) -> Workspace:
@@ -142,7 +145,7 @@ def do_create_workspace(name: str, *, acting_user: Any) -> Workspace:
         workspace = Workspace.objects.create(name=name)
         if acting_user is not None:
             Membership.objects.create(
-                user=acting_user, workspace=workspace, role=Membership.Role.OWNER
+                user=acting_user, workspace=workspace, role=Membership.Role.ADMIN
             )
     return workspace
 
@@ -154,6 +157,111 @@ def do_add_member(workspace: Workspace, user: Any, *, role: str) -> Membership:
             user=user, workspace=workspace, defaults={"role": role}
         )
     return membership
+
+
+class LastAdmin(Exception):
+    """The change would leave a workspace without an admin."""
+
+
+def do_set_member_role(
+    workspace: Workspace, user: Any, role: str | None, *, acting_user: Any
+) -> Membership | None:
+    """Give `user` `role` in `workspace` (adding them if needed); None removes them.
+
+    Raises LastAdmin rather than leave the workspace with no admin. The rows
+    are locked, so two admins demoting each other at once cannot both succeed.
+    """
+    with transaction.atomic(durable=True):
+        admins = list(
+            Membership.objects.select_for_update()
+            .filter(workspace=workspace, role=Membership.Role.ADMIN)
+            .values_list("user_id", flat=True)
+        )
+        if admins == [user.pk] and role != Membership.Role.ADMIN:
+            raise LastAdmin(
+                f"{user} is the only admin of {workspace}: make someone else admin first"
+            )
+        if role is None:
+            Membership.objects.filter(workspace=workspace, user=user).delete()
+            membership = None
+        else:
+            membership, _ = Membership.objects.update_or_create(
+                user=user, workspace=workspace, defaults={"role": role}
+            )
+    logger.info(
+        "membership changed",
+        extra={"workspace": workspace.pk, "user": user.pk, "role": role, "by": acting_user.pk},
+    )
+    return membership
+
+
+def live_fields(last_write: datetime | None) -> dict[str, Any]:
+    """Return `analyze`'s live keywords for a session last written at `last_write`.
+
+    {} when unknown; otherwise now and last_write in seconds since the epoch and
+    settings.LIVE_GRACE, so unanswered tail calls are `pending_result` within it.
+    """
+    if last_write is None:
+        return {}
+    return {"now": time.time(), "last_write": last_write.timestamp(), "grace": settings.LIVE_GRACE}
+
+
+def live_until(last_write: datetime | None) -> datetime | None:
+    """Return when a session last written at `last_write` stops being live (None if unknown)."""
+    return None if last_write is None else last_write + timedelta(seconds=settings.LIVE_GRACE)
+
+
+def create_session(
+    workspace: Workspace,
+    name: str,
+    data: bytes,
+    *,
+    acting_user: Any,
+    last_write: datetime | None = None,
+    format: str | None = None,
+    origin: str = "upload",
+    **fields: Any,
+) -> Session:
+    """Store `data` as revision 0 of a new session; the caller holds the transaction.
+
+    See `do_ingest_session`; `fields` are further Session fields (source, parent).
+    """
+    name = printable_name(name)
+    name = fit_name(name, Session._meta.get_field("name").max_length or len(name))
+    analysis = analyze(data, name, format=format or None, **live_fields(last_write))
+    sha256 = store_blob(data)
+    session = Session.objects.create(
+        workspace=workspace,
+        name=name,
+        format=analysis.format,
+        record_count=analysis.record_count,
+        fault_counts=analysis.fault_counts,
+        error=analysis.error or "",
+        created_by=acting_user,
+        last_write=last_write,
+        live_until=live_until(last_write),
+        **fields,
+    )
+    raw = Revision.objects.create(
+        session=session,
+        number=0,
+        sha256=sha256,
+        size=len(data),
+        engine_version=ENGINE_VERSION,
+        origin=origin,
+        created_by=acting_user,
+    )
+    session.head = raw
+    session.save(update_fields=["head"])
+    AuditRecord.objects.create(
+        acting_user=acting_user,
+        session=session,
+        revision_to=raw,
+        op=AuditRecord.Action.INGEST,
+        engine_version=ENGINE_VERSION,
+        note=f"{origin}: {len(data)} bytes",
+    )
+    return session
 
 
 def do_ingest_session(
@@ -171,7 +279,8 @@ def do_ingest_session(
     whose `error` says why (file, line, reason). The name loses its control
     and format characters (bidi overrides among them); one too long for the
     database is shortened with `fit_name`. `last_write` is when the source
-    file was last written, if known (a file read from disk; not an upload).
+    file was last written, if known (a file read from disk; not an upload):
+    within settings.LIVE_GRACE of it the session is live.
     """
     return do_ingest_sessions(
         workspace, [(name, data)], acting_user=acting_user, last_write=last_write, format=format
@@ -188,83 +297,31 @@ def do_ingest_sessions(
 ) -> list[Session]:
     """Store each (name, bytes) of `files` as `do_ingest_session` does, all or none.
 
-    The blobs are written first and the rows in one transaction; if anything
-    fails, the rows roll back and the blobs this call wrote that no revision
-    uses are deleted, so a failed upload leaves nothing half-stored. Returns
-    the sessions in the order of `files`; re-raises what failed.
+    One transaction holds every session; if anything fails, it rolls back and
+    the blobs this call wrote that no revision uses are deleted, so a failed
+    upload leaves nothing half-stored. Returns the sessions in the order of
+    `files`; re-raises what failed.
     """
-    max_length = Session._meta.get_field("name").max_length
-    prepared: list[tuple[str, bytes, dict[str, Any]]] = []
-    for name, data in files:
-        name = printable_name(name)
-        name = fit_name(name, max_length or len(name))
-        analysis = analyze(data, name, format=format or None)
-        # Only what the rows need: a transcript's parse is large.
-        fields = {
-            "format": analysis.format,
-            "record_count": analysis.record_count,
-            "fault_counts": analysis.fault_counts,
-            "error": analysis.error or "",
-        }
-        prepared.append((name, data, fields))
-    written: list[str] = []
+    files = list(files)
+    hashes = {hashlib.sha256(data).hexdigest() for _, data in files}
+    # Blobs that are not there yet are this call's to take back if it fails.
+    new = [sha256 for sha256 in hashes if not default_storage.exists(blob_name(sha256))]
     try:
-        blobs = []
-        for _, data, _ in prepared:
-            sha256, created = save_blob(data)
-            blobs.append(sha256)
-            if created:
-                written.append(sha256)
         with transaction.atomic(durable=True):
             return [
-                _create_session(
+                create_session(
                     workspace,
                     name,
-                    sha256,
-                    len(data),
+                    data,
                     acting_user=acting_user,
                     last_write=last_write,
-                    **fields,
+                    format=format,
                 )
-                for (name, data, fields), sha256 in zip(prepared, blobs, strict=True)
+                for name, data in files
             ]
     except BaseException:
-        _delete_unused_blobs(written)
+        _delete_unused_blobs(new)
         raise
-
-
-def _create_session(
-    workspace: Workspace,
-    name: str,
-    sha256: str,
-    size: int,
-    *,
-    acting_user: Any,
-    last_write: datetime | None,
-    **fields: Any,
-) -> Session:
-    """Create a session, its revision 0 on the blob `sha256` and its ingest audit record."""
-    session = Session.objects.create(
-        workspace=workspace, name=name, created_by=acting_user, last_write=last_write, **fields
-    )
-    raw = Revision.objects.create(
-        session=session,
-        number=0,
-        sha256=sha256,
-        size=size,
-        engine_version=ENGINE_VERSION,
-        created_by=acting_user,
-    )
-    session.head = raw
-    session.save(update_fields=["head"])
-    AuditRecord.objects.create(
-        acting_user=acting_user,
-        session=session,
-        revision_to=raw,
-        op=AuditRecord.Action.INGEST,
-        engine_version=ENGINE_VERSION,
-    )
-    return session
 
 
 def _delete_unused_blobs(shas: list[str]) -> None:
@@ -284,7 +341,7 @@ def _delete_unused_blobs(shas: list[str]) -> None:
 # Starting, cancelling and retrying jobs.
 
 
-def _send(task: Task, *args: Any) -> None:
+def send_task(task: Task, *args: Any) -> None:
     """Publish `task` now, inside the caller's transaction; raise BrokerUnavailable if we can't.
 
     A failure raises out of the caller's `atomic` block, so the job rows it
@@ -326,7 +383,7 @@ def _create_job(
     )
     job.total = len(items)
     job.save(update_fields=["total"])
-    _send(start_job, job.pk)
+    send_task(start_job, job.pk)
     return job
 
 
@@ -452,7 +509,7 @@ def do_retry_failed_items(job: Job, *, acting_user: Any) -> int:
             status=JobItem.Status.QUEUED, error="", claim=None, claimed_at=None
         )
         Job.objects.filter(pk=job.pk).update(failed=F("failed") - retried)
-        _send(start_job, job.pk)
+        send_task(start_job, job.pk)
     return retried
 
 
@@ -610,6 +667,11 @@ def _repair_item(item: JobItem, job: Job, claim: uuid.UUID) -> None:
         _finish_alone(item, claim, JobItem.Status.WOULD_REPAIR, diff=diff, **plan_fields)
         return
     assert after is not None
+    try:
+        write_back = writeback.check(session, base)
+    except writeback.WriteBackRefused as exc:
+        _finish_alone(item, claim, JobItem.Status.FENCE_LOST, error=str(exc))
+        return
     sha256 = store_blob(analysis.repaired)
     try:
         with transaction.atomic(durable=True):
@@ -621,6 +683,7 @@ def _repair_item(item: JobItem, job: Job, claim: uuid.UUID) -> None:
                 size=len(analysis.repaired),
                 policy=job.policy,
                 engine_version=ENGINE_VERSION,
+                origin="repair",
                 parent=base,
                 created_by=job.created_by,
             )
@@ -631,7 +694,11 @@ def _repair_item(item: JobItem, job: Job, claim: uuid.UUID) -> None:
             AuditRecord.objects.bulk_create(
                 _op_audit_record(op, analysis, job=job, base=base, revision=revision) for op in ops
             )
+            if write_back is not None:
+                _write_back(write_back, analysis.repaired, job, base, revision)
             _finish(item, claim, JobItem.Status.REPAIRED, revision=revision, **plan_fields)
+    except (writeback.WriteBackRefused, OSError) as exc:
+        _finish_alone(item, claim, JobItem.Status.FENCE_LOST, error=str(exc))
     except IntegrityError:
         _finish_alone(
             item,
@@ -641,6 +708,25 @@ def _repair_item(item: JobItem, job: Job, claim: uuid.UUID) -> None:
         )
     except FenceLost as exc:
         _finish_alone(item, claim, JobItem.Status.FENCE_LOST, error=str(exc))
+
+
+def _write_back(
+    write_back: writeback.WriteBack, data: bytes, job: Job, base: Revision, revision: Revision
+) -> None:
+    """Replace the session's source file with `revision` (`data`) and audit it; see writeback."""
+    backup = write_back.replace(data, revision, now=timezone.now())
+    write_back.synced.save()
+    AuditRecord.objects.create(
+        job=job,
+        acting_user=job.created_by,
+        session=revision.session,
+        revision_from=base,
+        revision_to=revision,
+        op=AuditRecord.Action.WRITE_BACK,
+        policy=job.policy,
+        engine_version=ENGINE_VERSION,
+        note=f"wrote {write_back.path} ({len(data)} bytes); the file before is {backup}",
+    )
 
 
 def _rollback_item(item: JobItem, job: Job, claim: uuid.UUID) -> None:
@@ -660,18 +746,24 @@ def _rollback_item(item: JobItem, job: Job, claim: uuid.UUID) -> None:
         _finish_alone(item, claim, JobItem.Status.FENCE_LOST, error=error)
         return
     try:
-        restored = analyze(previous.read(), session.name, format=session.format)
+        restored_bytes = previous.read()
+        restored = analyze(restored_bytes, session.name, format=session.format)
     except Exception as exc:  # an engine bug must fail one item, not the whole job
         _finish_alone(item, claim, JobItem.Status.FAILED, error=f"{type(exc).__name__}: {exc}")
+        return
+    try:
+        write_back = writeback.check(session, undone)
+    except writeback.WriteBackRefused as exc:
+        _finish_alone(item, claim, JobItem.Status.FENCE_LOST, error=str(exc))
         return
     try:
         with transaction.atomic(durable=True):
             revision = Revision.objects.create(
                 session=session,
                 number=undone.number + 1,
-                sha256=previous.sha256,
-                size=previous.size,
+                **previous.storage_fields(),
                 engine_version=ENGINE_VERSION,
+                origin="rollback",
                 parent=undone,
                 created_by=job.created_by,
             )
@@ -691,7 +783,11 @@ def _rollback_item(item: JobItem, job: Job, claim: uuid.UUID) -> None:
                 policy=job.policy,
                 engine_version=ENGINE_VERSION,
             )
+            if write_back is not None:
+                _write_back(write_back, restored_bytes, job, undone, revision)
             _finish(item, claim, JobItem.Status.ROLLED_BACK, revision=revision)
+    except (writeback.WriteBackRefused, OSError) as exc:
+        _finish_alone(item, claim, JobItem.Status.FENCE_LOST, error=str(exc))
     except IntegrityError:
         error = f"another writer took revision {undone.number + 1} of the session"
         _finish_alone(item, claim, JobItem.Status.FENCE_LOST, error=error)
@@ -718,7 +814,8 @@ def _export_item(item: JobItem, job: Job, claim: uuid.UUID) -> None:
         item,
         claim,
         JobItem.Status.EXPORTED,
-        sha256_after=store_blob(analysis.repaired) if ops else item.base.sha256,
+        # Stored even when unchanged: a revision made by an append may keep only its delta.
+        sha256_after=store_blob(analysis.repaired),
         op_count=len(ops),
         op_counts=dict(Counter(str(op.kind) for op in ops)),
         ops=[

@@ -7,12 +7,14 @@ from typing import Any
 from django import forms
 from django.contrib.auth import get_user_model
 from django.db import connections
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
+from django.utils import timezone
 
 from transcripts.core.model import FaultKind
 from transcripts.engine import DEFAULT_POLICY, PRESETS
 from transcripts.formats import FORMATS
-from transcripts.models import AuditRecord, Job, Session, Workspace
+from transcripts.models import AuditRecord, Job, Membership, Session, SyncSource, Workspace
+from transcripts.sync import SyncError, check_source_path
 from transcripts.uploads import Limits, UploadRefused, clean_name, unpack
 
 
@@ -62,7 +64,7 @@ class UploadForm(forms.Form):
         self, *args: Any, user: Any, refused: list[str] | None = None, **kwargs: Any
     ) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["workspace"].queryset = Workspace.objects.for_user(user)
+        self.fields["workspace"].queryset = Workspace.objects.for_user(user, Membership.Role.EDITOR)
         self.limits = Limits.from_settings()
         self.refused = refused or []
         if self.refused:
@@ -133,6 +135,14 @@ class SessionFilterForm(forms.Form):
     created_before = forms.DateField(
         label="Stored until", required=False, widget=forms.DateInput(attrs={"type": "date"})
     )
+    source = forms.ModelChoiceField(
+        queryset=SyncSource.objects.none(), required=False, empty_label="any"
+    )
+    live = forms.ChoiceField(
+        required=False,
+        choices=[("", "any"), ("yes", "live now"), ("no", "not live")],
+        help_text="Live: the session's file or stream was written within the grace period.",
+    )
     q = forms.CharField(label="Name contains", required=False, max_length=200)
 
     def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
@@ -141,6 +151,7 @@ class SessionFilterForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.user = user
         self.fields["workspace"].queryset = Workspace.objects.for_user(user)
+        self.fields["source"].queryset = SyncSource.objects.for_user(user)
         formats = Session.objects.for_user(user).order_by("format").values_list("format", flat=True)
         self.fields["format"].choices = [("", "any")] + [(f, f) for f in formats.distinct()]
 
@@ -158,6 +169,14 @@ class SessionFilterForm(forms.Form):
             sessions = sessions.filter(created__date__gte=data["created_after"])
         if data.get("created_before"):
             sessions = sessions.filter(created__date__lte=data["created_before"])
+        if data.get("source"):
+            sessions = sessions.filter(source=data["source"])
+        if data.get("live") == "yes":
+            sessions = sessions.filter(live_until__gt=timezone.now())
+        elif data.get("live") == "no":
+            sessions = sessions.filter(
+                Q(live_until__isnull=True) | Q(live_until__lte=timezone.now())
+            )
         if data.get("q"):
             sessions = sessions.filter(name__icontains=data["q"])
         return sessions
@@ -287,3 +306,57 @@ class PolicyForm(forms.Form):
 
     def clean_policy(self) -> str:
         return self.cleaned_data["policy"] or DEFAULT_POLICY
+
+
+class SourceForm(forms.Form):
+    """Add a folder as a sync source of a workspace the user administers."""
+
+    workspace = forms.ModelChoiceField(queryset=Workspace.objects.none(), empty_label=None)
+    path = forms.CharField(
+        max_length=1024,
+        help_text="An absolute path to a folder under one of the allowed sync roots.",
+    )
+    name = forms.CharField(max_length=100, required=False, help_text="Default: the folder's name.")
+    format = forms.ChoiceField(choices=SyncSource.Format.choices, required=False)
+    write_back = forms.BooleanField(
+        required=False,
+        label="Write repairs back",
+        help_text=(
+            "A repair job replaces a file with its repaired bytes (a timestamped backup is "
+            "kept beside it), only while the file is exactly what was repaired."
+        ),
+    )
+
+    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["workspace"].queryset = Workspace.objects.for_user(user, Membership.Role.ADMIN)
+
+    def clean_path(self) -> str:
+        path: str = self.cleaned_data["path"].strip()
+        try:
+            check_source_path(path)
+        except SyncError as exc:
+            raise forms.ValidationError(str(exc)) from None
+        return path
+
+
+class SourceSettingsForm(forms.ModelForm):
+    """Turn a source's sync and write-back on or off."""
+
+    class Meta:
+        model = SyncSource
+        fields = ["enabled", "write_back"]
+
+
+class MemberForm(forms.Form):
+    """Add a user to a workspace, change their role, or remove them (role "remove")."""
+
+    username = forms.CharField(max_length=150)
+    role = forms.ChoiceField(choices=[*Membership.Role.choices, ("remove", "remove")])
+
+    def clean_username(self) -> Any:
+        username = self.cleaned_data["username"]
+        try:
+            return get_user_model().objects.get_by_natural_key(username)
+        except get_user_model().DoesNotExist:
+            raise forms.ValidationError(f"No user named {username!r}.") from None

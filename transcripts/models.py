@@ -32,23 +32,34 @@ def store_blob(data: bytes) -> str:
 
     Storing the same bytes twice keeps one blob: the name is the hash.
     """
-    return save_blob(data)[0]
-
-
-def save_blob(data: bytes) -> tuple[str, bool]:
-    """Store `data` as `store_blob` does; return its sha256 and whether this call wrote it."""
     sha256 = hashlib.sha256(data).hexdigest()
     name = blob_name(sha256)
-    if default_storage.exists(name):
-        return sha256, False
-    default_storage.save(name, ContentFile(data))
-    return sha256, True
+    if not default_storage.exists(name):
+        default_storage.save(name, ContentFile(data))
+    return sha256
+
+
+def roles_at_least(role: str) -> list[str]:
+    """Return the membership roles that include `role`'s rights ("editor" -> editor, admin)."""
+    order = list(Membership.Role.values)
+    return order[order.index(role) :]
+
+
+def member_filter(prefix: str, user: Any, role: str | None) -> dict[str, Any]:
+    """Return filter arguments for rows whose workspace (at `prefix`) `user` holds `role` in.
+
+    One filter() call, so the user and role conditions bind the same membership.
+    """
+    lookups: dict[str, Any] = {f"{prefix}memberships__user": user}
+    if role is not None:
+        lookups[f"{prefix}memberships__role__in"] = roles_at_least(role)
+    return lookups
 
 
 class WorkspaceQuerySet(models.QuerySet["Workspace"]):
-    def for_user(self, user: Any) -> WorkspaceQuerySet:
-        """Return the workspaces `user` is a member of."""
-        return self.filter(memberships__user=user)
+    def for_user(self, user: Any, role: str | None = None) -> WorkspaceQuerySet:
+        """Return the workspaces `user` is a member of (with at least `role`, if given)."""
+        return self.filter(**member_filter("", user, role))
 
 
 class Workspace(models.Model):
@@ -65,13 +76,21 @@ class Workspace(models.Model):
 
 
 class Membership(models.Model):
+    """A user's role in a workspace; each role has the rights of those before it.
+
+    viewer: read sessions, jobs and the audit trail, download and export;
+    editor: also upload, repair, run and roll back jobs;
+    admin: also sync sources, members and API tokens.
+    """
+
     class Role(models.TextChoices):
-        OWNER = "owner"
-        MEMBER = "member"
+        VIEWER = "viewer"
+        EDITOR = "editor"
+        ADMIN = "admin"
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="memberships")
     workspace = models.ForeignKey(Workspace, models.CASCADE, related_name="memberships")
-    role = models.CharField(max_length=20, choices=Role.choices, default=Role.MEMBER)
+    role = models.CharField(max_length=20, choices=Role.choices, default=Role.VIEWER)
 
     class Meta:
         constraints = [
@@ -81,11 +100,18 @@ class Membership(models.Model):
     def __str__(self) -> str:
         return f"{self.user} in {self.workspace} ({self.role})"
 
+    @classmethod
+    def has_role(cls, user: Any, workspace_id: int, role: str) -> bool:
+        """Return True if `user` holds at least `role` in the workspace `workspace_id`."""
+        return cls.objects.filter(
+            user=user, workspace_id=workspace_id, role__in=roles_at_least(role)
+        ).exists()
+
 
 class SessionQuerySet(models.QuerySet["Session"]):
-    def for_user(self, user: Any) -> SessionQuerySet:
-        """Return the sessions in the workspaces of `user`."""
-        return self.filter(workspace__memberships__user=user)
+    def for_user(self, user: Any, role: str | None = None) -> SessionQuerySet:
+        """Return the sessions in the workspaces of `user` (with at least `role`, if given)."""
+        return self.filter(**member_filter("workspace__", user, role))
 
     def with_fault(self, kind: str) -> SessionQuerySet:
         """Return the sessions whose head revision has at least one fault of `kind`."""
@@ -109,6 +135,25 @@ class Session(models.Model):
     last_write = models.DateTimeField(
         null=True, blank=True, help_text="When the source file was last written, if known."
     )
+    # last_write + the grace period (settings.LIVE_GRACE): indexed, so "live now" is a
+    # range query and the sessions whose grace just ran out are found without a scan.
+    live_until = models.DateTimeField(null=True, blank=True, db_index=True)
+    source = models.ForeignKey(
+        "SyncSource",
+        models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="sessions",
+        help_text="The sync source the session's file is read from, if any.",
+    )
+    parent = models.ForeignKey(
+        "self",
+        models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="subagents",
+        help_text="For a Claude Code subagent's session: the session that started it.",
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
     )
@@ -130,13 +175,31 @@ class Session(models.Model):
         """Return the number of faults in the head revision."""
         return sum(self.fault_counts.values())
 
+    def is_live(self, now: datetime | None = None) -> bool:
+        """Return True while the session's source was written within the grace period."""
+        return self.live_until is not None and self.live_until > (now or timezone.now())
+
+
+def read_blob(sha256: str) -> bytes:
+    """Return the bytes of the blob `sha256` (hex)."""
+    with default_storage.open(blob_name(sha256), "rb") as f:
+        return f.read()
+
 
 class Revision(models.Model):
     """Immutable bytes of a session: number 0 is the upload, each repair adds one.
 
     The content lives in storage under its sha256 (`blob_name`), so identical
-    bytes are stored once and a revision can never be rewritten in place.
+    bytes are stored once and a revision can never be rewritten in place. A
+    revision made by appending records to another may instead store only the
+    appended bytes (`delta`, a blob) on top of `appended_to`, at most
+    MAX_CHAIN deltas deep: an agent streaming records one call at a time
+    then costs storage in proportion to what it sends, not to the session's
+    size times the number of calls. `sha256` and `size` are always those of
+    the whole content.
     """
+
+    MAX_CHAIN = 32
 
     session = models.ForeignKey(Session, models.CASCADE, related_name="revisions")
     number = models.PositiveIntegerField()
@@ -144,7 +207,17 @@ class Revision(models.Model):
     size = models.PositiveBigIntegerField()
     policy = models.CharField(max_length=40, blank=True)
     engine_version = models.CharField(max_length=20)
+    origin = models.CharField(
+        max_length=20,
+        blank=True,
+        help_text="What made it: upload, sync, append, rewrite, repair, rollback.",
+    )
     parent = models.ForeignKey("self", models.PROTECT, null=True, blank=True, related_name="+")
+    appended_to = models.ForeignKey("self", models.PROTECT, null=True, blank=True, related_name="+")
+    delta = models.CharField(
+        max_length=64, blank=True, help_text="sha256 of the blob appended to `appended_to`."
+    )
+    chain = models.PositiveSmallIntegerField(default=0, help_text="Deltas to read for the bytes.")
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
     )
@@ -166,15 +239,31 @@ class Revision(models.Model):
         super().save(*args, **kwargs)
 
     def read(self) -> bytes:
-        """Return the exact bytes of this revision."""
-        with default_storage.open(blob_name(self.sha256), "rb") as f:
-            return f.read()
+        """Return the exact bytes of this revision (one query per delta of its chain)."""
+        deltas = []
+        revision = self
+        while revision.appended_to_id is not None:
+            deltas.append(read_blob(revision.delta))
+            revision = Revision.objects.only("sha256", "delta", "appended_to").get(
+                pk=revision.appended_to_id
+            )
+        return read_blob(revision.sha256) + b"".join(reversed(deltas))
+
+    def storage_fields(self) -> dict[str, Any]:
+        """Return the fields that say where this revision's bytes are, to share them."""
+        return {
+            "sha256": self.sha256,
+            "size": self.size,
+            "appended_to": self.appended_to,
+            "delta": self.delta,
+            "chain": self.chain,
+        }
 
 
 class JobQuerySet(models.QuerySet["Job"]):
-    def for_user(self, user: Any) -> JobQuerySet:
-        """Return the jobs in the workspaces of `user`."""
-        return self.filter(workspace__memberships__user=user)
+    def for_user(self, user: Any, role: str | None = None) -> JobQuerySet:
+        """Return the jobs in the workspaces of `user` (with at least `role`, if given)."""
+        return self.filter(**member_filter("workspace__", user, role))
 
 
 class Job(models.Model):
@@ -338,9 +427,9 @@ class JobItem(models.Model):
 
 
 class AuditRecordQuerySet(models.QuerySet["AuditRecord"]):
-    def for_user(self, user: Any) -> AuditRecordQuerySet:
-        """Return the audit records of sessions in the workspaces of `user`."""
-        return self.filter(session__workspace__memberships__user=user)
+    def for_user(self, user: Any, role: str | None = None) -> AuditRecordQuerySet:
+        """Return the audit records of sessions in `user`'s workspaces (at least `role`)."""
+        return self.filter(**member_filter("session__workspace__", user, role))
 
     def update(self, **kwargs: Any) -> int:
         raise ValueError("audit records are append-only")
@@ -369,6 +458,11 @@ class AuditRecord(models.Model):
         DROP_RECORD = "drop_record"
         RESULTS_FIRST = "results_first"
         ROLLBACK = "rollback"
+        APPEND = "append"
+        REWRITE = "rewrite"
+        RENAME = "rename"
+        DELETE = "delete"
+        WRITE_BACK = "write_back", "write back"
 
     job = models.ForeignKey(Job, models.PROTECT, null=True, blank=True, related_name="audit")
     acting_user = models.ForeignKey(
@@ -398,6 +492,9 @@ class AuditRecord(models.Model):
     span_start = models.PositiveBigIntegerField(null=True, blank=True)
     span_end = models.PositiveBigIntegerField(null=True, blank=True)
     removed_bytes = models.BinaryField(null=True, blank=True)
+    note = models.TextField(
+        blank=True, help_text="What a sync or write-back did: paths, sizes, the backup's name."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = AuditRecordQuerySet.as_manager()
@@ -441,6 +538,7 @@ class AuditRecord(models.Model):
         "engine_version",
         "removed_size",
         "removed_bytes_base64",
+        "note",
     )
 
     def export_row(self) -> dict[str, Any]:
@@ -475,6 +573,7 @@ class AuditRecord(models.Model):
             "engine_version": self.engine_version,
             "removed_size": None if removed is None else len(removed),
             "removed_bytes_base64": None if removed is None else base64.b64encode(removed).decode(),
+            "note": self.note,
         }
 
     @property
@@ -512,3 +611,97 @@ class AuditRecord(models.Model):
             c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text
         )
         return text + ("…" if len(data) > REMOVED_PREVIEW_BYTES else "")
+
+
+class SyncSourceQuerySet(models.QuerySet["SyncSource"]):
+    def for_user(self, user: Any, role: str | None = None) -> SyncSourceQuerySet:
+        """Return the sync sources of the workspaces of `user` (with at least `role`, if given)."""
+        return self.filter(**member_filter("workspace__", user, role))
+
+
+class SyncSource(models.Model):
+    """A folder whose session files Pairfix follows: each file is one session.
+
+    `path` is absolute and lies under one of settings.SYNC_ROOTS. A sync
+    claims the source with a conditional UPDATE on `claim`/`claimed_at`, so
+    the beat schedule and `manage.py sync` never read one folder twice at once.
+    """
+
+    class Format(models.TextChoices):
+        ANY = "", "any supported file"
+        CLAUDE_CODE = "claude_code", "Claude Code projects folder"
+        CODEX = "codex", "Codex sessions folder"
+        OPENCLAW = "openclaw", "OpenClaw / pi sessions folder"
+
+    workspace = models.ForeignKey(Workspace, models.CASCADE, related_name="sources")
+    name = models.CharField(max_length=100)
+    path = models.CharField(max_length=1024)
+    format = models.CharField(max_length=40, blank=True, choices=Format.choices)
+    write_back = models.BooleanField(
+        default=False,
+        help_text="Replace a file with its repair (keeping a backup beside it).",
+    )
+    enabled = models.BooleanField(default=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created = models.DateTimeField(auto_now_add=True)
+    claim = models.UUIDField(null=True, blank=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    last_sync = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    file_count = models.PositiveIntegerField(default=0)
+    error_count = models.PositiveIntegerField(default=0)
+
+    objects = SyncSourceQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["workspace", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "path"], name="one_source_per_path")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.path})"
+
+    def get_absolute_url(self) -> str:
+        return reverse("transcripts:source_detail", args=[self.pk])
+
+
+class SyncedFile(models.Model):
+    """What the last sync saw of one file of a source, and the session it feeds.
+
+    `size`, `mtime_ns`, `inode` and `device` are the file's stat as last seen
+    (a file whose stat is unchanged is not read). `offset` is how many bytes
+    are in the session: a JSONL file's partial last line waits beyond it.
+    `head_hash` and `tail_hash` are sha256 (hex) of the first and the last
+    FINGERPRINT_BYTES before `offset`; growth whose fingerprints still match is
+    an append, anything else a rewrite. `revision` is the session revision
+    that mirrors the file's first `offset` bytes.
+    """
+
+    FINGERPRINT_BYTES = 4096
+
+    source = models.ForeignKey(SyncSource, models.CASCADE, related_name="files")
+    path = models.CharField(max_length=1024, help_text="Relative to the source's folder.")
+    session = models.OneToOneField(Session, models.CASCADE, related_name="synced_file")
+    size = models.PositiveBigIntegerField(default=0)
+    mtime_ns = models.BigIntegerField(default=0)
+    inode = models.BigIntegerField(default=0)
+    device = models.BigIntegerField(default=0)
+    offset = models.PositiveBigIntegerField(default=0)
+    head_hash = models.CharField(max_length=64, blank=True)
+    tail_hash = models.CharField(max_length=64, blank=True)
+    revision = models.ForeignKey(Revision, models.PROTECT, null=True, blank=True, related_name="+")
+    error = models.TextField(blank=True, help_text="Why the last sync could not read the file.")
+    missing_since = models.DateTimeField(
+        null=True, blank=True, help_text="When a sync first found the file gone."
+    )
+    last_seen = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["source", "path"]
+        constraints = [models.UniqueConstraint(fields=["source", "path"], name="one_file_per_path")]
+
+    def __str__(self) -> str:
+        return f"{self.source.name}: {self.path}"

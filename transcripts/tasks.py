@@ -9,7 +9,7 @@ from typing import Any
 from celery import Task, shared_task
 from django.conf import settings
 
-from transcripts import actions
+from transcripts import actions, sync
 from transcripts.models import Job
 
 
@@ -32,3 +32,22 @@ def run_job_items(self: Task, job_id: int, item_ids: list[int]) -> Any:
     if busy:
         # Their worker may have died: once its lease has passed, the retry takes them over.
         raise self.retry(args=(job_id, busy), countdown=settings.JOB_CLAIM_LEASE)
+
+
+@shared_task(name="transcripts.sync_source", acks_late=True)
+def sync_source(source_id: int) -> str:
+    """Sync one source's folder; a sync already running on it makes this a no-op."""
+    return sync.do_sync_source(source_id).summary()
+
+
+@shared_task(name="transcripts.sync_all_sources")
+def sync_all_sources() -> None:
+    """Queue a sync of every enabled source (the beat schedule runs this)."""
+    for source_id in sync.sources_due():
+        sync_source.delay(source_id)
+
+
+@shared_task(name="transcripts.expire_live_sessions")
+def expire_live_sessions() -> int:
+    """Turn the pending results of sessions whose grace ran out into missing ones."""
+    return sync.do_expire_live_sessions()

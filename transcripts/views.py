@@ -13,11 +13,14 @@ from collections import Counter
 from typing import Any
 
 import structlog
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.core.files.storage import default_storage
 from django.core.paginator import Paginator
 from django.db import DatabaseError
+from django.db.models import Count
 from django.http import (
     FileResponse,
     Http404,
@@ -32,18 +35,29 @@ from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRefresh
 
-from transcripts import actions
+from transcripts import actions, sync
 from transcripts.engine import PRESETS
 from transcripts.formats import FORMATS
 from transcripts.forms import (
     AuditFilterForm,
+    MemberForm,
     PolicyForm,
     SessionFilterForm,
+    SourceForm,
+    SourceSettingsForm,
     StartJobForm,
     UploadForm,
     policy_choices,
 )
-from transcripts.models import AuditRecord, Job, JobItem, Session
+from transcripts.models import (
+    AuditRecord,
+    Job,
+    JobItem,
+    Membership,
+    Session,
+    SyncSource,
+    Workspace,
+)
 from transcripts.uploads import Limits, LimitUploadHandler
 
 logger = structlog.get_logger(__name__)
@@ -125,13 +139,15 @@ def session_list(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def upload(request: HttpRequest) -> HttpResponse:
-    """Store each uploaded session (revision 0 = its exact bytes), all of them or none.
+    """Store each uploaded session (revision 0 = its exact bytes), all or none; editors only.
 
     A .gz holds one session and a .zip one per file. Limits on the bytes
     received apply while the request is read (`LimitUploadHandler`, put in
     place before anything reads the body, hence CSRF checked just after);
     limits after decompression while the form is cleaned.
     """
+    if not Workspace.objects.for_user(request.user, Membership.Role.EDITOR).exists():
+        raise PermissionDenied
     limiter = LimitUploadHandler(request, Limits.from_settings())
     request.upload_handlers.insert(0, limiter)
     return _upload(request, limiter)
@@ -171,8 +187,12 @@ def _upload(request: HttpRequest, limiter: LimitUploadHandler) -> HttpResponse:
 def session_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """Show the raw and repaired timelines side by side under the chosen policy."""
     session = get_object_or_404(
-        Session.objects.for_user(request.user).select_related("head", "workspace"), pk=pk
+        Session.objects.for_user(request.user).select_related(
+            "head", "workspace", "source", "synced_file"
+        ),
+        pk=pk,
     )
+    sync.refresh_live(session)
     form = PolicyForm(request.GET)
     if not form.is_valid():
         return _unknown_policy(request, session)
@@ -185,7 +205,9 @@ def session_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "read_as": read_as or "",
         "policy_form": PolicyForm(initial={"policy": policy, "format": read_as or ""}),
         "policy_description": PRESETS[policy].description,
-        "analysis": actions.analyze_revision(session.head, policy, format=read_as),
+        "analysis": actions.analyze_revision(
+            session.head, policy, format=read_as, last_write=session.last_write
+        ),
         "revisions": session.revisions.select_related("created_by").order_by("number"),
     }
     template = "transcripts/session_detail.html"
@@ -215,7 +237,10 @@ def download_repaired(request: HttpRequest, pk: int) -> HttpResponse:
         return _unknown_policy(request, session)
     assert session.head is not None
     analysis = actions.analyze_revision(
-        session.head, form.cleaned_data["policy"], format=form.cleaned_data["format"] or None
+        session.head,
+        form.cleaned_data["policy"],
+        format=form.cleaned_data["format"] or None,
+        last_write=session.last_write,
     )
     return _attachment(analysis.repaired, session.name)
 
@@ -228,6 +253,10 @@ def start_repair(request: HttpRequest) -> HttpResponse:
     if not form.is_valid():
         return _session_list_page(request, job_form=form, status=400)
     data = form.cleaned_data
+    # A viewer may export; changing sessions takes an editor.
+    needed = Membership.Role.VIEWER if data["kind"] == Job.Kind.EXPORT else Membership.Role.EDITOR
+    if not Membership.has_role(request.user, data["workspace"].pk, needed):
+        raise PermissionDenied
     try:
         job = actions.do_start_job(
             data["workspace"],
@@ -244,11 +273,15 @@ def start_repair(request: HttpRequest) -> HttpResponse:
     return redirect(job)
 
 
-def _job_for(request: HttpRequest, pk: int) -> Job:
-    return get_object_or_404(
+def _job_for(request: HttpRequest, pk: int, role: str | None = None) -> Job:
+    """Return the user's job `pk` (404 if not theirs); PermissionDenied below `role`."""
+    job = get_object_or_404(
         Job.objects.for_user(request.user).select_related("workspace", "created_by", "source_job"),
         pk=pk,
     )
+    if role is not None and not Membership.has_role(request.user, job.workspace_id, role):
+        raise PermissionDenied
+    return job
 
 
 @login_required
@@ -270,6 +303,7 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
     failed_items = list(items.filter(status=JobItem.Status.FAILED)[:FAILED_SHOWN])
     context = {
         "job": job,
+        "can_edit": Membership.has_role(request.user, job.workspace_id, Membership.Role.EDITOR),
         "rate": job.rate(),
         "seconds_left": job.seconds_left(),
         "failed_items": failed_items,
@@ -298,7 +332,7 @@ def _back_to_job(request: HttpRequest, job: Job, error: Exception | None = None)
 @require_POST
 def cancel_job(request: HttpRequest, pk: int) -> HttpResponse:
     """Cancel a queued or running job: items not yet written never will be."""
-    job = _job_for(request, pk)
+    job = _job_for(request, pk, Membership.Role.EDITOR)
     if actions.do_cancel_job(job, acting_user=request.user):
         messages.success(request, f"Job {job.pk} cancelled.")
     else:
@@ -310,7 +344,7 @@ def cancel_job(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def retry_job(request: HttpRequest, pk: int) -> HttpResponse:
     """Queue a finished job's failed items again."""
-    job = _job_for(request, pk)
+    job = _job_for(request, pk, Membership.Role.EDITOR)
     try:
         retried = actions.do_retry_failed_items(job, acting_user=request.user)
     except actions.BrokerUnavailable as exc:
@@ -326,7 +360,7 @@ def retry_job(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def rollback_job(request: HttpRequest, pk: int) -> HttpResponse:
     """Start a job that gives each session a finished repair job changed its previous bytes."""
-    job = _job_for(request, pk)
+    job = _job_for(request, pk, Membership.Role.EDITOR)
     try:
         rollback = actions.do_start_rollback_job(job, acting_user=request.user)
     except (actions.JobStateError, actions.BrokerUnavailable) as exc:
@@ -338,7 +372,7 @@ def rollback_job(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def apply_dry_run(request: HttpRequest, pk: int) -> HttpResponse:
     """Start the repair a finished dry run planned, fenced on the revisions it read."""
-    job = _job_for(request, pk)
+    job = _job_for(request, pk, Membership.Role.EDITOR)
     try:
         repair = actions.do_start_repair_from_dry_run(job, acting_user=request.user)
     except (actions.JobStateError, actions.BrokerUnavailable) as exc:
@@ -424,3 +458,152 @@ def _spreadsheet_safe(value: Any) -> Any:
     if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
         return "'" + value
     return value
+
+
+# Sync sources.
+
+
+def _source_for(request: HttpRequest, pk: int) -> SyncSource:
+    return get_object_or_404(SyncSource.objects.for_user(request.user), pk=pk)
+
+
+def _can_administer(request: HttpRequest, source: SyncSource) -> bool:
+    return Membership.has_role(request.user, source.workspace_id, Membership.Role.ADMIN)
+
+
+@login_required
+def source_list(request: HttpRequest) -> HttpResponse:
+    """List the sync sources of the user's workspaces; POST adds a folder as a source."""
+    form = SourceForm(request.POST or None, user=request.user)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            source = sync.do_create_source(
+                data["workspace"],
+                data["path"],
+                acting_user=request.user,
+                name=data["name"],
+                format=data["format"],
+                write_back=data["write_back"],
+            )
+        except sync.SyncError as exc:
+            form.add_error("path", str(exc))
+        else:
+            try:
+                sync.do_queue_sync(source, acting_user=request.user)
+                messages.success(request, f"Added {source.path}; its first sync is queued.")
+            except actions.BrokerUnavailable as exc:
+                messages.warning(request, f"Added {source.path}, but: {exc}")
+            return redirect(source)
+    sources = (
+        SyncSource.objects.for_user(request.user)
+        .select_related("workspace")
+        .annotate(sessions_count=Count("sessions"))
+    )
+    context = {
+        "sources": sources,
+        "form": form,
+        "roots": settings.SYNC_ROOTS,
+        "interval": settings.SYNC_INTERVAL,
+        "can_add": form.fields["workspace"].queryset.exists(),  # type: ignore[attr-defined]
+    }
+    return render(
+        request, "transcripts/source_list.html", context, status=400 if form.errors else 200
+    )
+
+
+@login_required
+@require_GET
+def source_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    """Show a source's state and its files, a page at a time."""
+    source = _source_for(request, pk)
+    files = source.files.select_related("session").order_by("path")
+    page = Paginator(files, SESSIONS_PER_PAGE).get_page(request.GET.get("page"))
+    context = {
+        "source": source,
+        "page": page,
+        "files": page.object_list,
+        "query": "",
+        "sessions_count": source.sessions.count(),
+        "can_administer": _can_administer(request, source),
+        "settings_form": SourceSettingsForm(instance=source),
+    }
+    return render(request, "transcripts/source_detail.html", context)
+
+
+@login_required
+@require_POST
+def sync_source_now(request: HttpRequest, pk: int) -> HttpResponse:
+    """Queue a sync of the source now."""
+    source = _source_for(request, pk)
+    if not _can_administer(request, source):
+        raise PermissionDenied
+    try:
+        sync.do_queue_sync(source, acting_user=request.user)
+        messages.success(request, "Sync queued.")
+    except actions.BrokerUnavailable as exc:
+        messages.error(request, str(exc))
+    return redirect(source)
+
+
+@login_required
+@require_POST
+def source_settings(request: HttpRequest, pk: int) -> HttpResponse:
+    """Turn the source's sync and write-back on or off."""
+    source = _source_for(request, pk)
+    if not _can_administer(request, source):
+        raise PermissionDenied
+    form = SourceSettingsForm(request.POST, instance=source)
+    if form.is_valid():
+        sync.do_update_source(source, acting_user=request.user, **form.cleaned_data)
+        messages.success(request, "Saved.")
+    return redirect(source)
+
+
+# Workspaces and their members.
+
+
+@login_required
+@require_GET
+def workspace_list(request: HttpRequest) -> HttpResponse:
+    """List the user's workspaces with their role in each."""
+    memberships = (
+        Membership.objects.filter(user=request.user)
+        .select_related("workspace")
+        .annotate(members=Count("workspace__memberships"))
+        .order_by("workspace__name")
+    )
+    return render(request, "transcripts/workspace_list.html", {"memberships": memberships})
+
+
+@login_required
+def workspace_members(request: HttpRequest, pk: int) -> HttpResponse:
+    """Show a workspace's members; its admins add, change and remove them (POST)."""
+    workspace = get_object_or_404(Workspace.objects.for_user(request.user), pk=pk)
+    is_admin = Membership.has_role(request.user, workspace.pk, Membership.Role.ADMIN)
+    form = MemberForm(request.POST or None)
+    status = 200
+    if request.method == "POST":
+        if not is_admin:
+            raise PermissionDenied
+        if form.is_valid():
+            role = form.cleaned_data["role"]
+            user = form.cleaned_data["username"]
+            try:
+                actions.do_set_member_role(
+                    workspace, user, None if role == "remove" else role, acting_user=request.user
+                )
+            except actions.LastAdmin as exc:
+                form.add_error(None, str(exc))
+            else:
+                messages.success(request, f"{user}: {role}.")
+                return redirect("transcripts:workspace_members", pk=workspace.pk)
+        status = 400
+    context = {
+        "workspace": workspace,
+        "members": workspace.memberships.select_related("user").order_by("user__username"),
+        "is_admin": is_admin,
+        "form": form,
+        "roles": Membership.Role.choices,
+    }
+    return render(request, "transcripts/workspace_members.html", context, status=status)

@@ -1,4 +1,4 @@
-"""In a real browser, a session of hostile payloads runs nothing and loads nothing from elsewhere."""
+"""In a real browser, a session of hostile payloads runs nothing and loads nothing from afar."""
 
 from __future__ import annotations
 

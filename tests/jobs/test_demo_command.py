@@ -8,14 +8,17 @@ from transcripts.models import Session, Workspace
 pytestmark = pytest.mark.django_db
 
 
-def test_it_creates_the_demo_login_and_sessions_once(capsys):
+def test_it_creates_the_demo_login_and_sessions_once(capsys, tmp_path, settings):
+    settings.SYNC_ROOTS = [tmp_path]
     call_command("demo")
     call_command("demo")
 
     user = authenticate(username="demo", password="pairfix-demo")
     assert user is not None
     workspace = Workspace.objects.for_user(user).get()
-    names = sorted(Session.objects.filter(workspace=workspace).values_list("name", flat=True))
+    names = sorted(
+        Session.objects.filter(workspace=workspace, source=None).values_list("name", flat=True)
+    )
     expected = sorted(
         p.name
         for folder in ("formats", "cases")
@@ -26,3 +29,8 @@ def test_it_creates_the_demo_login_and_sessions_once(capsys):
     out = capsys.readouterr().out
     assert out.count("as demo / pairfix-demo") == 2
     assert "0 session(s) added" in out
+    # A Claude Code projects folder followed as a sync source, with a subagent's file.
+    synced = Session.objects.filter(workspace=workspace).exclude(source=None)
+    parent = synced.get(name="-home-demo-shop/s-1.jsonl")
+    assert synced.get(name="-home-demo-shop/s-1/subagents/agent-demo.jsonl").parent == parent
+    assert "2 files: 2 new" in out and "2 files: 2 unchanged" in out

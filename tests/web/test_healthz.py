@@ -4,7 +4,6 @@ import pytest
 from django.db import connection
 from django.urls import reverse
 
-
 URL = reverse("healthz")
 
 

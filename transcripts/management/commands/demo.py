@@ -5,8 +5,8 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
-from transcripts import actions
-from transcripts.models import Membership, Workspace
+from transcripts import actions, sync
+from transcripts.models import Membership, SyncSource, Workspace
 
 DEMO_USERNAME = "demo"
 # A local demo login, printed on every run; not a secret.
@@ -36,7 +36,7 @@ class Command(BaseCommand):
         if workspace is None:
             workspace = actions.do_create_workspace(DEMO_WORKSPACE, acting_user=user)
         Membership.objects.get_or_create(
-            user=user, workspace=workspace, defaults={"role": Membership.Role.OWNER}
+            user=user, workspace=workspace, defaults={"role": Membership.Role.ADMIN}
         )
         loaded = set(workspace.sessions.values_list("name", flat=True))
         added = 0
@@ -45,4 +45,30 @@ class Command(BaseCommand):
                 actions.do_ingest_session(workspace, path.name, path.read_bytes(), acting_user=user)
                 added += 1
         self.stdout.write(f"Demo workspace {workspace.name!r}: {added} session(s) added.")
+        self._sync_demo(workspace, user)
         self.stdout.write(f"Log in at http://127.0.0.1:8000/ as {DEMO_USERNAME} / {DEMO_PASSWORD}")
+
+    def _sync_demo(self, workspace: Workspace, user: Any) -> None:
+        """Make a Claude Code projects folder under the first sync root and follow it."""
+        if not settings.SYNC_ROOTS:
+            return
+        folder = settings.SYNC_ROOTS[0] / "demo-claude-projects" / "-home-demo-shop"
+        if not folder.exists():
+            folder.mkdir(parents=True)
+            session = (SAMPLES / "formats" / "claude_code.jsonl").read_bytes()
+            (folder / "s-1.jsonl").write_bytes(session)
+            subagents = folder / "s-1" / "subagents"
+            subagents.mkdir(parents=True)
+            (subagents / "agent-demo.jsonl").write_bytes(session)
+        root = folder.parent
+        source = SyncSource.objects.filter(workspace=workspace, path=str(root.resolve())).first()
+        if source is None:
+            source = sync.do_create_source(
+                workspace,
+                str(root),
+                acting_user=user,
+                name="Demo Claude Code projects",
+                format="claude_code",
+            )
+        report = sync.do_sync_source(source.pk)
+        self.stdout.write(f"Demo sync source {str(root)!r}: {report.summary()}")

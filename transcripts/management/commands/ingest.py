@@ -57,7 +57,7 @@ class Command(BaseCommand):
         if workspace is None:
             workspace = actions.do_create_workspace(name, acting_user=user)
         elif user is not None:
-            actions.do_add_member(workspace, user, role=Membership.Role.OWNER)
+            actions.do_add_member(workspace, user, role=Membership.Role.ADMIN)
         limits = Limits.from_settings()
         limits.file_size = options["max_size"]
         limits.total_size = max(limits.total_size, limits.file_size)

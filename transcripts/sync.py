@@ -1,0 +1,756 @@
+"""Follow folders of session files (sync sources), and take records that agents append.
+
+A sync walks a source's folder and compares each file's stat with what the
+last sync saw (`SyncedFile`): an unchanged file is not read. A JSON-lines file
+that grew, and whose first and last bytes before the old end are unchanged,
+is an append: only the bytes from the old end are read, up to the last
+newline; a partial last line waits for the next sync. Anything else (a file
+that shrank, changed before its old end, or a JSON document) is a rewrite: a
+new revision holding the whole file. A file gone from the folder keeps its
+session; a file that reappears under another name (same inode, or same
+fingerprints) is a rename. Every change is audited.
+
+Appended records go onto the session's head revision, so a repair made in the
+dashboard is kept and the agent's new records follow it. A session written
+within settings.LIVE_GRACE seconds is live: its unanswered tail calls are
+`pending_result` until the grace passes (`do_expire_live_sessions`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import orjson
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from transcripts import formats
+from transcripts.actions import (
+    analyze_revision,
+    create_session,
+    live_fields,
+    live_until,
+    send_task,
+)
+from transcripts.engine import ENGINE_VERSION, analyze
+from transcripts.models import (
+    AuditRecord,
+    Revision,
+    Session,
+    SyncedFile,
+    SyncSource,
+    Workspace,
+    store_blob,
+)
+from transcripts.writeback import fingerprints, is_own_file
+
+# File names each kind of source holds sessions in.
+PATTERNS = {
+    "": ("*.jsonl", "*.ndjson", "*.json"),
+    "claude_code": ("*.jsonl",),
+    "codex": ("rollout-*.jsonl",),
+    "openclaw": ("*.jsonl",),
+}
+LINE_SUFFIXES = (".jsonl", ".ndjson")
+# A sync that has not finished after this long is presumed dead: another may start.
+SYNC_LEASE = timedelta(minutes=30)
+
+
+class SyncError(Exception):
+    """A source cannot be added or synced: its folder is missing or outside the allowed roots."""
+
+
+class AppendError(ValueError):
+    """Records cannot be appended to a session; `code` is a stable id, the message says why."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass
+class SyncReport:
+    """What one sync of a source did: file counts by outcome and the errors, one per file."""
+
+    source: int
+    files: int = 0
+    unchanged: int = 0
+    new: int = 0
+    appended: int = 0
+    rewritten: int = 0
+    renamed: int = 0
+    deleted: int = 0
+    waiting: int = 0
+    errors: list[str] = field(default_factory=list)
+    skipped: bool = False
+
+    def summary(self) -> str:
+        """Return the report in one line of words."""
+        if self.skipped:
+            return f"source {self.source}: another sync is running"
+        parts = [
+            f"{n} {word}"
+            for n, word in (
+                (self.new, "new"),
+                (self.appended, "appended"),
+                (self.rewritten, "rewritten"),
+                (self.renamed, "renamed"),
+                (self.deleted, "gone"),
+                (self.waiting, "waiting for a complete line"),
+                (self.unchanged, "unchanged"),
+                (len(self.errors), "unreadable"),
+            )
+            if n
+        ]
+        return f"source {self.source}: {self.files} files" + (
+            ": " + ", ".join(parts) if parts else ""
+        )
+
+
+def check_source_path(path: str) -> Path:
+    """Return `path` resolved, if it is a folder under one of settings.SYNC_ROOTS.
+
+    Raises SyncError when it is relative, holds a `..` component, does not
+    exist, is not a folder, or resolves (through symlinks) outside every root.
+    """
+    if not path or not os.path.isabs(path):
+        raise SyncError(f"{path!r}: give an absolute path")
+    if ".." in Path(path).parts:
+        raise SyncError(f"{path}: a path with '..' is not accepted")
+    if not settings.SYNC_ROOTS:
+        raise SyncError(
+            "no folder may be synced: set SYNC_ROOTS to the folders agents write to "
+            f"(separated by {os.pathsep!r})"
+        )
+    resolved = Path(path).resolve()
+    if not any(resolved.is_relative_to(root) for root in settings.SYNC_ROOTS):
+        roots = ", ".join(str(r) for r in settings.SYNC_ROOTS)
+        raise SyncError(f"{path}: not under an allowed sync root ({roots})")
+    if not resolved.is_dir():
+        raise SyncError(f"{path}: no such folder")
+    return resolved
+
+
+def do_create_source(
+    workspace: Workspace,
+    path: str,
+    *,
+    acting_user: Any,
+    name: str = "",
+    format: str = "",
+    write_back: bool = False,
+) -> SyncSource:
+    """Add the folder `path` as a sync source of `workspace`; raise SyncError if not allowed."""
+    resolved = check_source_path(path)
+    if format not in PATTERNS:
+        raise SyncError(f"unknown source format {format!r}")
+    with transaction.atomic(durable=True):
+        if SyncSource.objects.filter(workspace=workspace, path=str(resolved)).exists():
+            raise SyncError(f"{resolved} is already a source of {workspace}")
+        return SyncSource.objects.create(
+            workspace=workspace,
+            name=name or resolved.name,
+            path=str(resolved),
+            format=format,
+            write_back=write_back,
+            created_by=acting_user,
+        )
+
+
+def is_line_oriented(session: Session) -> bool:
+    """Return True when records are appended to `session` as JSON lines."""
+    fmt = formats.FORMATS.get(session.format)
+    if fmt is not None and not session.error:
+        return fmt.jsonl
+    return session.name.endswith(LINE_SUFFIXES)
+
+
+# Appends: shared by sync and the API.
+
+
+def append_records(
+    session: Session,
+    data: bytes,
+    *,
+    acting_user: Any,
+    origin: str,
+    now: datetime,
+    note: str = "",
+) -> Revision:
+    """Add `data` (whole JSON lines) onto `session`'s head as a new head; caller's transaction.
+
+    Locks the session row, writes revision n+1 = head bytes + `data` (a newline
+    first if the head lacks one), one `append` audit record, and the session's
+    new counts with the live rules (`now` is the last write).
+    """
+    session = (
+        Session.objects.select_for_update(of=("self",)).select_related("head").get(pk=session.pk)
+    )
+    head = session.head
+    assert head is not None
+    before = head.read()
+    joiner = b"\n" if before and not before.endswith(b"\n") else b""
+    content = before + joiner + data
+    revision = _new_head(
+        session,
+        head,
+        content,
+        origin=origin,
+        acting_user=acting_user,
+        now=now,
+        delta=joiner + data if before and head.chain < Revision.MAX_CHAIN else None,
+    )
+    records = data.count(b"\n")
+    AuditRecord.objects.create(
+        acting_user=acting_user,
+        session=session,
+        revision_from=head,
+        revision_to=revision,
+        op=AuditRecord.Action.APPEND,
+        engine_version=ENGINE_VERSION,
+        span_start=len(before) + len(joiner),
+        span_end=len(content),
+        note=note or f"{origin}: {records} record(s), {len(data)} bytes",
+    )
+    return revision
+
+
+def do_append_records(
+    session: Session,
+    data: bytes,
+    *,
+    acting_user: Any,
+    origin: str = "api",
+    now: datetime | None = None,
+) -> Revision:
+    """Append the JSON lines `data` to `session` as its new head revision; return it.
+
+    Each line must be one JSON object and end in a newline. The session then
+    counts as written at `now` (default: the current time), so its unanswered
+    tail calls are `pending_result` for settings.LIVE_GRACE seconds. Raises
+    AppendError with code `not_appendable` (the session's format is one JSON
+    document, not lines), `empty`, `partial_line` or `bad_record` (the message
+    names the line and the reason).
+    """
+    if not is_line_oriented(session):
+        raise AppendError(
+            "not_appendable",
+            f"{session.name}: {formats.label(session.format)} is one JSON document; "
+            "records can be appended only to a JSON-lines session",
+        )
+    _check_lines(session.name, data)
+    with transaction.atomic(durable=True):
+        return append_records(
+            session, data, acting_user=acting_user, origin=origin, now=now or timezone.now()
+        )
+
+
+def _check_lines(name: str, data: bytes) -> None:
+    if not data.strip():
+        raise AppendError("empty", f"{name}: nothing to append")
+    if not data.endswith(b"\n"):
+        raise AppendError("partial_line", f"{name}: the last line does not end in a newline")
+    for number, line in enumerate(data.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            value = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            raise AppendError("bad_record", f"{name}: appended line {number}: {exc}") from None
+        if not isinstance(value, dict):
+            raise AppendError(
+                "bad_record", f"{name}: appended line {number}: not a JSON object"
+            ) from None
+
+
+def _new_head(
+    session: Session,
+    head: Revision,
+    content: bytes,
+    *,
+    origin: str,
+    acting_user: Any,
+    now: datetime,
+    delta: bytes | None = None,
+) -> Revision:
+    """Write `content` as revision head+1 and make it the head, with fresh counts.
+
+    With `delta` (the bytes `content` adds to the head's), only those are stored.
+    """
+    analysis = analyze(
+        content,
+        session.name,
+        format=session.format if not session.error else None,
+        **live_fields(now),
+    )
+    if delta is None:
+        storage: dict[str, Any] = {"sha256": store_blob(content)}
+    else:
+        storage = {
+            "sha256": hashlib.sha256(content).hexdigest(),
+            "appended_to": head,
+            "delta": store_blob(delta),
+            "chain": head.chain + 1,
+        }
+    revision = Revision.objects.create(
+        session=session,
+        number=head.number + 1,
+        size=len(content),
+        **storage,
+        engine_version=ENGINE_VERSION,
+        origin=origin,
+        parent=head,
+        created_by=acting_user,
+    )
+    session.head = revision
+    session.format = analysis.format
+    session.record_count = analysis.record_count
+    session.fault_counts = analysis.fault_counts
+    session.error = analysis.error or ""
+    session.last_write = now
+    session.live_until = live_until(now)
+    session.save(
+        update_fields=[
+            "head",
+            "format",
+            "record_count",
+            "fault_counts",
+            "error",
+            "last_write",
+            "live_until",
+        ]
+    )
+    return revision
+
+
+# Live sessions.
+
+
+def refresh_live(session: Session, now: datetime | None = None) -> bool:
+    """Re-count `session`'s faults if its grace has passed while results were pending.
+
+    Returns True if the counts were rewritten: `pending_result` calls become
+    `missing_result` once the session is no longer live.
+    """
+    now = now or timezone.now()
+    if session.is_live(now) or "pending_result" not in session.fault_counts:
+        return False
+    with transaction.atomic():
+        locked = (
+            Session.objects.select_for_update(of=("self",))
+            .select_related("head")
+            .get(pk=session.pk)
+        )
+        if locked.is_live(now) or "pending_result" not in locked.fault_counts:
+            return False
+        assert locked.head is not None
+        analysis = analyze_revision(locked.head, "synthesize")
+        locked.fault_counts = analysis.fault_counts
+        locked.save(update_fields=["fault_counts"])
+    session.fault_counts = analysis.fault_counts
+    return True
+
+
+def do_expire_live_sessions(now: datetime | None = None) -> int:
+    """Re-count every session whose grace ran out with results pending; return how many."""
+    now = now or timezone.now()
+    expired = Session.objects.filter(live_until__lte=now).with_fault("pending_result")
+    return sum(refresh_live(session, now) for session in expired.select_related("head"))
+
+
+# Folder sync.
+
+
+def do_sync_source(
+    source_id: int,
+    *,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> SyncReport:
+    """Sync the files of source `source_id` into its workspace's sessions; return the report.
+
+    `progress(done, total, path)` is called after each file. A sync already
+    running on the source (and within SYNC_LEASE) makes this one return at
+    once with `skipped` set. Errors reading one file are reported and the
+    rest still sync; a folder that is gone or outside the roots is
+    recorded as the source's `last_error`.
+    """
+    now = timezone.now()
+    claim = uuid.uuid4()
+    taken = SyncSource.objects.filter(
+        Q(claim__isnull=True) | Q(claimed_at__lt=now - SYNC_LEASE), pk=source_id
+    ).update(claim=claim, claimed_at=now)
+    report = SyncReport(source=source_id)
+    if not taken:
+        report.skipped = True
+        return report
+    source = SyncSource.objects.select_related("workspace").get(pk=source_id)
+    try:
+        _sync(source, report, progress)
+        last_error = ""
+    except SyncError as exc:
+        last_error = str(exc)
+    counts = source.files.filter(missing_since__isnull=True)
+    SyncSource.objects.filter(pk=source_id, claim=claim).update(
+        claim=None,
+        claimed_at=None,
+        last_sync=timezone.now(),
+        last_error=last_error or "\n".join(report.errors[:20]),
+        file_count=counts.count(),
+        error_count=len(report.errors),
+    )
+    return report
+
+
+def _scan(source: SyncSource, root: Path, report: SyncReport) -> dict[str, os.stat_result]:
+    """Return {relative path: stat} of the session files under `root`, symlinks checked."""
+    found: dict[str, os.stat_result] = {}
+    patterns = PATTERNS.get(source.format, PATTERNS[""])
+    for folder, dirs, files in os.walk(root, onerror=None, followlinks=False):
+        dirs.sort()
+        for name in sorted(files):
+            if is_own_file(name) or not any(Path(name).match(p) for p in patterns):
+                continue
+            path = Path(folder) / name
+            rel = str(path.relative_to(root))
+            try:
+                if path.is_symlink() and not path.resolve().is_relative_to(root):
+                    report.errors.append(f"{rel}: a symlink that leads out of the source's folder")
+                    continue
+                stat = path.stat()
+            except OSError as exc:
+                report.errors.append(f"{rel}: {exc.strerror or exc}")
+                continue
+            if path.is_file():
+                found[rel] = stat
+    return found
+
+
+def _sync(
+    source: SyncSource,
+    report: SyncReport,
+    progress: Callable[[int, int, str], None] | None,
+) -> None:
+    root = check_source_path(source.path)
+    found = _scan(source, root, report)
+    report.files = len(found)
+    known = {f.path: f for f in source.files.select_related("session", "revision")}
+    gone = {p: f for p, f in known.items() if p not in found and f.missing_since is None}
+    for rel in sorted(p for p in found if p not in known):
+        renamed = _find_rename(root / rel, found[rel], gone)
+        if renamed is not None:
+            del gone[renamed.path]
+            del known[renamed.path]
+            _rename(renamed, rel)
+            known[rel] = renamed
+            report.renamed += 1
+    now = timezone.now()
+    for synced in gone.values():
+        _mark_gone(synced, now)
+        report.deleted += 1
+    for done, rel in enumerate(sorted(found), 1):
+        try:
+            outcome = _sync_file(source, root, rel, found[rel], known.get(rel))
+        except OSError as exc:
+            report.errors.append(f"{rel}: {exc.strerror or exc}")
+            if rel in known:
+                SyncedFile.objects.filter(pk=known[rel].pk).update(error=exc.strerror or str(exc))
+            outcome = ""
+        if outcome:
+            setattr(report, outcome, getattr(report, outcome) + 1)
+        if progress is not None:
+            progress(done, len(found), rel)
+    _link_subagents(source)
+
+
+def _read(path: Path, start: int = 0, end: int | None = None) -> bytes:
+    with open(path, "rb") as f:
+        f.seek(start)
+        return f.read() if end is None else f.read(end - start)
+
+
+def _complete(data: bytes, lines: bool) -> bytes:
+    """Return the part of `data` a sync takes: up to the last newline for JSON lines."""
+    if not lines:
+        return data
+    return data[: data.rfind(b"\n") + 1]
+
+
+def _file_fields(stat: os.stat_result, raw: bytes, content: bytes, now: datetime) -> dict[str, Any]:
+    """Return a SyncedFile's fields after reading `raw` (the whole file) of which `content` counts.
+
+    `size` is what was read, not the stat's: bytes written between the stat and
+    the read are then seen as growth by the next sync, never as unchanged.
+    """
+    head, tail = fingerprints(content)
+    return {
+        "size": len(raw),
+        "mtime_ns": stat.st_mtime_ns,
+        "inode": stat.st_ino,
+        "device": stat.st_dev,
+        "offset": len(content),
+        "head_hash": head,
+        "tail_hash": tail,
+        "error": "",
+        "missing_since": None,
+        "last_seen": now,
+    }
+
+
+def _mtime(stat: os.stat_result) -> datetime:
+    return datetime.fromtimestamp(stat.st_mtime_ns / 1e9, UTC)
+
+
+def _sync_file(
+    source: SyncSource,
+    root: Path,
+    rel: str,
+    stat: os.stat_result,
+    synced: SyncedFile | None,
+) -> str:
+    """Bring one file's session up to date; return the SyncReport counter it adds to."""
+    path = root / rel
+    now = timezone.now()
+    lines = path.suffix in LINE_SUFFIXES
+    if synced is None:
+        raw = _read(path)
+        content = _complete(raw, lines)
+        if not content:
+            return "waiting"
+        with transaction.atomic(durable=True):
+            session = create_session(
+                source.workspace,
+                rel,
+                content,
+                acting_user=None,
+                last_write=_mtime(stat),
+                format=source.format or None,
+                origin="sync",
+                source=source,
+            )
+            SyncedFile.objects.create(
+                source=source,
+                path=rel,
+                session=session,
+                revision=session.head,
+                **_file_fields(stat, raw, content, now),
+            )
+        return "new"
+    if synced.missing_since is None and (stat.st_size, stat.st_mtime_ns, stat.st_ino) == (
+        synced.size,
+        synced.mtime_ns,
+        synced.inode,
+    ):
+        return "unchanged"
+    # Growth past what the last sync saw, with the old end's bytes in place, is an
+    # append, read from the old end (the fingerprints sample the first and last
+    # bytes: an agent appends, it does not edit in place). A file written without
+    # growing past that is read whole, and is an append still if its first
+    # `offset` bytes are exactly the mirrored revision's.
+    if lines and synced.missing_since is None and stat.st_size >= synced.offset:
+        if stat.st_size > synced.size and _same_prefix(path, synced):
+            return _grow(path, stat, synced, now)
+        raw = _read(path)
+        mirror = synced.revision
+        if mirror is not None and hashlib.sha256(raw[: synced.offset]).digest() == bytes.fromhex(
+            mirror.sha256
+        ):
+            return _grow(path, stat, synced, now, raw[synced.offset :])
+    return _rewrite(path, stat, synced, lines, now)
+
+
+def _same_prefix(path: Path, synced: SyncedFile) -> bool:
+    """Return True when the file's first and last bytes before the old end are unchanged."""
+    n, offset = SyncedFile.FINGERPRINT_BYTES, synced.offset
+    head = _read(path, 0, min(n, offset))
+    tail = _read(path, max(0, offset - n), offset)
+    return (hashlib.sha256(head).hexdigest(), hashlib.sha256(tail).hexdigest()) == (
+        synced.head_hash,
+        synced.tail_hash,
+    )
+
+
+def _grow(
+    path: Path, stat: os.stat_result, synced: SyncedFile, now: datetime, raw: bytes | None = None
+) -> str:
+    """Take the complete lines written after the synced offset as an append.
+
+    `raw` is the file from the offset on, if already read.
+    """
+    if raw is None:
+        raw = _read(path, synced.offset)
+    added = _complete(raw, lines=True)
+    size = synced.offset + len(raw)  # what was read; see _file_fields
+    fields = {"size": size, "mtime_ns": stat.st_mtime_ns, "last_seen": now}
+    fields |= {"inode": stat.st_ino, "device": stat.st_dev, "missing_since": None, "error": ""}
+    if not added:
+        # A partial line at most: remember the stat, take the line when it is whole.
+        SyncedFile.objects.filter(pk=synced.pk).update(**fields)
+        return "waiting" if raw else "unchanged"
+    offset = synced.offset + len(added)
+    tail = _read(path, max(0, offset - SyncedFile.FINGERPRINT_BYTES), offset)
+    records = added.count(b"\n")
+    with transaction.atomic(durable=True):
+        revision = append_records(
+            synced.session,
+            added,
+            acting_user=None,
+            origin="sync",
+            now=_mtime(stat),
+            note=(
+                f"sync: {records} record(s) appended to {synced.path} "
+                f"(bytes {synced.offset}-{offset})"
+            ),
+        )
+        # The mirror moves on only if the head mirrored the file before the append.
+        mirror = revision if synced.revision_id == revision.parent_id else synced.revision
+        SyncedFile.objects.filter(pk=synced.pk).update(
+            offset=offset, tail_hash=hashlib.sha256(tail).hexdigest(), revision=mirror, **fields
+        )
+    return "appended"
+
+
+def _rewrite(
+    path: Path, stat: os.stat_result, synced: SyncedFile, lines: bool, now: datetime
+) -> str:
+    """Take the whole file as a new revision: it shrank, changed before its old end, or is JSON."""
+    raw = _read(path)
+    content = _complete(raw, lines)
+    fields = _file_fields(stat, raw, content, now)
+    with transaction.atomic(durable=True):
+        session = (
+            Session.objects.select_for_update(of=("self",))
+            .select_related("head")
+            .get(pk=synced.session_id)
+        )
+        head = session.head
+        assert head is not None
+        if head.sha256 == hashlib.sha256(content).hexdigest():
+            # Touched, or written back by us: nothing new to store.
+            SyncedFile.objects.filter(pk=synced.pk).update(revision=head, **fields)
+            return "unchanged"
+        if synced.missing_since is not None:
+            how = "reappeared"
+        elif stat.st_size < synced.offset:
+            how = "shrank"
+        else:
+            how = "changed before its old end" if lines else "changed"
+        revision = _new_head(
+            session, head, content, origin="rewrite", acting_user=None, now=_mtime(stat)
+        )
+        AuditRecord.objects.create(
+            session=session,
+            revision_from=head,
+            revision_to=revision,
+            op=AuditRecord.Action.REWRITE,
+            engine_version=ENGINE_VERSION,
+            note=f"sync: {synced.path} {how} ({synced.offset} → {len(content)} bytes)",
+        )
+        SyncedFile.objects.filter(pk=synced.pk).update(revision=revision, **fields)
+    return "rewritten"
+
+
+def _find_rename(
+    path: Path, stat: os.stat_result, gone: dict[str, SyncedFile]
+) -> SyncedFile | None:
+    """Return the gone file that `path` is: the same inode, else the same first and last bytes."""
+    for synced in gone.values():
+        if (synced.inode, synced.device) == (stat.st_ino, stat.st_dev):
+            return synced
+    for synced in gone.values():
+        if stat.st_size >= synced.offset and _same_prefix(path, synced):
+            return synced
+    return None
+
+
+def _rename(synced: SyncedFile, rel: str) -> None:
+    with transaction.atomic(durable=True):
+        old = synced.path
+        SyncedFile.objects.filter(source=synced.source_id, path=rel).exclude(pk=synced.pk).delete()
+        synced.path = rel
+        synced.missing_since = None
+        synced.save(update_fields=["path", "missing_since"])
+        AuditRecord.objects.create(
+            session=synced.session,
+            op=AuditRecord.Action.RENAME,
+            engine_version=ENGINE_VERSION,
+            note=f"sync: {old} → {rel}",
+        )
+
+
+def _mark_gone(synced: SyncedFile, now: datetime) -> None:
+    with transaction.atomic(durable=True):
+        synced.missing_since = now
+        synced.save(update_fields=["missing_since"])
+        AuditRecord.objects.create(
+            session=synced.session,
+            op=AuditRecord.Action.DELETE,
+            engine_version=ENGINE_VERSION,
+            note=f"sync: {synced.path} is gone from the folder; the session and its revisions stay",
+        )
+
+
+def _subagent_parent_path(synced: SyncedFile, root: Path) -> str | None:
+    """Return the relative path of the Claude Code session that started this subagent's file."""
+    rel = Path(synced.path)
+    if not rel.name.startswith("agent-"):
+        return None
+    if rel.parent.name == "subagents":
+        # <sessionId>/subagents/agent-<id>.jsonl beside <sessionId>.jsonl
+        session_dir = rel.parent.parent
+        return str(session_dir.parent / f"{session_dir.name}.jsonl")
+    # Older versions: agent-<id>.jsonl beside its parent; the parent's id is in every line.
+    first = _read(root / rel, 0, 1 << 16).split(b"\n", 1)[0]
+    try:
+        parent_id = orjson.loads(first).get("sessionId")
+    except (orjson.JSONDecodeError, AttributeError):
+        return None
+    if not isinstance(parent_id, str) or "/" in parent_id or parent_id in ("", ".", ".."):
+        return None
+    return str(rel.parent / f"{parent_id}.jsonl")
+
+
+def _link_subagents(source: SyncSource) -> None:
+    """Link each Claude Code subagent session of `source` to its parent session."""
+    root = Path(source.path)
+    unlinked = source.files.filter(
+        session__parent__isnull=True, path__contains="agent-", missing_since__isnull=True
+    ).select_related("session")
+    for synced in unlinked:
+        try:
+            parent_path = _subagent_parent_path(synced, root)
+        except OSError:
+            continue
+        if parent_path is None:
+            continue
+        parent = source.files.filter(path=parent_path).values_list("session", flat=True).first()
+        if parent is not None and parent != synced.session_id:
+            Session.objects.filter(pk=synced.session_id).update(parent=parent)
+
+
+def sources_due() -> Iterator[int]:
+    """Yield the ids of the enabled sources, for the beat schedule."""
+    yield from SyncSource.objects.filter(enabled=True).values_list("pk", flat=True)
+
+
+def do_queue_sync(source: SyncSource, *, acting_user: Any) -> None:
+    """Queue a sync of `source` now; raise actions.BrokerUnavailable if the queue is down."""
+    from transcripts.tasks import sync_source  # the tasks module imports this one
+
+    send_task(sync_source, source.pk)
+
+
+def do_update_source(source: SyncSource, *, acting_user: Any, **fields: Any) -> None:
+    """Set `fields` (enabled, write_back) of `source`."""
+    with transaction.atomic(durable=True):
+        for name, value in fields.items():
+            setattr(source, name, value)
+        source.save(update_fields=list(fields))

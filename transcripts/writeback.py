@@ -1,0 +1,140 @@
+"""Replace a synced session's source file with a new revision's bytes, safely.
+
+A write-back happens only where the source opted in (`SyncSource.write_back`)
+and only while the file is still exactly what the repaired revision was made
+from: same size and modification time as the last sync saw, no partial line
+waiting beyond the synced bytes, and the same sha256 as that revision. The new
+bytes go to a temporary file in the same folder, are fsynced, the original is
+kept as a timestamped backup beside it (a hard link: no copy, no window without
+a file), and the temporary file is renamed over the original; the folder is
+fsynced last. An agent that writes between the check and the rename is caught
+by a second stat just before the rename; the remaining window is the few
+microseconds of that rename.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from transcripts.models import Revision, Session, SyncedFile
+
+BACKUP_MARK = ".pairfix-backup-"
+TEMP_PREFIX = ".pairfix-tmp-"
+
+
+class WriteBackRefused(Exception):
+    """The source file is not what the revision was made from: writing it would lose data."""
+
+
+def is_own_file(name: str) -> bool:
+    """Return True for the backups and temporary files a write-back leaves in a source folder."""
+    return BACKUP_MARK in name or name.startswith(TEMP_PREFIX)
+
+
+def fingerprints(data: bytes) -> tuple[str, str]:
+    """Return sha256 (hex) of the first and of the last SyncedFile.FINGERPRINT_BYTES of `data`."""
+    n = SyncedFile.FINGERPRINT_BYTES
+    return hashlib.sha256(data[:n]).hexdigest(), hashlib.sha256(data[-n:]).hexdigest()
+
+
+@dataclass
+class WriteBack:
+    """A checked source file, ready to be replaced by `replace`."""
+
+    synced: SyncedFile
+    path: Path
+
+    def replace(self, data: bytes, revision: Revision, *, now: datetime) -> str:
+        """Write `data` (the bytes of `revision`) over the file; return the backup's name.
+
+        Records the new file's stat and fingerprints on the SyncedFile (save it
+        in the caller's transaction, which also writes `revision`). Raises
+        WriteBackRefused if the file changed since `check`, OSError if the
+        folder cannot be written; either way the original file is untouched.
+        """
+        stamp = now.strftime("%Y%m%dT%H%M%S%fZ")
+        backup = self.path.with_name(f"{self.path.name}{BACKUP_MARK}{stamp}")
+        fd, temp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=self.path.parent)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.chmod(temp, self.path.stat().st_mode & 0o7777)
+            _check_stat(self.synced, self.path)
+            os.link(self.path, backup)
+            os.replace(temp, self.path)
+        except BaseException:
+            if os.path.exists(temp):
+                os.unlink(temp)
+            raise
+        _fsync_dir(self.path.parent)
+        stat = self.path.stat()
+        head, tail = fingerprints(data)
+        synced = self.synced
+        synced.size = synced.offset = stat.st_size
+        synced.mtime_ns, synced.inode, synced.device = stat.st_mtime_ns, stat.st_ino, stat.st_dev
+        synced.head_hash, synced.tail_hash = head, tail
+        synced.revision = revision
+        return backup.name
+
+
+def check(session: Session, base: Revision) -> WriteBack | None:
+    """Return a WriteBack for `session` if its source writes back, None if it does not.
+
+    Raises WriteBackRefused (the reason in words) when the file is gone, has
+    changed since the last sync, holds a partial line beyond the synced
+    bytes, or its bytes are not `base`'s (the revision being repaired).
+    """
+    try:
+        synced = SyncedFile.objects.select_related("source").get(session=session)
+    except SyncedFile.DoesNotExist:
+        return None
+    if not synced.source.write_back:
+        return None
+    path = Path(synced.source.path) / synced.path
+    if synced.missing_since is not None or not path.is_file():
+        raise WriteBackRefused(f"{path}: the source file is gone")
+    if synced.revision_id != base.pk:
+        raise WriteBackRefused(
+            f"{path}: revision {base.number} is not the file's content as last synced"
+        )
+    _check_stat(synced, path)
+    if synced.offset != synced.size:
+        raise WriteBackRefused(f"{path}: the file ends in a line still being written")
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    if digest.hexdigest() != base.sha256:
+        raise WriteBackRefused(f"{path}: the file's bytes differ from revision {base.number}")
+    return WriteBack(synced, path)
+
+
+def _check_stat(synced: SyncedFile, path: Path) -> None:
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        raise WriteBackRefused(f"{path}: the source file is gone") from None
+    if (stat.st_size, stat.st_mtime_ns, stat.st_ino) != (
+        synced.size,
+        synced.mtime_ns,
+        synced.inode,
+    ):
+        raise WriteBackRefused(
+            f"{path}: the file changed since the last sync "
+            f"({synced.size} → {stat.st_size} bytes); sync it and repair again"
+        )
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
