@@ -64,8 +64,16 @@ def _documents(path: Path) -> tuple[bool, list[Any]]:
     return False, [json.loads(text)]
 
 
-EXAMPLES = int(os.environ.get("PAIRFIX_FUZZ_EXAMPLES", "300"))
-fuzz = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+LONG_RUN = "PAIRFIX_FUZZ_EXAMPLES" in os.environ
+# The suite's run is the same every time (derandomized, no example database), so a
+# new finding shows up in a long run, never as a flaky suite; a long run explores.
+fuzz = settings(
+    max_examples=int(os.environ.get("PAIRFIX_FUZZ_EXAMPLES", "300")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    derandomize=not LONG_RUN,
+    database=settings.default.database if LONG_RUN else None,
+)
 
 
 # Presets that imitate another system's repair, row by row, leave what that system
@@ -123,11 +131,14 @@ def test_found_other_content_between_two_tool_results() -> None:
         check_repair(json.dumps(doc).encode(), "a.json", policy)
 
 
-def test_found_tool_calls_on_a_user_message() -> None:
-    doc = _sample_doc("cases/13_openai-chat-reused-ids-across-turns-valid.json")
-    doc["messages"][6]["role"] = "user"
+def test_found_tool_calls_in_a_message_not_the_assistants() -> None:
+    chat = _sample_doc("cases/13_openai-chat-reused-ids-across-turns-valid.json")
+    chat["messages"][6]["role"] = "user"
+    gemini = _sample_doc("formats/gemini.json")
+    gemini["contents"][3]["role"] = None
     for policy in ("discard", "synthesize"):
-        check_repair(json.dumps(doc).encode(), "c.json", policy)
+        check_repair(json.dumps(chat).encode(), "c.json", policy)
+        check_repair(json.dumps(gemini).encode(), "g.json", policy)
 
 
 @fuzz

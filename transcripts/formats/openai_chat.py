@@ -62,8 +62,7 @@ class OpenAIChat(Format):
                 ToolResult(str(obj.get("tool_call_id") or ""), record.index, 0, False, text)
             )
             record.other_blocks = 0
-        # Only an assistant message makes calls; `tool_calls` on another is no call to answer.
-        calls = obj.get("tool_calls") if role == "assistant" else None
+        calls = obj.get("tool_calls")
         # `content` is block 0 when present and the calls follow it, as a model writes them.
         first = record.other_blocks
         for k, call in enumerate(calls if isinstance(calls, list) else []):
