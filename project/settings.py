@@ -317,3 +317,7 @@ structlog.configure(
     wrapper_class=structlog.stdlib.BoundLogger,
     cache_logger_on_first_use=True,
 )
+
+# The session page: a revision of at most this many bytes gets its timeline built
+# during the request; a larger one by a Celery task while the page polls.
+TIMELINE_INLINE_BYTES = envint("TIMELINE_INLINE_BYTES", str(4 * 1024 * 1024))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -86,3 +87,39 @@ def generated_sessions(count: int, *, seed: int, records: int = 30) -> list[Path
     paths = sorted(out.glob("*/*.jsonl"))
     assert len(paths) == count
     return paths
+
+
+def generated_session(
+    records: int, *, seed: int, fault_rate: float = 0.05, result_bytes: str = "100:2000"
+) -> Path:
+    """Return one Claude Code session file of `records` records from the shared generator.
+
+    Kept under var/workloads once made (a 50,000-record one takes a few seconds).
+    """
+    out = WORKLOADS / f"claude_code-r{records}-s{seed}-f{fault_rate}-b{result_bytes}.jsonl"
+    if not out.exists():
+        WORKLOADS.mkdir(exist_ok=True)
+        building = Path(tempfile.mkdtemp(dir=WORKLOADS)) / out.name
+        subprocess.run(
+            [
+                sys.executable,
+                str(GENERATOR),
+                "--format",
+                "claude_code",
+                "--records",
+                str(records),
+                "--fault-rate",
+                str(fault_rate),
+                "--result-bytes",
+                result_bytes,
+                "--seed",
+                str(seed),
+                "--out",
+                str(building),
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        building.rename(out)
+        shutil.rmtree(building.parent)  # and the generator's list of the faults it made
+    return out

@@ -7,7 +7,8 @@ from typing import Any
 from django import forms
 from django.contrib.auth import get_user_model
 from django.db import connections
-from django.db.models import Q, QuerySet
+from django.db.models import F, Q, QuerySet
+from django.http import QueryDict
 from django.utils import timezone
 
 from transcripts.core.model import FaultKind
@@ -118,7 +119,19 @@ class IdMultipleChoiceField(forms.ModelMultipleChoiceField):
 
 
 class SessionFilterForm(forms.Form):
-    """Filter the user's sessions: workspace, format, fault kind, upload date range, name text."""
+    """Filter the user's sessions: workspace, format, fault kind, dates, source, state, name.
+
+    `sort` orders the list; it is not a filter, so a job's selection leaves it out.
+    """
+
+    # Each order ends with the primary key, so that pages never overlap.
+    SORTS = {
+        "newest": ("-created", "-id"),
+        "oldest": ("created", "id"),
+        "name": ("name", "id"),
+        "records": ("-record_count", "-id"),
+        "written": (F("last_write").desc(nulls_last=True), "-id"),
+    }
 
     workspace = forms.ModelChoiceField(
         queryset=Workspace.objects.none(), required=False, empty_label="any"
@@ -143,7 +156,22 @@ class SessionFilterForm(forms.Form):
         choices=[("", "any"), ("yes", "live now"), ("no", "not live")],
         help_text="Live: the session's file or stream was written within the grace period.",
     )
+    repaired = forms.ChoiceField(
+        required=False,
+        choices=[("", "any"), ("yes", "repaired"), ("no", "never repaired")],
+        help_text="Repaired: the head revision was written by a repair.",
+    )
     q = forms.CharField(label="Name contains", required=False, max_length=200)
+    sort = forms.ChoiceField(
+        required=False,
+        choices=[
+            ("newest", "newest stored"),
+            ("oldest", "oldest stored"),
+            ("name", "name"),
+            ("records", "most records"),
+            ("written", "last written"),
+        ],
+    )
 
     def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
         # Its own ids: the upload form on the same page has a workspace field too.
@@ -152,8 +180,11 @@ class SessionFilterForm(forms.Form):
         self.user = user
         self.fields["workspace"].queryset = Workspace.objects.for_user(user)
         self.fields["source"].queryset = SyncSource.objects.for_user(user)
-        formats = Session.objects.for_user(user).order_by("format").values_list("format", flat=True)
-        self.fields["format"].choices = [("", "any")] + [(f, f) for f in formats.distinct()]
+        # Every format Pairfix reads, not the distinct formats stored: that would scan
+        # every session of the user on each page of the list.
+        self.fields["format"].choices = [("", "any")] + [
+            (f, f) for f in sorted([*FORMATS, "unknown"])
+        ]
 
     def sessions(self) -> QuerySet[Session]:
         """Return the user's sessions that match the valid filters (all of them if none)."""
@@ -177,14 +208,22 @@ class SessionFilterForm(forms.Form):
             sessions = sessions.filter(
                 Q(live_until__isnull=True) | Q(live_until__lte=timezone.now())
             )
+        if data.get("repaired") == "yes":
+            sessions = sessions.exclude(head__policy="")
+        elif data.get("repaired") == "no":
+            sessions = sessions.filter(head__policy="")
         if data.get("q"):
             sessions = sessions.filter(name__icontains=data["q"])
-        return sessions
+        return sessions.order_by(*self.SORTS[data.get("sort") or "newest"])
 
     def selection(self) -> dict[str, Any]:
         """Return the filters in use, as JSON-ready text (what a job records it was made from)."""
         data = self.cleaned_data if self.is_valid() else {}
-        return {name: str(value) for name, value in data.items() if value not in (None, "")}
+        return {
+            name: str(value)
+            for name, value in data.items()
+            if value not in (None, "") and name != "sort"
+        }
 
 
 class StartJobForm(forms.Form):
@@ -306,6 +345,48 @@ class PolicyForm(forms.Form):
 
     def clean_policy(self) -> str:
         return self.cleaned_data["policy"] or DEFAULT_POLICY
+
+
+class TimelineForm(PolicyForm):
+    """What the session page shows: the policy and format, filters, and where in the timeline.
+
+    At most one of `record` (a raw record index), `at`, `after`, `before`,
+    `fault_after` and `fault_before` (row positions) picks the window; none
+    means the first rows.
+    """
+
+    faults = forms.BooleanField(label="Only faults", required=False)
+    tools = forms.BooleanField(label="Only tool traffic", required=False)
+    q = forms.CharField(label="Search", required=False, max_length=200, strip=True)
+    record = forms.IntegerField(label="Record", required=False, min_value=0, max_value=2**31 - 1)
+    at = forms.IntegerField(required=False, min_value=0, max_value=2**31 - 1)
+    after = forms.IntegerField(required=False, min_value=-1, max_value=2**31 - 1)
+    before = forms.IntegerField(required=False, min_value=0, max_value=2**31 - 1)
+    fault_after = forms.IntegerField(required=False, min_value=-1, max_value=2**31 - 1)
+    fault_before = forms.IntegerField(required=False, min_value=0, max_value=2**31 - 1)
+
+    PLACES = ("record", "at", "after", "before", "fault_after", "fault_before")
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if sum(data.get(name) is not None for name in self.PLACES) > 1:
+            raise forms.ValidationError("Ask for one place in the timeline at a time.")
+        return data
+
+    def view_items(self) -> list[tuple[str, str]]:
+        """Return the (name, value) pairs of the view alone (policy, format, filters), no place."""
+        data = self.cleaned_data
+        items = [("policy", data["policy"])]
+        items += [(name, data[name]) for name in ("format", "q") if data.get(name)]
+        items += [(name, "1") for name in ("faults", "tools") if data.get(name)]
+        return items
+
+    def view_query(self) -> str:
+        """Return the query string of `view_items`."""
+        query = QueryDict(mutable=True)
+        for name, value in self.view_items():
+            query[name] = value
+        return query.urlencode()
 
 
 class SourceForm(forms.Form):

@@ -15,6 +15,7 @@ from django.conf import settings
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import models
+from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
@@ -163,6 +164,14 @@ class Session(models.Model):
 
     class Meta:
         ordering = ["-created", "-id"]
+        # The session list's orders, each ending in the key so a page is an index range.
+        indexes = [
+            models.Index(fields=["created", "id"], name="session_created"),
+            models.Index(fields=["name", "id"], name="session_name"),
+            models.Index(fields=["record_count", "id"], name="session_records"),
+            models.Index(fields=["last_write", "id"], name="session_last_write"),
+            models.Index(fields=["format", "created", "id"], name="session_format"),
+        ]
 
     def __str__(self) -> str:
         return self.name
@@ -611,6 +620,102 @@ class AuditRecord(models.Model):
             c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text
         )
         return text + ("…" if len(data) > REMOVED_PREVIEW_BYTES else "")
+
+
+class Timeline(models.Model):
+    """The side-by-side rows of one revision as one view shows them, computed once.
+
+    A view is the policy, the format the bytes are read as ("" for the
+    session's own) and whether the session was live (its unanswered tail calls
+    `pending_result`). Revisions never change, so neither does a built
+    timeline: the session page reads a window of its rows and never parses the
+    file again. A worker claims the build with a conditional UPDATE (`claim`,
+    `claimed_at`); a claim older than the lease may be taken over.
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        BUILDING = "building"
+        READY = "ready"
+        FAILED = "failed"
+
+    revision = models.ForeignKey(Revision, models.CASCADE, related_name="timelines")
+    policy = models.CharField(max_length=40)
+    read_as = models.CharField(max_length=40, blank=True)
+    live = models.BooleanField(default=False)
+    engine_version = models.CharField(max_length=20)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    claim = models.UUIDField(null=True, blank=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    # What the analysis found, for the page's summary line and fault legend.
+    format = models.CharField(max_length=40, blank=True)
+    format_label = models.CharField(max_length=100, blank=True)
+    provider = models.CharField(max_length=40, blank=True)
+    record_count = models.PositiveIntegerField(default=0)
+    row_count = models.PositiveIntegerField(default=0)
+    fault_counts = models.JSONField(default=dict, blank=True)
+    op_count = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True, help_text="Why the file could not be read.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    used_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["revision", "policy", "read_as", "live", "engine_version"],
+                name="one_timeline_per_view",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.revision} under {self.policy} ({self.status})"
+
+    @property
+    def fault_total(self) -> int:
+        """Return the number of faults found."""
+        return sum(self.fault_counts.values())
+
+
+class TimelineRow(models.Model):
+    """One aligned row of a timeline: a raw record on the left, its repaired form on the right.
+
+    `position` orders the rows (repaired file order, dropped and moved-away
+    records at their raw place). `record` is the raw record index shown (None
+    for a synthetic result), `start`/`end` its byte span in the revision, so
+    showing the row reads those bytes only. `data` holds the cells, faults and
+    ops (see `transcripts.timeline`); `text` is what the search looks in.
+    """
+
+    timeline = models.ForeignKey(Timeline, models.CASCADE, related_name="rows")
+    position = models.PositiveIntegerField()
+    status = models.CharField(max_length=20)
+    record = models.PositiveIntegerField(null=True, blank=True)
+    raw = models.BooleanField(default=True, help_text="The raw side holds the record.")
+    start = models.PositiveBigIntegerField(null=True, blank=True)
+    end = models.PositiveBigIntegerField(null=True, blank=True)
+    faulty = models.BooleanField(default=False)
+    tool = models.BooleanField(default=False)
+    # JSON text, decoded by the reader: nothing ever queries inside it.
+    data = models.TextField()
+    text = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["timeline", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["timeline", "position"], name="one_row_per_position")
+        ]
+        indexes = [
+            models.Index(fields=["timeline", "record"], name="row_record"),
+            # Partial: a boolean filter compiles to a bare column, which only an
+            # index on that condition serves (the next fault, the fault panel).
+            models.Index(
+                fields=["timeline", "position"], condition=Q(faulty=True), name="row_faulty"
+            ),
+            models.Index(fields=["timeline", "position"], condition=Q(tool=True), name="row_tool"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.timeline} row {self.position}"
 
 
 class SyncSourceQuerySet(models.QuerySet["SyncSource"]):

@@ -9,7 +9,7 @@ from typing import Any
 from celery import Task, shared_task
 from django.conf import settings
 
-from transcripts import actions, sync
+from transcripts import actions, sync, timeline
 from transcripts.models import Job
 
 
@@ -51,3 +51,9 @@ def sync_all_sources() -> None:
 def expire_live_sessions() -> int:
     """Turn the pending results of sessions whose grace ran out into missing ones."""
     return sync.do_expire_live_sessions()
+
+
+@shared_task(name="transcripts.build_timeline", acks_late=True)
+def build_timeline(timeline_id: int) -> None:
+    """Build the rows of timeline `timeline_id` for the session page (once, whoever asks)."""
+    timeline.do_build_timeline(timeline_id)

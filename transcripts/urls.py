@@ -6,8 +6,11 @@ app_name = "transcripts"
 
 urlpatterns = [
     path("", views.session_list, name="session_list"),
+    path("overview/", views.overview_page, name="overview"),
     path("sessions/upload/", views.upload, name="upload"),
     path("sessions/<int:pk>/", views.session_detail, name="session_detail"),
+    path("sessions/<int:pk>/rows/", views.session_rows, name="session_rows"),
+    path("sessions/<int:pk>/records/<int:index>/", views.record_detail, name="record_detail"),
     path(
         "sessions/<int:pk>/revisions/<int:number>/download/",
         views.download_revision,

@@ -33,9 +33,9 @@ from django.utils.http import content_disposition_header
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
-from django_htmx.http import HttpResponseClientRefresh
+from django_htmx.http import HttpResponseClientRefresh, push_url
 
-from transcripts import actions, sync
+from transcripts import actions, overview, sync, timeline
 from transcripts.engine import PRESETS
 from transcripts.formats import FORMATS
 from transcripts.forms import (
@@ -46,6 +46,7 @@ from transcripts.forms import (
     SourceForm,
     SourceSettingsForm,
     StartJobForm,
+    TimelineForm,
     UploadForm,
     policy_choices,
 )
@@ -56,6 +57,8 @@ from transcripts.models import (
     Membership,
     Session,
     SyncSource,
+    Timeline,
+    TimelineRow,
     Workspace,
 )
 from transcripts.uploads import Limits, LimitUploadHandler
@@ -63,6 +66,8 @@ from transcripts.uploads import Limits, LimitUploadHandler
 logger = structlog.get_logger(__name__)
 
 SESSIONS_PER_PAGE = 100
+# The session page's controls that swap its timeline in place (element ids).
+VIEW_CONTROLS = ("id_policy", "id_faults", "id_tools", "id_q")
 ITEMS_PER_PAGE = 100
 AUDIT_PER_PAGE = 100
 # How much of a job its page shows; the audit page and its exports have the rest.
@@ -113,7 +118,7 @@ def _session_list_page(
     status: int = 200,
 ) -> HttpResponse:
     filter_form = SessionFilterForm(request.GET or None, user=request.user)
-    sessions = filter_form.sessions().select_related("workspace")
+    sessions = filter_form.sessions().select_related("workspace", "source", "head")
     page = Paginator(sessions, SESSIONS_PER_PAGE).get_page(request.GET.get("page"))
     context = {
         "page": page,
@@ -181,39 +186,198 @@ def _upload(request: HttpRequest, limiter: LimitUploadHandler) -> HttpResponse:
     return redirect("transcripts:session_list")
 
 
-@login_required
-@require_GET
-@vary_on_headers("HX-Request")
-def session_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    """Show the raw and repaired timelines side by side under the chosen policy."""
-    session = get_object_or_404(
+def _timeline_form(request: HttpRequest, session: Session) -> TimelineForm | HttpResponse:
+    """Return the valid view of the session page asked for, or the 400 response saying why not."""
+    form = TimelineForm(request.GET)
+    if form.is_valid():
+        return form
+    if "policy" in form.errors or "format" in form.errors:
+        return _unknown_policy(request, session)
+    context = {
+        "title": "Bad request",
+        "message": " ".join(str(e) for errors in form.errors.values() for e in errors),
+        "back_url": session.get_absolute_url(),
+        "back_label": f"Back to {session.name}",
+    }
+    return render(request, "transcripts/bad_request.html", context, status=400)
+
+
+def _window(
+    tl: Timeline, filters: timeline.Filters, data: dict[str, Any]
+) -> timeline.Window | None:
+    """Return the window a request asks for; None for a fault or record that is not there."""
+    if data.get("record") is not None:
+        position = timeline.position_of_record(tl, data["record"])
+        return None if position is None else timeline.window_at(tl, filters, position)
+    if data.get("fault_after") is not None:
+        position = timeline.next_fault(tl, filters, data["fault_after"])
+        return None if position is None else timeline.window_at(tl, filters, position)
+    if data.get("fault_before") is not None:
+        position = timeline.previous_fault(tl, filters, data["fault_before"])
+        return None if position is None else timeline.window_at(tl, filters, position)
+    if data.get("at") is not None:
+        return timeline.window_at(tl, filters, data["at"])
+    if data.get("before") is not None:
+        return timeline.window_before(tl, filters, data["before"])
+    return timeline.window_after(tl, filters, -1 if data.get("after") is None else data["after"])
+
+
+def _filters(data: dict[str, Any]) -> timeline.Filters:
+    return timeline.Filters(faults=data["faults"], tools=data["tools"], q=data["q"])
+
+
+def _session(request: HttpRequest, pk: int) -> Session:
+    return get_object_or_404(
         Session.objects.for_user(request.user).select_related(
             "head", "workspace", "source", "synced_file"
         ),
         pk=pk,
     )
-    sync.refresh_live(session)
-    form = PolicyForm(request.GET)
-    if not form.is_valid():
-        return _unknown_policy(request, session)
-    policy = form.cleaned_data["policy"]
-    read_as = form.cleaned_data["format"] or None
+
+
+@login_required
+@require_GET
+@vary_on_headers("HX-Request")
+def session_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    """Show the raw and repaired timelines side by side under the chosen policy, a window at a time.
+
+    The first window comes with the page (or the window of `record`, `at`,
+    `after` or `before`); `session_rows` serves the others. While a large
+    session's timeline is being built the page polls for it.
+    """
+    session = _session(request, pk)
     assert session.head is not None
-    context = {
+    if session.head.size <= settings.TIMELINE_INLINE_BYTES:
+        # A larger session's counts are left to the beat task: no request parses it whole.
+        sync.refresh_live(session)
+    form = _timeline_form(request, session)
+    if isinstance(form, HttpResponse):
+        return form
+    data = form.cleaned_data
+    policy, read_as = data["policy"], data["format"]
+    tl = timeline.timeline_for(session, policy, read_as)
+    filters = _filters(data)
+    context: dict[str, Any] = {
         "session": session,
         "policy": policy,
-        "read_as": read_as or "",
-        "policy_form": PolicyForm(initial={"policy": policy, "format": read_as or ""}),
+        "read_as": read_as,
+        "form": form,
+        "filters": filters,
+        "view_query": form.view_query(),
         "policy_description": PRESETS[policy].description,
-        "analysis": actions.analyze_revision(
-            session.head, policy, format=read_as, last_write=session.last_write
-        ),
+        "timeline": tl,
         "revisions": session.revisions.select_related("created_by").order_by("number"),
     }
-    template = "transcripts/session_detail.html"
-    if request.htmx:
-        template += "#timeline"
-    return render(request, template, context)
+    if tl.status == Timeline.Status.READY and not tl.error:
+        window = _window(tl, filters, data)
+        if window is None:
+            context["not_found"] = (
+                f"There is no record {data['record']} in this session."
+                if data.get("record") is not None
+                else "No more faults in that direction."
+            )
+            window = timeline.window_after(tl, filters, -1)
+        context["window"] = window
+        context["faults"] = timeline.listed_faults(tl)
+        context["faults_more"] = tl.fault_total - len(context["faults"])
+    if not request.htmx:
+        return render(request, "transcripts/session_detail.html", context)
+    response = render(request, "transcripts/session_detail.html#timeline", context)
+    if request.htmx.trigger in VIEW_CONTROLS:
+        # The address of the view alone: no empty fields, no place in the timeline.
+        push_url(response, f"{session.get_absolute_url()}?{form.view_query()}")
+    return response
+
+
+@login_required
+@require_GET
+def session_rows(request: HttpRequest, pk: int) -> HttpResponse:
+    """Return a window of timeline rows (htmx, or the page's script) for the view asked for.
+
+    `after` and `before` continue the rows shown; `record`, `at`, `fault_after`
+    and `fault_before` give a window to replace them, whose row to focus is in
+    the `X-Pairfix-Focus` header. No such record or fault: 204. A timeline
+    not built any more: the page is reloaded.
+    """
+    session = _session(request, pk)
+    form = _timeline_form(request, session)
+    if isinstance(form, HttpResponse):
+        return form
+    data = form.cleaned_data
+    tl = timeline.timeline_for(session, data["policy"], data["format"])
+    if tl.status != Timeline.Status.READY or tl.error:
+        return HttpResponseClientRefresh()
+    window = _window(tl, _filters(data), data)
+    if window is None:
+        return HttpResponse(status=204)
+    context = {
+        "session": session,
+        "window": window,
+        "view_query": form.view_query(),
+        "before_only": data.get("before") is not None,
+        "after_only": data.get("after") is not None,
+    }
+    response = render(request, "transcripts/session_detail.html#rows", context)
+    if window.focus:
+        response["X-Pairfix-Focus"] = window.focus
+    return response
+
+
+@login_required
+@require_GET
+@vary_on_headers("HX-Request")
+def record_detail(request: HttpRequest, pk: int, index: int) -> HttpResponse:
+    """Show every block of one raw record in full; for htmx, one block (`block`), full or cut.
+
+    Reads the record's bytes only, located by a built timeline of the head.
+    """
+    session = _session(request, pk)
+    form = _timeline_form(request, session)
+    if isinstance(form, HttpResponse):
+        return form
+    data = form.cleaned_data
+    tl = (
+        Timeline.objects.filter(
+            revision=session.head, read_as=data["format"], status=Timeline.Status.READY
+        )
+        .order_by("-used_at")
+        .first()
+    )
+    if tl is None:
+        raise Http404("This session's timeline is not built yet.")
+    try:
+        blocks, time = timeline.record_blocks(tl, index)
+    except TimelineRow.DoesNotExist:
+        raise Http404("No such record.") from None
+    context: dict[str, Any] = {
+        "session": session,
+        "index": index,
+        "time": time,
+        "blocks": list(enumerate(blocks)),
+        "view_query": form.view_query(),
+    }
+    if request.htmx and "block" in request.GET:
+        try:
+            j = int(request.GET["block"])
+            context["block"] = blocks[j]
+        except (ValueError, IndexError):
+            raise Http404("No such block.") from None
+        context.update(j=j, full=request.GET.get("cut") != "1", cell_index=index)
+        return render(request, "transcripts/session_detail.html#block", context)
+    return render(request, "transcripts/record_detail.html", context)
+
+
+@login_required
+@require_GET
+def overview_page(request: HttpRequest) -> HttpResponse:
+    """Show faults by kind, by format and by source, faults over time, and the recent jobs."""
+    numbers = overview.figures(request.user)
+    context = {
+        "figures": numbers,
+        "chart": overview.chart(numbers.days),
+        "jobs": Job.objects.for_user(request.user).select_related("workspace")[:10],
+    }
+    return render(request, "transcripts/overview.html", context)
 
 
 @login_required

@@ -37,3 +37,191 @@ function enableDropzone(form) {
 document.addEventListener("DOMContentLoaded", () => {
   document.querySelectorAll("form[data-dropzone]").forEach(enableDropzone);
 });
+
+// The session timeline. The rows come a window at a time: htmx loads the next
+// window when the last row scrolls into view. Going somewhere not loaded (a
+// deep link #r-123, the jump form, the fault panel, `n`/`p`/`j`/`k` past the
+// loaded rows) asks the server for the window around it and replaces the rows.
+// Without this script every one of those is a plain link or form.
+const Timeline = {
+  rows() {
+    return document.getElementById("rows");
+  },
+
+  say(text) {
+    const status = document.getElementById("timeline-status");
+    if (status) {
+      status.textContent = text;
+    }
+  },
+
+  // Make the row with element id `anchor` the current one: scrolled to and focused.
+  focus(anchor) {
+    const row = anchor ? document.getElementById(anchor) : null;
+    if (!row || !row.matches("tr.row")) {
+      return false;
+    }
+    document.querySelectorAll("#rows tr.current").forEach((r) => r.classList.remove("current"));
+    row.classList.add("current");
+    row.focus({ preventScroll: true });
+    row.scrollIntoView({ block: "center" });
+    return true;
+  },
+
+  // Replace the rows by the window the server gives for `params`; focus its row.
+  async load(params, anchor) {
+    const rows = this.rows();
+    if (!rows) {
+      return;
+    }
+    const response = await fetch(`${rows.dataset.rowsUrl}&${params}`, {
+      headers: { "HX-Request": "true" },
+      credentials: "same-origin",
+    });
+    if (response.status === 204) {
+      this.say(params.startsWith("record=") ? "There is no such record." : "No more faults that way.");
+      return;
+    }
+    if (response.headers.get("HX-Refresh")) {
+      window.location.reload();
+      return;
+    }
+    if (!response.ok) {
+      this.say(`Could not load the rows (${response.status}).`);
+      return;
+    }
+    rows.innerHTML = await response.text();
+    htmx.process(rows);
+    const focus = response.headers.get("X-Pairfix-Focus") || anchor;
+    if (!this.focus(focus) && anchor && focus !== anchor) {
+      this.say("That row is hidden by the filters; showing the nearest one.");
+    }
+  },
+
+  // Go to the row `anchor` if it is loaded, else load the window `params` gives.
+  go(anchor, params) {
+    this.say("");
+    if (!this.focus(anchor)) {
+      this.load(params, anchor);
+    }
+  },
+
+  // The position of the current row: the focused one, else the first one in view.
+  position() {
+    const current = document.querySelector("#rows tr.row.current");
+    if (current) {
+      return Number(current.dataset.pos);
+    }
+    for (const row of document.querySelectorAll("#rows tr.row")) {
+      if (row.getBoundingClientRect().bottom > 0) {
+        return Number(row.dataset.pos) - 1;
+      }
+    }
+    return -1;
+  },
+
+  fault(direction) {
+    const rows = this.rows();
+    if (!rows) {
+      return;
+    }
+    this.say("");
+    const here = this.position();
+    const faults = Array.from(rows.querySelectorAll("tr.row.has-fault"));
+    const target =
+      direction > 0
+        ? faults.find((row) => Number(row.dataset.pos) > here)
+        : faults.reverse().find((row) => Number(row.dataset.pos) < here);
+    if (target) {
+      this.focus(target.id);
+      return;
+    }
+    // Not among the loaded rows: the server knows, unless every row that way is loaded.
+    if (!rows.querySelector(direction > 0 ? "tr.more.after" : "tr.more.before")) {
+      this.say(direction > 0 ? "No more faults below." : "No more faults above.");
+      return;
+    }
+    this.load(direction > 0 ? `fault_after=${here}` : `fault_before=${Math.max(here, 0)}`);
+  },
+
+  followHash() {
+    const match = /^#(r-(\d+))$/.exec(window.location.hash);
+    if (match) {
+      this.go(match[1], `record=${match[2]}`);
+    }
+  },
+};
+
+document.addEventListener("keydown", (event) => {
+  if (event.ctrlKey || event.metaKey || event.altKey || !Timeline.rows()) {
+    return;
+  }
+  if (event.target.closest("input, select, textarea, button, [contenteditable]")) {
+    return;
+  }
+  if (event.key === "n" || event.key === "j") {
+    event.preventDefault();
+    Timeline.fault(1);
+  } else if (event.key === "p" || event.key === "k") {
+    event.preventDefault();
+    Timeline.fault(-1);
+  }
+});
+
+document.addEventListener("click", (event) => {
+  const link = event.target.closest("a[data-anchor], a[data-record]");
+  if (!link || !Timeline.rows() || event.button !== 0 || event.ctrlKey || event.metaKey) {
+    return;
+  }
+  event.preventDefault();
+  const anchor = link.dataset.anchor || `r-${link.dataset.record}`;
+  history.replaceState(null, "", `#${anchor}`);
+  Timeline.go(anchor, link.dataset.pos ? `at=${link.dataset.pos}` : `record=${link.dataset.record}`);
+});
+
+document.addEventListener("submit", (event) => {
+  const form = event.target.closest("form.jump-form");
+  if (!form || !Timeline.rows()) {
+    return;
+  }
+  event.preventDefault();
+  const record = form.elements.record.value;
+  history.replaceState(null, "", `#r-${record}`);
+  Timeline.go(`r-${record}`, `record=${encodeURIComponent(record)}`);
+});
+
+window.addEventListener("hashchange", () => Timeline.followHash());
+
+document.addEventListener("DOMContentLoaded", () => {
+  const rows = Timeline.rows();
+  if (rows && rows.dataset.focus) {
+    Timeline.focus(rows.dataset.focus);
+  }
+  Timeline.followHash();
+});
+
+// When the timeline itself is swapped in (a policy or filter change, or a build that
+// finished), go to the row the address names, if any.
+document.addEventListener("htmx:afterSettle", (event) => {
+  if (event.target && event.target.id === "timeline") {
+    Timeline.followHash();
+  }
+});
+
+// Rows loaded above the ones in view must not move them: keep the row below the
+// loader where it was on the screen (the browser's own scroll anchoring may pick
+// the loader itself, which the swap removes).
+let keptInView = null;
+document.addEventListener("htmx:beforeSwap", (event) => {
+  const loader = event.detail.elt;
+  if (loader && loader.matches && loader.matches("#rows tr.more.before")) {
+    const below = loader.nextElementSibling;
+    keptInView = below ? { row: below, top: below.getBoundingClientRect().top } : null;
+  }
+});
+document.addEventListener("htmx:afterSwap", () => {
+  if (keptInView && keptInView.row.isConnected) {
+    window.scrollBy(0, keptInView.row.getBoundingClientRect().top - keptInView.top);
+  }
+  keptInView = null;
+});

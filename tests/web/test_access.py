@@ -22,6 +22,7 @@ pytestmark = pytest.mark.django_db
 # URL names that take no object of a workspace (lists and forms of the user's own).
 UNSCOPED = {
     "session_list",
+    "overview",
     "upload",
     "start_repair",
     "audit_list",
@@ -73,6 +74,8 @@ def object_urls(objects: dict[str, Any]) -> dict[str, str]:
     session, job = objects["session"], objects["job"]
     filled = {
         "session_detail": (session.pk,),
+        "session_rows": (session.pk,),
+        "record_detail": (session.pk, 1),
         "download_revision": (session.pk, 0),
         "download_repaired": (session.pk,),
         "job_detail": (job.pk,),

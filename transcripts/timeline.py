@@ -1,0 +1,640 @@
+"""The session page's timeline: built once per revision and view, then read a window at a time.
+
+Building a timeline parses the revision (streamed from storage when it is a
+local file), detects, plans and aligns it, and stores one `TimelineRow` per
+aligned row: the status, the raw record index and its byte span, the fault
+and op summaries, flags for the filters and the text the search looks in. A
+timeline is keyed by (revision, policy, read-as format, live, engine
+version): revisions are immutable, so a built timeline never goes stale; a
+session that stops being live is simply another key.
+
+Showing a window reads that window's rows (an indexed range of positions),
+then the byte spans of their records from the blob, and parses only those
+records to show their content blocks (`transcripts.formats.display`). So the
+first screen of a 50,000-record session costs what a 500-record one does, and
+no request parses a whole large file: small revisions are built during the
+request, larger ones by a Celery task while the page polls.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import IO, Any
+
+import orjson
+from django.conf import settings
+from django.core.files.storage import default_storage
+from django.db import connection, transaction
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+
+from transcripts.core.align import Cell, Row, RowStatus
+from transcripts.core.model import OpKind, Record
+from transcripts.engine import ENGINE_VERSION, Analysis, FileSource, analyze
+from transcripts.formats.display import Shown, ShownKind, read_record, timestamp
+from transcripts.models import Revision, Session, Timeline, TimelineRow, blob_name
+
+WINDOW_ROWS = 100
+# Rows shown above a row jumped to, so that it is seen in its context.
+CONTEXT_ROWS = 5
+FAULTS_LISTED = 200
+# A record longer than this is shown by its preview in a window; expanding it reads it whole.
+MAX_WINDOW_RECORD = 1 << 20
+MAX_RECORD = 64 << 20
+# Timelines kept per session head (policies × formats × live); the least recently used go first.
+KEPT_PER_SESSION = 6
+BUILD_BATCH = 2000
+
+
+# Building.
+
+
+def timeline_for(session: Session, policy: str, read_as: str = "") -> Timeline:
+    """Return the timeline of `session`'s head under `policy`, read as `read_as` ("" = its own).
+
+    A missing timeline is created; a revision of at most TIMELINE_INLINE_BYTES
+    is built now, a larger one is handed to a Celery task (again when a
+    build's lease has passed: its worker died). The timeline returned may
+    therefore still be queued or building.
+    """
+    head = session.head
+    assert head is not None
+    timeline, created = Timeline.objects.get_or_create(
+        revision=head,
+        policy=policy,
+        read_as=read_as,
+        live=session.is_live(),
+        engine_version=ENGINE_VERSION,
+    )
+    now = timezone.now()
+    if timeline.status == Timeline.Status.READY:
+        if timeline.used_at < now - timedelta(hours=1):
+            Timeline.objects.filter(pk=timeline.pk).update(used_at=now)
+        return timeline
+    if timeline.status == Timeline.Status.FAILED and not created:
+        return timeline
+    if head.size <= settings.TIMELINE_INLINE_BYTES:
+        do_build_timeline(timeline.pk)
+        timeline.refresh_from_db()
+        return timeline
+    lease = timedelta(seconds=settings.JOB_CLAIM_LEASE)
+    if created or timeline.claimed_at is None or timeline.claimed_at < now - lease:
+        # Marked as asked for now, so that the polls in between do not send it again.
+        Timeline.objects.filter(pk=timeline.pk).update(claimed_at=now)
+        from transcripts import tasks
+
+        transaction.on_commit(lambda: tasks.build_timeline.delay(timeline.pk))
+    return timeline
+
+
+def do_build_timeline(timeline_id: int) -> bool:
+    """Build the rows of timeline `timeline_id`; return False when it was not this call's to build.
+
+    A queued timeline, or one whose builder's lease has passed, is claimed with
+    a conditional UPDATE; the rows and the READY status are written in one
+    transaction that first checks the claim still holds, so two builders never
+    both write rows. An engine error marks the timeline FAILED with its text.
+    """
+    token = uuid.uuid4()
+    now = timezone.now()
+    stale = now - timedelta(seconds=settings.JOB_CLAIM_LEASE)
+    claimable = Q(status=Timeline.Status.QUEUED) | Q(
+        status=Timeline.Status.BUILDING, claimed_at__lt=stale
+    )
+    if not Timeline.objects.filter(claimable, pk=timeline_id).update(
+        status=Timeline.Status.BUILDING, claim=token, claimed_at=now
+    ):
+        return False
+    timeline = Timeline.objects.select_related("revision__session").get(pk=timeline_id)
+    try:
+        with _open_source(timeline.revision) as data:
+            analysis = _analyze(timeline, data)
+            rows = list(_rows(analysis)) if analysis.error is None else []
+    except Exception as exc:  # an engine bug shows on the page instead of a build retried forever
+        Timeline.objects.filter(pk=timeline_id, claim=token).update(
+            status=Timeline.Status.FAILED, error=f"{type(exc).__name__}: {exc}"
+        )
+        return True
+    with transaction.atomic(durable=True):
+        if not Timeline.objects.filter(pk=timeline_id, claim=token).update(
+            status=Timeline.Status.READY,
+            format=analysis.format,
+            format_label=analysis.format_label,
+            provider=analysis.provider,
+            record_count=analysis.record_count,
+            row_count=len(rows),
+            fault_counts=analysis.fault_counts,
+            op_count=len(analysis.plan.ops),
+            error=analysis.error or "",
+            used_at=now,
+        ):
+            return False  # another builder took the claim over; it writes the rows
+        _insert(timeline_id, rows)
+    _prune(timeline.revision.session)
+    return True
+
+
+_COLUMNS = ("position", "status", "record", "raw", "start", "end", "faulty", "tool", "data", "text")
+
+
+def _insert(timeline_id: int, rows: list[tuple[Any, ...]]) -> None:
+    """Insert the rows of a timeline, BUILD_BATCH at a time.
+
+    Plain `executemany`, not `bulk_create`: for the 50,000 rows of a long
+    session the ORM's per-field preparation took ten times the insert itself.
+    """
+    quote = connection.ops.quote_name
+    table = quote(TimelineRow._meta.db_table)
+    columns = ", ".join(
+        quote(TimelineRow._meta.get_field(n).column) for n in ("timeline", *_COLUMNS)
+    )
+    values = ", ".join(["%s"] * (len(_COLUMNS) + 1))
+    with connection.cursor() as cursor:
+        for start in range(0, len(rows), BUILD_BATCH):
+            cursor.executemany(
+                f"INSERT INTO {table} ({columns}) VALUES ({values})",
+                [(timeline_id, *row) for row in rows[start : start + BUILD_BATCH]],
+            )
+
+
+class _Bytes:
+    """The revision's bytes read whole, for storage that has no local path."""
+
+    def __init__(self, revision: Revision) -> None:
+        self.data = revision.read()
+
+    def __enter__(self) -> bytes:
+        return self.data
+
+    def __exit__(self, *exc: object) -> None:
+        del self.data
+
+
+def _open_source(revision: Revision) -> FileSource | _Bytes:
+    if revision.appended_to_id is not None:  # a delta chain: no one file holds it all
+        return _Bytes(revision)
+    try:
+        path = default_storage.path(blob_name(revision.sha256))
+    except NotImplementedError:  # object storage: no local file to stream from
+        return _Bytes(revision)
+    return FileSource(path)
+
+
+class RevisionBytes:
+    """A revision's bytes read by range from storage, without reading the rest.
+
+    A revision is one blob, or (appended by a sync) a blob followed by the
+    deltas of its chain; a range may span several. Use as a context manager.
+    """
+
+    def __init__(self, revision: Revision) -> None:
+        segments: list[tuple[int, int, str]] = []  # (start, end, blob sha256)
+        while revision.appended_to_id is not None:
+            base = Revision.objects.only("sha256", "size", "delta", "appended_to").get(
+                pk=revision.appended_to_id
+            )
+            segments.append((base.size, revision.size, revision.delta))
+            revision = base
+        segments.append((0, revision.size, revision.sha256))
+        self.segments = segments[::-1]
+        self.files: dict[str, IO[bytes]] = {}
+
+    def read(self, start: int, end: int) -> bytes:
+        """Return the bytes from offset `start` to `end`."""
+        parts: list[bytes] = []
+        for seg_start, seg_end, sha256 in self.segments:
+            if seg_end <= start or seg_start >= end:
+                continue
+            blob = self.files.get(sha256)
+            if blob is None:
+                blob = self.files[sha256] = default_storage.open(blob_name(sha256), "rb")
+            blob.seek(max(start, seg_start) - seg_start)
+            parts.append(blob.read(min(end, seg_end) - max(start, seg_start)))
+        return b"".join(parts)
+
+    def __enter__(self) -> RevisionBytes:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for blob in self.files.values():
+            blob.close()
+
+
+def _analyze(timeline: Timeline, data: bytes | FileSource) -> Analysis:
+    session = timeline.revision.session
+    own = session.format if session.format != "unknown" and not session.error else None
+    live: dict[str, float] = {}
+    if timeline.live and session.last_write is not None:
+        # Analysed as at the last write: pending exactly when the key says live.
+        moment = session.last_write.timestamp()
+        live = {"now": moment, "last_write": moment, "grace": max(float(settings.LIVE_GRACE), 1.0)}
+    return analyze(data, session.name, timeline.policy, format=timeline.read_as or own, **live)
+
+
+def _prune(session: Session) -> None:
+    """Delete the session's timelines of old heads and all but the most recently used few."""
+    timelines = Timeline.objects.filter(revision__session=session)
+    timelines.exclude(revision=session.head_id).delete()
+    keep = timelines.order_by("-used_at", "-pk").values_list("pk", flat=True)[:KEPT_PER_SESSION]
+    timelines.exclude(pk__in=list(keep)).delete()
+
+
+def _cell(cell: Cell) -> dict[str, Any]:
+    return {
+        "i": cell.index,
+        "role": cell.role,
+        "kind": cell.kind,
+        "s": cell.summary,
+        "c": [list(call) for call in cell.calls],
+        "r": list(cell.results),
+    }
+
+
+def _rows(analysis: Analysis) -> Iterator[tuple[Any, ...]]:
+    """Yield the rows of `analysis`'s side-by-side view in order, as values of `_COLUMNS`."""
+    assert analysis.transcript is not None
+    records = analysis.transcript.records
+    for position, row in enumerate(analysis.rows):
+        yield _row(position, row, records)
+
+
+def _row(position: int, row: Row, records: list[Record]) -> tuple[Any, ...]:
+    status = row.status
+    data: dict[str, Any] = {
+        "l": _cell(row.left) if row.left is not None else None,
+        "r": _cell(row.right) if row.right is not None and status != RowStatus.SAME else None,
+        "f": [
+            {"k": str(f.kind), "id": f.tool_call_id or "", "d": f.detail, "e": f.error}
+            for f in row.faults
+        ],
+        "o": [
+            {"k": str(op.kind), "p": op.policy_row, "id": op.tool_call_id or ""} for op in row.ops
+        ],
+    }
+    index = row.left.index if row.left is not None else None
+    raw = index is not None
+    if row.moved_from is not None:
+        data["m"] = row.moved_from
+        index = row.moved_from
+    carried = next((op for op in row.ops if op.kind is OpKind.MOVE_RESULT), None)
+    if status == RowStatus.INSERTED and carried is not None and carried.record is not None:
+        # A result block carried out of a record that keeps its other blocks: show
+        # it as the move it is, read from the record it came from.
+        status = RowStatus.MOVED_TO
+        index = data["m"] = carried.record
+        data["only"] = True
+    inserted = [
+        {
+            "id": op.call.id,
+            "t": op.text,
+            "from": op.record if op.kind is OpKind.MOVE_RESULT else None,
+        }
+        for op in row.ops
+        if op.call is not None
+        and op.target is not None
+        and op.kind in (OpKind.INSERT_RESULT, OpKind.MOVE_RESULT)
+    ]
+    if inserted and status == RowStatus.CHANGED:
+        data["ins"] = inserted
+    record = records[index] if index is not None else None
+    cells = [c for c in (row.left, row.right) if c is not None]
+    return (
+        position,
+        str(status),
+        index,
+        raw,
+        record.start if record is not None else None,
+        record.end if record is not None else None,
+        bool(row.faults),
+        any(c.calls or c.results for c in cells),
+        orjson.dumps(data).decode(),
+        _search_text(row, record),
+    )
+
+
+def _search_text(row: Row, record: Record | None) -> str:
+    parts: list[str] = []
+    for cell in (row.left, row.right):
+        if cell is not None:
+            parts += [cell.role, cell.kind, cell.summary, *cell.results]
+            parts += [f"{call_id} {name}" for call_id, name in cell.calls]
+    if record is not None:
+        parts += [call.args for call in record.calls]
+        parts += [result.text for result in record.results]
+    parts += [f"{f.kind} {f.tool_call_id or ''}" for f in row.faults]
+    return " ".join(dict.fromkeys(p for p in parts if p))
+
+
+# Reading windows.
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What a timeline shows: only faults (and rows a repair changes), only tool traffic, text."""
+
+    faults: bool = False
+    tools: bool = False
+    q: str = ""
+
+    def __bool__(self) -> bool:
+        return self.faults or self.tools or bool(self.q)
+
+    def apply(self, rows: QuerySet[TimelineRow]) -> QuerySet[TimelineRow]:
+        """Return `rows` narrowed to those the filters let through."""
+        if self.faults:
+            rows = rows.filter(Q(faulty=True) | ~Q(status=RowStatus.SAME))
+        if self.tools:
+            rows = rows.filter(tool=True)
+        if self.q:
+            rows = rows.filter(text__icontains=self.q)
+        return rows
+
+
+@dataclass
+class ShownCell:
+    """One side of a shown row: a record's role, time and content blocks.
+
+    `blocks` pairs each block with its number among the record's blocks (None
+    for a synthetic one), which is how a long block is asked for in full.
+    """
+
+    index: int | None
+    role: str
+    kind: str
+    summary: str
+    time: str = ""
+    blocks: list[tuple[int | None, Shown]] = field(default_factory=list)
+    too_large: bool = False
+
+
+@dataclass
+class ShownRow:
+    """A row of the window as the template renders it."""
+
+    position: int
+    status: str
+    left: ShownCell | None
+    right: ShownCell | None
+    faults: list[dict[str, str]]
+    ops: list[dict[str, str]]
+    moved_from: int | None = None
+
+    @property
+    def anchor(self) -> str:
+        """Return the row's element id: `r-<raw record>` where the raw side has one."""
+        if self.left is not None and self.left.index is not None:
+            return f"r-{self.left.index}"
+        return f"p-{self.position}"
+
+    @property
+    def fault_kinds(self) -> list[str]:
+        """Return the distinct fault kinds of the row, in order."""
+        return list(dict.fromkeys(f["k"] for f in self.faults))
+
+
+@dataclass
+class Window:
+    """A run of consecutive (filtered) rows, and whether more lie before and after it."""
+
+    rows: list[ShownRow]
+    more_before: bool
+    more_after: bool
+    focus: str = ""
+
+    @property
+    def first(self) -> int:
+        """Return the position of the first row (-1 when empty)."""
+        return self.rows[0].position if self.rows else -1
+
+    @property
+    def last(self) -> int:
+        """Return the position of the last row (-1 when empty)."""
+        return self.rows[-1].position if self.rows else -1
+
+
+def rows_of(timeline: Timeline, filters: Filters) -> QuerySet[TimelineRow]:
+    """Return the timeline's rows the filters let through, in position order."""
+    return filters.apply(TimelineRow.objects.filter(timeline=timeline)).order_by("position")
+
+
+def window_after(
+    timeline: Timeline, filters: Filters, after: int, size: int = WINDOW_ROWS
+) -> Window:
+    """Return the window of the `size` rows after position `after` (-1: from the start)."""
+    rows = list(rows_of(timeline, filters).filter(position__gt=after)[: size + 1])
+    return Window(_show(timeline, rows[:size]), more_before=after >= 0, more_after=len(rows) > size)
+
+
+def window_before(
+    timeline: Timeline, filters: Filters, before: int, size: int = WINDOW_ROWS
+) -> Window:
+    """Return the window of the `size` rows before position `before`."""
+    rows = list(rows_of(timeline, filters).filter(position__lt=before).reverse()[: size + 1])
+    shown = list(reversed(rows[:size]))
+    return Window(_show(timeline, shown), more_before=len(rows) > size, more_after=True)
+
+
+def window_at(timeline: Timeline, filters: Filters, position: int) -> Window:
+    """Return a window with the row at (or the first after) `position` near its top, focused."""
+    rows = rows_of(timeline, filters)
+    above = list(rows.filter(position__lt=position).reverse()[: CONTEXT_ROWS + 1])
+    below = list(rows.filter(position__gte=position)[: WINDOW_ROWS - CONTEXT_ROWS + 1])
+    shown_rows = list(reversed(above[:CONTEXT_ROWS])) + below[: WINDOW_ROWS - CONTEXT_ROWS]
+    window = Window(
+        _show(timeline, shown_rows),
+        more_before=len(above) > CONTEXT_ROWS,
+        more_after=len(below) > WINDOW_ROWS - CONTEXT_ROWS,
+    )
+    target = next((row for row in window.rows if row.position >= position), None)
+    window.focus = target.anchor if target is not None else ""
+    return window
+
+
+def position_of_record(timeline: Timeline, record: int) -> int | None:
+    """Return the position of the row showing raw record `record` on its raw side."""
+    # No ordering: one row matches, and an ORDER BY would lead SQLite to scan by position.
+    found = (
+        TimelineRow.objects.filter(timeline=timeline, record=record, raw=True)
+        .order_by()
+        .values_list("position", flat=True)[:1]
+    )
+    return found[0] if found else None
+
+
+def next_fault(timeline: Timeline, filters: Filters, after: int) -> int | None:
+    """Return the position of the first row with a fault after position `after`."""
+    rows = rows_of(timeline, filters).filter(faulty=True, position__gt=after)
+    return rows.values_list("position", flat=True).first()
+
+
+def previous_fault(timeline: Timeline, filters: Filters, before: int) -> int | None:
+    """Return the position of the last row with a fault before position `before`."""
+    rows = rows_of(timeline, filters).filter(faulty=True, position__lt=before)
+    return rows.reverse().values_list("position", flat=True).first()
+
+
+@dataclass
+class ListedFault:
+    """A fault of the fault panel: its kind, tool call id, provider error and where it is."""
+
+    kind: str
+    tool_call_id: str
+    error: str
+    detail: str
+    position: int
+    record: int | None
+    anchor: str
+
+
+def listed_faults(timeline: Timeline, limit: int = FAULTS_LISTED) -> list[ListedFault]:
+    """Return the timeline's first `limit` faults in row order."""
+    rows = TimelineRow.objects.filter(timeline=timeline, faulty=True).order_by("position")
+    faults: list[ListedFault] = []
+    for position, record, raw, data in rows.values_list("position", "record", "raw", "data"):
+        anchor = f"r-{record}" if raw and record is not None else f"p-{position}"
+        for fault in orjson.loads(data)["f"]:
+            faults.append(
+                ListedFault(
+                    fault["k"], fault["id"], fault["e"], fault["d"], position, record, anchor
+                )
+            )
+            if len(faults) >= limit:
+                return faults
+    return faults
+
+
+def _show(timeline: Timeline, rows: list[TimelineRow]) -> list[ShownRow]:
+    """Return the rows as shown: each record's bytes read (one blob, one pass) and parsed."""
+    spans = {
+        row.record: (row.start, row.end)
+        for row in rows
+        if row.record is not None and row.start is not None and row.end is not None
+    }
+    content: dict[int, tuple[list[Shown], str] | None] = {}
+    if spans:
+        with RevisionBytes(timeline.revision) as source:
+            for index, (start, end) in sorted(spans.items(), key=lambda item: item[1]):
+                content[index] = _read(source, start, end, MAX_WINDOW_RECORD)
+    return [
+        _shown_row(row, content.get(row.record) if row.record is not None else None) for row in rows
+    ]
+
+
+def _read(
+    source: RevisionBytes, start: int, end: int, limit: int
+) -> tuple[list[Shown], str] | None:
+    """Return a record's blocks and time from its span; None when it is longer than `limit`."""
+    if end - start > limit:
+        return None
+    data = source.read(start, end)
+    return read_record(data), timestamp(data)
+
+
+def record_blocks(timeline: Timeline, record: int) -> tuple[list[Shown], str]:
+    """Return every block of raw record `record` in full (up to MAX_RECORD bytes), and its time.
+
+    Raises TimelineRow.DoesNotExist when the timeline has no such record.
+    """
+    start, end = (
+        TimelineRow.objects.filter(timeline=timeline, record=record, raw=True)
+        .values_list("start", "end")
+        .get()
+    )
+    if start is None or end is None:
+        raise TimelineRow.DoesNotExist
+    with RevisionBytes(timeline.revision) as source:
+        read = _read(source, start, min(end, start + MAX_RECORD), MAX_RECORD)
+    assert read is not None
+    return read
+
+
+def _side(
+    cell: dict[str, Any] | None,
+    read: tuple[list[Shown], str] | None,
+    keep: Iterable[tuple[int | None, Shown]] | None = None,
+) -> ShownCell | None:
+    if cell is None:
+        return None
+    shown = ShownCell(cell["i"], cell["role"], cell["kind"], cell["s"])
+    if read is None:
+        shown.too_large = cell["i"] is not None
+        return shown
+    blocks, shown.time = read
+    shown.blocks = list(keep) if keep is not None else list(enumerate(blocks))
+    return shown
+
+
+def _without(
+    blocks: list[Shown], calls: Counter[str], results: Counter[str]
+) -> list[tuple[int | None, Shown]]:
+    """Return the numbered blocks less the last calls and results with the ids counted."""
+    kept: list[tuple[int | None, Shown]] = []
+    for j in range(len(blocks) - 1, -1, -1):
+        block = blocks[j]
+        counted = calls if block.kind is ShownKind.CALL else results
+        if block.kind in (ShownKind.CALL, ShownKind.RESULT) and counted[block.tool_call_id] > 0:
+            counted[block.tool_call_id] -= 1
+            continue
+        kept.append((j, block))
+    return kept[::-1]
+
+
+def _only(
+    blocks: list[Shown], calls: Counter[str], results: Counter[str]
+) -> list[tuple[int | None, Shown]]:
+    """Return the numbered calls and results with the ids counted, and nothing else."""
+    kept: list[tuple[int | None, Shown]] = []
+    for j, block in enumerate(blocks):
+        counted = calls if block.kind is ShownKind.CALL else results
+        if block.kind in (ShownKind.CALL, ShownKind.RESULT) and counted[block.tool_call_id] > 0:
+            counted[block.tool_call_id] -= 1
+            kept.append((j, block))
+    return kept
+
+
+def _shown_row(row: TimelineRow, read: tuple[list[Shown], str] | None) -> ShownRow:
+    data = orjson.loads(row.data)
+    left, right = data["l"], data["r"]
+    status = row.status
+    right_keep: list[tuple[int | None, Shown]] | None = None
+    if read is not None and right is not None:
+        blocks = read[0]
+        if status == RowStatus.CHANGED and left is not None:
+            inserted = [item["id"] for item in data.get("ins", ())]
+            gone_calls = Counter(c[0] for c in left["c"]) - Counter(c[0] for c in right["c"])
+            gone_results = Counter(left["r"]) - (Counter(right["r"]) - Counter(inserted))
+            right_keep = _without(blocks, gone_calls, gone_results)
+            right_keep += [
+                (None, Shown(ShownKind.RESULT, _inserted_text(item), tool_call_id=item["id"]))
+                for item in data.get("ins", ())
+            ]
+        elif data.get("only"):
+            right_keep = _only(blocks, Counter(c[0] for c in right["c"]), Counter(right["r"]))
+    shown_right: ShownCell | None
+    if status == RowStatus.INSERTED and right is not None:
+        shown_right = ShownCell(None, right["role"], right["kind"], right["s"])
+        shown_right.blocks = [
+            (None, Shown(ShownKind.RESULT, right["s"], tool_call_id=call_id))
+            for call_id in right["r"]
+        ]
+    else:
+        shown_right = _side(right, read, right_keep)
+    return ShownRow(
+        position=row.position,
+        status=status,
+        left=_side(left, read) if row.raw else None,
+        right=shown_right,
+        faults=data["f"],
+        ops=data["o"],
+        moved_from=data.get("m"),
+    )
+
+
+def _inserted_text(item: dict[str, Any]) -> str:
+    if item.get("from") is not None:
+        return f"(moved here from record #{item['from']})"
+    return str(item["t"])
