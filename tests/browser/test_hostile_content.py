@@ -10,10 +10,11 @@ import pytest
 from playwright.sync_api import Route, expect
 
 from tests import hostile
-from tests.helpers import run_inline
+from tests.helpers import wait_for_job
 from transcripts import actions
 
-pytestmark = pytest.mark.browser
+# A worker builds the timeline of a session this large while the page polls.
+pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("celery_worker")]
 
 # Runs before any page script: collects what the CSP blocked, and dialogs cannot wait.
 WATCH = """
@@ -88,7 +89,7 @@ def test_a_hostile_session_runs_nothing_and_loads_nothing_from_elsewhere(
         hostile.claude_code_session(big_line=True, nested_depth=500),
         acting_user=alice,
     )
-    job = run_inline(
+    job = wait_for_job(
         actions.do_start_job(workspace, [session], policy="synthesize", acting_user=alice)
     )
     _log_in(page, live_server.url)
@@ -96,14 +97,26 @@ def test_a_hostile_session_runs_nothing_and_loads_nothing_from_elsewhere(
 
     page.goto(live_server.url + session.get_absolute_url())
     expect(page.locator("h1")).to_have_text("<img src=x onerror=alert(1)>.jsonl")
-    # Readable: the payloads are there as text.
+    # Readable: the payloads are there as text, once the worker has built the timeline.
     timeline = page.locator("#timeline")
-    expect(timeline).to_contain_text("<script>window.__pwned = 1; alert('script')</script>")
+    expect(timeline).to_contain_text(
+        "<script>window.__pwned = 1; alert('script')</script>", timeout=60_000
+    )
     expect(timeline).to_contain_text("[U+202E]gnp.exe")
     # Hovering and clicking payload text does nothing either.
-    for cell in page.locator("#timeline .summary").all()[:6]:
-        cell.hover()
-        cell.click()
+    blocks = page.locator("#timeline .block")
+    expect(blocks.first).to_be_visible()
+    for block in blocks.all()[:8]:
+        block.hover()
+        block.click()
+    watched.check()
+    # htmx swaps a cut block for the whole of it (the 10 MB line among them): still inert.
+    show_all = page.locator("#timeline a.expand", has_text="Show all")
+    expect(show_all.first).to_be_visible()
+    for _ in range(min(3, show_all.count())):
+        before = show_all.count()
+        show_all.first.click()
+        expect(show_all).to_have_count(before - 1)
     watched.check()
 
     # htmx swaps the timeline under the CSP: no eval, no injected styles.

@@ -73,6 +73,12 @@ def _assert_inert(html: str) -> None:
 def test_every_payload_renders_escaped_and_readable(alice_client, hostile):
     html = alice_client.get(hostile.get_absolute_url()).content.decode()
     _assert_inert(html)
+    # Each record shown whole, as expanding it in the timeline does.
+    for index in range(hostile.record_count):
+        url = reverse("transcripts:record_detail", args=[hostile.pk, index])
+        response = alice_client.get(url)
+        assert response.status_code == 200
+        _assert_inert(response.content.decode())
     for shown in [
         "&lt;script&gt;window.__pwned = 1; alert(&#x27;script&#x27;)&lt;/script&gt;",
         "&lt;svg onload=&quot;window.__pwned = 3&quot;&gt;",
@@ -104,15 +110,23 @@ def test_the_list_audit_and_job_pages_escape_it_too(alice_client, alice, workspa
         assert "&lt;img src=x onerror=alert(1)&gt;gnp.jsonl" in html or url == pages[3]
 
 
-def test_a_ten_megabyte_line_is_cut_short_on_the_page(alice_client, workspace, ingest):
+def test_a_ten_megabyte_line_is_cut_short_on_the_page(alice_client, workspace, ingest, settings):
+    settings.TIMELINE_INLINE_BYTES = 64 * 1024 * 1024  # built in the request, not by a task
     data = hostile_session.claude_code_session(big_line=True)
     session = ingest(workspace, "big.jsonl", data)
     assert (session.format, session.error) == ("claude_code", "")
     response = alice_client.get(session.get_absolute_url())
     assert response.status_code == 200
+    html = response.content.decode()
+    assert "&lt;svg onload=" in html
     # The line is summarised, never pasted whole into the page.
     assert len(response.content) < 1024 * 1024
-    _assert_inert(response.content.decode())
+    _assert_inert(html)
+    # The record's own page shows more of it, inert even so.
+    whole = alice_client.get(reverse("transcripts:record_detail", args=[session.pk, 8]))
+    assert whole.status_code == 200
+    assert "AAAAAAAA" in whole.content.decode()
+    _assert_inert(whole.content.decode())
     raw = alice_client.get(reverse("transcripts:download_revision", args=[session.pk, 0]))
     assert raw.content == data
     assert len(raw.content) > hostile_session.BIG_LINE_BYTES
