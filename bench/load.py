@@ -7,7 +7,8 @@ locust headless against it; alone:
 
 Each user logs in as the demo user and, with one to three seconds between
 pages, opens the session list (a page of it, or filtered), a session's page,
-its timeline under another policy as htmx asks for it, and the audit trail.
+its timeline under another policy as htmx asks for it, the next window of
+rows as scrolling asks for it, and the audit trail.
 A response that is not 200, or a page without what it should show, counts
 as a failure.
 """
@@ -79,6 +80,21 @@ class Browser(HttpUser):
                 'id="timeline"',
                 headers={"HX-Request": "true"},
             )
+
+    @task(3)
+    def next_window(self) -> None:
+        """Scroll: the rows after the first window, as htmx asks when they come into view."""
+        if self.session_ids:
+            pk = random.choice(self.session_ids)
+            with self.client.get(
+                f"/sessions/{pk}/rows/?after={random.choice([49, 99, 149])}",
+                name="/sessions/[id]/rows/?after= (next window)",
+                headers={"HX-Request": "true"},
+                catch_response=True,
+            ) as response:
+                # 204: the session ends before that row.
+                if response.status_code not in (200, 204):
+                    response.failure(f"status {response.status_code} {response.error or ''}")
 
     @task(1)
     def audit_trail(self) -> None:
