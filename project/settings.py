@@ -80,6 +80,9 @@ INSTALLED_APPS = [
     "template_partials",
     "csp",
     "django_structlog",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "transcripts",
 ]
 
@@ -283,6 +286,47 @@ _pre_chain: list[structlog.typing.Processor] = [
     structlog.stdlib.add_logger_name,
     structlog.processors.TimeStamper(fmt="iso", utc=True),
 ]
+# The push API (transcripts/api): token authentication, JSON only, one error shape.
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["transcripts.api.auth.TokenAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["transcripts.api.permissions.TokenPermission"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "EXCEPTION_HANDLER": "transcripts.api.errors.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": None,
+    # `format` is a filter of its own (a session format), not a renderer choice.
+    "URL_FORMAT_OVERRIDE": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Pairfix API",
+    "DESCRIPTION": (
+        "Push sessions, append the records an agent runtime writes, list sessions and "
+        "their faults, start repairs and jobs, fetch revisions. Authenticate with a "
+        "workspace's API token: `Authorization: Bearer <token>`. Every error is "
+        '`{"error": {"code": ..., "message": ...}}` with a stable code.'
+    ),
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_AUTHENTICATION": [],
+    "COMPONENT_SPLIT_REQUEST": True,
+    "PATH_CONVERTER_OVERRIDES": {
+        "id": {"type": "integer", "minimum": 0, "maximum": 999_999_999_999_999_999}
+    },
+    "ENUM_NAME_OVERRIDES": {
+        "FaultKindEnum": "transcripts.api.serializers.FAULT_KINDS",
+        "JobKindEnum": "transcripts.models.Job.Kind",
+        "StartableJobKindEnum": "transcripts.api.serializers.STARTABLE_KINDS",
+    },
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "transcripts.api.schema.add_error_responses",
+    ],
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "SWAGGER_UI_SETTINGS": {"persistAuthorization": True},
+}
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

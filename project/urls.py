@@ -6,6 +6,7 @@ from transcripts.health import healthz
 urlpatterns = [
     path("", include("transcripts.urls")),
     path("healthz", healthz, name="healthz"),
+    path("api/", include("transcripts.api.urls")),
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
 ]

@@ -47,6 +47,7 @@ from transcripts import writeback
 from transcripts.core.model import FaultKind, Op, OpKind
 from transcripts.engine import ENGINE_VERSION, Analysis, analyze
 from transcripts.models import (
+    ApiToken,
     AuditRecord,
     Job,
     JobItem,
@@ -55,6 +56,7 @@ from transcripts.models import (
     Session,
     Workspace,
     blob_name,
+    hash_token,
     store_blob,
 )
 from transcripts.uploads import printable_name
@@ -82,6 +84,9 @@ COUNTERS = {
     JobItem.Status.FAILED: "failed",
 }
 UNFINISHED = (JobItem.Status.QUEUED, JobItem.Status.RUNNING)
+
+# How precisely a token's `last_used` is kept: a busy token writes once a minute.
+TOKEN_USE_RESOLUTION = timedelta(minutes=1)
 
 # A dry run keeps this much of each session's diff: enough to judge the change.
 DIFF_LINES = 60
@@ -272,6 +277,7 @@ def do_ingest_session(
     acting_user: Any,
     last_write: datetime | None = None,
     format: str | None = None,
+    api_token: ApiToken | None = None,
 ) -> Session:
     """Store `data` (any bytes, readable or not) as revision 0 of a new session.
 
@@ -280,10 +286,16 @@ def do_ingest_session(
     and format characters (bidi overrides among them); one too long for the
     database is shortened with `fit_name`. `last_write` is when the source
     file was last written, if known (a file read from disk; not an upload):
-    within settings.LIVE_GRACE of it the session is live.
+    within settings.LIVE_GRACE of it the session is live. `api_token` is the
+    token of an upload through the API (its revision's origin is then "api").
     """
     return do_ingest_sessions(
-        workspace, [(name, data)], acting_user=acting_user, last_write=last_write, format=format
+        workspace,
+        [(name, data)],
+        acting_user=acting_user,
+        last_write=last_write,
+        format=format,
+        api_token=api_token,
     )[0]
 
 
@@ -294,6 +306,7 @@ def do_ingest_sessions(
     acting_user: Any,
     last_write: datetime | None = None,
     format: str | None = None,
+    api_token: ApiToken | None = None,
 ) -> list[Session]:
     """Store each (name, bytes) of `files` as `do_ingest_session` does, all or none.
 
@@ -316,6 +329,8 @@ def do_ingest_sessions(
                     acting_user=acting_user,
                     last_write=last_write,
                     format=format,
+                    origin="api" if api_token else "upload",
+                    api_token=api_token,
                 )
                 for name, data in files
             ]
@@ -336,6 +351,50 @@ def _delete_unused_blobs(shas: list[str]) -> None:
         return
     for sha256 in set(shas) - used:
         default_storage.delete(blob_name(sha256))
+
+
+# API tokens.
+
+
+def do_create_api_token(
+    workspace: Workspace, name: str, *, acting_user: Any
+) -> tuple[ApiToken, str]:
+    """Create an API token named `name` for `workspace`; return it and its secret.
+
+    The secret is returned this once: only its sha256 is stored.
+    """
+    secret = ApiToken.generate()
+    with transaction.atomic(durable=True):
+        token = ApiToken.objects.create(
+            workspace=workspace,
+            name=name,
+            prefix=secret[: ApiToken.PREFIX_LENGTH],
+            hashed_key=hash_token(secret),
+            created_by=acting_user,
+        )
+    return token, secret
+
+
+def do_revoke_api_token(token: ApiToken, *, acting_user: Any) -> bool:
+    """Revoke `token`: it no longer authenticates. Return False if it already was revoked."""
+    with transaction.atomic(durable=True):
+        return bool(
+            ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(
+                revoked_at=timezone.now()
+            )
+        )
+
+
+def do_mark_token_used(token: ApiToken, *, now: datetime | None = None) -> None:
+    """Record that `token` was used at `now`, at most once a minute (a request need not write)."""
+    now = now or timezone.now()
+    if token.last_used is not None and now - token.last_used < TOKEN_USE_RESOLUTION:
+        return
+    with transaction.atomic(durable=True):
+        ApiToken.objects.filter(
+            Q(last_used__isnull=True) | Q(last_used__lt=now - TOKEN_USE_RESOLUTION), pk=token.pk
+        ).update(last_used=now)
+    token.last_used = now
 
 
 # Starting, cancelling and retrying jobs.
@@ -396,13 +455,15 @@ def do_start_job(
     force: bool = False,
     selection: dict[str, Any] | None = None,
     acting_user: Any,
+    api_token: ApiToken | None = None,
 ) -> Job:
     """Start a repair, dry run or export of `sessions` of `workspace` under `policy`.
 
     Each item's fence is its session's head now. `force` makes a repair
     treat pending results as missing instead of skipping live sessions.
-    `selection` records the filter the sessions were chosen by. Raises
-    BrokerUnavailable (and creates nothing) when the task queue is down.
+    `selection` records the filter the sessions were chosen by; `api_token`
+    the token of a job started through the API. Raises BrokerUnavailable
+    (and creates nothing) when the task queue is down.
     """
     ids = sessions.values("pk") if isinstance(sessions, QuerySet) else [s.pk for s in sessions]
     with transaction.atomic(durable=True):
@@ -419,10 +480,13 @@ def do_start_job(
             force=force,
             selection=selection or {},
             acting_user=acting_user,
+            api_token=api_token,
         )
 
 
-def do_start_repair_from_dry_run(dry_run: Job, *, acting_user: Any) -> Job:
+def do_start_repair_from_dry_run(
+    dry_run: Job, *, acting_user: Any, api_token: ApiToken | None = None
+) -> Job:
     """Repair exactly what the dry run `dry_run` planned, fenced on the heads it read.
 
     A session whose head moved since the dry run is skipped as `fence_lost`.
@@ -443,10 +507,11 @@ def do_start_repair_from_dry_run(dry_run: Job, *, acting_user: Any) -> Job:
             selection=dry_run.selection,
             source_job=dry_run,
             acting_user=acting_user,
+            api_token=api_token,
         )
 
 
-def do_start_rollback_job(job: Job, *, acting_user: Any) -> Job:
+def do_start_rollback_job(job: Job, *, acting_user: Any, api_token: ApiToken | None = None) -> Job:
     """Start undoing the repair job `job`: each session it repaired gets its previous bytes back.
 
     The rollback's fence is the revision `job` wrote: a session changed
@@ -466,6 +531,7 @@ def do_start_rollback_job(job: Job, *, acting_user: Any) -> Job:
             policy=job.policy,
             source_job=job,
             acting_user=acting_user,
+            api_token=api_token,
         )
 
 

@@ -337,6 +337,19 @@ class AuditFilterForm(forms.Form):
         return records.order_by("id")
 
 
+class ApiTokenForm(forms.Form):
+    """Create an API token for one of the workspaces the user administers."""
+
+    workspace = forms.ModelChoiceField(queryset=Workspace.objects.none(), empty_label=None)
+    name = forms.CharField(
+        max_length=100, help_text="What the token is for, e.g. the agent runtime that uses it."
+    )
+
+    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["workspace"].queryset = Workspace.objects.for_user(user, Membership.Role.ADMIN)
+
+
 class PolicyForm(forms.Form):
     policy = forms.ChoiceField(choices=policy_choices, required=False)
     format = forms.ChoiceField(

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import hmac
+import secrets
 from datetime import datetime
 from typing import Any
 
@@ -109,6 +111,82 @@ class Membership(models.Model):
         ).exists()
 
 
+def hash_token(token: str) -> str:
+    """Return the sha256 (hex) of an API token: all that is stored of its secret."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class ApiTokenQuerySet(models.QuerySet["ApiToken"]):
+    def for_user(self, user: Any) -> ApiTokenQuerySet:
+        """Return the tokens of the workspaces of `user`."""
+        return self.filter(workspace__memberships__user=user)
+
+    def active(self) -> ApiTokenQuerySet:
+        """Return the tokens not revoked."""
+        return self.filter(revoked_at__isnull=True)
+
+    def authenticate(self, token: str) -> ApiToken | None:
+        """Return the active token whose secret is `token`, or None.
+
+        The visible prefix finds the row; the hashes are then compared in
+        constant time, so the lookup tells nothing about the secret.
+        """
+        prefix = token[: ApiToken.PREFIX_LENGTH]
+        if len(token) != ApiToken.TOKEN_LENGTH or not prefix.startswith(ApiToken.PREFIX_MARK):
+            return None
+        found = self.active().select_related("workspace", "created_by").filter(prefix=prefix)
+        candidate = found.first()
+        if candidate is None or not hmac.compare_digest(candidate.hashed_key, hash_token(token)):
+            return None
+        return candidate
+
+
+class ApiToken(models.Model):
+    """A workspace's API token: named, with a visible prefix; only the secret's hash is kept.
+
+    A request with the token acts as its workspace, in the name of the user
+    who created it. A revoked token is kept (it names what it created) but
+    no longer authenticates.
+    """
+
+    PREFIX_MARK = "pfx_"
+    # "pfx_" + 8 characters: unique, shown in lists; the rest is the secret.
+    PREFIX_LENGTH = len(PREFIX_MARK) + 8
+    SECRET_BYTES = 32
+    TOKEN_LENGTH = PREFIX_LENGTH + 1 + 43  # "_" and 32 bytes of URL-safe base64
+
+    workspace = models.ForeignKey(Workspace, models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=PREFIX_LENGTH, unique=True)
+    hashed_key = models.CharField(max_length=64)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created = models.DateTimeField(auto_now_add=True)
+    last_used = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ApiTokenQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…) in {self.workspace}"
+
+    @classmethod
+    def generate(cls) -> str:
+        """Return a new random token: the prefix mark, 8 characters, "_", 43 secret characters."""
+        return (
+            cls.PREFIX_MARK + secrets.token_hex(4) + "_" + secrets.token_urlsafe(cls.SECRET_BYTES)
+        )
+
+    @property
+    def is_active(self) -> bool:
+        """Return True while the token has not been revoked."""
+        return self.revoked_at is None
+
+
 class SessionQuerySet(models.QuerySet["Session"]):
     def for_user(self, user: Any, role: str | None = None) -> SessionQuerySet:
         """Return the sessions in the workspaces of `user` (with at least `role`, if given)."""
@@ -157,6 +235,14 @@ class Session(models.Model):
     )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    api_token = models.ForeignKey(
+        "ApiToken",
+        models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="The API token the session was uploaded with, if any.",
     )
     created = models.DateTimeField(auto_now_add=True)
 
@@ -299,6 +385,14 @@ class Job(models.Model):
     workspace = models.ForeignKey(Workspace, models.CASCADE, related_name="jobs")
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    api_token = models.ForeignKey(
+        "ApiToken",
+        models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="The API token the job was started with, if any.",
     )
     kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.REPAIR)
     policy = models.CharField(max_length=40)

@@ -39,6 +39,7 @@ from transcripts import actions, overview, sync, timeline
 from transcripts.engine import PRESETS
 from transcripts.formats import FORMATS
 from transcripts.forms import (
+    ApiTokenForm,
     AuditFilterForm,
     MemberForm,
     PolicyForm,
@@ -51,6 +52,7 @@ from transcripts.forms import (
     policy_choices,
 )
 from transcripts.models import (
+    ApiToken,
     AuditRecord,
     Job,
     JobItem,
@@ -771,3 +773,64 @@ def workspace_members(request: HttpRequest, pk: int) -> HttpResponse:
         "roles": Membership.Role.choices,
     }
     return render(request, "transcripts/workspace_members.html", context, status=status)
+
+
+# API tokens: workspace admins create and revoke them; every member sees them.
+
+
+def _api_tokens_page(
+    request: HttpRequest,
+    form: ApiTokenForm | None = None,
+    created: tuple[ApiToken, str] | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    tokens = ApiToken.objects.for_user(request.user).select_related("workspace", "created_by")
+    admin_of = set(
+        Workspace.objects.for_user(request.user, Membership.Role.ADMIN).values_list("pk", flat=True)
+    )
+    context = {
+        "form": form or ApiTokenForm(user=request.user),
+        "tokens": tokens.order_by("workspace__name", "revoked_at", "-created", "-id"),
+        "admin_of": admin_of,
+        "created": created[0] if created else None,
+        "secret": created[1] if created else "",
+    }
+    response = render(request, "transcripts/api_tokens.html", context, status=status)
+    if created:
+        # The secret is on this page only: no cache may keep a copy.
+        response["Cache-Control"] = "no-store"
+    return response
+
+
+@login_required
+@require_GET
+def api_tokens(request: HttpRequest) -> HttpResponse:
+    """List the API tokens of the user's workspaces, with the form that creates one."""
+    return _api_tokens_page(request)
+
+
+@login_required
+@require_POST
+def create_api_token(request: HttpRequest) -> HttpResponse:
+    """Create an API token for a workspace the user administers and show its secret, this once."""
+    form = ApiTokenForm(request.POST, user=request.user)
+    if not form.is_valid():
+        return _api_tokens_page(request, form=form, status=400)
+    created = actions.do_create_api_token(
+        form.cleaned_data["workspace"], form.cleaned_data["name"], acting_user=request.user
+    )
+    return _api_tokens_page(request, created=created, status=201)
+
+
+@login_required
+@require_POST
+def revoke_api_token(request: HttpRequest, pk: int) -> HttpResponse:
+    """Revoke an API token: it stops authenticating at once. Workspace admins only."""
+    token = get_object_or_404(ApiToken.objects.for_user(request.user), pk=pk)
+    if not Membership.has_role(request.user, token.workspace_id, Membership.Role.ADMIN):
+        raise PermissionDenied
+    if actions.do_revoke_api_token(token, acting_user=request.user):
+        messages.success(request, f"Token “{token.name}” ({token.prefix}…) revoked.")
+    else:
+        messages.error(request, f"Token “{token.name}” was already revoked.")
+    return redirect("transcripts:api_tokens")

@@ -30,6 +30,8 @@ UNSCOPED = {
     "audit_export_jsonl",
     "source_list",
     "workspace_list",
+    "api_tokens",
+    "create_api_token",
 }
 
 
@@ -60,7 +62,9 @@ def bobs(bob: Any, other_workspace: Any, tmp_path: Any, settings: Any) -> dict[s
     )
     (tmp_path / "bobs-folder").mkdir()
     source = sync.do_create_source(other_workspace, str(tmp_path / "bobs-folder"), acting_user=bob)
+    token, _ = actions.do_create_api_token(other_workspace, "bobs-token", acting_user=bob)
     return {
+        "token": token,
         "session": session,
         "job": job,
         "export": export,
@@ -88,6 +92,7 @@ def object_urls(objects: dict[str, Any]) -> dict[str, str]:
         "sync_source_now": (objects["source"].pk,),
         "source_settings": (objects["source"].pk,),
         "workspace_members": (objects["workspace"].pk,),
+        "revoke_api_token": (objects["token"].pk,),
     }
     missing = set(url_names()) - UNSCOPED - set(filled)
     assert not missing, f"decide the access of these URL names in test_access: {missing}"
@@ -110,6 +115,7 @@ def test_an_outsider_sees_nothing_of_another_workspace_in_the_lists(alice_client
         body = b"".join(response) if response.streaming else response.content
         assert b"bob.jsonl" not in body, name
         assert bobs["source"].path.encode() not in body, name
+        assert b"bobs-token" not in body, name
 
 
 def test_a_viewer_is_refused_every_write(client, alice, bobs):
@@ -126,6 +132,7 @@ def test_a_viewer_is_refused_every_write(client, alice, bobs):
         "sync_source_now",
         "source_settings",
         "workspace_members",
+        "revoke_api_token",
     }
     session = bobs["session"]
     upload = client.post("/sessions/upload/", {"workspace": bobs["workspace"].pk})

@@ -1,0 +1,172 @@
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+
+from tests.api.conftest import error_of
+from tests.helpers import ORPHANED_CALL, sample
+from tests.sync.conftest import call, user
+from transcripts.models import ApiToken, AuditRecord, Session
+
+URL = "/api/sessions"
+pytestmark = pytest.mark.django_db
+
+
+def upload(api, data, filename="claude_code.jsonl", **fields):
+    body = {"file": SimpleUploadedFile(filename, data), **fields}
+    return api.post(URL, body, format="multipart")
+
+
+def test_it_stores_an_upload_as_revision_0(api, alice, workspace):
+    data = sample("formats/claude_code.jsonl")
+    response = upload(api, data)
+    session = Session.objects.get()
+    assert response.status_code == 201
+    assert response.json() == {
+        "id": session.pk,
+        "name": "claude_code.jsonl",
+        "format": "claude_code",
+        "record_count": 11,
+        "fault_counts": {"missing_result": 1},
+        "error": "",
+        "head": 0,
+        "live": False,
+        "last_write": None,
+        "live_until": None,
+        "created": session.created.isoformat().replace("+00:00", "Z"),
+    }
+    assert session.head.read() == data
+    assert (session.workspace, session.created_by) == (workspace, alice)
+    assert session.api_token == ApiToken.objects.get()
+    audit = AuditRecord.objects.get()
+    assert (audit.op, audit.acting_user, audit.revision_to) == ("ingest", alice, session.head)
+
+
+def test_it_takes_a_name_and_a_format(api):
+    data = sample("formats/claude_code.jsonl")
+    response = upload(api, data, filename="upload.bin", name="dir/agent.jsonl", format="codex")
+    body = response.json()
+    assert response.status_code == 201
+    # As Codex, the Claude Code file is unreadable: the chosen format is kept, with the reason.
+    assert (body["name"], body["format"]) == ("agent.jsonl", "codex")
+    assert body["error"].startswith("agent.jsonl")
+
+
+def test_it_marks_a_live_upload(api):
+    data = user("u1", None, "list the files") + call("a1", "u1", "toolu_1")
+    response = upload(api, data, live="true")
+    session = Session.objects.get()
+    assert response.status_code == 201
+    assert response.json()["live"] is True
+    assert session.is_live()
+    # Its last call awaits its result within the grace period; an upload not live has none.
+    assert session.fault_counts == {"pending_result": 1}
+    assert upload(api, data).json()["fault_counts"] == {"missing_result": 1}
+
+
+def test_it_keeps_an_unreadable_file_and_says_why(api):
+    data = b'{"type":"user"\n\xff\xfe not even utf-8'
+    body = upload(api, data, filename="broken.jsonl").json()
+    assert body["format"] == "unknown"
+    assert body["error"].startswith("broken.jsonl")
+    assert Session.objects.get().head.read() == data
+
+
+def test_it_keeps_an_empty_file(api):
+    body = upload(api, b"", filename="empty.jsonl").json()
+    assert (body["name"], body["record_count"]) == ("empty.jsonl", 0)
+    assert body["error"].startswith("empty.jsonl")
+    assert Session.objects.get().head.read() == b""
+
+
+@pytest.mark.parametrize(("field", "value"), [("format", ""), ("format", "rot13"), ("live", "")])
+def test_it_refuses_an_empty_or_unknown_choice(api, field, value):
+    response = upload(api, b"{}\n", **{field: value})
+    assert error_of(response) == (400, "bad_request")
+    assert set(response.json()["error"]["fields"]) == {field}
+
+
+def test_it_refuses_a_field_given_twice(api):
+    body = {"file": SimpleUploadedFile("a.jsonl", b"{}\n"), "live": ["true", "false"]}
+    response = api.post(URL, body, format="multipart")
+    assert error_of(response) == (400, "bad_request")
+    assert set(response.json()["error"]["fields"]) == {"live"}
+    assert error_of(api.get(URL, {"q": ["a", "b"]})) == (400, "bad_request")
+
+
+def test_it_requires_a_file(api):
+    response = api.post(URL, {"name": "x.jsonl"}, format="multipart")
+    status, code = error_of(response)
+    assert (status, code) == (400, "bad_request")
+    assert response.json()["error"]["fields"] == {"file": ["No file was submitted."]}
+
+
+def test_it_refuses_json_for_an_upload(api):
+    assert error_of(api.post(URL, {"file": "x"}, format="json")) == (415, "unsupported_media_type")
+
+
+def test_it_lists_sessions_newest_first_with_filters(api, workspace, ingest):
+    faulty = ingest(workspace, "faulty.jsonl", sample("formats/claude_code.jsonl"))
+    healthy = ingest(
+        workspace, "healthy.jsonl", sample("cases/02_cc-parallel-results-split-lines.jsonl")
+    )
+    chat = ingest(workspace, "chat.json", sample("formats/openai_chat.json"))
+
+    body = api.get(URL).json()
+    assert body["count"] == 3
+    assert [s["id"] for s in body["results"]] == [chat.pk, healthy.pk, faulty.pk]
+    by_fault = api.get(URL, {"fault": "missing_result"}).json()["results"]
+    assert {s["id"] for s in by_fault} == {faulty.pk, chat.pk}
+    assert [s["id"] for s in api.get(URL, {"format": "openai_chat"}).json()["results"]] == [chat.pk]
+    assert [s["id"] for s in api.get(URL, {"q": "HEALTH"}).json()["results"]] == [healthy.pk]
+
+
+def test_it_pages_the_list(api, workspace, ingest):
+    sessions = [ingest(workspace, f"s{n}.jsonl", b"{}\n") for n in range(3)]
+    page = api.get(URL, {"page_size": 2, "page": 2}).json()
+    assert page["count"] == 3
+    assert [s["id"] for s in page["results"]] == [sessions[0].pk]
+    assert page["next"] is None and page["previous"] is not None
+    assert error_of(api.get(URL, {"page": 9})) == (404, "not_found")
+
+
+@pytest.mark.parametrize("fault", ["lost_socks", ""])
+def test_it_refuses_an_unknown_fault_kind(api, fault):
+    response = api.get(URL, {"fault": fault})
+    assert error_of(response) == (400, "bad_request")
+    assert "fault" in response.json()["error"]["fields"]
+
+
+@pytest.mark.parametrize("param", ["page", "page_size"])
+@pytest.mark.parametrize("value", ["0", "-1", "ten", ""])
+def test_it_refuses_a_page_that_is_no_positive_integer(api, param, value):
+    assert error_of(api.get(URL, {param: value})) == (400, "bad_request")
+
+
+def test_it_shows_one_session(api, workspace, ingest):
+    session = ingest(workspace, "faulty.jsonl", sample("formats/claude_code.jsonl"))
+    body = api.get(f"{URL}/{session.pk}").json()
+    assert (body["id"], body["head"], body["fault_counts"]) == (
+        session.pk,
+        0,
+        {"missing_result": 1},
+    )
+
+
+def test_it_lists_a_sessions_faults(api, workspace, ingest):
+    session = ingest(workspace, "faulty.jsonl", sample("formats/claude_code.jsonl"))
+    body = api.get(f"{URL}/{session.pk}/faults").json()
+    assert (body["session"], body["revision"], body["format"], body["error"]) == (
+        session.pk,
+        0,
+        "claude_code",
+        "",
+    )
+    [fault] = body["faults"]
+    assert (fault["kind"], fault["tool_call_id"]) == ("missing_result", ORPHANED_CALL)
+    assert "tool_use" in fault["error"]
+
+
+def test_it_hides_other_workspaces_sessions(api, other_workspace, ingest, bob):
+    theirs = ingest(other_workspace, "theirs.jsonl", sample("formats/claude_code.jsonl"), user=bob)
+    for path in ("", "/faults", "/revisions", "/revisions/0/content"):
+        assert error_of(api.get(f"{URL}/{theirs.pk}{path}")) == (404, "not_found")
+    assert error_of(api.post(f"{URL}/{theirs.pk}/repair", {}, format="json")) == (404, "not_found")

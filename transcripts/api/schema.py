@@ -1,0 +1,34 @@
+"""Schema post-processing: every operation documents the errors any API call can answer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+ERROR = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+
+
+def _has_query(op: dict[str, Any]) -> bool:
+    return any(parameter["in"] == "query" for parameter in op.get("parameters", []))
+
+
+# Status: (when it applies to an operation, its description).
+COMMON_ERRORS = {
+    "400": (lambda path, op: "requestBody" in op or _has_query(op), "Bad request"),
+    "401": (lambda path, op: True, "No API token, or one not valid or revoked"),
+    "403": (lambda path, op: True, "The token's role in its workspace does not allow this"),
+    "404": (lambda path, op: "{" in path or _has_query(op), "Not found in this workspace"),
+    "406": (lambda path, op: True, "The Accept header allows no type this operation sends"),
+    "413": (lambda path, op: "requestBody" in op, "The request body is too large"),
+    "415": (lambda path, op: "requestBody" in op, "The body's Content-Type is not one accepted"),
+}
+
+
+def add_error_responses(result: dict[str, Any], generator: Any, **kwargs: Any) -> dict[str, Any]:
+    """Add the JSON error responses that apply to each operation, where it has none of its own."""
+    for path, operations in result.get("paths", {}).items():
+        for op in operations.values():
+            responses = op.setdefault("responses", {})
+            for code, (applies, description) in COMMON_ERRORS.items():
+                if code not in responses and applies(path, op):
+                    responses[code] = {"content": ERROR, "description": description}
+    return result

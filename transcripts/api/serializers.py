@@ -1,0 +1,299 @@
+"""What the API reads and writes: sessions, faults, revisions, jobs and requests to start jobs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.validators import ProhibitNullCharactersValidator
+from rest_framework import serializers
+from rest_framework.utils import html
+
+from transcripts.core.model import FaultKind
+from transcripts.engine import DEFAULT_POLICY
+from transcripts.formats import FORMATS
+from transcripts.forms import policy_choices
+from transcripts.models import Job, Revision, Session
+
+# Ids the database can hold: a larger one names nothing, and some backends fail on it.
+MAX_ID = 2**63 - 1
+FAULT_KINDS = [str(kind) for kind in FaultKind]
+# The kinds of job started on a selection of sessions; a rollback starts from a job.
+STARTABLE_KINDS = [Job.Kind.REPAIR, Job.Kind.DRY_RUN, Job.Kind.EXPORT]
+# A job lists at most this many sessions by id; a filter selects any number.
+MAX_JOB_SESSIONS = 10_000
+
+
+class OneValue:
+    """A field that, in a form or query string, takes exactly one value.
+
+    Given empty, it is refused rather than taken as absent; given more than
+    once, it is refused rather than taking the last.
+    """
+
+    field_name: str
+
+    def get_value(self, dictionary: Any) -> Any:
+        if html.is_html_input(dictionary) and self.field_name in dictionary:
+            values = dictionary.getlist(self.field_name)
+            if len(values) != 1:
+                return values
+            if values[0] == "":
+                return ""
+        return super().get_value(dictionary)  # type: ignore[misc]
+
+
+class TextField(OneValue, serializers.CharField):
+    """Text as given, blank allowed; NUL characters dropped, lone surrogates refused.
+
+    Neither can be stored or searched for in every database, and neither
+    belongs in a name.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_blank", True)
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(**kwargs)
+        self.validators = [
+            v for v in self.validators if not isinstance(v, ProhibitNullCharactersValidator)
+        ]
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        text = super().to_internal_value(data).replace("\x00", "")
+        try:
+            text.encode()
+        except UnicodeEncodeError:
+            raise serializers.ValidationError("Not valid Unicode text.") from None
+        return text
+
+
+class ChoiceField(OneValue, serializers.ChoiceField):
+    """A choice, given once."""
+
+
+class BooleanField(OneValue, serializers.BooleanField):
+    """A boolean: JSON true or false, or in a form, the text "true" or "false".
+
+    DRF also takes 1, "yes", "on" and more; a client that sends those meant
+    something else, so they are refused.
+    """
+
+    TEXT = {"true": True, "false": False}
+
+    def to_internal_value(self, data: Any) -> bool:
+        if isinstance(data, bool):
+            return data
+        if isinstance(data, str) and data in self.TEXT:
+            return self.TEXT[data]
+        raise serializers.ValidationError("Must be true or false.", code="invalid")
+
+
+class IdField(serializers.IntegerField):
+    """A database id: a JSON integer from 1 to MAX_ID (not a string of digits, not a boolean)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(min_value=1, max_value=MAX_ID, **kwargs)
+
+    def to_internal_value(self, data: Any) -> int:
+        if not isinstance(data, int) or isinstance(data, bool):
+            self.fail("invalid")
+        value: int = super().to_internal_value(data)
+        return value
+
+
+class ErrorBodySerializer(serializers.Serializer):
+    code = serializers.CharField(help_text="Stable error code, e.g. not_found or invalid_token.")
+    message = serializers.CharField(help_text="What went wrong, for people.")
+    fields = serializers.DictField(
+        required=False,
+        help_text=(
+            "For bad_request: the messages of each field that was not valid, as a list, "
+            "or for an object field, an object of its own fields."
+        ),
+    )
+
+
+class ErrorSerializer(serializers.Serializer):
+    error = ErrorBodySerializer()
+
+
+class FaultCountsField(serializers.DictField):
+    child = serializers.IntegerField(min_value=1)
+
+
+class SessionSerializer(serializers.ModelSerializer):
+    head = serializers.SerializerMethodField(
+        help_text="The number of the head revision (0 is the upload)."
+    )
+    fault_counts = FaultCountsField(
+        help_text="{fault kind: count} in the head revision; pending_result while it is live."
+    )
+    live = serializers.SerializerMethodField(
+        help_text="Whether the session was written within the grace period (until live_until)."
+    )
+
+    class Meta:
+        model = Session
+        fields = [
+            "id",
+            "name",
+            "format",
+            "record_count",
+            "fault_counts",
+            "error",
+            "head",
+            "live",
+            "last_write",
+            "live_until",
+            "created",
+        ]
+        read_only_fields = fields
+
+    def get_live(self, session: Session) -> bool:
+        return session.is_live()
+
+    def get_head(self, session: Session) -> int | None:
+        return session.head.number if session.head else None
+
+
+class FaultSerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=FAULT_KINDS)
+    tool_call_id = serializers.CharField(allow_null=True)
+    record = serializers.IntegerField(help_text="Raw record index (0-based) of the call or result.")
+    block = serializers.IntegerField(allow_null=True)
+    turn = serializers.IntegerField(
+        allow_null=True, help_text="Record index of the assistant message the fault belongs to."
+    )
+    error = serializers.CharField(help_text="What the provider answers, in its own words.")
+    detail = serializers.CharField()
+
+
+class SessionFaultsSerializer(serializers.Serializer):
+    session = serializers.IntegerField()
+    revision = serializers.IntegerField()
+    format = serializers.CharField()
+    error = serializers.CharField(help_text="Why the file could not be read; empty if it could.")
+    faults = FaultSerializer(many=True)
+
+
+class RevisionSerializer(serializers.ModelSerializer):
+    parent = serializers.SerializerMethodField(help_text="The number of the revision it follows.")
+
+    class Meta:
+        model = Revision
+        fields = ["number", "sha256", "size", "policy", "engine_version", "parent", "created_at"]
+        read_only_fields = fields
+
+    def get_parent(self, revision: Revision) -> int | None:
+        return revision.parent.number if revision.parent else None
+
+
+class SessionUploadSerializer(serializers.Serializer):
+    file = serializers.FileField(
+        allow_empty_file=True,
+        help_text="The session file. Any bytes are stored; an unreadable file says why.",
+    )
+    name = TextField(
+        required=False,
+        max_length=1000,
+        help_text="The session's name; the file's name if not given.",
+    )
+    format = ChoiceField(
+        choices=list(FORMATS),
+        required=False,
+        help_text="The file's format; sniffed from the content if not given.",
+    )
+    live = BooleanField(
+        default=False,
+        help_text=(
+            "The session is being written now: its unanswered tail calls are pending "
+            "until the grace period passes."
+        ),
+    )
+
+    def validate(self, data: dict[str, Any]) -> dict[str, Any]:
+        data["name"] = (
+            _base_name(data.get("name", "")) or _base_name(data["file"].name) or "session"
+        )
+        return data
+
+
+def _base_name(name: str | None) -> str:
+    """Return the last path component of `name`, as the upload form keeps; "" if none."""
+    return (name or "").replace("\\", "/").rsplit("/", 1)[-1].replace("\x00", "").strip()
+
+
+class RepairSerializer(serializers.Serializer):
+    policy = ChoiceField(choices=policy_choices(), default=DEFAULT_POLICY)
+    dry_run = BooleanField(default=False, help_text="Plan the repair and write nothing.")
+    force = BooleanField(
+        default=False,
+        help_text="Repair the session even while it is live (pending results become missing).",
+    )
+
+
+class SessionFilterSerializer(serializers.Serializer):
+    fault = ChoiceField(
+        choices=FAULT_KINDS, required=False, help_text="Sessions with a fault of this kind."
+    )
+    format = TextField(required=False, max_length=40)
+    q = TextField(
+        required=False, max_length=200, help_text="Sessions whose name contains this text."
+    )
+
+
+class JobCreateSerializer(serializers.Serializer):
+    """Start a repair, dry run or export of some sessions of the workspace.
+
+    `sessions` and `filter` both narrow the selection; with neither, it is
+    every session of the workspace.
+    """
+
+    kind = ChoiceField(choices=STARTABLE_KINDS)
+    policy = ChoiceField(choices=policy_choices(), default=DEFAULT_POLICY)
+    force = BooleanField(
+        default=False, help_text="Also repair live sessions (pending results become missing)."
+    )
+    sessions = serializers.ListField(
+        child=IdField(),
+        required=False,
+        min_length=1,
+        max_length=MAX_JOB_SESSIONS,
+        help_text="Only these sessions (by id).",
+    )
+    filter = SessionFilterSerializer(
+        required=False, help_text="Only the sessions that match this filter."
+    )
+
+
+class JobSerializer(serializers.ModelSerializer):
+    archive = serializers.SerializerMethodField(
+        help_text="Whether an export's zip archive can be downloaded."
+    )
+
+    class Meta:
+        model = Job
+        fields = [
+            "id",
+            "kind",
+            "status",
+            "policy",
+            "force",
+            "source_job",
+            "selection",
+            "total",
+            "done",
+            "failed",
+            "fence_lost",
+            "pending",
+            "cancelled",
+            "archive",
+            "created_at",
+            "started_at",
+            "finished_at",
+        ]
+        read_only_fields = fields
+
+    def get_archive(self, job: Job) -> bool:
+        return bool(job.archive)

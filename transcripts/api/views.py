@@ -1,0 +1,494 @@
+"""The API's operations: small views over the same actions the dashboard uses.
+
+Every queryset comes from `permissions`, so another workspace's ids are a
+404. Every write goes through `transcripts.actions` (or `transcripts.sync`
+for appends), acting as the token's creator, and names the token where the
+row has room for it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.core.files.storage import default_storage
+from django.db.models import QuerySet
+from django.http import FileResponse, HttpResponse
+from django.utils import timezone
+from django.utils.http import content_disposition_header
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import generics, pagination, parsers, renderers, status
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from transcripts import actions, sync
+from transcripts.api import errors, permissions
+from transcripts.api.serializers import (
+    ErrorSerializer,
+    JobCreateSerializer,
+    JobSerializer,
+    RepairSerializer,
+    RevisionSerializer,
+    SessionFaultsSerializer,
+    SessionFilterSerializer,
+    SessionSerializer,
+    SessionUploadSerializer,
+)
+from transcripts.engine import DEFAULT_POLICY
+from transcripts.models import Job, Membership, Revision, Session
+
+
+class Pagination(pagination.PageNumberPagination):
+    """Pages of 100 by default, `page_size` up to 1000; either refused unless a positive integer.
+
+    A page past the last is a 404.
+    """
+
+    page_size = 100
+    page_size_query_param = "page_size"
+    max_page_size = 1000
+
+    def _positive(self, request: Request, name: str) -> int | None:
+        values = request.query_params.getlist(name)
+        if not values:
+            return None
+        try:
+            [number] = [int(value) for value in values]
+        except ValueError:
+            number = 0
+        if number < 1:
+            raise ValidationError({name: ["A single positive integer."]})
+        return number
+
+    def get_page_number(self, request: Request, paginator: Any) -> int:
+        return self._positive(request, self.page_query_param) or 1
+
+    def get_page_size(self, request: Request) -> int:
+        size = self._positive(request, self.page_size_query_param) or self.page_size
+        return min(size, self.max_page_size)
+
+    def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
+        parameters: list[dict[str, Any]] = super().get_schema_operation_parameters(view)
+        for parameter in parameters:
+            parameter["schema"]["minimum"] = 1
+        return parameters
+
+
+class BinaryRenderer(renderers.BaseRenderer):
+    """Let a client ask for raw bytes: the views that send bytes return them as they are."""
+
+    media_type = "application/octet-stream"
+    format = "bin"
+    charset = None
+    render_style = "binary"
+
+    def render(
+        self, data: Any, accepted_media_type: Any = None, renderer_context: Any = None
+    ) -> bytes:
+        return data if isinstance(data, bytes) else b""
+
+
+class ZipRenderer(BinaryRenderer):
+    media_type = "application/zip"
+    format = "zip"
+
+
+def _session(request: Request, pk: int) -> Session:
+    """Return the session `pk` of the request's workspace, its live counts up to date."""
+    try:
+        session = permissions.sessions(request).select_related("head").get(pk=pk)
+    except Session.DoesNotExist:
+        raise errors.NotFound(f"There is no session {pk} in this workspace.") from None
+    sync.refresh_live(session)
+    return session
+
+
+def _expire_live(sessions: QuerySet[Session]) -> None:
+    """Re-count those of `sessions` whose grace has passed with results pending.
+
+    Before a list is filtered or shown, so a call that was pending when the
+    session was last written reads as `missing_result` once the grace is over,
+    whether or not the periodic task has run yet.
+    """
+    expired = sessions.filter(live_until__lte=timezone.now()).with_fault("pending_result")
+    for session in expired.order_by("pk"):
+        sync.refresh_live(session)
+
+
+def _job(request: Request, pk: int) -> Job:
+    try:
+        return permissions.jobs(request).get(pk=pk)
+    except Job.DoesNotExist:
+        raise errors.NotFound(f"There is no job {pk} in this workspace.") from None
+
+
+def _start(start: Any, *args: Any, **kwargs: Any) -> Job:
+    """Call the action `start`; its BrokerUnavailable and JobStateError become API errors."""
+    try:
+        job: Job = start(*args, **kwargs)
+    except actions.BrokerUnavailable as exc:
+        raise errors.BrokerUnavailable(str(exc)) from None
+    except actions.JobStateError as exc:
+        raise errors.Conflict(str(exc)) from None
+    return job
+
+
+class SessionList(generics.ListAPIView[Session]):
+    serializer_class = SessionSerializer
+    pagination_class = Pagination
+    parser_classes = [parsers.MultiPartParser]
+
+    def get_queryset(self) -> QuerySet[Session]:
+        query = SessionFilterSerializer(data=self.request.query_params)
+        query.is_valid(raise_exception=True)
+        sessions = permissions.sessions(self.request).select_related("head")
+        _expire_live(sessions)
+        if fault := query.validated_data.get("fault"):
+            sessions = sessions.with_fault(fault)
+        if format := query.validated_data.get("format"):
+            sessions = sessions.filter(format=format)
+        if text := query.validated_data.get("q"):
+            sessions = sessions.filter(name__icontains=text)
+        return sessions
+
+    @extend_schema(
+        summary="List sessions",
+        description="The workspace's sessions, newest first, with their fault counts.",
+        parameters=[SessionFilterSerializer],
+    )
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
+
+    @extend_schema(
+        summary="Upload a session",
+        description=(
+            "Store a file as a new session: revision 0 holds its exact bytes. A file that "
+            "cannot be read is stored too, with `error` saying why."
+        ),
+        request=SessionUploadSerializer,
+        responses={201: SessionSerializer, 400: ErrorSerializer},
+    )
+    def post(self, request: Request) -> Response:
+        upload = SessionUploadSerializer(data=request.data)
+        upload.is_valid(raise_exception=True)
+        data = upload.validated_data
+        session = actions.do_ingest_session(
+            permissions.workspace(request),
+            data["name"],
+            data["file"].read(),
+            acting_user=permissions.acting_user(request),
+            format=data.get("format"),
+            last_write=timezone.now() if data["live"] else None,
+            api_token=request.auth,
+        )
+        return Response(SessionSerializer(session).data, status=status.HTTP_201_CREATED)
+
+
+class SessionDetail(APIView):
+    @extend_schema(summary="Get a session", responses={200: SessionSerializer})
+    def get(self, request: Request, pk: int) -> Response:
+        return Response(SessionSerializer(_session(request, pk)).data)
+
+
+class NdjsonParser(parsers.BaseParser):
+    """Take a body of JSON lines as it is, up to DATA_UPLOAD_MAX_MEMORY_SIZE bytes.
+
+    The append action checks each line.
+    """
+
+    media_type = "application/x-ndjson"
+
+    def parse(self, stream: Any, media_type: Any = None, parser_context: Any = None) -> bytes:
+        if stream is None:
+            return b""
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        if limit is None:
+            data: bytes = stream.read()
+            return data
+        data = stream.read(limit + 1)
+        if len(data) > limit:
+            raise RequestDataTooBig(f"The body is larger than {limit} bytes.")
+        return data
+
+
+class JsonlParser(NdjsonParser):
+    media_type = "application/jsonl"
+
+
+# The HTTP status of each code `sync.AppendError` raises.
+APPEND_ERRORS = {"not_appendable": status.HTTP_409_CONFLICT}
+
+
+class SessionRecords(APIView):
+    parser_classes = [NdjsonParser, JsonlParser]
+
+    @extend_schema(
+        summary="Append records",
+        description=(
+            "Add JSON lines to the end of a JSON-lines session, as an agent runtime writes "
+            "them: one JSON object per line, each line ending in a newline. The lines "
+            "become a new head revision and the session counts as written now: a call "
+            "whose result has not arrived yet is pending_result until the grace period "
+            "passes, then missing_result. A session whose format is one JSON document "
+            "takes no appends (409 not_appendable); an empty body is `empty`, a last line "
+            "without its newline `partial_line`, a line that is no JSON object `bad_record`."
+        ),
+        request={
+            "application/x-ndjson": OpenApiTypes.BINARY,
+            "application/jsonl": OpenApiTypes.BINARY,
+        },
+        responses={200: SessionSerializer, 400: ErrorSerializer, 409: ErrorSerializer},
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        session = _session(request, pk)
+        # An empty body comes through DRF as an empty dict: nothing to append.
+        data = request.data if isinstance(request.data, bytes) else b""
+        try:
+            sync.do_append_records(session, data, acting_user=permissions.acting_user(request))
+        except sync.AppendError as exc:
+            status_code = APPEND_ERRORS.get(exc.code, status.HTTP_400_BAD_REQUEST)
+            return errors.error_response(status_code, exc.code, str(exc))
+        session.refresh_from_db()
+        return Response(SessionSerializer(session).data)
+
+
+class SessionFaults(APIView):
+    @extend_schema(
+        summary="List a session's faults",
+        description=(
+            "Every fault of the head revision, in file order; a live session's unanswered "
+            "tail calls are pending_result until the grace period passes."
+        ),
+        responses={200: SessionFaultsSerializer},
+    )
+    def get(self, request: Request, pk: int) -> Response:
+        session = _session(request, pk)
+        assert session.head is not None
+        analysis = actions.analyze_revision(
+            session.head, DEFAULT_POLICY, last_write=session.last_write
+        )
+        faults = [
+            {
+                "kind": str(fault.kind),
+                "tool_call_id": fault.tool_call_id,
+                "record": fault.record,
+                "block": fault.block,
+                "turn": fault.turn,
+                "error": fault.error,
+                "detail": fault.detail,
+            }
+            for fault in analysis.faults
+        ]
+        body = {
+            "session": session.pk,
+            "revision": session.head.number,
+            "format": analysis.format,
+            "error": analysis.error or "",
+            "faults": faults,
+        }
+        return Response(SessionFaultsSerializer(body).data)
+
+
+class SessionRepair(APIView):
+    @extend_schema(
+        summary="Repair a session",
+        description=(
+            "Start a repair job (or a dry run) of this session under a policy; poll the job. "
+            "A live session is skipped as pending unless `force` is set."
+        ),
+        request=RepairSerializer,
+        responses={202: JobSerializer, 400: ErrorSerializer, 503: ErrorSerializer},
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        session = _session(request, pk)
+        body = RepairSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        job = _start(
+            actions.do_start_job,
+            session.workspace,
+            [session],
+            policy=data["policy"],
+            kind=Job.Kind.DRY_RUN if data["dry_run"] else Job.Kind.REPAIR,
+            force=data["force"],
+            acting_user=permissions.acting_user(request),
+            api_token=request.auth,
+        )
+        return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+class RevisionList(generics.ListAPIView[Revision]):
+    serializer_class = RevisionSerializer
+    pagination_class = Pagination
+
+    def get_queryset(self) -> QuerySet[Revision]:
+        session = _session(self.request, self.kwargs["pk"])
+        return session.revisions.select_related("parent").order_by("number")
+
+    @extend_schema(summary="List a session's revisions", description="Oldest first.")
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
+
+
+class RevisionContent(APIView):
+    renderer_classes = [BinaryRenderer]
+
+    @extend_schema(
+        summary="Download a revision",
+        description="The exact bytes of one revision of the session (0 is the upload).",
+        responses={
+            (200, "application/octet-stream"): OpenApiResponse(OpenApiTypes.BINARY),
+            (404, "application/json"): ErrorSerializer,
+        },
+    )
+    def get(self, request: Request, pk: int, number: int) -> HttpResponse:
+        session = _session(request, pk)
+        revision = session.revisions.filter(number=number).first()
+        if revision is None:
+            raise errors.NotFound(f"Session {pk} has no revision {number}.")
+        response = HttpResponse(revision.read(), content_type="application/octet-stream")
+        response["Content-Disposition"] = content_disposition_header(True, session.name)
+        return response
+
+
+class JobList(generics.ListAPIView[Job]):
+    serializer_class = JobSerializer
+    pagination_class = Pagination
+    # A viewer may export; the other kinds need an editor (checked once the kind is known).
+    write_role = Membership.Role.VIEWER
+
+    def get_queryset(self) -> QuerySet[Job]:
+        return permissions.jobs(self.request)
+
+    @extend_schema(summary="List jobs", description="The workspace's jobs, newest first.")
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
+
+    @extend_schema(
+        summary="Start a job",
+        description=(
+            "A repair, dry run or export of the workspace's sessions: those given by id, "
+            "those the filter matches, or both (every session if neither). The job runs "
+            "in the background: poll it. A viewer's token may start exports only."
+        ),
+        request=JobCreateSerializer,
+        responses={
+            202: JobSerializer,
+            400: ErrorSerializer,
+            404: ErrorSerializer,
+            503: ErrorSerializer,
+        },
+    )
+    def post(self, request: Request) -> Response:
+        body = JobCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        if data["kind"] != Job.Kind.EXPORT:
+            permissions.require(request, Membership.Role.EDITOR)
+        sessions = permissions.sessions(request)
+        if "sessions" in data:
+            wanted = set(data["sessions"])
+            sessions = sessions.filter(pk__in=wanted)
+            missing = wanted - set(sessions.values_list("pk", flat=True))
+            if missing:
+                ids = ", ".join(str(pk) for pk in sorted(missing)[:20])
+                raise errors.NotFound(f"There is no session {ids} in this workspace.")
+        selection = {key: str(value) for key, value in data.get("filter", {}).items() if value}
+        if fault := selection.get("fault"):
+            sessions = sessions.with_fault(fault)
+        if format := selection.get("format"):
+            sessions = sessions.filter(format=format)
+        if text := selection.get("q"):
+            sessions = sessions.filter(name__icontains=text)
+        if not sessions.exists():
+            raise errors.NotFound("No session of this workspace matches.")
+        job = _start(
+            actions.do_start_job,
+            permissions.workspace(request),
+            sessions,
+            policy=data["policy"],
+            kind=data["kind"],
+            force=data["force"],
+            selection=selection,
+            acting_user=permissions.acting_user(request),
+            api_token=request.auth,
+        )
+        return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+class JobRollback(APIView):
+    @extend_schema(
+        summary="Roll back a repair job",
+        description=(
+            "Start a job that gives each session the finished repair job changed its "
+            "previous bytes back, as a new revision; a session changed since is reported, "
+            "not touched."
+        ),
+        request=None,
+        responses={202: JobSerializer, 409: ErrorSerializer, 503: ErrorSerializer},
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        job = _start(
+            actions.do_start_rollback_job,
+            _job(request, pk),
+            acting_user=permissions.acting_user(request),
+            api_token=request.auth,
+        )
+        return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+class JobApply(APIView):
+    @extend_schema(
+        summary="Apply a dry run",
+        description=(
+            "Start the repair a finished dry run planned, fenced on the revisions it read: "
+            "a session changed since is skipped as fence_lost."
+        ),
+        request=None,
+        responses={202: JobSerializer, 409: ErrorSerializer, 503: ErrorSerializer},
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        job = _start(
+            actions.do_start_repair_from_dry_run,
+            _job(request, pk),
+            acting_user=permissions.acting_user(request),
+            api_token=request.auth,
+        )
+        return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+class JobDetail(APIView):
+    @extend_schema(
+        summary="Get a job",
+        description="Its status and progress counters.",
+        responses={200: JobSerializer},
+    )
+    def get(self, request: Request, pk: int) -> Response:
+        return Response(JobSerializer(_job(request, pk)).data)
+
+
+class JobArchive(APIView):
+    renderer_classes = [ZipRenderer]
+
+    @extend_schema(
+        summary="Download an export job's archive",
+        description="The zip of the repaired files with `manifest.json`, once the job is done.",
+        responses={
+            (200, "application/zip"): OpenApiResponse(OpenApiTypes.BINARY),
+            (404, "application/json"): ErrorSerializer,
+        },
+    )
+    def get(self, request: Request, pk: int) -> FileResponse:
+        job = _job(request, pk)
+        if not job.archive:
+            raise errors.NotFound(f"Job {pk} has no archive.")
+        return FileResponse(
+            default_storage.open(job.archive, "rb"),
+            as_attachment=True,
+            filename=f"pairfix-export-{job.pk}.zip",
+            content_type="application/zip",
+        )
