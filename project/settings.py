@@ -6,10 +6,13 @@ uploaded blobs in `var/media` and Celery's filesystem broker in `var/broker`, so
 `DATABASE_URL` and `CELERY_BROKER_URL` for PostgreSQL and Redis.
 """
 
+import logging
 import os
 from pathlib import Path
 
 import dj_database_url
+import structlog
+from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -39,10 +42,29 @@ def envpath(name: str, default: Path) -> Path:
     return path
 
 
-SECRET_KEY = os.getenv("SECRET_KEY", "pairfix-development-key-not-for-production")
 DEBUG = envbool("DEBUG", "True")
+if not DEBUG and not os.getenv("SECRET_KEY"):
+    raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is False")
+SECRET_KEY = os.getenv("SECRET_KEY", "pairfix-development-key-not-for-production")
 ALLOWED_HOSTS = [h for h in os.getenv("ALLOWED_HOSTS", "127.0.0.1,localhost").split(",") if h]
 CSRF_TRUSTED_ORIGINS = [o for o in os.getenv("CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+
+# With DEBUG=False the site is HTTPS only: a redirect to https, secure cookies and
+# HSTS, each of which the environment can turn off (e.g. SECURE_SSL_REDIRECT=False
+# behind a proxy that redirects already). /healthz answers plain HTTP probes.
+PRODUCTION = str(not DEBUG)
+SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", PRODUCTION)
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+SESSION_COOKIE_SECURE = envbool("SESSION_COOKIE_SECURE", PRODUCTION)
+CSRF_COOKIE_SECURE = envbool("CSRF_COOKIE_SECURE", PRODUCTION)
+# Pages send the CSRF token from the template (hx-headers), never read from the cookie.
+CSRF_COOKIE_HTTPONLY = True
+SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", "31536000" if not DEBUG else "0")
+SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("SECURE_HSTS_INCLUDE_SUBDOMAINS", PRODUCTION)
+SECURE_HSTS_PRELOAD = envbool("SECURE_HSTS_PRELOAD", PRODUCTION)
+# Behind a proxy that terminates TLS: the header it sets to "https", e.g. X-Forwarded-Proto.
+if proxy_header := os.getenv("SECURE_PROXY_SSL_HEADER"):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_" + proxy_header.upper().replace("-", "_"), "https")
 
 VAR_DIR = envpath("VAR_DIR", BASE_DIR / "var")
 
@@ -56,6 +78,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "template_partials",
+    "csp",
+    "django_structlog",
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
@@ -64,6 +88,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -73,7 +98,26 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "django_structlog.middlewares.RequestMiddleware",
 ]
+
+# Transcript content is untrusted: no inline script or style, nothing from another
+# origin. htmx is served from 'self' and told (templates/base.html) not to inject
+# its indicator styles or evaluate attribute code.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [NONE],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "img-src": [SELF, "data:"],
+        "font-src": [SELF],
+        "connect-src": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+        "base-uri": [NONE],
+        "object-src": [NONE],
+    },
+}
 
 ROOT_URLCONF = "project.urls"
 WSGI_APPLICATION = "project.wsgi.application"
@@ -106,6 +150,11 @@ if database_url := os.getenv("DATABASE_URL"):
     DATABASES = {"default": dj_database_url.parse(database_url, conn_max_age=60)}
     if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         DATABASES["default"]["OPTIONS"] = SQLITE_OPTIONS
+    elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+        # A server that does not answer fails a request (and /healthz) in seconds.
+        DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
+            "connect_timeout", envint("DATABASE_CONNECT_TIMEOUT", "5")
+        )
 else:
     DATABASES = {
         "default": {
@@ -150,10 +199,17 @@ STORAGES = {
     },
 }
 
-# Uploads are read whole by the analyzer anyway; this bounds one request.
+# Uploads are read whole by the analyzer anyway; this bounds one request's form fields.
 DATA_UPLOAD_MAX_MEMORY_SIZE = envint("DATA_UPLOAD_MAX_MEMORY_SIZE", str(50 * 1024 * 1024))
 FILE_UPLOAD_MAX_MEMORY_SIZE = DATA_UPLOAD_MAX_MEMORY_SIZE
-DATA_UPLOAD_MAX_NUMBER_FILES = envint("DATA_UPLOAD_MAX_NUMBER_FILES", "200")
+# The upload form's limits (transcripts/uploads.py), in bytes after decompression:
+# each session, all sessions of one upload together, and how many sessions (files,
+# or members of a .zip) one upload may hold. Past DATA_UPLOAD_MAX_NUMBER_FILES Django
+# itself refuses the request before the form sees it.
+UPLOAD_MAX_FILE_SIZE = envint("UPLOAD_MAX_FILE_SIZE", str(100 * 1024 * 1024))
+UPLOAD_MAX_TOTAL_SIZE = envint("UPLOAD_MAX_TOTAL_SIZE", str(200 * 1024 * 1024))
+UPLOAD_MAX_FILES = envint("UPLOAD_MAX_FILES", "100")
+DATA_UPLOAD_MAX_NUMBER_FILES = envint("DATA_UPLOAD_MAX_NUMBER_FILES", "1000")
 
 # Redis hands a task whose worker died without acknowledging it (acks_late) to
 # another worker after this many seconds; it must exceed the longest task.
@@ -214,6 +270,22 @@ CELERY_BEAT_SCHEDULE = {
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
+# Structured logs through structlog: one JSON object a line (LOG_FORMAT=json, the
+# default with DEBUG=False) or key=value pairs (console). django-structlog binds a
+# request id, the user id and the client address to every line of a request and
+# logs `request_finished` with its status code; Celery tasks get their task id.
+LOG_FORMAT = os.getenv("LOG_FORMAT", "console" if DEBUG else "json")
+if LOG_FORMAT not in ("json", "console"):
+    raise ImproperlyConfigured(f"LOG_FORMAT must be json or console, not {LOG_FORMAT!r}")
+LOG_LEVEL = os.getenv("LOG_LEVEL", "INFO")
+DJANGO_STRUCTLOG_CELERY_ENABLED = True
+DJANGO_STRUCTLOG_STATUS_START_LOG_LEVEL = logging.DEBUG  # request_finished says it all
+_pre_chain: list[structlog.typing.Processor] = [
+    structlog.contextvars.merge_contextvars,
+    structlog.stdlib.add_log_level,
+    structlog.stdlib.add_logger_name,
+    structlog.processors.TimeStamper(fmt="iso", utc=True),
+]
 # The push API (transcripts/api): token authentication, JSON only, one error shape.
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["transcripts.api.auth.TokenAuthentication"],
@@ -258,9 +330,37 @@ SPECTACULAR_SETTINGS = {
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": os.getenv("LOG_LEVEL", "WARNING")},
+    "formatters": {
+        "json": {
+            "()": structlog.stdlib.ProcessorFormatter,
+            "processor": structlog.processors.JSONRenderer(),
+            "foreign_pre_chain": _pre_chain,
+        },
+        "console": {
+            "()": structlog.stdlib.ProcessorFormatter,
+            "processor": structlog.dev.ConsoleRenderer(colors=False),
+            "foreign_pre_chain": _pre_chain,
+        },
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    # Django's own server logs every request again; request_finished has them.
+    "loggers": {"django.server": {"level": "WARNING"}},
 }
+structlog.configure(
+    processors=[
+        structlog.stdlib.filter_by_level,
+        *_pre_chain,
+        structlog.stdlib.PositionalArgumentsFormatter(),
+        structlog.processors.StackInfoRenderer(),
+        structlog.processors.format_exc_info,
+        structlog.processors.UnicodeDecoder(),
+        structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
+    ],
+    logger_factory=structlog.stdlib.LoggerFactory(),
+    wrapper_class=structlog.stdlib.BoundLogger,
+    cache_logger_on_first_use=True,
+)
 
 # The session page: a revision of at most this many bytes gets its timeline built
 # during the request; a larger one by a Celery task while the page polls.

@@ -20,6 +20,7 @@ once its lease has passed.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
 import logging
 import os
@@ -38,7 +39,7 @@ from celery import Task
 from django.conf import settings
 from django.core.files import File
 from django.core.files.storage import default_storage
-from django.db import IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 from kombu.exceptions import OperationalError
@@ -61,6 +62,7 @@ from transcripts.models import (
     hash_token,
     store_blob,
 )
+from transcripts.uploads import printable_name
 
 logger = logging.getLogger(__name__)
 
@@ -228,6 +230,7 @@ def create_session(
 
     See `do_ingest_session`; `fields` are further Session fields (source, parent).
     """
+    name = printable_name(name)
     name = fit_name(name, Session._meta.get_field("name").max_length or len(name))
     analysis = analyze(data, name, format=format or None, **live_fields(last_write))
     sha256 = store_blob(data)
@@ -278,23 +281,75 @@ def do_ingest_session(
     """Store `data` (any bytes, readable or not) as revision 0 of a new session.
 
     The bytes are kept exactly as given; an unreadable file becomes a session
-    whose `error` says why (file, line, reason). A name too long for the
+    whose `error` says why (file, line, reason). The name loses its control
+    and format characters (bidi overrides among them); one too long for the
     database is shortened with `fit_name`. `last_write` is when the source
     file was last written, if known (a file read from disk; not an upload):
     within settings.LIVE_GRACE of it the session is live. `api_token` is the
     token of an upload through the API (its revision's origin is then "api").
     """
-    with transaction.atomic(durable=True):
-        return create_session(
-            workspace,
-            name,
-            data,
-            acting_user=acting_user,
-            last_write=last_write,
-            format=format,
-            origin="api" if api_token else "upload",
-            api_token=api_token,
-        )
+    return do_ingest_sessions(
+        workspace,
+        [(name, data)],
+        acting_user=acting_user,
+        last_write=last_write,
+        format=format,
+        api_token=api_token,
+    )[0]
+
+
+def do_ingest_sessions(
+    workspace: Workspace,
+    files: Iterable[tuple[str, bytes]],
+    *,
+    acting_user: Any,
+    last_write: datetime | None = None,
+    format: str | None = None,
+    api_token: ApiToken | None = None,
+) -> list[Session]:
+    """Store each (name, bytes) of `files` as `do_ingest_session` does, all or none.
+
+    One transaction holds every session; if anything fails, it rolls back and
+    the blobs this call wrote that no revision uses are deleted, so a failed
+    upload leaves nothing half-stored. Returns the sessions in the order of
+    `files`; re-raises what failed.
+    """
+    files = list(files)
+    hashes = {hashlib.sha256(data).hexdigest() for _, data in files}
+    # Blobs that are not there yet are this call's to take back if it fails.
+    new = [sha256 for sha256 in hashes if not default_storage.exists(blob_name(sha256))]
+    try:
+        with transaction.atomic(durable=True):
+            return [
+                create_session(
+                    workspace,
+                    name,
+                    data,
+                    acting_user=acting_user,
+                    last_write=last_write,
+                    format=format,
+                    origin="api" if api_token else "upload",
+                    api_token=api_token,
+                )
+                for name, data in files
+            ]
+    except BaseException:
+        _delete_unused_blobs(new)
+        raise
+
+
+def _delete_unused_blobs(shas: list[str]) -> None:
+    """Delete the blobs of `shas` that no revision refers to (a failed write's leftovers).
+
+    Best effort: when the database cannot tell (it may be what failed), the
+    blobs stay, unreferenced but harmless.
+    """
+    try:
+        used = set(Revision.objects.filter(sha256__in=shas).values_list("sha256", flat=True))
+    except DatabaseError:
+        return
+    for sha256 in set(shas) - used:
+        default_storage.delete(blob_name(sha256))
 
 
 # API tokens.

@@ -16,6 +16,7 @@ from transcripts.engine import DEFAULT_POLICY, PRESETS
 from transcripts.formats import FORMATS
 from transcripts.models import AuditRecord, Job, Membership, Session, SyncSource, Workspace
 from transcripts.sync import SyncError, check_source_path
+from transcripts.uploads import Limits, UploadRefused, clean_name, unpack
 
 
 def policy_choices() -> list[tuple[str, str]]:
@@ -50,7 +51,6 @@ class UploadForm(forms.Form):
     workspace = forms.ModelChoiceField(queryset=Workspace.objects.none(), empty_label=None)
     files = MultipleFileField(
         label="Session files",
-        help_text="JSON or JSONL transcripts, one session per file.",
         # Raw bytes are always stored: an empty file becomes an unreadable session, as in `ingest`.
         allow_empty_file=True,
     )
@@ -61,16 +61,34 @@ class UploadForm(forms.Form):
         help_text="Sniffed from the content unless you choose one.",
     )
 
-    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, user: Any, refused: list[str] | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.fields["workspace"].queryset = Workspace.objects.for_user(user, Membership.Role.EDITOR)
+        self.limits = Limits.from_settings()
+        self.refused = refused or []
+        if self.refused:
+            # The files skipped are why the field may be empty: say that, not "required".
+            self.fields["files"].required = False
+        self.fields["files"].help_text = (
+            "JSON or JSONL transcripts, one session per file; a .gz is unpacked, and so is "
+            f"each file in a .zip. {self.limits.describe()}"
+        )
 
-    def clean_files(self) -> Any:
+    def clean_files(self) -> list[tuple[str, bytes]]:
+        """Return the (name, bytes) of every session uploaded, archives unpacked.
+
+        Files the upload handler skipped (`refused`, its reasons) or any limit
+        passed while unpacking refuse the whole upload: nothing is stored.
+        """
+        if self.refused:
+            raise forms.ValidationError([*dict.fromkeys(self.refused), "Nothing was stored."])
         files = self.cleaned_data["files"]
-        for f in files:
-            # Keep only the last path component: a browser may send a relative path.
-            f.name = f.name.replace("\\", "/").rsplit("/", 1)[-1]
-        return files
+        try:
+            return unpack(((clean_name(f.name), f) for f in files), self.limits)
+        except UploadRefused as exc:
+            raise forms.ValidationError([str(exc), "Nothing was stored."]) from None
 
 
 class IdMultipleChoiceField(forms.ModelMultipleChoiceField):

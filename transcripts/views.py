@@ -12,12 +12,14 @@ import json
 from collections import Counter
 from typing import Any
 
+import structlog
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.files.storage import default_storage
 from django.core.paginator import Paginator
+from django.db import DatabaseError
 from django.db.models import Count
 from django.http import (
     FileResponse,
@@ -28,6 +30,7 @@ from django.http import (
 )
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import content_disposition_header
+from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRefresh, push_url
@@ -60,6 +63,9 @@ from transcripts.models import (
     TimelineRow,
     Workspace,
 )
+from transcripts.uploads import Limits, LimitUploadHandler
+
+logger = structlog.get_logger(__name__)
 
 SESSIONS_PER_PAGE = 100
 # The session page's controls that swap its timeline in place (element ids).
@@ -136,25 +142,46 @@ def session_list(request: HttpRequest) -> HttpResponse:
     return _session_list_page(request)
 
 
+@csrf_exempt
 @login_required
 @require_POST
 def upload(request: HttpRequest) -> HttpResponse:
-    """Store each uploaded file as a new session (revision 0 = its exact bytes); editors only."""
+    """Store each uploaded session (revision 0 = its exact bytes), all or none; editors only.
+
+    A .gz holds one session and a .zip one per file. Limits on the bytes
+    received apply while the request is read (`LimitUploadHandler`, put in
+    place before anything reads the body, hence CSRF checked just after);
+    limits after decompression while the form is cleaned.
+    """
     if not Workspace.objects.for_user(request.user, Membership.Role.EDITOR).exists():
         raise PermissionDenied
-    form = UploadForm(request.POST, request.FILES, user=request.user)
+    limiter = LimitUploadHandler(request, Limits.from_settings())
+    request.upload_handlers.insert(0, limiter)
+    return _upload(request, limiter)
+
+
+@csrf_protect
+def _upload(request: HttpRequest, limiter: LimitUploadHandler) -> HttpResponse:
+    form = UploadForm(request.POST, request.FILES, user=request.user, refused=limiter.refused)
     if not form.is_valid():
+        logger.info("upload_refused", errors=form.errors.get_json_data())
         return _session_list_page(request, upload_form=form, status=400)
-    sessions = [
-        actions.do_ingest_session(
+    try:
+        sessions = actions.do_ingest_sessions(
             form.cleaned_data["workspace"],
-            f.name,
-            f.read(),
+            form.cleaned_data["files"],
             acting_user=request.user,
             format=form.cleaned_data["format"] or None,
         )
-        for f in form.cleaned_data["files"]
-    ]
+    except (OSError, DatabaseError) as exc:
+        logger.exception("upload_failed")
+        form.add_error(
+            None,
+            f"The upload could not be stored ({type(exc).__name__}); nothing was kept. "
+            "Try again in a moment.",
+        )
+        return _session_list_page(request, upload_form=form, status=503)
+    logger.info("upload_stored", sessions=[s.pk for s in sessions])
     if len(sessions) == 1:
         return redirect(sessions[0])
     messages.success(request, f"Uploaded {len(sessions)} sessions.")

@@ -1,3 +1,6 @@
+import gzip
+import zipfile
+
 import pytest
 from django.core.management import CommandError, call_command
 
@@ -93,3 +96,27 @@ def test_it_rejects_a_workspace_name_over_the_length_limit():
         call_command("ingest", str(SAMPLES / "formats/openclaw.jsonl"), "--workspace", "w" * 101)
     assert not Workspace.objects.exists()
     assert not Session.objects.exists()
+
+
+def test_it_unpacks_gz_and_zip_files(tmp_path, capsys):
+    (tmp_path / "cc.jsonl.gz").write_bytes(gzip.compress(sample("formats/claude_code.jsonl")))
+    with zipfile.ZipFile(tmp_path / "more.zip", "w") as archive:
+        archive.writestr("a/openclaw.jsonl", sample("formats/openclaw.jsonl"))
+        archive.writestr("b/openai_chat.json", sample("formats/openai_chat.json"))
+    call_command("ingest", str(tmp_path / "cc.jsonl.gz"), str(tmp_path / "more.zip"))
+    sessions = {s.name: s for s in Session.objects.all()}
+    assert sessions.keys() == {"cc.jsonl", "openclaw.jsonl", "openai_chat.json"}
+    assert sessions["openclaw.jsonl"].head.read() == sample("formats/openclaw.jsonl")
+    assert sessions["cc.jsonl"].format == "claude_code"
+    assert "more.zip: openai_chat.json: session" in capsys.readouterr().out
+
+
+def test_it_stores_nothing_of_an_archive_past_the_limit(tmp_path, capsys):
+    with zipfile.ZipFile(tmp_path / "bomb.zip", "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("ok.jsonl", sample("formats/openclaw.jsonl"))
+        archive.writestr("big.jsonl", b"\0" * 2**21)
+    with pytest.raises(CommandError, match="1 file"):
+        call_command("ingest", str(tmp_path / "bomb.zip"), "--max-size", str(2**20))
+    assert Session.objects.count() == 0
+    err = capsys.readouterr().err
+    assert "bomb.zip: not stored: “big.jsonl” in “bomb.zip” decompresses to more than 1.0 MB" in err

@@ -3,6 +3,17 @@
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.urls import reverse
+
+from tests import hostile as hostile_session
+from tests.helpers import run_inline
+from transcripts import actions
+from transcripts.models import AuditRecord
 
 
 def _chat(call_id: str, name: str, text: str) -> bytes:
@@ -42,3 +53,140 @@ def test_the_page_and_its_fragment_are_cached_apart(alice_client, workspace, ing
     session = ingest(workspace, "chat.json", _chat("call_1", "run", "hi"))
     response = alice_client.get(session.get_absolute_url())
     assert "HX-Request" in response["Vary"]
+
+
+# A session of every hostile payload (tests/hostile.py), on every page that shows it.
+
+HOSTILE_NAME = "<img src=x onerror=alert(1)>\u202egnp.jsonl"
+
+
+@pytest.fixture
+def hostile(workspace, ingest):
+    return ingest(workspace, HOSTILE_NAME, hostile_session.claude_code_session())
+
+
+def _assert_inert(html: str) -> None:
+    found = [markup for markup in hostile_session.UNESCAPED if markup in html]
+    assert found == []
+
+
+def test_every_payload_renders_escaped_and_readable(alice_client, hostile):
+    html = alice_client.get(hostile.get_absolute_url()).content.decode()
+    _assert_inert(html)
+    # Each record shown whole, as expanding it in the timeline does.
+    for index in range(hostile.record_count):
+        url = reverse("transcripts:record_detail", args=[hostile.pk, index])
+        response = alice_client.get(url)
+        assert response.status_code == 200
+        _assert_inert(response.content.decode())
+    for shown in [
+        "&lt;script&gt;window.__pwned = 1; alert(&#x27;script&#x27;)&lt;/script&gt;",
+        "&lt;svg onload=&quot;window.__pwned = 3&quot;&gt;",
+        "&lt;a href=&quot;javascript:window.__pwned = 4&quot;&gt;click me&lt;/a&gt;",
+        "&lt;/style&gt;&lt;style&gt;body { background: url(http://other.invalid/css) }",
+        "{{ 7|add:7 }} {% debug %} ${7*7}",
+        "[U+202E]gnp.exe [U+2066]isolated[U+2069] [U+200F]right-to-left",
+        "toolu_13&lt;/textarea&gt;&lt;/code&gt;",
+    ]:
+        assert shown in html
+
+
+def test_the_list_audit_and_job_pages_escape_it_too(alice_client, alice, workspace, hostile):
+    job = run_inline(
+        actions.do_start_job(workspace, [hostile], policy="synthesize", acting_user=alice)
+    )
+    assert job.done == 1
+    # The dropped malformed calls' bytes, payloads included, are in the audit records.
+    assert AuditRecord.objects.filter(job=job, op="drop_call").count() == 7
+    pages = [
+        reverse("transcripts:session_list"),
+        reverse("transcripts:audit_list"),
+        job.get_absolute_url(),
+        hostile.get_absolute_url(),
+    ]
+    for url in pages:
+        html = alice_client.get(url).content.decode()
+        _assert_inert(html)
+        assert "&lt;img src=x onerror=alert(1)&gt;gnp.jsonl" in html or url == pages[3]
+
+
+def test_a_ten_megabyte_line_is_cut_short_on_the_page(alice_client, workspace, ingest, settings):
+    settings.TIMELINE_INLINE_BYTES = 64 * 1024 * 1024  # built in the request, not by a task
+    data = hostile_session.claude_code_session(big_line=True)
+    session = ingest(workspace, "big.jsonl", data)
+    assert (session.format, session.error) == ("claude_code", "")
+    response = alice_client.get(session.get_absolute_url())
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "&lt;svg onload=" in html
+    # The line is summarised, never pasted whole into the page.
+    assert len(response.content) < 1024 * 1024
+    _assert_inert(html)
+    # The record's own page shows more of it, inert even so.
+    whole = alice_client.get(reverse("transcripts:record_detail", args=[session.pk, 8]))
+    assert whole.status_code == 200
+    assert "AAAAAAAA" in whole.content.decode()
+    _assert_inert(whole.content.decode())
+    raw = alice_client.get(reverse("transcripts:download_revision", args=[session.pk, 0]))
+    assert raw.content == data
+    assert len(raw.content) > hostile_session.BIG_LINE_BYTES
+
+
+def test_deep_nesting_is_read_where_it_can_be_and_refused_readably_where_not(
+    alice_client, workspace, ingest
+):
+    nested = ingest(
+        workspace, "nested.jsonl", hostile_session.claude_code_session(nested_depth=500)
+    )
+    assert (nested.format, nested.error) == ("claude_code", "")
+    assert alice_client.get(nested.get_absolute_url()).status_code == 200
+
+    too_deep = ingest(workspace, "deep.json", hostile_session.deeply_nested())
+    assert too_deep.error == "deep.json: line 1: not valid JSON: column 1026: depth limit exceeded"
+    html = alice_client.get(too_deep.get_absolute_url()).content.decode()
+    assert "This file could not be read" in html
+    assert too_deep.error in html
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        reverse("transcripts:session_list"),
+        reverse("transcripts:audit_list"),
+        reverse("login"),
+        reverse("healthz"),
+    ],
+)
+def test_every_response_carries_a_strict_csp(alice_client, url):
+    policy = dict(
+        directive.strip().split(" ", 1)
+        for directive in alice_client.get(url)["Content-Security-Policy"].split(";")
+    )
+    assert policy == {
+        "default-src": "'none'",
+        "script-src": "'self'",
+        "style-src": "'self'",
+        "img-src": "'self' data:",
+        "font-src": "'self'",
+        "connect-src": "'self'",
+        "form-action": "'self'",
+        "frame-ancestors": "'none'",
+        "base-uri": "'none'",
+        "object-src": "'none'",
+    }
+
+
+TEMPLATES = Path(settings.BASE_DIR) / "templates"
+
+
+@pytest.mark.parametrize(
+    "template", sorted(TEMPLATES.rglob("*.html")), ids=lambda p: str(p.relative_to(TEMPLATES))
+)
+def test_no_template_needs_what_the_csp_forbids(template):
+    text = template.read_text()
+    # Inline scripts, event handler attributes, style attributes and <style> blocks.
+    assert re.findall(r"<script(?![^>]*\bsrc=)[^>]*>", text) == []
+    assert re.findall(r"\son[a-z]+\s*=", text) == []
+    assert re.findall(r"\sstyle\s*=", text) == []
+    assert "<style" not in text
+    assert "javascript:" not in text

@@ -1,9 +1,19 @@
+import gzip
+import hashlib
+import io
+import uuid
+import zipfile
+
 import pytest
+from django.core.files.storage import default_storage
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import DatabaseError
+from django.db.models.signals import pre_save
 from django.urls import reverse
 
 from tests.helpers import sample
-from transcripts.models import AuditRecord, Session
+from transcripts.models import AuditRecord, Revision, Session, blob_name
+from transcripts.uploads import Limits, LimitUploadHandler, clean_name
 
 URL = reverse("transcripts:upload")
 pytestmark = pytest.mark.django_db
@@ -102,3 +112,260 @@ def test_it_stores_an_empty_file_as_an_unreadable_session(alice_client, workspac
     page = alice_client.get(session.get_absolute_url()).content.decode()
     assert "This file could not be read" in page
     assert session.error in page
+
+
+# Archives, limits, names and failures.
+
+
+def _gz(data: bytes) -> bytes:
+    return gzip.compress(data, mtime=0)
+
+
+def _zip(members: dict[str, bytes]) -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return out.getvalue()
+
+
+def _refusal(response) -> str:
+    assert response.status_code == 400
+    assert Session.objects.count() == 0
+    html = response.content.decode()
+    assert "Nothing was stored." in html
+    return html
+
+
+def test_it_unpacks_a_gz_into_the_session_it_holds(alice_client, workspace):
+    data = sample("formats/claude_code.jsonl")
+    response = upload(alice_client, workspace, SimpleUploadedFile("cc.jsonl.gz", _gz(data)))
+    session = Session.objects.get()
+    assert response.url == session.get_absolute_url()
+    assert (session.name, session.format) == ("cc.jsonl", "claude_code")
+    assert session.head.read() == data
+
+
+def test_it_stores_each_file_of_a_zip(alice_client, workspace):
+    archive = _zip(
+        {
+            "exports/claude_code.jsonl": sample("formats/claude_code.jsonl"),
+            "openai_chat.json": sample("formats/openai_chat.json"),
+            "exports/": b"",
+            "__MACOSX/exports/._claude_code.jsonl": b"\x00\x05\x16\x07",
+        }
+    )
+    response = upload(alice_client, workspace, SimpleUploadedFile("sessions.zip", archive))
+    assert response.status_code == 302
+    assert sorted(Session.objects.values_list("name", "format")) == [
+        ("claude_code.jsonl", "claude_code"),
+        ("openai_chat.json", "openai_chat"),
+    ]
+    stored = Session.objects.get(name="openai_chat.json").head.read()
+    assert stored == sample("formats/openai_chat.json")
+
+
+def test_it_refuses_a_file_over_the_size_limit(alice_client, workspace, settings):
+    settings.UPLOAD_MAX_FILE_SIZE = 1000
+    response = upload(alice_client, workspace, SimpleUploadedFile("big.jsonl", b"x" * 5000))
+    html = _refusal(response)
+    assert "“big.jsonl” is more than 1000 bytes; each session may be at most 1000 bytes." in html
+
+
+def test_the_handler_drops_files_past_the_limits_while_reading(rf):
+    limits = Limits(file_size=1000, total_size=4000, files=3)
+    request = rf.post(
+        URL,
+        {
+            "files": [
+                SimpleUploadedFile("small.jsonl", b"s" * 900),
+                SimpleUploadedFile("big.jsonl", b"b" * 1001),
+                SimpleUploadedFile("sessions.zip", b"z" * 1500),
+                SimpleUploadedFile("more.jsonl", b"m" * 10),
+            ]
+        },
+    )
+    handler = LimitUploadHandler(request, limits)
+    request.upload_handlers.insert(0, handler)
+    assert [f.name for f in request.FILES.getlist("files")] == ["small.jsonl", "sessions.zip"]
+    assert handler.refused == [
+        "“big.jsonl” is more than 1000 bytes; each session may be at most 1000 bytes.",
+        "This upload holds more than 3 files; one upload may hold at most 3.",
+    ]
+
+
+def test_the_handler_stops_reading_past_the_total(rf):
+    limits = Limits(file_size=1000, total_size=1500, files=10)
+    files = [SimpleUploadedFile(f"{n}.jsonl", b"x" * 900) for n in range(3)]
+    request = rf.post(URL, {"files": files})
+    handler = LimitUploadHandler(request, limits)
+    request.upload_handlers.insert(0, handler)
+    assert [f.name for f in request.FILES.getlist("files")] == ["0.jsonl"]
+    assert handler.refused == [
+        "This upload is more than 1.5 KB; one upload may hold at most 1.5 KB."
+    ]
+
+
+def test_it_refuses_a_gz_that_decompresses_past_the_limit(alice_client, workspace, settings):
+    settings.UPLOAD_MAX_FILE_SIZE = 1024 * 1024
+    bomb = _gz(b"\0" * (20 * 1024 * 1024))
+    assert len(bomb) < 30_000
+    response = upload(alice_client, workspace, SimpleUploadedFile("bomb.jsonl.gz", bomb))
+    html = _refusal(response)
+    assert "“bomb.jsonl.gz” decompresses to more than 1.0 MB; each session may be at most" in html
+
+
+def test_it_refuses_a_zip_member_past_the_limit(alice_client, workspace, settings):
+    settings.UPLOAD_MAX_FILE_SIZE = 1024 * 1024
+    bomb = _zip({"ok.jsonl": sample("formats/claude_code.jsonl"), "big.jsonl": b"\0" * 2**22})
+    response = upload(alice_client, workspace, SimpleUploadedFile("bomb.zip", bomb))
+    html = _refusal(response)
+    assert "“big.jsonl” in “bomb.zip” decompresses to more than 1.0 MB" in html
+
+
+def test_it_refuses_a_zip_that_understates_a_members_size(alice_client, workspace, settings):
+    settings.UPLOAD_MAX_FILE_SIZE = 1024 * 1024
+    archive = bytearray(_zip({"big.jsonl": b"\0" * 2**22}))
+    # Claim 100 bytes in the central directory: reading stops there and the CRC fails.
+    central = archive.index(b"PK\x01\x02")
+    archive[central + 24 : central + 28] = (100).to_bytes(4, "little")
+    response = upload(alice_client, workspace, SimpleUploadedFile("liar.zip", bytes(archive)))
+    html = _refusal(response)
+    assert "“liar.zip” is not a valid zip archive" in html
+
+
+def test_it_refuses_too_many_files(alice_client, workspace, settings):
+    settings.UPLOAD_MAX_FILES = 2
+    files = [SimpleUploadedFile(f"{n}.jsonl", b"{}\n") for n in range(3)]
+    html = _refusal(upload(alice_client, workspace, *files))
+    assert "This upload holds more than 2 files; one upload may hold at most 2." in html
+
+
+def test_it_counts_the_members_of_a_zip_as_sessions(alice_client, workspace, settings):
+    settings.UPLOAD_MAX_FILES = 2
+    archive = _zip({f"{n}.jsonl": b"{}\n" for n in range(3)})
+    html = _refusal(upload(alice_client, workspace, SimpleUploadedFile("three.zip", archive)))
+    assert "This upload holds more than 2 sessions; one upload may hold at most 2." in html
+
+
+def test_it_refuses_an_upload_over_the_total_limit(alice_client, workspace, settings):
+    settings.UPLOAD_MAX_FILE_SIZE = 3000
+    settings.UPLOAD_MAX_TOTAL_SIZE = 5000
+    files = [SimpleUploadedFile(f"{n}.jsonl", b"x" * 2000) for n in range(3)]
+    html = _refusal(upload(alice_client, workspace, *files))
+    assert "This upload is more than 4.9 KB; one upload may hold at most 4.9 KB." in html
+
+
+def test_it_refuses_sessions_that_decompress_past_the_total(alice_client, workspace, settings):
+    settings.UPLOAD_MAX_FILE_SIZE = 3000
+    settings.UPLOAD_MAX_TOTAL_SIZE = 5000
+    archive = _zip({f"{n}.jsonl": b"x" * 2000 for n in range(3)})
+    html = _refusal(upload(alice_client, workspace, SimpleUploadedFile("s.zip", archive)))
+    assert "This upload holds more than 4.9 KB of sessions (after decompression)" in html
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "message"),
+    [
+        ("broken.jsonl.gz", b"not gzip at all", "“broken.jsonl.gz” is not a valid gzip file"),
+        ("cut.jsonl.gz", _gz(b'{"a": 1}\n' * 1000)[:-20], "“cut.jsonl.gz” is not a valid gzip"),
+        ("broken.zip", b"PK\x03\x04 not really", "“broken.zip” is not a valid zip archive"),
+        ("empty.zip", _zip({}), "“empty.zip” holds no files."),
+        ("sessions.tar.gz", _gz(b"tar"), "“sessions.tar.gz” is a tar archive: upload a .zip"),
+    ],
+)
+def test_it_refuses_an_archive_it_cannot_read(alice_client, workspace, name, data, message):
+    html = _refusal(upload(alice_client, workspace, SimpleUploadedFile(name, data)))
+    assert message in html
+
+
+def test_it_refuses_an_encrypted_zip(alice_client, workspace):
+    archive = bytearray(_zip({"secret.jsonl": b"{}\n"}))
+    # Set the "encrypted" flag bit in the local and the central header.
+    archive[6] |= 1
+    central = archive.index(b"PK\x01\x02")
+    archive[central + 8] |= 1
+    response = upload(alice_client, workspace, SimpleUploadedFile("locked.zip", bytes(archive)))
+    html = _refusal(response)
+    assert "“secret.jsonl” in “locked.zip” is encrypted" in html
+
+
+def test_it_keeps_only_a_safe_name(alice_client, workspace):
+    archive = _zip({"../../etc/\u202eevil\u200b\x07.jsonl": sample("formats/openclaw.jsonl")})
+    upload(alice_client, workspace, SimpleUploadedFile("a.zip", archive))
+    assert Session.objects.get().name == "evil.jsonl"
+
+
+@pytest.mark.parametrize(
+    ("name", "clean"),
+    [
+        ("session.jsonl", "session.jsonl"),
+        ("C:\\Users\\me\\s.jsonl", "s.jsonl"),
+        ("a/b/../c.json", "c.json"),
+        ("\u202egnp.exe", "gnp.exe"),
+        ("  spaced name .jsonl  ", "spaced name .jsonl"),
+        ("nul\x00byte.jsonl", "nulbyte.jsonl"),
+        ("..", "session"),
+        ("dir/", "session"),
+        ("e\u0301.jsonl", "\u00e9.jsonl"),
+    ],
+)
+def test_clean_name(name, clean):
+    assert clean_name(name) == clean
+
+
+def _blob_exists(data: bytes) -> bool:
+    return default_storage.exists(blob_name(hashlib.sha256(data).hexdigest()))
+
+
+def test_a_failed_upload_stores_nothing(alice_client, workspace):
+    first = f'{{"unique": "{uuid.uuid4()}"}}\n'.encode()
+
+    def fail_on_second(sender, instance, **kwargs):
+        if instance.name == "second.jsonl":
+            raise DatabaseError("disk I/O error")
+
+    pre_save.connect(fail_on_second, sender=Session)
+    try:
+        response = upload(
+            alice_client,
+            workspace,
+            SimpleUploadedFile("first.jsonl", first),
+            SimpleUploadedFile("second.jsonl", sample("formats/claude_code.jsonl")),
+        )
+    finally:
+        pre_save.disconnect(fail_on_second, sender=Session)
+    assert response.status_code == 503
+    assert "The upload could not be stored (DatabaseError); nothing was kept." in (
+        response.content.decode()
+    )
+    assert (Session.objects.count(), Revision.objects.count(), AuditRecord.objects.count()) == (
+        0,
+        0,
+        0,
+    )
+    assert not _blob_exists(first)
+
+
+def test_a_storage_failure_removes_the_blobs_already_written(alice_client, workspace, monkeypatch):
+    first = f'{{"unique": "{uuid.uuid4()}"}}\n'.encode()
+    second = f'{{"unique": "{uuid.uuid4()}"}}\n'.encode()
+    save = default_storage.save
+
+    def save_until_full(name, content, *args, **kwargs):
+        if content.read() == second:
+            raise OSError(28, "No space left on device")
+        content.seek(0)
+        return save(name, content, *args, **kwargs)
+
+    monkeypatch.setattr(default_storage, "save", save_until_full)
+    response = upload(
+        alice_client,
+        workspace,
+        SimpleUploadedFile("first.jsonl", first),
+        SimpleUploadedFile("second.jsonl", second),
+    )
+    assert response.status_code == 503
+    assert "nothing was kept" in response.content.decode()
+    assert Session.objects.count() == 0
+    assert not _blob_exists(first)

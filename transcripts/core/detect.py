@@ -45,10 +45,14 @@ SINGLE_RESPONSE_TURN = frozenset({"gemini"})
 
 
 def results_follow_content(record: Record) -> bool:
-    """Return True when some other content block comes before the record's first result."""
+    """Return True when some other content block comes before one of the record's results.
+
+    Before the first, or between two: Anthropic wants every result ahead of
+    any other content.
+    """
     taken = {r.block for r in record.results} | {c.block for c in record.calls}
-    first = min(r.block for r in record.results)
-    return any(j not in taken for j in range(first))
+    last = max(r.block for r in record.results)
+    return any(j not in taken for j in range(last))
 
 
 def other_blocks(record: Record) -> list[int]:

@@ -142,7 +142,8 @@ def _slots_at(record: Record, edits: _Edits) -> list[Slot]:
     removed = frozenset(edits.removed.get(i, ()))
     if i in edits.whole_moves:
         own = Slot(i, ops=ops, moved_away=True)
-    elif removed and len(removed) >= max(1, block_count(record)):
+    elif removed and len(removed) >= max(1, block_count(record)) and i not in edits.inline:
+        # Dropped once every block is gone, unless a result is inserted into it.
         own = Slot(i, ops=ops, dropped=True)
     else:
         own = Slot(

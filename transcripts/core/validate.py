@@ -163,7 +163,10 @@ def _messages(transcript: Transcript, order: list[int], provider: str) -> list[_
             role = Role.USER if record.role is Role.TOOL else record.role
             messages.append(_Message(message, role, [], [], set()))
         current = messages[-1]
-        current.calls.extend((i, first + c.block, c.id) for c in record.calls)
+        # Only an assistant message makes calls: a call block elsewhere is no call a
+        # result answers (and `detect` sees none there either).
+        if record.role is Role.ASSISTANT:
+            current.calls.extend((i, first + c.block, c.id) for c in record.calls)
         current.results.extend((i, first + r.block, r.tool_call_id) for r in record.results)
         taken = {r.block for r in record.results} | {c.block for c in record.calls}
         total = len(record.calls) + len(record.results) + record.other_blocks

@@ -2,16 +2,21 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from transcripts import actions
 from transcripts.models import Membership, Workspace
+from transcripts.uploads import Limits, UploadRefused, clean_name, is_archive, unpack
 
 
 class Command(BaseCommand):
-    help = "Store session files as new sessions (revision 0 = their exact bytes)."
+    help = (
+        "Store session files as new sessions (revision 0 = their exact bytes). A .gz holds "
+        "one session and a .zip one per file, unpacked within the upload limits."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("files", nargs="+", type=Path, metavar="FILE")
@@ -23,6 +28,16 @@ class Command(BaseCommand):
             help=(
                 "Username recorded as the acting user; made an owner of the workspace "
                 "unless already a member."
+            ),
+        )
+        parser.add_argument(
+            "--max-size",
+            type=int,
+            default=settings.UPLOAD_MAX_FILE_SIZE,
+            metavar="BYTES",
+            help=(
+                "Most bytes one session of a .gz or .zip may decompress to "
+                "(default: UPLOAD_MAX_FILE_SIZE); plain files have no limit."
             ),
         )
 
@@ -43,22 +58,38 @@ class Command(BaseCommand):
             workspace = actions.do_create_workspace(name, acting_user=user)
         elif user is not None:
             actions.do_add_member(workspace, user, role=Membership.Role.ADMIN)
+        limits = Limits.from_settings()
+        limits.file_size = options["max_size"]
+        limits.total_size = max(limits.total_size, limits.file_size)
         missing = 0
         for path in options["files"]:
+            name = clean_name(path.name)
             try:
-                data = path.read_bytes()
                 # The file's own time, so a repair job can tell a session still being written.
                 last_write = datetime.fromtimestamp(path.stat().st_mtime, UTC)
+                if is_archive(name):
+                    with path.open("rb") as f:
+                        files = unpack([(name, f)], limits)
+                else:
+                    files = [(name, path.read_bytes())]
             except OSError as exc:
                 self.stderr.write(f"{path}: cannot read: {exc.strerror}")
                 missing += 1
                 continue
-            session = actions.do_ingest_session(
-                workspace, path.name, data, acting_user=user, last_write=last_write
+            except UploadRefused as exc:
+                self.stderr.write(f"{path}: not stored: {exc}")
+                missing += 1
+                continue
+            sessions = actions.do_ingest_sessions(
+                workspace, files, acting_user=user, last_write=last_write
             )
-            faults = ", ".join(f"{k}={n}" for k, n in session.fault_counts.items()) or "no faults"
-            state = f"unreadable: {session.error}" if session.error else faults
-            self.stdout.write(f"{path}: session {session.pk} ({session.format}) {state}")
+            for session in sessions:
+                faults = (
+                    ", ".join(f"{k}={n}" for k, n in session.fault_counts.items()) or "no faults"
+                )
+                state = f"unreadable: {session.error}" if session.error else faults
+                where = f"{path}: {session.name}" if is_archive(name) else str(path)
+                self.stdout.write(f"{where}: session {session.pk} ({session.format}) {state}")
         if not workspace.memberships.exists():
             self.stderr.write(
                 self.style.WARNING(
@@ -68,4 +99,4 @@ class Command(BaseCommand):
                 )
             )
         if missing:
-            raise CommandError(f"{missing} file(s) could not be read")
+            raise CommandError(f"{missing} file(s) could not be read or stored")

@@ -1,0 +1,85 @@
+"""`/healthz`: can this process reach its database and its task queue right now?
+
+For load balancers and orchestrators, so no login. Each check has a short
+timeout; the answer is JSON with a status per check, 200 when all pass and 503
+when one fails. A failure is logged in full but answered with the exception's
+type only: the endpoint is public, and error texts name hosts and users.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+
+import structlog
+from django.conf import settings
+from django.contrib.auth.decorators import login_not_required
+from django.db import connection, transaction
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+
+from project.celery import app as celery_app
+
+logger = structlog.get_logger(__name__)
+
+# Seconds a check may take: well under a typical probe's own timeout.
+TIMEOUT = 2.0
+
+
+def check_database() -> None:
+    """Run `SELECT 1` on the default database; raise if it cannot be reached or answered.
+
+    PostgreSQL gives up connecting after settings' `connect_timeout` and the
+    query after TIMEOUT (a statement timeout local to this transaction).
+    """
+    with transaction.atomic(), connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SET LOCAL statement_timeout = %s", [int(TIMEOUT * 1000)])
+        cursor.execute("SELECT 1")
+        if cursor.fetchone() != (1,):
+            raise RuntimeError("SELECT 1 did not return 1")
+
+
+def check_broker() -> None:
+    """Connect to the Celery broker once (no retries, TIMEOUT seconds); raise if it fails.
+
+    For the filesystem transport, the folder tasks are written to must be a
+    writable directory.
+    """
+    with celery_app.connection_for_write(connect_timeout=TIMEOUT) as conn:
+        conn.ensure_connection(max_retries=1, interval_start=0, timeout=TIMEOUT)
+        if conn.transport_cls == "filesystem":
+            folder = settings.CELERY_BROKER_TRANSPORT_OPTIONS["data_folder_out"]
+            if not (os.path.isdir(folder) and os.access(folder, os.W_OK)):
+                raise OSError(f"broker folder {folder} is not a writable directory")
+
+
+CHECKS: dict[str, Callable[[], None]] = {"database": check_database, "broker": check_broker}
+
+
+@login_not_required
+@never_cache
+@require_GET
+def healthz(request: HttpRequest) -> JsonResponse:
+    """Answer `{"status": "ok"|"error", "checks": {name: {"status", "ms"[, "error"]}}}`.
+
+    Status 200 when every check passes, 503 otherwise.
+    """
+    checks: dict[str, dict[str, object]] = {}
+    for name, check in CHECKS.items():
+        start = time.perf_counter()
+        try:
+            check()
+        except Exception as exc:
+            result: dict[str, object] = {"status": "error", "error": type(exc).__name__}
+            logger.warning("health_check_failed", check=name, error=str(exc), exc_info=exc)
+        else:
+            result = {"status": "ok"}
+        result["ms"] = round((time.perf_counter() - start) * 1000, 1)
+        checks[name] = result
+    ok = all(result["status"] == "ok" for result in checks.values())
+    return JsonResponse(
+        {"status": "ok" if ok else "error", "checks": checks}, status=200 if ok else 503
+    )
