@@ -185,6 +185,7 @@ def append_records(
     origin: str,
     now: datetime,
     note: str = "",
+    expected_head: int | None = None,
 ) -> Revision:
     """Add `data` (whole JSON lines) onto `session`'s head as a new head; caller's transaction.
 
@@ -197,6 +198,12 @@ def append_records(
     )
     head = session.head
     assert head is not None
+    if expected_head is not None and head.number != expected_head:
+        raise AppendError(
+            "head_moved",
+            f"{session.name}: the head is revision {head.number}, not {expected_head}: "
+            "nothing was appended (re-read the session and append what it lacks)",
+        )
     before = head.read()
     joiner = b"\n" if before and not before.endswith(b"\n") else b""
     content = before + joiner + data
@@ -231,15 +238,19 @@ def do_append_records(
     acting_user: Any,
     origin: str = "api",
     now: datetime | None = None,
+    expected_head: int | None = None,
 ) -> Revision:
     """Append the JSON lines `data` to `session` as its new head revision; return it.
 
     Each line must be one JSON object and end in a newline. The session then
     counts as written at `now` (default: the current time), so its unanswered
-    tail calls are `pending_result` for settings.LIVE_GRACE seconds. Raises
-    AppendError with code `not_appendable` (the session's format is one JSON
-    document, not lines), `empty`, `partial_line` or `bad_record` (the message
-    names the line and the reason).
+    tail calls are `pending_result` for settings.LIVE_GRACE seconds. With
+    `expected_head` (a revision number) nothing is appended unless that is
+    still the head, so a client retrying an append it is unsure of never
+    writes its lines twice. Raises AppendError with code `not_appendable`
+    (the session's format is one JSON document, not lines), `empty`,
+    `partial_line`, `bad_record` (the message names the line and the
+    reason) or `head_moved`.
     """
     if not is_line_oriented(session):
         raise AppendError(
@@ -250,7 +261,12 @@ def do_append_records(
     _check_lines(session.name, data)
     with transaction.atomic(durable=True):
         return append_records(
-            session, data, acting_user=acting_user, origin=origin, now=now or timezone.now()
+            session,
+            data,
+            acting_user=acting_user,
+            origin=origin,
+            now=now or timezone.now(),
+            expected_head=expected_head,
         )
 
 

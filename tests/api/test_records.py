@@ -79,3 +79,24 @@ def test_it_hides_other_workspaces_sessions(api, other_workspace, ingest, bob):
     theirs = ingest(other_workspace, "theirs.jsonl", START, user=bob)
     assert error_of(append(api, theirs, ANSWER)) == (404, "not_found")
     assert theirs.revisions.count() == 1
+
+
+def test_a_retried_append_with_head_is_written_once(api, session):
+    url = f"/api/sessions/{session.pk}/records?head=0"
+    first = api.post(url, ANSWER, content_type=NDJSON)
+    retry = api.post(url, ANSWER, content_type=NDJSON)
+
+    assert first.status_code == 200 and first.json()["head"] == 1
+    assert error_of(retry) == (409, "head_moved")
+    assert "the head is revision 1, not 0: nothing was appended" in retry.json()["error"]["message"]
+    assert session.revisions.count() == 2
+    assert Revision.objects.get(session=session, number=1).read() == START + ANSWER
+
+
+@pytest.mark.parametrize("head", ["-1", "x", "1.5", "٣", ""])
+def test_a_head_that_is_no_revision_number_is_refused(api, session, head):
+    response = api.post(
+        f"/api/sessions/{session.pk}/records?head={head}", ANSWER, content_type=NDJSON
+    )
+    assert error_of(response) == (400, "bad_request")
+    assert session.revisions.count() == 1

@@ -18,7 +18,7 @@ from django.http import FileResponse, HttpResponse
 from django.utils import timezone
 from django.utils.http import content_disposition_header
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import generics, pagination, parsers, renderers, status
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
@@ -220,7 +220,10 @@ class JsonlParser(NdjsonParser):
 
 
 # The HTTP status of each code `sync.AppendError` raises.
-APPEND_ERRORS = {"not_appendable": status.HTTP_409_CONFLICT}
+APPEND_ERRORS = {
+    "not_appendable": status.HTTP_409_CONFLICT,
+    "head_moved": status.HTTP_409_CONFLICT,
+}
 
 
 class SessionRecords(APIView):
@@ -235,8 +238,19 @@ class SessionRecords(APIView):
             "whose result has not arrived yet is pending_result until the grace period "
             "passes, then missing_result. A session whose format is one JSON document "
             "takes no appends (409 not_appendable); an empty body is `empty`, a last line "
-            "without its newline `partial_line`, a line that is no JSON object `bad_record`."
+            "without its newline `partial_line`, a line that is no JSON object `bad_record`. "
+            "With `head` (the revision number the client last saw), nothing is appended "
+            "unless that is still the head (409 head_moved): a retried append is never "
+            "written twice."
         ),
+        parameters=[
+            OpenApiParameter(
+                "head",
+                int,
+                description="Append only if this is still the head revision's number.",
+                required=False,
+            )
+        ],
         request={
             "application/x-ndjson": OpenApiTypes.BINARY,
             "application/jsonl": OpenApiTypes.BINARY,
@@ -247,8 +261,20 @@ class SessionRecords(APIView):
         session = _session(request, pk)
         # An empty body comes through DRF as an empty dict: nothing to append.
         data = request.data if isinstance(request.data, bytes) else b""
+        heads = request.query_params.getlist("head")
+        if heads and not (len(heads) == 1 and heads[0].isascii() and heads[0].isdigit()):
+            raise ValidationError({"head": ["A single revision number (0 or more)."]})
+        if heads and len(heads[0]) > 9:
+            return errors.error_response(
+                status.HTTP_409_CONFLICT, "head_moved", f"No revision {heads[0]}."
+            )
         try:
-            sync.do_append_records(session, data, acting_user=permissions.acting_user(request))
+            sync.do_append_records(
+                session,
+                data,
+                acting_user=permissions.acting_user(request),
+                expected_head=int(heads[0]) if heads else None,
+            )
         except sync.AppendError as exc:
             status_code = APPEND_ERRORS.get(exc.code, status.HTTP_400_BAD_REQUEST)
             return errors.error_response(status_code, exc.code, str(exc))
