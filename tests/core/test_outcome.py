@@ -186,12 +186,14 @@ def test_a_synthetic_result_counts_as_existing_synthetic() -> None:
     assert derived(native) == (12, {})
 
 
-def test_it_declines_an_insert_into_a_record_the_plan_drops() -> None:
-    # The only result of the message the insert targets is an orphan, dropped with
-    # its message: the inserted result goes with it (a repair that is not idempotent).
+def test_an_insert_into_a_message_that_loses_its_orphan_is_counted_from_the_plan() -> None:
+    # The only other result of the message the insert targets is an orphan, dropped:
+    # the inserted result stays (the repair is idempotent), so the plan's account holds.
     doc = json.loads((ROOT / "demo/samples/formats/gemini.json").read_text())
     doc["contents"][1]["parts"][0]["functionCall"]["id"] = None
     data = json.dumps(doc, indent=2).encode()
     analysis = analyze(data, "gemini.json", "synthesize")
-    assert derived(analysis)[1] is None
-    assert analysis.repaired_counts() == (4, {"missing_result": 1})
+    again = analyze(analysis.repaired, "gemini.json", "synthesize", format=analysis.format)
+    assert (again.record_count, again.fault_counts) == (5, {})
+    assert derived(analysis) == (5, {})
+    assert analysis.repaired_counts() == (5, {})
