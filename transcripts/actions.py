@@ -489,11 +489,16 @@ def do_start_repair_from_dry_run(
     """Repair exactly what the dry run `dry_run` planned, fenced on the heads it read.
 
     A session whose head moved since the dry run is skipped as `fence_lost`.
-    Raises JobStateError unless `dry_run` is a finished dry run.
+    Raises JobStateError unless `dry_run` is a finished dry run not applied yet.
     """
     if dry_run.kind != Job.Kind.DRY_RUN or dry_run.status != Job.Status.DONE:
         raise JobStateError("Only a finished dry run can be applied.")
     with transaction.atomic(durable=True):
+        # Locked, so two clicks at once cannot both apply it.
+        Job.objects.select_for_update().filter(pk=dry_run.pk).first()
+        applied = Job.objects.filter(source_job=dry_run, kind=Job.Kind.REPAIR).first()
+        if applied is not None:
+            raise JobStateError(f"This dry run was applied already, by job {applied.pk}.")
         rows = dry_run.items.filter(status=JobItem.Status.WOULD_REPAIR).values_list(
             "session_id", "base_id"
         )
@@ -515,10 +520,12 @@ def do_start_rollback_job(job: Job, *, acting_user: Any, api_token: ApiToken | N
 
     The rollback's fence is the revision `job` wrote: a session changed
     since is reported (`fence_lost`), never overwritten. Raises
-    JobStateError unless `job` is a finished repair.
+    JobStateError unless `job` is a finished repair that repaired a session.
     """
     if job.kind != Job.Kind.REPAIR or not job.is_finished:
         raise JobStateError("Only a finished repair job can be rolled back.")
+    if not job.items.filter(status=JobItem.Status.REPAIRED).exists():
+        raise JobStateError(f"Job {job.pk} repaired no session: there is nothing to roll back.")
     with transaction.atomic(durable=True):
         rows = job.items.filter(status=JobItem.Status.REPAIRED).values_list(
             "session_id", "revision_id"

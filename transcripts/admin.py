@@ -36,6 +36,10 @@ class SessionAdmin(admin.ModelAdmin):
     list_filter = ["workspace", "format"]
     readonly_fields = ["head", "fault_counts", "record_count", "format", "error"]
 
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # A session is made with its revision 0 by an upload, a sync or the API, never empty.
+        return False
+
 
 @admin.register(Revision)
 class RevisionAdmin(ReadOnlyAdmin):

@@ -154,8 +154,15 @@ def do_create_source(
     if format not in PATTERNS:
         raise SyncError(f"unknown source format {format!r}")
     with transaction.atomic(durable=True):
-        if SyncSource.objects.filter(workspace=workspace, path=str(resolved)).exists():
-            raise SyncError(f"{resolved} is already a source of {workspace}")
+        for other in SyncSource.objects.filter(workspace=workspace):
+            existing = Path(other.path)
+            if existing == resolved:
+                raise SyncError(f"{resolved} is already a source of {workspace}")
+            if resolved.is_relative_to(existing) or existing.is_relative_to(resolved):
+                raise SyncError(
+                    f"{resolved} overlaps the source {other.name} ({existing}) of {workspace}: "
+                    "a file would become two sessions"
+                )
         return SyncSource.objects.create(
             workspace=workspace,
             name=name or resolved.name,
@@ -247,11 +254,18 @@ def do_append_records(
     tail calls are `pending_result` for settings.LIVE_GRACE seconds. With
     `expected_head` (a revision number) nothing is appended unless that is
     still the head, so a client retrying an append it is unsure of never
-    writes its lines twice. Raises AppendError with code `not_appendable`
-    (the session's format is one JSON document, not lines), `empty`,
+    writes its lines twice. Raises AppendError with code `synced` (the
+    session follows a sync source's file), `not_appendable` (the session's
+    format is one JSON document, not lines), `empty`,
     `partial_line`, `bad_record` (the message names the line and the
     reason) or `head_moved`.
     """
+    if SyncedFile.objects.filter(session=session).exists():
+        raise AppendError(
+            "synced",
+            f"{session.name}: the session follows a file of a sync source; "
+            "its records come from that file",
+        )
     if not is_line_oriented(session):
         raise AppendError(
             "not_appendable",
@@ -677,11 +691,15 @@ def _rewrite(
 def _find_rename(
     path: Path, stat: os.stat_result, gone: dict[str, SyncedFile]
 ) -> SyncedFile | None:
-    """Return the gone file that `path` is: the same inode, else the same first and last bytes."""
-    for synced in gone.values():
-        if (synced.inode, synced.device) == (stat.st_ino, stat.st_dev):
-            return synced
-    for synced in gone.values():
+    """Return the gone file that `path` is: the same first and last bytes, same inode first.
+
+    The inode alone proves nothing: a filesystem hands a freed inode number to
+    the next new file at once.
+    """
+    candidates = sorted(
+        gone.values(), key=lambda f: (f.inode, f.device) != (stat.st_ino, stat.st_dev)
+    )
+    for synced in candidates:
         if stat.st_size >= synced.offset and _same_prefix(path, synced):
             return synced
     return None

@@ -481,6 +481,8 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "audit": job.audit.select_related("session", "revision_from", "revision_to")[:AUDIT_SHOWN],
         "audit_count": job.audit.count(),
         "rollbacks": Job.objects.filter(source_job=job, kind=Job.Kind.ROLLBACK),
+        "applied": Job.objects.filter(source_job=job, kind=Job.Kind.REPAIR).first(),
+        "repaired": items.filter(status=JobItem.Status.REPAIRED).exists(),
     }
     template = "transcripts/job_detail.html"
     if request.htmx:

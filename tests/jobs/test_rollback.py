@@ -131,3 +131,27 @@ def test_the_job_page_rolls_back_a_finished_repair(alice_client, repaired):
     assert page.count('<tr class="item rolled_back">') == 2
     listed = alice_client.get(repaired.get_absolute_url()).content.decode()
     assert f'Rolled back by <a href="{rollback.get_absolute_url()}">job {rollback.pk}</a>' in listed
+
+
+def test_a_job_that_repaired_nothing_has_nothing_to_roll_back(alice, workspace, ingest):
+    healthy = ingest(workspace, "ok.json", b'[{"role":"user","content":"hi"}]')
+    job = run_inline(
+        actions.do_start_job(workspace, [healthy], policy="synthesize", acting_user=alice)
+    )
+
+    with pytest.raises(actions.JobStateError, match="repaired no session"):
+        actions.do_start_rollback_job(job, acting_user=alice)
+    assert Job.objects.count() == 1
+
+
+def test_a_dry_run_is_applied_once(alice, workspace, ingest):
+    session = ingest(workspace, "c.jsonl", sample("formats/claude_code.jsonl"))
+    dry_run = run_inline(
+        actions.do_start_job(
+            workspace, [session], kind="dry_run", policy="synthesize", acting_user=alice
+        )
+    )
+    applied = actions.do_start_repair_from_dry_run(dry_run, acting_user=alice)
+
+    with pytest.raises(actions.JobStateError, match=f"applied already, by job {applied.pk}"):
+        actions.do_start_repair_from_dry_run(dry_run, acting_user=alice)

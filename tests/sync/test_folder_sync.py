@@ -346,3 +346,37 @@ def test_a_file_that_cannot_be_read_is_reported_and_the_rest_sync(source, root, 
     monkeypatch.undo()
     assert sync.do_sync_source(source.pk).appended == 1
     assert SyncedFile.objects.get(path="a.jsonl").error == ""
+
+
+def test_a_new_file_on_a_freed_inode_is_a_new_session(source, root, monkeypatch):
+    write(root / "alpha.jsonl", START)
+    sync.do_sync_source(source.pk)
+    other = user("x1", None, "another task entirely") + reply("x2", "x1")
+    (root / "alpha.jsonl").unlink()
+    write(root / "beta.jsonl", other)
+    # Whatever inode the filesystem gave it, make it alpha's, as ext4 often does.
+    synced = SyncedFile.objects.get(path="alpha.jsonl")
+    SyncedFile.objects.filter(pk=synced.pk).update(inode=(root / "beta.jsonl").stat().st_ino)
+
+    report = sync.do_sync_source(source.pk)
+
+    assert (report.renamed, report.new, report.deleted) == (0, 1, 1)
+    assert session_of(source, "beta.jsonl").head.read() == other
+    assert session_of(source, "alpha.jsonl").head.read() == START
+
+
+def test_a_folder_overlapping_another_source_is_refused(source, root, workspace, alice):
+    (root / "inner").mkdir()
+    for path in (root / "inner", root.parent):
+        with pytest.raises(sync.SyncError, match="overlaps the source"):
+            sync.do_create_source(workspace, str(path), acting_user=alice)
+
+
+def test_a_synced_session_takes_no_appends_from_elsewhere(source, root, alice):
+    write(root / "s.jsonl", START)
+    sync.do_sync_source(source.pk)
+
+    with pytest.raises(sync.AppendError) as caught:
+        sync.do_append_records(session_of(source, "s.jsonl"), ANSWER, acting_user=alice)
+
+    assert caught.value.code == "synced"

@@ -162,3 +162,14 @@ def test_an_editor_may_repair_but_not_administer(client, alice, bobs):
     assert client.post(f"/sources/{bobs['source'].pk}/sync/").status_code == 403
     response = client.post("/jobs/", {"sessions": [bobs["session"].pk], "policy": "synthesize"})
     assert response.status_code == 302
+
+
+def test_a_viewer_is_offered_export_only_and_told_why_a_write_is_refused(client, alice, bobs):
+    Membership.objects.create(user=alice, workspace=bobs["workspace"], role="viewer")
+    client.force_login(alice)
+
+    page = client.get("/").content.decode()
+    assert 'value="export">Export zip' in page and 'value="repair"' not in page
+    refused = client.post(f"/jobs/{bobs['job'].pk}/rollback/")
+    assert refused.status_code == 403
+    assert "Your role in this workspace does not allow that." in refused.content.decode()

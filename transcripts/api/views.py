@@ -221,6 +221,7 @@ class JsonlParser(NdjsonParser):
 
 # The HTTP status of each code `sync.AppendError` raises.
 APPEND_ERRORS = {
+    "synced": status.HTTP_409_CONFLICT,
     "not_appendable": status.HTTP_409_CONFLICT,
     "head_moved": status.HTTP_409_CONFLICT,
 }
@@ -237,7 +238,8 @@ class SessionRecords(APIView):
             "become a new head revision and the session counts as written now: a call "
             "whose result has not arrived yet is pending_result until the grace period "
             "passes, then missing_result. A session whose format is one JSON document "
-            "takes no appends (409 not_appendable); an empty body is `empty`, a last line "
+            "takes no appends (409 not_appendable), nor does one that follows a sync "
+            "source's file (409 synced); an empty body is `empty`, a last line "
             "without its newline `partial_line`, a line that is no JSON object `bad_record`. "
             "With `head` (the revision number the client last saw), nothing is appended "
             "unless that is still the head (409 head_moved): a retried append is never "
