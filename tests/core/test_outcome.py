@@ -186,12 +186,13 @@ def test_a_synthetic_result_counts_as_existing_synthetic() -> None:
     assert derived(native) == (12, {})
 
 
-def test_it_declines_an_insert_into_a_record_the_plan_drops() -> None:
-    # The only result of the message the insert targets is an orphan, dropped with
-    # its message: the inserted result goes with it (a repair that is not idempotent).
+def test_an_insert_into_a_message_whose_only_result_is_dropped_keeps_the_message() -> None:
+    # The only result of the message the insert targets is an orphan: the message
+    # stays, holding the inserted result alone, and the plan accounts for it.
     doc = json.loads((ROOT / "demo/samples/formats/gemini.json").read_text())
     doc["contents"][1]["parts"][0]["functionCall"]["id"] = None
     data = json.dumps(doc, indent=2).encode()
     analysis = analyze(data, "gemini.json", "synthesize")
-    assert derived(analysis)[1] is None
-    assert analysis.repaired_counts() == (4, {"missing_result": 1})
+    assert derived(analysis) == (5, {})
+    assert analysis.repaired_counts() == (5, {})
+    assert compare(data, "gemini.json", "synthesize") is True
