@@ -186,13 +186,14 @@ def test_a_synthetic_result_counts_as_existing_synthetic() -> None:
     assert derived(native) == (12, {})
 
 
-def test_an_insert_into_a_message_whose_only_result_is_dropped_keeps_the_message() -> None:
-    # The only result of the message the insert targets is an orphan: the message
-    # stays, holding the inserted result alone, and the plan accounts for it.
+def test_an_insert_into_a_message_that_loses_its_orphan_is_counted_from_the_plan() -> None:
+    # The only other result of the message the insert targets is an orphan, dropped:
+    # the inserted result stays (the repair is idempotent), so the plan's account holds.
     doc = json.loads((ROOT / "demo/samples/formats/gemini.json").read_text())
     doc["contents"][1]["parts"][0]["functionCall"]["id"] = None
     data = json.dumps(doc, indent=2).encode()
     analysis = analyze(data, "gemini.json", "synthesize")
+    again = analyze(analysis.repaired, "gemini.json", "synthesize", format=analysis.format)
+    assert (again.record_count, again.fault_counts) == (5, {})
     assert derived(analysis) == (5, {})
     assert analysis.repaired_counts() == (5, {})
-    assert compare(data, "gemini.json", "synthesize") is True
