@@ -248,7 +248,7 @@ class SessionRecords(APIView):
         parameters=[
             OpenApiParameter(
                 "head",
-                int,
+                {"type": "integer", "minimum": 0},
                 description="Append only if this is still the head revision's number.",
                 required=False,
             )
