@@ -186,12 +186,22 @@ def test_a_synthetic_result_counts_as_existing_synthetic() -> None:
     assert derived(native) == (12, {})
 
 
-def test_it_declines_an_insert_into_a_record_the_plan_drops() -> None:
-    # The only result of the message the insert targets is an orphan, dropped with
-    # its message: the inserted result goes with it (a repair that is not idempotent).
+def test_it_declines_an_insert_the_repaired_file_does_not_hold() -> None:
+    data = (ROOT / "demo/samples/formats/claude_code.jsonl").read_bytes()
+    analysis = analyze(data, "claude_code.jsonl", "synthesize")
+    assert analysis.transcript is not None
+    change = formats.rewrite(analysis.transcript, analysis.plan)
+    assert change.placed == frozenset(analysis.plan.ops)
+    faults, plan = analysis.faults, analysis.plan
+    assert repaired_faults(faults, plan, change.replaced, change.records, frozenset()) is None
+
+
+def test_an_insert_into_a_message_whose_only_result_is_dropped_is_held() -> None:
+    # The insert's message loses its one (orphaned) result: it stays, holding the insert.
     doc = json.loads((ROOT / "demo/samples/formats/gemini.json").read_text())
     doc["contents"][1]["parts"][0]["functionCall"]["id"] = None
     data = json.dumps(doc, indent=2).encode()
     analysis = analyze(data, "gemini.json", "synthesize")
-    assert derived(analysis)[1] is None
-    assert analysis.repaired_counts() == (4, {"missing_result": 1})
+    assert {op.kind for op in analysis.plan.ops} == {OpKind.INSERT_RESULT, OpKind.DROP_RESULT}
+    assert compare(data, "gemini.json", "synthesize") is True
+    assert derived(analysis) == (5, {})

@@ -32,8 +32,13 @@ SHOWN = [
 
 
 def _run(args: list[str], **env: str) -> subprocess.CompletedProcess[str]:
-    # Only what the process needs from this one: never this test run's DEBUG or database.
-    base = {k: v for k, v in os.environ.items() if k not in PRODUCTION}
+    # Only what the process needs from this one: never this test run's DEBUG or database,
+    # nor the async-unsafe switch the browser tests set for this process.
+    base = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in PRODUCTION and k != "DJANGO_ALLOW_ASYNC_UNSAFE"
+    }
     return subprocess.run(
         [sys.executable, *args],
         cwd=settings.BASE_DIR,
