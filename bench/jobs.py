@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -294,9 +295,10 @@ def main() -> None:
         "DATABASE_URL": databases.url(databases.base),
         "MEDIA_ROOT": str(base_media),
         "CELERY_TASK_DEFAULT_QUEUE": QUEUE,
-        "LOG_LEVEL": "WARNING",
+        "LOG_LEVEL": "ERROR",
         # As in production: with DEBUG on, Django also keeps a log of every query.
         "DEBUG": os.getenv("DEBUG", "False"),
+        "SECRET_KEY": os.getenv("SECRET_KEY") or secrets.token_urlsafe(50),
     }
     os.environ.update(env)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
