@@ -28,7 +28,7 @@ from transcripts.formats._json import (
     sniff_style,
 )
 from transcripts.formats.anthropic import Anthropic
-from transcripts.formats.base import Format
+from transcripts.formats.base import Format, linked
 from transcripts.formats.bedrock import Bedrock
 from transcripts.formats.claude_code import ClaudeCode
 from transcripts.formats.codex import Codex
@@ -421,7 +421,7 @@ def _transcript(
         records,
         data,
         filename=filename,
-        tree=fmt.tree,
+        tree=fmt.tree and linked(records),
         adjacent=fmt.adjacent(provider),
         inline_results=fmt.inline_results,
         results_on_calls=fmt.results_on_calls,
@@ -624,7 +624,7 @@ def rewrite(transcript: Transcript, plan: Plan) -> Rewrite:
     """
     fmt = FORMATS[transcript.format]
     at = sparse_layout(transcript, plan)
-    parents = _relink(transcript, fmt, at) if fmt.tree else {}
+    parents = _relink(transcript, fmt, at) if transcript.tree else {}
     count = len(transcript.records)
     replaced: set[int] = set()
     records: list[Record] = []
@@ -676,7 +676,7 @@ def render_to(transcript: Transcript, plan: Plan, out: BinaryIO) -> None:
         return
     fmt = FORMATS[transcript.format]
     at = sparse_layout(transcript, plan)
-    parents = _relink(transcript, fmt, at) if fmt.tree else {}
+    parents = _relink(transcript, fmt, at) if transcript.tree else {}
     if fmt.jsonl:
         _write_lines(transcript, fmt, at, parents, writer)
     else:
