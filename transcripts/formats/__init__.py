@@ -41,6 +41,7 @@ from transcripts.formats.openclaw import OpenClaw
 from transcripts.formats.openhands import OpenHands
 from transcripts.formats.responses import Responses
 from transcripts.formats.source import CHUNK, FileSource, iter_lines
+from transcripts.formats.streams import stream_refusal
 from transcripts.formats.vercel_ai import VercelAI
 
 __all__ = ["FORMATS", "FormatError", "Rewrite", "label", "load", "render", "rewrite"]
@@ -456,6 +457,10 @@ def _sniff_lines(
     fmt = _sniff(sample, filename, documents=False)
     if fmt is not None:
         return fmt
+    refusal = stream_refusal(sample)
+    if refusal is not None:
+        first = next(r for r in records if r.parsed is not None)
+        raise FormatError(filename, first.line, refusal, records=len(records))
     if sample:
         raise FormatError(
             filename,
