@@ -31,6 +31,7 @@ from transcripts.formats.anthropic import Anthropic
 from transcripts.formats.base import Format, linked
 from transcripts.formats.bedrock import Bedrock
 from transcripts.formats.claude_code import ClaudeCode
+from transcripts.formats.cline import Cline
 from transcripts.formats.codex import Codex
 from transcripts.formats.gemini import Gemini, GeminiCheckpoint
 from transcripts.formats.gemini_cli import GeminiCli, GeminiCliSession
@@ -56,6 +57,7 @@ FORMATS: dict[str, Format] = {
         Codex(),
         ClaudeCode(),
         GeminiCliSession(),
+        Cline(),
         LangChain(),
         Responses(),
         OpenAIFunctions(),

@@ -142,7 +142,7 @@ class OpenClaw(Format):
             if record.role is Role.ASSISTANT and record.uid is not None:
                 for call in record.calls:
                     entry_of.setdefault(call.id, record.uid)
-        answered = set()
+        answered: set[str] = set()
         for record in records:
             if record.parent is not None and record.parent not in uids:
                 record.parent = entry_of.get(record.parent, record.parent)

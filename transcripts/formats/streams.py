@@ -27,12 +27,14 @@ _GEMINI_EVENTS = frozenset({"init", "message", "tool_use", "tool_result", "error
 _CLAUDE_EVENTS = frozenset({"system", "assistant", "user", "result", "stream_event"})
 
 
+def _kind(obj: Any) -> str | None:
+    """Return a line's `type` when it is a string (lines are untrusted: any JSON at all)."""
+    kind = obj.get("type") if isinstance(obj, dict) else None
+    return kind if isinstance(kind, str) else None
+
+
 def _claude(sample: list[Any]) -> str | None:
-    lines = [
-        obj
-        for obj in sample
-        if isinstance(obj, dict) and obj.get("type") in _CLAUDE_EVENTS and "session_id" in obj
-    ]
+    lines = [obj for obj in sample if _kind(obj) in _CLAUDE_EVENTS and "session_id" in obj]
     if not lines:
         return None
     init = next((obj for obj in lines if obj.get("subtype") == "init"), lines[0])
@@ -51,11 +53,7 @@ def _claude(sample: list[Any]) -> str | None:
 
 def _codex(sample: list[Any]) -> str | None:
     events = [obj for obj in sample if isinstance(obj, dict)]
-    new = [
-        obj
-        for obj in events
-        if isinstance(obj.get("type"), str) and obj["type"].split(".")[0] in ("thread", "turn", "item")
-    ]
+    new = [obj for obj in events if (_kind(obj) or "").split(".")[0] in ("thread", "turn", "item")]
     old = [obj for obj in events if "id" in obj and isinstance(obj.get("msg"), dict)]
     if not new and not old:
         return None
@@ -70,11 +68,7 @@ def _codex(sample: list[Any]) -> str | None:
 
 
 def _gemini(sample: list[Any]) -> str | None:
-    events = [
-        obj
-        for obj in sample
-        if isinstance(obj, dict) and obj.get("type") in _GEMINI_EVENTS and "timestamp" in obj
-    ]
+    events = [obj for obj in sample if _kind(obj) in _GEMINI_EVENTS and "timestamp" in obj]
     marked = [
         obj
         for obj in events

@@ -1,0 +1,337 @@
+"""The layouts agents and other tools really write: read, faults found, repaired, round-tripped.
+
+Fixtures (tests/formats/fixtures/) are written in each agent's own layout,
+studied from its session writer: Gemini CLI's legacy `.json` sessions, Codex's
+direct rollout layout, Claude Code lines without the uuid chain, Cline's text
+tool protocol, pi/OpenClaw calls with leftover `partialJson` and results
+parented on a tool call id, and agent output streams (refused).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.formats.test_fuzz import check_repair
+from transcripts.core.branch import live_context
+from transcripts.core.validate import validate
+from transcripts.engine import PRESETS, analyze
+from transcripts.formats import FormatError, load
+from transcripts.formats.cline import TextPair, text_pairs
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+# fixture -> (format, [(fault kind, tool call id, record)])
+EXPECTED = {
+    "gemini_cli_legacy_healthy.json": ("gemini_cli_json", []),
+    "gemini_cli_legacy_orphan.json": (
+        "gemini_cli_json",
+        [("missing_result", "run_shell_command-1753180381215-9a8b7c6d5e4f3", 5)],
+    ),
+    "codex_direct_healthy.jsonl": ("codex", []),
+    "codex_direct_orphan.jsonl": (
+        "codex",
+        [("missing_result", "call_Vb6nQ2sD8fG4hJ1kL3zX5cM7", 8)],
+    ),
+    "codex_direct_header_only.jsonl": (
+        "codex",
+        [("missing_result", "call_Q1w2E3r4T5y6U7i8O9p0A1s2", 3)],
+    ),
+    "claude_code_no_chain_healthy.jsonl": ("claude_code", []),
+    "claude_code_no_chain_orphan.jsonl": (
+        "claude_code",
+        [("missing_result", "toolu_01Sm9tW4oX7zC0dF3gJ6kM8r", 6)],
+    ),
+    "claude_code_trimmed_orphan.jsonl": (
+        "claude_code",
+        [("missing_result", "toolu_01Sm9tW4oX7zC0dF3gJ6kM8r", 5)],
+    ),
+    "claude_code_mixed_chain.jsonl": ("claude_code", []),
+    "cline_text_results/api_conversation_history.json": ("cline", []),
+    "cline_interrupted/api_conversation_history.json": ("cline", []),
+    "openclaw_partial_json_completed.jsonl": ("openclaw", []),
+    "openclaw_result_parented_on_call_id.jsonl": ("openclaw", []),
+    "openclaw_partial_json_orphan.jsonl": (
+        "openclaw",
+        [("missing_result", "toolu_01Qw2Er3Ty4Ui5Op6As7Df8G", 3)],
+    ),
+}
+HEALTHY = sorted(name for name, (_, faults) in EXPECTED.items() if not faults)
+FAULTY = sorted(name for name, (_, faults) in EXPECTED.items() if faults)
+
+
+def _read(name: str) -> tuple[bytes, str]:
+    path = FIXTURES / name
+    return path.read_bytes(), path.name
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_it_reads_the_layout_and_finds_exactly_its_faults(name: str) -> None:
+    data, filename = _read(name)
+    result = analyze(data, filename)
+    fmt, faults = EXPECTED[name]
+    assert result.error is None
+    assert result.format == fmt
+    assert [(str(f.kind), f.tool_call_id, f.record) for f in result.faults] == faults
+
+
+@pytest.mark.parametrize("policy", sorted(PRESETS))
+@pytest.mark.parametrize("name", HEALTHY)
+def test_a_healthy_file_round_trips_byte_for_byte(name: str, policy: str) -> None:
+    data, filename = _read(name)
+    result = analyze(data, filename, policy)
+    assert not result.plan
+    assert result.repaired == data
+
+
+@pytest.mark.parametrize("policy", sorted(PRESETS))
+@pytest.mark.parametrize("name", FAULTY)
+def test_a_faulty_file_is_repaired_validly_and_to_itself(name: str, policy: str) -> None:
+    data, filename = _read(name)
+    check_repair(data, filename, policy)
+    result = analyze(data, filename, policy)
+    assert result.repaired != data
+    assert validate(load(result.repaired, filename)) == []
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_the_file_sniffs_alone_as_its_format(name: str) -> None:
+    """Read under another name, the file is still its format (Cline aside: its name is a sign)."""
+    data, filename = _read(name)
+    other = "session.json" if filename.endswith(".json") else "session.jsonl"
+    assert analyze(data, other).format == EXPECTED[name][0]
+
+
+def test_a_legacy_gemini_session_gets_its_result_on_the_call_in_the_clis_own_style() -> None:
+    data, filename = _read("gemini_cli_legacy_orphan.json")
+    for policy, status, text in [
+        ("native", "cancelled", "[Operation Cancelled] Reason: User did not allow tool call"),
+        ("synthesize", "error", PRESETS["synthesize"].synthetic_text),
+    ]:
+        out = analyze(data, filename, policy).repaired
+        call = json.loads(out)["messages"][5]["toolCalls"][0]
+        assert list(call)[:5] == ["id", "name", "args", "result", "status"]
+        assert call["status"] == status
+        assert call["result"] == [
+            {
+                "functionResponse": {
+                    "id": "run_shell_command-1753180381215-9a8b7c6d5e4f3",
+                    "name": "run_shell_command",
+                    "response": {"error": text},
+                }
+            }
+        ]
+        # Only the call's own lines change, written as JSON.stringify(x, null, 2) writes them.
+        before, after = data.decode().splitlines(), out.decode().splitlines()
+        assert after[:104] == before[:104] and after[-12:] == before[-12:]
+        assert '          "result": [\n            {\n' in out.decode()
+        assert not out.endswith(b"\n")
+
+
+def test_a_legacy_gemini_call_with_a_final_status_but_no_result_is_an_orphan() -> None:
+    doc = json.loads(_read("gemini_cli_legacy_healthy.json")[0])
+    call = doc["messages"][1]["toolCalls"][0]
+    call["result"] = None  # the CLI then sends its functionCall with no functionResponse
+    data = json.dumps(doc, indent=2).encode()
+    result = analyze(data, "session-2025-07-22T10-31-9f4c1a2e.json")
+    assert [(str(f.kind), f.tool_call_id) for f in result.faults] == [
+        ("missing_result", "read_file-1753180312004-4b1c2e0f9a7d8")
+    ]
+
+
+def test_a_gemini_cli_session_with_messages_is_not_taken_for_another_message_array() -> None:
+    data, _ = _read("gemini_cli_legacy_healthy.json")
+    assert analyze(data, "chat.json").format == "gemini_cli_json"
+    assert analyze(data.replace(b'"projectHash"', b'"project"'), "chat.json").error is not None
+
+
+def test_a_chainless_claude_code_repair_adds_no_link() -> None:
+    for name in ("claude_code_no_chain_orphan.jsonl", "claude_code_trimmed_orphan.jsonl"):
+        data, filename = _read(name)
+        out = analyze(data, filename).repaired.splitlines()
+        new = [json.loads(line) for line in out if line not in data.splitlines()]
+        assert len(new) == 1
+        assert "uuid" not in new[0] and "parentUuid" not in new[0]
+        assert new[0]["message"]["content"][0]["tool_use_id"] == "toolu_01Sm9tW4oX7zC0dF3gJ6kM8r"
+        assert len(out) == len(data.splitlines()) + 1
+
+
+def test_a_claude_code_line_no_chain_reaches_is_kept_but_not_sent() -> None:
+    data, filename = _read("claude_code_mixed_chain.jsonl")
+    transcript = load(data, filename)
+    assert transcript.tree
+    assert live_context(transcript) == [0, 1, 2, 3]
+
+
+def test_a_claude_code_chainless_sidechain_is_not_part_of_the_conversation() -> None:
+    data, filename = _read("claude_code_no_chain_healthy.jsonl")
+    lines = data.decode().splitlines()
+    side = json.loads(lines[2])
+    side["isSidechain"] = True
+    side["message"]["content"][1]["id"] = "toolu_01Side0000000000000000"
+    text = "\n".join([*lines, json.dumps(side, separators=(",", ":"))]) + "\n"
+    result = analyze(text.encode(), filename)
+    assert result.faults == []
+
+
+def test_cline_text_tool_calls_pair_with_their_text_results_and_are_no_fault() -> None:
+    data, filename = _read("cline_text_results/api_conversation_history.json")
+    result = analyze(data, filename)
+    assert result.provider == "anthropic"
+    assert result.transcript is not None
+    assert text_pairs(result.transcript) == [
+        TextPair("read_file", 1, 2),
+        TextPair("execute_command", 3, 4),
+        TextPair("attempt_completion", 5, None),
+    ]
+    assert [r.kind for r in result.transcript.records][1:3] == [
+        "assistant/read_file",
+        "user/read_file result",
+    ]
+    interrupted = analyze(*_read("cline_interrupted/api_conversation_history.json"))
+    assert interrupted.transcript is not None
+    assert text_pairs(interrupted.transcript)[-1] == TextPair("replace_in_file", 3, None)
+    assert interrupted.faults == [] and not interrupted.plan
+
+
+def test_a_cline_file_with_native_tool_use_keeps_anthropics_rules() -> None:
+    sample = FIXTURES.parents[2] / "demo" / "samples" / "formats"
+    data = (sample / "cline_api_conversation_history.json").read_bytes()
+    result = analyze(data, "api_conversation_history.json")
+    assert result.format == "cline"
+    assert [(str(f.kind), f.tool_call_id) for f in result.faults] == [
+        ("missing_result", "toolu_01LLLLLLLLLLLLLLLLLLLLLL")
+    ]
+
+
+def test_six_completed_pi_calls_with_leftover_partial_json_keep_their_results() -> None:
+    data, filename = _read("openclaw_partial_json_completed.jsonl")
+    transcript = load(data, filename)
+    calls = [c for r in transcript.records for c in r.calls]
+    assert len(calls) == 6 and all(c.problem == "" for c in calls)
+    assert analyze(data, filename).repaired == data
+
+
+def _pi_call(block: dict, result_text: str | None) -> bytes:
+    lines: list[dict] = [
+        {"type": "session", "version": 3, "id": "s", "cwd": "/w"},
+        {
+            "type": "message",
+            "id": "u1",
+            "parentId": None,
+            "message": {"role": "user", "content": "."},
+        },
+        {
+            "type": "message",
+            "id": "a1",
+            "parentId": "u1",
+            "message": {"role": "assistant", "content": [block], "stopReason": "toolUse"},
+        },
+    ]
+    if result_text is not None:
+        content = [{"type": "text", "text": result_text}] if result_text else []
+        lines.append(
+            {
+                "type": "message",
+                "id": "r1",
+                "parentId": "a1",
+                "message": {
+                    "role": "toolResult",
+                    "toolCallId": block["id"],
+                    "toolName": "exec",
+                    "content": content,
+                    "isError": not result_text,
+                },
+            }
+        )
+    return "".join(json.dumps(line) + "\n" for line in lines).encode()
+
+
+def test_a_pi_call_is_malformed_only_when_its_arguments_are_unusable_and_nothing_answered() -> None:
+    cut = {"type": "toolCall", "id": "t1", "name": "exec", "partialJson": '{"cmd":"ru'}
+    whole = dict(cut, arguments={"cmd": "ru"})
+    kinds = {
+        "whole args, no result": (_pi_call(whole, None), ["missing_result"]),
+        "cut args, no result": (_pi_call(cut, None), ["malformed_call", "missing_result"]),
+        "cut args, a result with content": (_pi_call(cut, "ran: 3 files"), []),
+        "cut args, an empty error result": (_pi_call(cut, ""), ["malformed_call"]),
+    }
+    for label, (data, expected) in kinds.items():
+        assert [str(f.kind) for f in analyze(data, "p.jsonl").faults] == expected, label
+
+
+def test_an_openclaw_result_parented_on_its_call_id_stays_on_the_branch() -> None:
+    data, filename = _read("openclaw_result_parented_on_call_id.jsonl")
+    transcript = load(data, filename)
+    assert transcript.records[4].parent == "d4000001"
+    assert live_context(transcript) == list(range(1, 8))
+    # A repair elsewhere writes the link the import would have made; the rest stays.
+    lines = data.decode().splitlines()
+    lines.insert(
+        8,
+        json.dumps(
+            {
+                "type": "message",
+                "id": "d4000006",
+                "parentId": "d4000005",
+                "timestamp": "2026-02-11T08:15:09.000Z",
+                "message": {
+                    "role": "assistant",
+                    "content": [
+                        {
+                            "type": "toolCall",
+                            "id": "toolu_01Late",
+                            "name": "bash",
+                            "arguments": {"command": "wc -l notes/*"},
+                        }
+                    ],
+                    "stopReason": "toolUse",
+                },
+            },
+            separators=(",", ":"),
+        ),
+    )
+    faulty = ("\n".join(lines) + "\n").encode()
+    result = analyze(faulty, filename)
+    assert [(str(f.kind), f.tool_call_id) for f in result.faults] == [
+        ("missing_result", "toolu_01Late")
+    ]
+    assert result.repaired.splitlines()[:9] == faulty.splitlines()[:9]
+
+
+@pytest.mark.parametrize(
+    ("name", "tool", "where"),
+    [
+        (
+            "stream_claude_p.jsonl",
+            "`claude -p --output-format stream-json` (Claude Code)",
+            "~/.claude/projects/-home-dev-shop/6a1d3f7e-2b9c-4d8e-a5f1-0c3b7e9d2a41.jsonl",
+        ),
+        (
+            "stream_codex_exec.jsonl",
+            "`codex exec --json` (Codex)",
+            "~/.codex/sessions/YYYY/MM/DD/rollout-<time>-0199a3c2-7d4e-7f10-9b2a-5c6d7e8f9012.jsonl",
+        ),
+        (
+            "stream_gemini.jsonl",
+            "`gemini --output-format stream-json` (Gemini CLI)",
+            "~/.gemini/tmp/<project>/chats/session-<time>-c81f4e2a.jsonl",
+        ),
+    ],
+)
+def test_an_agent_output_stream_is_refused_with_where_the_session_is(
+    name: str, tool: str, where: str
+) -> None:
+    data, filename = _read(name)
+    result = analyze(data, filename)
+    assert not result.repairable
+    assert result.error is not None
+    assert tool in result.error and where in result.error
+    assert "not a session file" in result.error
+    with pytest.raises(FormatError) as caught:
+        load(data, filename)
+    assert caught.value.filename == filename
+    first_json = next(k for k, line in enumerate(data.splitlines(), 1) if line.startswith(b"{"))
+    assert caught.value.line == first_json
