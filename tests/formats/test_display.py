@@ -22,8 +22,11 @@ from transcripts.formats.display import (
 )
 
 SAMPLES = Path(__file__).resolve().parents[2] / "demo" / "samples"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
 FILES = sorted(
-    p for p in SAMPLES.rglob("*") if p.suffix in (".json", ".jsonl") and ".expect" not in p.name
+    p
+    for p in [*SAMPLES.rglob("*"), *FIXTURES.rglob("*")]
+    if p.suffix in (".json", ".jsonl") and ".expect" not in p.name and "stream_" not in p.name
 )
 
 

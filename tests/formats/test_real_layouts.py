@@ -335,3 +335,47 @@ def test_an_agent_output_stream_is_refused_with_where_the_session_is(
     assert caught.value.filename == filename
     first_json = next(k for k, line in enumerate(data.splitlines(), 1) if line.startswith(b"{"))
     assert caught.value.line == first_json
+
+
+SAMPLES = FIXTURES.parents[2] / "demo" / "samples"
+# Formats that specialise another, ordered before it: both sniffs accept their files.
+SPECIALISES = {"cline": "anthropic"}
+
+
+def _first_lines(path: Path) -> tuple[bool, list[object]]:
+    text = path.read_text()
+    try:
+        return False, [json.loads(text)]
+    except json.JSONDecodeError:
+        parsed = []
+        for line in text.splitlines():
+            try:
+                parsed.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue  # a stray stderr line
+        return True, parsed[:50]
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted(
+        p
+        for p in [*SAMPLES.rglob("*.json*"), *FIXTURES.rglob("*.json*")]
+        if ".expect" not in p.name
+    ),
+    ids=lambda p: p.name,
+)
+def test_no_two_formats_are_sure_of_one_file(path: Path) -> None:
+    from transcripts.formats import FORMATS
+
+    jsonl, sample = _first_lines(path)
+    sure = [f.id for f in FORMATS.values() if f.jsonl == jsonl and f.sniff(sample, path.name)]
+    for special, general in SPECIALISES.items():
+        if special in sure and general in sure:
+            sure.remove(general)
+    assert len(sure) <= 1, sure
+    result = analyze(path.read_bytes(), path.name)
+    if sure:
+        assert result.format == sure[0]
+    else:
+        assert result.format in ("claude_code", "anthropic", "openai_chat", "unknown")
