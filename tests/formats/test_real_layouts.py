@@ -18,7 +18,7 @@ from tests.formats.test_fuzz import check_repair
 from transcripts.core.branch import live_context
 from transcripts.core.validate import validate
 from transcripts.engine import PRESETS, analyze
-from transcripts.formats import FormatError, load
+from transcripts.formats import FORMATS, FormatError, load
 from transcripts.formats.cline import TextPair, text_pairs
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -366,8 +366,6 @@ def _first_lines(path: Path) -> tuple[bool, list[object]]:
     ids=lambda p: p.name,
 )
 def test_no_two_formats_are_sure_of_one_file(path: Path) -> None:
-    from transcripts.formats import FORMATS
-
     jsonl, sample = _first_lines(path)
     sure = [f.id for f in FORMATS.values() if f.jsonl == jsonl and f.sniff(sample, path.name)]
     for special, general in SPECIALISES.items():
@@ -379,3 +377,11 @@ def test_no_two_formats_are_sure_of_one_file(path: Path) -> None:
         assert result.format == sure[0]
     else:
         assert result.format in ("claude_code", "anthropic", "openai_chat", "unknown")
+
+
+def test_claude_p_json_output_is_refused_as_what_it_is() -> None:
+    result_line = json.loads(_read("stream_claude_p.jsonl")[0].splitlines()[-1])
+    analysis = analyze(json.dumps(result_line).encode(), "out.json")
+    assert analysis.error is not None
+    assert "`claude -p --output-format json` (Claude Code)" in analysis.error
+    assert "6a1d3f7e-2b9c-4d8e-a5f1-0c3b7e9d2a41.jsonl" in analysis.error

@@ -10,7 +10,8 @@ naming the tool and the file that holds the real session.
 Event shapes, from each agent's own writer:
 - Claude Code: `{"type": "system", "subtype": "init", "cwd", "session_id", ...}`, then
   `assistant`/`user`/`stream_event` lines and a closing `result`, each with
-  `session_id` (camelCase `sessionId` is the session file's spelling).
+  `session_id` (camelCase `sessionId` is the session file's spelling);
+  `--output-format json` prints that `result` object alone.
 - Codex (codex-rs/exec `--json`): `{"type": "thread.started", "thread_id"}`, then
   `turn.*` and `item.*` events; before 0.44 `{"id", "msg": {"type", ...}}` lines.
 - Gemini CLI (packages/cli nonInteractiveCli, JsonStreamEventType): `init`
@@ -45,8 +46,10 @@ def _claude(sample: list[Any]) -> str | None:
         where = f"~/.claude/projects/<cwd, every non-alphanumeric character as ->/{session}.jsonl"
     else:
         where = "~/.claude/projects/<cwd, every non-alphanumeric character as ->/<sessionId>.jsonl"
+    # `--output-format json` prints the closing `result` event alone.
+    flag = "json" if [obj.get("type") for obj in lines] == ["result"] else "stream-json"
     return (
-        "this is the output stream of `claude -p --output-format stream-json` (Claude Code), "
+        f"this is the output stream of `claude -p --output-format {flag}` (Claude Code), "
         f"not a session file; Claude Code keeps the session in {where}: upload that file"
     )
 
