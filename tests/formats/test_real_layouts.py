@@ -51,6 +51,7 @@ EXPECTED = {
     "claude_code_mixed_chain.jsonl": ("claude_code", []),
     "cline_text_results/api_conversation_history.json": ("cline", []),
     "cline_interrupted/api_conversation_history.json": ("cline", []),
+    "cline_native_text_results/api_conversation_history.json": ("cline", []),
     "openclaw_partial_json_completed.jsonl": ("openclaw", []),
     "openclaw_result_parented_on_call_id.jsonl": ("openclaw", []),
     "openclaw_partial_json_orphan.jsonl": (
@@ -194,6 +195,24 @@ def test_cline_text_tool_calls_pair_with_their_text_results_and_are_no_fault() -
     assert interrupted.transcript is not None
     assert text_pairs(interrupted.transcript)[-1] == TextPair("replace_in_file", 3, None)
     assert interrupted.faults == [] and not interrupted.plan
+
+
+def test_a_native_cline_call_answered_by_clines_result_text_is_paired() -> None:
+    data, filename = _read("cline_native_text_results/api_conversation_history.json")
+    transcript = load(data, filename)
+    reply = transcript.records[2]
+    assert [(r.tool_call_id, r.block) for r in reply.results] == [
+        ("toolu_01Ncl4Ab7Cd0Ef3Gh6Ij9Kl2", 0)
+    ]
+    assert reply.other_blocks == 2
+    assert validate(transcript) == []
+    # Without Cline's header the same reply answers nothing: the call is unanswered.
+    doc = json.loads(data)
+    doc[2]["content"][0]["text"] = "Output follows."
+    result = analyze(json.dumps(doc).encode(), filename)
+    assert [(str(f.kind), f.tool_call_id) for f in result.faults] == [
+        ("missing_result", "toolu_01Ncl4Ab7Cd0Ef3Gh6Ij9Kl2")
+    ]
 
 
 def test_a_cline_file_with_native_tool_use_keeps_anthropics_rules() -> None:

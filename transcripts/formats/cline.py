@@ -7,7 +7,10 @@ text block (`<read_file>\\n<path>src/a.ts</path>\\n</read_file>`) and Cline
 answers in the next user message with a text block `[read_file for 'src/a.ts']
 Result:` followed by the output (src/core/task/index.ts, `pushToolResult`).
 Nothing in such an exchange is a `tool_use` the provider pairs, so it is
-never a fault; `text_pairs` shows which call each result answers.
+never a fault; `text_pairs` shows which call each result answers. Cline
+answers a native `tool_use` with the same text (ToolResultUtils.pushToolResult
+writes `[name ...] Result:` whatever the call was), so that text block is read
+as the call's result rather than the call reported unanswered.
 """
 
 from __future__ import annotations
@@ -17,12 +20,15 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
-from transcripts.core.model import Record, Role, Transcript
+from transcripts.core.model import Record, Role, ToolResult, Transcript
 from transcripts.formats.anthropic import Anthropic
+from transcripts.formats.base import preview
 from transcripts.formats.openai_chat import _messages
 
-# `[tool_name for 'target'] Result:` or `[tool_name] Result:`, opening its own text block.
+# `[tool_name for 'target'] Result:` or `[tool_name] Result:`, opening its own text block;
+# for "next-gen" models some versions wrapped the output in `<function_results>` instead.
 _RESULT = re.compile(r"^\[([A-Za-z_][\w-]*)(?: for '.*?')?\] Result:", re.DOTALL)
+_FUNCTION_RESULTS = "<function_results>"
 # A tool call: a line holding only `<tool_name>`, closed later by `</tool_name>`.
 _CALL = re.compile(r"^<([a-z][a-z0-9_]*)>[ \t]*$", re.MULTILINE)
 _NOT_TOOLS = frozenset({"thinking", "task", "feedback", "environment_details", "answer"})
@@ -57,9 +63,17 @@ def text_calls(obj: Any) -> list[str]:
     return names
 
 
+def _result_name(text: str) -> str | None:
+    """Return the tool a text block answers ("" when it does not say), or None for other text."""
+    if text.startswith(_FUNCTION_RESULTS):
+        return ""
+    match = _RESULT.match(text)
+    return match.group(1) if match else None
+
+
 def text_results(obj: Any) -> list[str]:
-    """Return the tool names a user message answers with `[name ...] Result:` text blocks."""
-    return [m.group(1) for text in _texts(obj) if (m := _RESULT.match(text))]
+    """Return the tools a user message answers with result text blocks ("" for unnamed ones)."""
+    return [name for text in _texts(obj) if (name := _result_name(text)) is not None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +106,7 @@ def text_pairs(transcript: Transcript) -> list[TextPair]:
             else []
         )
         for j, name in enumerate(calls):
-            answered = j < len(answers) and answers[j] == name
+            answered = j < len(answers) and answers[j] in (name, "")
             pairs.append(
                 TextPair(name, record.index, following.index if answered and following else None)
             )
@@ -119,4 +133,31 @@ class Cline(Anthropic):
         if record.role is Role.ASSISTANT and (names := text_calls(obj)):
             record.kind = "assistant/" + ",".join(names)
         elif names := text_results(obj):
-            record.kind = "user/" + ",".join(f"{name} result" for name in names)
+            record.kind = "user/" + ",".join(f"{name or 'tool'} result" for name in names)
+
+    def finish(self, records: list[Record]) -> None:
+        """Pair a `tool_use` with the text result Cline wrote for it in the next message.
+
+        Cline answers every call with `[name ...] Result:` text, a native
+        `tool_use` too: the text block that names the call's tool (in call
+        order) is its result, so the call is not reported unanswered.
+        """
+        messages = [r for r in records if r.role is not Role.META and r.error is None]
+        for call_msg, reply in zip(messages, messages[1:], strict=False):
+            if call_msg.role is not Role.ASSISTANT or not call_msg.calls:
+                continue
+            if reply.role is not Role.USER:
+                continue
+            answered = {r.tool_call_id for r in reply.results}
+            waiting = [c for c in call_msg.calls if c.id not in answered]
+            content = reply.obj.get("content")
+            for j, block in enumerate(content if isinstance(content, list) else []):
+                text = block.get("text") if isinstance(block, dict) else None
+                name = _result_name(text) if isinstance(text, str) else None
+                call = next((c for c in waiting if name in (c.name, "")), None)
+                if name is None or call is None:
+                    continue
+                waiting.remove(call)
+                reply.results.append(ToolResult(call.id, reply.index, j, False, preview(text)))
+                reply.other_blocks -= 1
+            reply.results.sort(key=lambda r: r.block)
