@@ -404,3 +404,50 @@ def test_claude_p_json_output_is_refused_as_what_it_is() -> None:
     assert analysis.error is not None
     assert "`claude -p --output-format json` (Claude Code)" in analysis.error
     assert "6a1d3f7e-2b9c-4d8e-a5f1-0c3b7e9d2a41.jsonl" in analysis.error
+
+
+def test_a_pi_v1_session_without_ids_is_repaired_without_linking_its_lines() -> None:
+    lines = [
+        {
+            "type": "session",
+            "id": "3f2a9c1e-0b4d-4e6f-8a7b-9c0d1e2f3a4b",
+            "cwd": "/w",
+            "timestamp": "2025-06-01T10:00:00.000Z",
+        },
+        {
+            "type": "message",
+            "timestamp": "2025-06-01T10:00:01.000Z",
+            "message": {"role": "user", "content": [{"type": "text", "text": "ls"}]},
+        },
+        {
+            "type": "message",
+            "timestamp": "2025-06-01T10:00:02.000Z",
+            "message": {
+                "role": "assistant",
+                "stopReason": "toolUse",
+                "content": [
+                    {
+                        "type": "toolCall",
+                        "id": "toolu_01V1",
+                        "name": "bash",
+                        "arguments": {"command": "ls"},
+                    }
+                ],
+            },
+        },
+        {
+            "type": "message",
+            "timestamp": "2025-06-01T10:00:09.000Z",
+            "message": {"role": "user", "content": [{"type": "text", "text": "hello?"}]},
+        },
+    ]
+    data = "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines).encode()
+    transcript = load(data, "v1.jsonl")
+    assert transcript.format == "openclaw" and not transcript.tree
+    result = analyze(data, "v1.jsonl")
+    assert [(str(f.kind), f.tool_call_id) for f in result.faults] == [
+        ("missing_result", "toolu_01V1")
+    ]
+    out = result.repaired.splitlines()
+    assert out[:3] == data.splitlines()[:3] and out[4:] == data.splitlines()[3:]
+    assert json.loads(out[3])["message"]["toolCallId"] == "toolu_01V1"
