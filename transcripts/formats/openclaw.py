@@ -5,13 +5,15 @@ conversation is the path from the last entry to the root, and a `compaction`
 entry keeps only what follows its `firstKeptEntryId`. Results are separate
 `toolResult` messages.
 
-Two things the agents keep are kept here too. A `toolCall` whose arguments
-object is whole is replayed by pi's converters (`arguments`, never the
-streaming scratch `partialJson` a crash may leave beside it), so only a call
-whose arguments are unusable is malformed, and not even that when a result
-with content answers it: the tool ran. A `toolResult` entry whose `parentId`
-names its call's tool call id instead of the call's entry is re-linked to
-that entry, as OpenClaw's session import re-links it.
+Two things the agents keep are kept here too. pi's converters replay a
+`toolCall` from its `arguments` (`input: block.arguments ?? {}` for
+Anthropic), never from the streaming scratch `partialJson` a crash may leave
+beside them, so a call with a whole arguments object is not malformed, and
+one that a result answers is kept whatever its arguments: the tool ran, and
+pi sends both. Only a call with unusable arguments and no result is malformed.
+A `toolResult` entry whose `parentId` names its call's tool call id instead
+of the call's entry is re-linked to that entry, as OpenClaw's session import
+re-links it.
 """
 
 from __future__ import annotations
@@ -146,7 +148,7 @@ class OpenClaw(Format):
         for record in records:
             if record.parent is not None and record.parent not in uids:
                 record.parent = entry_of.get(record.parent, record.parent)
-            answered.update(r.tool_call_id for r in record.results if r.text)
+            answered.update(r.tool_call_id for r in record.results)
         for record in records:
             if any(c.problem and c.id in answered and _ARGS in c.problem for c in record.calls):
                 record.calls[:] = [
