@@ -13,7 +13,8 @@ one that a result answers is kept whatever its arguments: the tool ran, and
 pi sends both. Only a call with unusable arguments and no result is malformed.
 A `toolResult` entry whose `parentId` names its call's tool call id instead
 of the call's entry is re-linked to that entry, as OpenClaw's session import
-re-links it.
+re-links it (observed resuming such files, issue 12; pi alone would stop its
+branch there, session-manager.js `buildSessionContext`).
 """
 
 from __future__ import annotations
