@@ -99,7 +99,7 @@ def test_a_faulty_file_is_repaired_validly_and_to_itself(name: str, policy: str)
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_the_file_sniffs_alone_as_its_format(name: str) -> None:
-    """Read under another name, the file is still its format (Cline aside: its name is a sign)."""
+    """Read under another name, the file is still its format: its content says so."""
     data, filename = _read(name)
     other = "session.json" if filename.endswith(".json") else "session.jsonl"
     assert analyze(data, other).format == EXPECTED[name][0]
