@@ -451,3 +451,15 @@ def test_a_pi_v1_session_without_ids_is_repaired_without_linking_its_lines() -> 
     out = result.repaired.splitlines()
     assert out[:3] == data.splitlines()[:3] and out[4:] == data.splitlines()[3:]
     assert json.loads(out[3])["message"]["toolCallId"] == "toolu_01V1"
+
+
+def test_a_direct_codex_header_with_fields_of_later_versions_still_sniffs() -> None:
+    data, _ = _read("codex_direct_header_only.jsonl")
+    lines = data.decode().splitlines()
+    header = json.loads(lines[0])
+    header.update(instructions=None, cwd="/home/dev/ledger", originator="codex_cli_rs")
+    text = "\n".join([json.dumps(header), *lines[1:]]) + "\n"
+    assert analyze(text.encode(), "rollout.jsonl").format == "codex"
+    # The events `codex exec --json` printed before 0.44 are no header.
+    events = '{"id":"0","msg":{"type":"task_started"}}\n{"id":"0","msg":{"type":"agent_message"}}\n'
+    assert "codex exec --json" in (analyze(events.encode(), "out.jsonl").error or "")

@@ -29,17 +29,22 @@ _OUTPUT_FOR = {
 }
 _ROLES = {"user": Role.USER, "assistant": Role.ASSISTANT}
 _ENVELOPE = ("response_item", "event_msg", "turn_context", "compacted", "session_meta")
-# Keys of the direct layout's header line (SessionMeta, then SessionMetaWithGit).
-_HEADER_KEYS = frozenset({"id", "timestamp", "instructions", "git", "cwd", "model"})
+# Keys no direct-layout header has: other formats' first lines, and the events
+# `codex exec --json` printed (`{"id", "msg"}`, see streams.py).
+_NOT_HEADER = frozenset({"type", "payload", "msg", "sessionId", "record_type"})
 
 
 def _is_header(obj: Any) -> bool:
-    """Return True for the direct layout's first line: `{id, timestamp, ...}` and no `type`."""
+    """Return True for the direct layout's first line: SessionMeta (then SessionMetaWithGit).
+
+    That is `{id, timestamp}`, with `instructions`, `git` and more as
+    versions added them, and never a `type`.
+    """
     return (
         isinstance(obj, dict)
         and isinstance(obj.get("id"), str)
         and isinstance(obj.get("timestamp"), str)
-        and obj.keys() <= _HEADER_KEYS
+        and not _NOT_HEADER & obj.keys()
     )
 
 
