@@ -463,3 +463,15 @@ def test_a_direct_codex_header_with_fields_of_later_versions_still_sniffs() -> N
     # The events `codex exec --json` printed before 0.44 are no header.
     events = '{"id":"0","msg":{"type":"task_started"}}\n{"id":"0","msg":{"type":"agent_message"}}\n'
     assert "codex exec --json" in (analyze(events.encode(), "out.jsonl").error or "")
+
+
+def test_gemini_json_output_is_refused_as_what_it_is() -> None:
+    output = {
+        "session_id": "c81f4e2a-9d3b-4a6c-8e1f-2b7d5a9c0e34",
+        "response": "All three tests pass.",
+        "stats": {"models": {}, "tools": {"totalCalls": 1}, "files": {}},
+    }
+    analysis = analyze(json.dumps(output, indent=2).encode(), "out.json")
+    assert analysis.error is not None
+    assert "`gemini --output-format json` (Gemini CLI)" in analysis.error
+    assert "session-<time>-c81f4e2a.jsonl" in analysis.error

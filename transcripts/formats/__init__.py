@@ -169,11 +169,7 @@ def load(data: bytes | FileSource, filename: str, format: str | None = None) -> 
         if fmt is not None:
             return _load_document(data, filename, root, fmt.id)
         if not (isinstance(root, dict) and body.strip().count(b"\n") == 0):
-            raise FormatError(
-                filename,
-                1,
-                _UNKNOWN_DOCUMENT,
-            )
+            raise FormatError(filename, 1, stream_refusal([root]) or _UNKNOWN_DOCUMENT)
     return _load_jsonl(data, filename, format, doc_error)
 
 

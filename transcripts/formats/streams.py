@@ -91,13 +91,29 @@ def _gemini(sample: list[Any]) -> str | None:
     )
 
 
+def _gemini_json(sample: list[Any]) -> str | None:
+    root = sample[0] if len(sample) == 1 else None
+    if not (
+        isinstance(root, dict)
+        and isinstance(root.get("session_id"), str)
+        and ("response" in root or "stats" in root)
+        and "type" not in root
+    ):
+        return None
+    return (
+        "this is the output of `gemini --output-format json` (Gemini CLI), not a session "
+        "file; Gemini CLI keeps the session in ~/.gemini/tmp/<project>/chats/"
+        f"session-<time>-{root['session_id'][:8]}.jsonl: upload that file"
+    )
+
+
 def stream_refusal(sample: list[Any]) -> str | None:
     """Return why `sample` (a file's first parsed JSON lines) is refused, or None.
 
     None when the lines are no agent output stream Pairfix knows; else a
     sentence naming the agent and where its session file is.
     """
-    for check in (_claude, _codex, _gemini):
+    for check in (_claude, _codex, _gemini, _gemini_json):
         reason = check(sample)
         if reason is not None:
             return reason
