@@ -49,7 +49,8 @@ __all__ = ["FORMATS", "FormatError", "Rewrite", "label", "load", "render", "rewr
 
 # Order matters: the first format whose sniff accepts the sample wins. Documents
 # follow formats.md §9; legacy functions come before Chat Completions, which they
-# extend, and Bedrock before Anthropic, whose loose sniff would take its blocks.
+# extend, Cline before Anthropic, which it specialises, and Bedrock before
+# Anthropic, whose loose sniff would take its blocks.
 FORMATS: dict[str, Format] = {
     f.id: f
     for f in (
