@@ -190,6 +190,44 @@ def test_a_call_cut_off_mid_stream_is_dropped_with_its_result() -> None:
     assert not analyze(result.repaired, "o.jsonl").plan
 
 
+def test_a_completed_call_with_a_leftover_partial_json_is_kept_with_its_result() -> None:
+    # pi leaves its streaming buffer on calls that completed (issue 12): pi replays
+    # them and their results, so a repair must not drop them as malformed.
+    call = {
+        "type": "toolCall",
+        "id": "t1",
+        "name": "read",
+        "arguments": {"path": "a.py"},
+        "partialJson": '{"path": "a.py"}',
+    }
+    lines = [
+        {"type": "session", "version": 3, "id": "s", "cwd": "/w"},
+        {"type": "message", "id": "a1", "parentId": None, "message": {"role": "user", "content": "go"}},
+        {
+            "type": "message",
+            "id": "a2",
+            "parentId": "a1",
+            "message": {"role": "assistant", "content": [call], "stopReason": "toolUse"},
+        },
+        {
+            "type": "message",
+            "id": "a3",
+            "parentId": "a2",
+            "message": {
+                "role": "toolResult",
+                "toolCallId": "t1",
+                "toolName": "read",
+                "content": [{"type": "text", "text": "x = 1"}],
+                "isError": False,
+            },
+        },
+    ]
+    data = "".join(json.dumps(line) + "\n" for line in lines).encode()
+    result = analyze(data, "o.jsonl")
+    assert result.faults == []
+    assert result.repaired == data
+
+
 def test_results_an_earlier_repair_made_are_recognised() -> None:
     data = (SAMPLES / "formats" / "openclaw.jsonl").read_bytes()
     for policy, system in [("synthesize", "OpenMAIC"), ("openclaw", "OpenClaw ([openclaw])")]:

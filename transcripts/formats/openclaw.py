@@ -94,7 +94,9 @@ class OpenClaw(Format):
                 kind = block.get("type") if isinstance(block, dict) else None
                 if kind in _CALL_TYPES and isinstance(block, dict):
                     args = block.get("arguments", block.get("input"))
-                    partial = "partialJson" in block
+                    # pi keeps its streaming buffer on calls that completed: with their
+                    # arguments parsed, a leftover `partialJson` is no cut-off (issue 12).
+                    partial = "partialJson" in block and not isinstance(args, dict)
                     call = add_call(
                         record, j, block.get("id"), block.get("name"), args, partial=partial
                     )

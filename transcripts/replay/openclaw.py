@@ -37,7 +37,7 @@ from typing import Any
 from transcripts.core.model import Transcript
 from transcripts.replay import Dropped, Message, Preview, check_request, register
 
-__all__ = ["NO_RESULT", "Target", "preview", "preview_for"]
+__all__ = ["NO_RESULT", "Target", "normalize_id", "preview", "preview_for", "session_target"]
 
 NO_RESULT = "No result provided"
 _COMPACTION = (
@@ -189,7 +189,8 @@ def _same_model(message: dict[str, Any], target: Target) -> bool:
     )
 
 
-def _normalize(call_id: str, provider: str) -> str:
+def normalize_id(call_id: str, provider: str) -> str:
+    """Return `call_id` as pi-ai rewrites it for `provider` when another model wrote it."""
     if provider == "anthropic":
         return _ANTHROPIC_ID.sub("_", call_id)[:64]
     return call_id
@@ -258,7 +259,7 @@ def _convert(
                 elif kind == "toolCall":
                     cid = str(block.get("id"))
                     if not same:
-                        new = _normalize(cid, provider)
+                        new = normalize_id(cid, provider)
                         if new != cid:
                             id_map[cid] = new
                         cid = new
