@@ -33,7 +33,7 @@ from transcripts.formats.bedrock import Bedrock
 from transcripts.formats.claude_code import ClaudeCode
 from transcripts.formats.codex import Codex
 from transcripts.formats.gemini import Gemini, GeminiCheckpoint
-from transcripts.formats.gemini_cli import GeminiCli
+from transcripts.formats.gemini_cli import GeminiCli, GeminiCliSession
 from transcripts.formats.langchain import LangChain
 from transcripts.formats.openai_chat import OpenAIChat
 from transcripts.formats.openai_functions import OpenAIFunctions
@@ -54,6 +54,7 @@ FORMATS: dict[str, Format] = {
         OpenClaw(),
         Codex(),
         ClaudeCode(),
+        GeminiCliSession(),
         LangChain(),
         Responses(),
         OpenAIFunctions(),
@@ -70,7 +71,8 @@ FORMATS: dict[str, Format] = {
 _SNIFF_LINES = 50
 _UNKNOWN_DOCUMENT = (
     "unknown format: a JSON document of none of the formats Pairfix reads (message arrays "
-    "of OpenAI, Anthropic, Bedrock, Gemini, LangChain, Vercel AI, Responses or OpenHands)"
+    "of OpenAI, Anthropic, Bedrock, Gemini, LangChain, Vercel AI, Responses or OpenHands, "
+    "or a Gemini CLI session)"
 )
 _JSON_TYPES = {
     dict: "object",
