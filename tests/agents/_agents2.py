@@ -59,7 +59,9 @@ def request_messages(provider: str, body: dict[str, Any]) -> list[Message]:
         for c in body.get("contents", []):
             parts = [p for p in c.get("parts", []) if not p.get("thought")]
             texts = tuple(p["text"] for p in parts if isinstance(p.get("text"), str))
-            calls = tuple(str(p["functionCall"].get("id") or "") for p in parts if "functionCall" in p)
+            calls = tuple(
+                str(p["functionCall"].get("id") or "") for p in parts if "functionCall" in p
+            )
             results = tuple(
                 str(p["functionResponse"].get("id") or "") for p in parts if "functionResponse" in p
             )
@@ -209,6 +211,26 @@ def raw_live_items(
     return texts(transcript, live, dropped_blocks)
 
 
+def resume_inputs(
+    jobs: dict[str, Callable[[], dict[str, Resumed]]], workers: int = 3
+) -> dict[str, dict[str, Resumed] | BaseException]:
+    """Run `jobs` ({input: resume_variants call}) `workers` at a time; return their outcomes.
+
+    The agents spend most of a resume waiting (on Node's start, on the disk),
+    so a module's inputs resume together rather than one test after another.
+    An input whose resume raised maps to the exception, for its test to raise.
+    """
+    out: dict[str, dict[str, Resumed] | BaseException] = {}
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = {name: pool.submit(job) for name, job in jobs.items()}
+        for name, future in futures.items():
+            try:
+                out[name] = future.result()
+            except Exception as exc:  # reported by the input's own test
+                out[name] = exc
+    return out
+
+
 def check_variants(
     agent: str,
     label: str,
@@ -229,9 +251,7 @@ def check_variants(
         for variant, r in resumed.items():
             figures.add(Outcome(agent, label, variant, False, False, note=r.run.describe()[-300:]))
         return []
-    raw_sent = (
-        request_messages(provider, raw.request.body) if raw.request is not None else []
-    )
+    raw_sent = request_messages(provider, raw.request.body) if raw.request is not None else []
     raw_kept = items(without_injected(raw_sent, injected), answered_only=True)
     for variant, r in resumed.items():
         where = f"{agent} {label} {variant}"

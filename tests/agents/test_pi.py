@@ -16,15 +16,27 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.agents import npm
-from tests.agents._agents2 import PROMPT, Items, check_variants, resume_variants
+from tests.agents._agents2 import (
+    PROMPT,
+    Items,
+    Resumed,
+    Runner,
+    check_variants,
+    resume_inputs,
+    resume_variants,
+)
 from tests.agents.conftest import Figures, Run, base_env, run_cli
 from tests.agents.provider import MockProvider
+from transcripts import engine
 from transcripts.core.model import Role, Transcript
+from transcripts.replay import Preview
 from transcripts.replay import openclaw as pi_model
 
 pytestmark = pytest.mark.agents
@@ -32,6 +44,7 @@ pytestmark = pytest.mark.agents
 SAMPLES = Path("/work/shared/samples")
 GENERATOR = Path("/work/shared/tools/gen_sessions.py")
 HERE = Path(__file__).parent / "sessions"
+Model = Callable[[Transcript], Preview]
 ANTHROPIC = pi_model.Target("anthropic", "anthropic-messages", "claude-sonnet-4-5")
 
 
@@ -48,7 +61,9 @@ def _placed(data: bytes, cwd: Path) -> tuple[str, bytes]:
     return str(header["id"]), json.dumps(header).encode() + b"\n" + rest
 
 
-def runner(pi: Path, extra: list[str]):  # type: ignore[no-untyped-def]
+def runner(pi: Path, extra: list[str]) -> Runner:
+    """Return a runner that resumes a session in pi with `extra` arguments."""
+
     def run(root: Path, data: bytes, mock: MockProvider) -> Run:
         home, cwd = root / "home", root / "work"
         cwd.mkdir(parents=True)
@@ -134,29 +149,58 @@ def _input(name: str, tmp: Path) -> bytes:
     return (SAMPLES / name).read_bytes()
 
 
+def _own_model(data: bytes) -> bool:
+    """Return True when the session's own model is an Anthropic one other than ANTHROPIC."""
+    own = pi_model.session_target(engine.formats.load(data, "s.jsonl", "openclaw"))
+    return own is not None and own.api == "anthropic-messages" and own != ANTHROPIC
+
+
+@pytest.fixture(scope="module")
+def resumed(pi_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Return {(input, mode): {variant: Resumed}}: every input resumed raw and repaired, together.
+
+    Mode `anthropic` runs `--model anthropic/claude-sonnet-4-5`; mode `own` the
+    session's own model, where it is another Anthropic one (pi's
+    OpenAI-Responses path is not reduced here).
+    """
+    root = tmp_path_factory.mktemp("pi")
+    jobs: dict[str, Callable[[], dict[str, Resumed]]] = {}
+
+    def job(key: str, name: str, data: bytes, extra: list[str], model: Model) -> None:
+        folder = root / str(len(jobs))
+        jobs[key] = lambda: resume_variants(
+            runner(pi_bin, extra), folder, data, Path(name).name, "anthropic", "openclaw", model
+        )
+
+    for name in INPUTS:
+        data = _input(name, root)
+        job(
+            f"{name} anthropic",
+            name,
+            data,
+            ["--model", "anthropic/claude-sonnet-4-5"],
+            lambda t: pi_model.preview_for(t, ANTHROPIC),
+        )
+        if _own_model(data):
+            job(f"{name} own", name, data, [], pi_model.preview)
+    return resume_inputs(jobs)
+
+
 @pytest.mark.parametrize("name", INPUTS)
 def test_pi_resumes_every_repair_with_a_valid_request_keeping_what_pi_keeps(
-    name: str, pi_bin: Path, tmp_path: Path, figures: Figures
+    name: str, resumed: dict[str, Any], figures: Figures
 ) -> None:
-    data = _input(name, tmp_path)
     failures = []
-    resumed = resume_variants(
-        runner(pi_bin, ["--model", "anthropic/claude-sonnet-4-5"]),
-        tmp_path / "anthropic",
-        data,
-        Path(name).name,
-        "anthropic",
-        "openclaw",
-        lambda t: pi_model.preview_for(t, ANTHROPIC),
-    )
-    failures += check_variants(
-        "pi (anthropic)", name, resumed, "anthropic", live_items, lambda t: False, figures
-    )
-    own = pi_model.session_target(resumed["raw"].transcript)
-    if own is not None and own.api == "anthropic-messages" and own != ANTHROPIC:
-        resumed = resume_variants(
-            runner(pi_bin, []), tmp_path / "own", data, Path(name).name, "anthropic",
-            "openclaw", pi_model.preview,
-        )
-        failures += check_variants("pi", name, resumed, "anthropic", live_items, lambda t: False, figures)
+    for mode, agent in (("anthropic", "pi (anthropic)"), ("own", "pi")):
+        outcome = resumed.get(f"{name} {mode}")
+        if isinstance(outcome, BaseException):
+            raise outcome
+        if outcome is not None:
+            failures += check_variants(
+                agent, name, outcome, "anthropic", live_items, _none, figures
+            )
     assert not failures, "\n".join(failures)
+
+
+def _none(text: str) -> bool:
+    return False

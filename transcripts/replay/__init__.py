@@ -143,5 +143,7 @@ def check_request(provider: str, body: dict[str, Any]) -> list[Violation]:
     """
     transcript = _request_transcript(provider, body)
     return validate(transcript, provider, context=list(range(len(transcript.records))))
+
+
 from transcripts.replay import openclaw  # noqa: E402, F401
 from transcripts.replay import gemini_cli  # noqa: E402, F401

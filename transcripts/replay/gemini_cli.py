@@ -95,7 +95,9 @@ def _history(
             content = _parts(msg.get("content")) if msg.get("content") else []
             calls = msg.get("toolCalls") if isinstance(msg.get("toolCalls"), list) else []
             calls = [c for c in calls if isinstance(c, dict)]
-            in_content = any(isinstance(p, dict) and (p.get("functionCall") or p.get("thought")) for p in content)
+            in_content = any(
+                isinstance(p, dict) and (p.get("functionCall") or p.get("thought")) for p in content
+            )
             parts: list[Any] = []
             if in_content:
                 parts.extend(content)
@@ -105,7 +107,13 @@ def _history(
                         parts.append({"text": str(thought.get("description", "")), "thought": True})
                 parts.extend(content)
                 parts.extend(
-                    {"functionCall": {"id": c.get("id"), "name": c.get("name"), "args": c.get("args")}}
+                    {
+                        "functionCall": {
+                            "id": c.get("id"),
+                            "name": c.get("name"),
+                            "args": c.get("args"),
+                        }
+                    }
                     for c in calls
                 )
             if not parts:
@@ -156,6 +164,7 @@ def _message(role: str, parts: list[Any]) -> Message:
     )
 
 
+@register("gemini_cli_json")
 @register("gemini_cli")
 def preview(transcript: Transcript) -> Preview:
     """Return what Gemini CLI sends `gemini-2.5-pro` on resuming `transcript`."""
@@ -181,8 +190,10 @@ def preview(transcript: Transcript) -> Preview:
                     dropped.append(Dropped(index, "call", reason, call))
                 dropped.append(Dropped(index, "record", reason))
     added: list[Message] = []
-    if turns and turns[-1][1] == "user" and any(
-        isinstance(p, dict) and p.get("functionResponse") for p in turns[-1][2]
+    if (
+        turns
+        and turns[-1][1] == "user"
+        and any(isinstance(p, dict) and p.get("functionResponse") for p in turns[-1][2])
     ):
         placeholder = ("model", [{"text": INTERRUPTED}])
         curated.append(placeholder)

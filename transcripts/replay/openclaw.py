@@ -166,7 +166,9 @@ def _messages(transcript: Transcript) -> list[_Msg]:
 def _special_text(message: dict[str, Any]) -> Any:
     role = message.get("role")
     if role == "compactionSummary":
-        return [{"type": "text", "text": _COMPACTION[0] + str(message.get("summary")) + _COMPACTION[1]}]
+        return [
+            {"type": "text", "text": _COMPACTION[0] + str(message.get("summary")) + _COMPACTION[1]}
+        ]
     if role == "branchSummary":
         return [{"type": "text", "text": _BRANCH[0] + str(message.get("summary")) + _BRANCH[1]}]
     if role == "bashExecution":
@@ -300,7 +302,12 @@ def _group(flow: list[tuple[str, Any]], provider: str) -> list[Message]:
         else:
             cid, _ = value
             last = out[-1] if out else None
-            if provider in ("anthropic", "gemini") and last is not None and last.results and not last.texts:
+            if (
+                provider in ("anthropic", "gemini")
+                and last is not None
+                and last.results
+                and not last.texts
+            ):
                 last.results.append(cid)
             else:
                 role = "user" if provider in ("anthropic", "gemini") else "tool"
