@@ -204,9 +204,9 @@ def raw_live_items(
     for op in analysis.plan.ops:
         if op.kind is OpKind.DROP_RECORD and op.record is not None:
             dropped_records.add(op.record)
-        elif op.kind in (OpKind.DROP_RESULT, OpKind.DROP_CALL):
-            if op.record is not None and op.block is not None:
-                dropped_blocks.add((op.record, op.block))
+        elif op.kind in (OpKind.DROP_RESULT, OpKind.DROP_CALL) and op.block is not None:
+            assert op.record is not None
+            dropped_blocks.add((op.record, op.block))
     live = set(live_context(transcript)) - dropped_records
     return texts(transcript, live, dropped_blocks)
 

@@ -107,9 +107,9 @@ def live_items(transcript: Transcript, live: set[int], dropped: set[tuple[int, i
             content = message.get("content")
             blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
             for block in blocks if isinstance(blocks, list) else []:
-                if isinstance(block, dict) and block.get("type") == "text":
-                    if str(block.get("text", "")).strip():
-                        out.texts.add(str(block["text"]).strip())
+                text = block.get("text") if isinstance(block, dict) else None
+                if block.get("type") == "text" and isinstance(text, str) and text.strip():
+                    out.texts.add(text.strip())
         for result in record.results:
             if (index, result.block) not in dropped:
                 out.results.add(pi_model.normalize_id(result.tool_call_id, "anthropic"))

@@ -123,7 +123,9 @@ class GeminiCli(Format):
                     call = copy.deepcopy(calls[b - 1])
                     if b in answers:
                         text, parts = answers[b]
-                        call = _with_result(call, parts, "cancelled" if text == CANCELLED else "error")
+                        call = _with_result(
+                            call, parts, "cancelled" if text == CANCELLED else "error"
+                        )
                     kept.append(call)
             if kept:
                 out["toolCalls"] = kept

@@ -43,6 +43,7 @@ class OpenClaw(Format):
     tree = True
     uid_key = "id"
     parent_key = "parentId"
+    keep_key = "firstKeptEntryId"
     provider = "anthropic"
     native_text = "[openclaw] " + OPENCLAW_SENTENCE
 

@@ -145,5 +145,4 @@ def check_request(provider: str, body: dict[str, Any]) -> list[Violation]:
     return validate(transcript, provider, context=list(range(len(transcript.records))))
 
 
-from transcripts.replay import openclaw  # noqa: E402, F401
-from transcripts.replay import gemini_cli  # noqa: E402, F401
+from transcripts.replay import gemini_cli, openclaw  # noqa: E402, F401

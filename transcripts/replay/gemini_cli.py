@@ -93,8 +93,8 @@ def _history(
             turns.append((index, "user", _parts(msg.get("content"))))
         elif kind == "gemini":
             content = _parts(msg.get("content")) if msg.get("content") else []
-            calls = msg.get("toolCalls") if isinstance(msg.get("toolCalls"), list) else []
-            calls = [c for c in calls if isinstance(c, dict)]
+            written = msg.get("toolCalls")
+            calls = [c for c in written if isinstance(c, dict)] if isinstance(written, list) else []
             in_content = any(
                 isinstance(p, dict) and (p.get("functionCall") or p.get("thought")) for p in content
             )
