@@ -108,7 +108,7 @@ def live_items(transcript: Transcript, live: set[int], dropped: set[tuple[int, i
             blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
             for block in blocks if isinstance(blocks, list) else []:
                 text = block.get("text") if isinstance(block, dict) else None
-                if block.get("type") == "text" and isinstance(text, str) and text.strip():
+                if isinstance(text, str) and block.get("type") == "text" and text.strip():
                     out.texts.add(text.strip())
         for result in record.results:
             if (index, result.block) not in dropped:

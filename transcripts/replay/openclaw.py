@@ -60,7 +60,13 @@ _APIS = {
     "google-gemini-cli": "gemini",
     "google-vertex": "gemini",
 }
-_PROVIDER_APIS = {"anthropic": "anthropic-messages", "google": "google-generative-ai"}
+# pi's built-in providers -> the `api` of their models in its registry (models.generated.js):
+# a session's model is looked up by provider and id, so the registry's api wins.
+_PROVIDER_APIS = {
+    "anthropic": "anthropic-messages",
+    "openai": "openai-responses",
+    "google": "google-generative-ai",
+}
 _ANTHROPIC_ID = re.compile(r"[^a-zA-Z0-9_-]")
 
 
@@ -115,9 +121,9 @@ def session_target(transcript: Transcript) -> Target | None:
         elif entry.get("type") == "message" and isinstance(entry.get("message"), dict):
             message = entry["message"]
             if message.get("role") == "assistant":
-                target = Target(
-                    str(message.get("provider")), str(message.get("api")), str(message.get("model"))
-                )
+                provider = str(message.get("provider"))
+                api = _PROVIDER_APIS.get(provider, str(message.get("api")))
+                target = Target(provider, api, str(message.get("model")))
     return target
 
 
