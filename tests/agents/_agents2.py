@@ -19,6 +19,7 @@ assertions (see tests/agents/README in agents.md terms):
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -69,6 +70,56 @@ def request_messages(provider: str, body: dict[str, Any]) -> list[Message]:
             out.append(Message(role, texts, calls, results))
         return out
     raise ValueError(f"no reducer for {provider!r} requests")
+
+
+def result_contents(provider: str, body: dict[str, Any]) -> dict[str, set[str]]:
+    """Return {tool call id: the contents of its results} of a request body, as text.
+
+    Anthropic: a `tool_result`'s content (its text blocks joined by newlines);
+    Gemini: a `functionResponse`'s `response` as sorted JSON.
+    """
+    out: dict[str, set[str]] = {}
+    if provider == "anthropic":
+        for m in body.get("messages", []):
+            content = m.get("content")
+            for b in content if isinstance(content, list) else []:
+                if b.get("type") != "tool_result":
+                    continue
+                value = b.get("content")
+                if isinstance(value, list):
+                    value = "\n".join(str(x.get("text", "")) for x in value if isinstance(x, dict))
+                out.setdefault(str(b.get("tool_use_id")), set()).add(str(value or "").strip())
+    elif provider == "gemini":
+        for c in body.get("contents", []):
+            for p in c.get("parts", []):
+                if "functionResponse" in p:
+                    response = p["functionResponse"]
+                    text = json.dumps(response.get("response"), sort_keys=True)
+                    out.setdefault(str(response.get("id") or ""), set()).add(text)
+    return out
+
+
+def lost_contents(
+    provider: str,
+    raw: dict[str, Any],
+    repaired: dict[str, Any],
+    answered: set[str],
+    added: set[str],
+) -> list[str]:
+    """Return the calls of `answered` whose results the agent sent raw and not repaired.
+
+    A call counts when none of its raw result contents (those the agent wrote
+    itself, `added`, aside) is among the repaired request's: the repair may
+    keep one of two duplicates, but must not swap a real result the agent
+    sends for a synthetic one under the same id.
+    """
+    before, after = result_contents(provider, raw), result_contents(provider, repaired)
+    lost = []
+    for call in sorted(answered):
+        real = before.get(call, set()) - added
+        if real and not real & after.get(call, set()):
+            lost.append(f"result content of {call}: {sorted(real)[0][:80]!r}")
+    return lost
 
 
 def without_injected(messages: list[Message], injected: Callable[[str], bool]) -> list[Message]:
@@ -129,14 +180,16 @@ def resume_variants(
     provider: str,
     fmt: str,
     model: Callable[[Transcript], Preview],
+    policies: tuple[str, ...] = POLICIES,
 ) -> dict[str, Resumed]:
     """Resume `data` raw and repaired under each policy; return {variant: Resumed}.
 
     `model` is the resume preview to hold the agent to (for pi with another
-    model than the session's, `replay.openclaw.preview_for`).
+    model than the session's, `replay.openclaw.preview_for`); `policies` the
+    repairs to resume.
     """
     files: dict[str, tuple[bytes, engine.Analysis | None]] = {"raw": (data, None)}
-    for policy in POLICIES:
+    for policy in policies:
         analysis = engine.analyze(data, name, policy, format=fmt)
         assert analysis.error is None, analysis.error
         files[policy] = (analysis.repaired, analysis)
@@ -277,7 +330,12 @@ def check_variants(
         if lost:
             failures.append(f"{where}: lost from the raw live branch: {lost}")
         if raw.request is not None:
-            lost_kept = raw_kept.missing_from(got)
+            # The results' contents too: a repair that swaps a result the agent keeps
+            # for a synthetic one under the same id loses it all the same.
+            added = {t for m in raw.preview.added for t in m.texts}
+            lost_kept = raw_kept.missing_from(got) + lost_contents(
+                provider, raw.request.body, body, raw_kept.results, added
+            )
             if lost_kept:
                 failures.append(f"{where}: lost what {agent} keeps of the raw file: {lost_kept}")
         kept = must.size - len(lost)

@@ -12,20 +12,32 @@ OpenClaw rewrites what it sends (a timestamp before each user text, its own
 context message, queued user messages merged into the prompt), and has no
 resume model in `transcripts.replay`, so texts are compared by containment and
 the preview check (d) does not apply. One run takes about a minute here
-(prompt and tool catalogue set-up), so the tier resumes one input.
+(prompt and tool catalogue set-up), so the module resumes two inputs, together,
+under one repair, and only when asked (see `pytestmark`).
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.agents import npm
-from tests.agents._agents2 import PROMPT, Items, items, request_messages, resume_variants
+from tests.agents._agents2 import (
+    PROMPT,
+    Items,
+    Resumed,
+    Runner,
+    items,
+    lost_contents,
+    request_messages,
+    resume_inputs,
+    resume_variants,
+)
 from tests.agents.conftest import Figures, Outcome, Run, base_env, run_cli
 from tests.agents.provider import MockProvider
 from tests.agents.test_pi import live_items
@@ -33,9 +45,22 @@ from transcripts.core.branch import live_context
 from transcripts.replay import check_request
 from transcripts.replay import openclaw as pi_model
 
-pytestmark = pytest.mark.agents
+# A resume costs OpenClaw 20-30 s of CPU (about a minute on this shared 2-core
+# machine; 3 to 3.5 minutes for this module), over the tier's budget of ~90 s an
+# agent, so the module runs when asked: PAIRFIX_AGENTS_OPENCLAW=1.
+pytestmark = [
+    pytest.mark.agents,
+    pytest.mark.skipif(
+        os.environ.get("PAIRFIX_AGENTS_OPENCLAW") != "1",
+        reason="OpenClaw resumes take ~3 min here; set PAIRFIX_AGENTS_OPENCLAW=1 to run them",
+    ),
+]
 
 SAMPLE = Path("/work/shared/samples/formats/openclaw.jsonl")
+# A toolResult whose parentId names the call's id, not the call's entry: OpenClaw
+# re-links it on import and sends the result; the repair drops it as orphaned,
+# and OpenClaw then sends a result of its own in its place.
+PARENT_IS_CALL_ID = Path(__file__).parent / "sessions" / "result-parent-is-call-id.jsonl"
 MODEL = "claude-sonnet-4-5"
 
 
@@ -50,7 +75,9 @@ def openclaw_env() -> Iterator[tuple[Path, str]]:
     yield npm.binary(prefix, "openclaw"), path
 
 
-def runner(binary: Path, path: str):  # type: ignore[no-untyped-def]
+def runner(binary: Path, path: str) -> Runner:
+    """Return a runner that imports a pi session into OpenClaw and resumes it."""
+
     def run(root: Path, data: bytes, mock: MockProvider) -> Run:
         home, cwd = root / "home", root / "work"
         cwd.mkdir(parents=True)
@@ -84,7 +111,9 @@ def runner(binary: Path, path: str):  # type: ignore[no-untyped-def]
         if imported.returncode != 0:
             return imported
         argv = [str(binary), "agent", "--local", "--session-id", session_id]
-        return run_cli(argv + ["--message", PROMPT, "--timeout", "60"], cwd=cwd, env=env, timeout=170)
+        return run_cli(
+            argv + ["--message", PROMPT, "--timeout", "60"], cwd=cwd, env=env, timeout=170
+        )
 
     return run
 
@@ -97,31 +126,62 @@ def _contained(wanted: Items, sent: Items) -> list[str]:
     return sorted(lost)
 
 
-def test_openclaw_resumes_the_repaired_sample_keeping_what_it_keeps(
-    openclaw_env: tuple[Path, str], tmp_path: Path, figures: Figures
-) -> None:
+INPUTS = [
+    pytest.param(SAMPLE, id="sample"),
+    pytest.param(
+        PARENT_IS_CALL_ID,
+        id="result-parent-is-call-id",
+        marks=pytest.mark.xfail(
+            strict=True,
+            reason="product bug: the repair drops as orphaned a result OpenClaw re-links and "
+            "sends; it should re-link its parentId to the call's entry instead (issue 12)",
+        ),
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def resumed(
+    openclaw_env: tuple[Path, str], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
+    """Return {input name: {variant: Resumed}}: both inputs resumed raw and repaired, together."""
     binary, path = openclaw_env
-    resumed = resume_variants(
-        runner(binary, path),
-        tmp_path / "runs",
-        SAMPLE.read_bytes(),
-        SAMPLE.name,
-        "anthropic",
-        "openclaw",
-        pi_model.preview,
-    )
-    raw = resumed["raw"]
+    root = tmp_path_factory.mktemp("openclaw")
+
+    def job(k: int, file: Path) -> Callable[[], dict[str, Resumed]]:
+        return lambda: resume_variants(
+            runner(binary, path),
+            root / str(k),
+            file.read_bytes(),
+            file.name,
+            "anthropic",
+            "openclaw",
+            pi_model.preview,
+            ("synthesize",),  # one repair: a resume costs a minute of CPU here
+        )
+
+    return resume_inputs({f.name: job(k, f) for k, f in enumerate((SAMPLE, PARENT_IS_CALL_ID))})
+
+
+@pytest.mark.parametrize("file", INPUTS)
+def test_openclaw_resumes_every_repair_with_a_valid_request_keeping_what_it_keeps(
+    file: Path, resumed: dict[str, Any], figures: Figures
+) -> None:
+    outcome = resumed[file.name]
+    if isinstance(outcome, BaseException):
+        raise outcome
+    raw = outcome["raw"]
     assert raw.request is not None, raw.run.describe()
     raw_kept = items(request_messages("anthropic", raw.request.body), answered_only=True)
     failures = []
-    for variant, r in resumed.items():
+    for variant, r in outcome.items():
         if r.request is None:
             failures.append(f"{variant}: no request\n{r.run.describe()}")
             continue
         violations = check_request("anthropic", r.request.body)
         sent = items(request_messages("anthropic", r.request.body))
         if variant == "raw":
-            figures.add(Outcome("openclaw", SAMPLE.name, variant, True, not violations))
+            figures.add(Outcome("openclaw", file.name, variant, True, not violations))
             continue
         if violations:
             failures.append(f"{variant}: request invalid: {violations[0].error}")
@@ -132,13 +192,15 @@ def test_openclaw_resumes_the_repaired_sample_keeping_what_it_keeps(
         lost = _contained(must, sent)
         if lost:
             failures.append(f"{variant}: lost from the raw live branch: {lost}")
-        lost_kept = _contained(raw_kept, sent)
+        lost_kept = _contained(raw_kept, sent) + lost_contents(
+            "anthropic", raw.request.body, r.request.body, raw_kept.results, set()
+        )
         if lost_kept:
             failures.append(f"{variant}: lost what OpenClaw keeps of the raw file: {lost_kept}")
         figures.add(
             Outcome(
                 "openclaw",
-                SAMPLE.name,
+                file.name,
                 variant,
                 True,
                 not violations,
