@@ -7,7 +7,7 @@ followed by the new prompt. As observed against the real CLI:
 
 - a tool result whose entry is parented on its own `tool_use` line (parallel
   calls) is re-attached after its call's message, though the chain walk
-  misses it;
+  misses it (`core.branch.live_path` does the same);
 - entries split from one API response (one `message.id`) join into one
   assistant message; consecutive user entries join into one user message,
   tool results first; a `local_command` system entry is user text;
@@ -69,42 +69,6 @@ def _blocks(content: Any) -> list[dict[str, Any]]:
     if isinstance(content, list):
         return [b for b in content if isinstance(b, dict)]
     return []
-
-
-def _path(transcript: Transcript) -> list[int]:
-    """Return the chain from the last compaction, with parallel results re-attached."""
-    records = transcript.records
-    path = live_context(transcript)
-    on_path = set(path)
-    uids = {records[i].uid for i in path if records[i].uid is not None}
-    call_at = {c.id: i for i in path for c in records[i].calls}
-    answered = {r.tool_call_id for i in path for r in records[i].results}
-    for record in records:
-        if (
-            record.index in on_path
-            or record.sidechain
-            or record.role != Role.USER
-            or not record.results
-            or record.parent not in uids
-        ):
-            continue
-        ids = [r.tool_call_id for r in record.results]
-        if not all(i in call_at and i not in answered for i in ids):
-            continue
-        # After the last line of the call's API message (its lines share message.id).
-        at = path.index(call_at[ids[0]])
-        group = records[path[at]].message_id
-        while (
-            at + 1 < len(path)
-            and records[path[at + 1]].role == Role.ASSISTANT
-            and records[path[at + 1]].message_id == group
-        ):
-            at += 1
-        while at + 1 < len(path) and path[at + 1] not in on_path:
-            at += 1  # results re-attached before this one, in file order
-        path.insert(at + 1, record.index)
-        answered.update(ids)
-    return path
 
 
 def _messages(transcript: Transcript, path: list[int]) -> list[_Message]:
@@ -172,7 +136,7 @@ def claude_code(transcript: Transcript) -> Preview:
     `added` what it writes in itself (results in place of missing ones,
     "No response requested.").
     """
-    path = _path(transcript)
+    path = live_context(transcript)
     # Local command output after the last user or assistant entry stays after
     # the "No response requested." that Claude Code puts after that entry.
     end = len(path)
