@@ -9,7 +9,8 @@ provider), then asserts, per the issue:
 (b) every text and tool result of the raw file's live branch that the repair
     did not deliberately drop (an op says so) is in that request;
 (c) the repair loses no tool call, text or real tool result that the agent's
-    own recovery of the raw file keeps;
+    own recovery of the raw file keeps (when the provider refuses the raw
+    request, except what an op of the repair deliberately drops);
 (d) the resume preview (`transcripts.replay.preview`) matches each request.
 
 An `Agent` says how to place a file, how to run the resume, and how to read the
@@ -124,14 +125,12 @@ def check_input(agent: Agent, name: str, data: bytes, tmp_path: Path, figures: F
         assert r.request is not None, f"{agent.name} sent nothing for {variant}: {r.run.describe()}"
     assert raw is not None
     raw_items = agent.request_items(raw.body)
-    file_all = agent.file_items(transcript, list(range(len(transcript.records))), set())
+    everything = list(range(len(transcript.records)))
+    file_all = agent.file_items(transcript, everything, set())
+    raw_valid = not check_request(agent.provider, raw.body)
     context = live_context(transcript)
     failures: list[str] = []
-    figures.add(
-        Outcome(
-            agent.name, name, "raw", opened=True, valid=not check_request(agent.provider, raw.body)
-        )
-    )
+    figures.add(Outcome(agent.name, name, "raw", opened=True, valid=raw_valid))
     for variant, r in resumed.items():
         assert r.request is not None
         body = r.request.body
@@ -148,17 +147,26 @@ def check_input(agent: Agent, name: str, data: bytes, tmp_path: Path, figures: F
         if violations:
             failures.append(f"(a) {variant}: {violations[0].error}")
         items = agent.request_items(body)
-        owed = agent.file_items(transcript, context, _dropped(transcript, variant, data))
+        dropped = _dropped(transcript, variant, data)
+        owed = agent.file_items(transcript, context, dropped)
         missing_b = sorted(owed.texts - items.texts) + sorted(
             i for i, _ in owed.results - items.results
         )
         if missing_b:
             failures.append(f"(b) {variant} lost from the live branch: {missing_b[:5]}")
         kept_texts = raw_items.texts & file_all.texts
+        kept_calls = set(raw_items.calls)
         kept_results = raw_items.results & file_all.results
+        if not raw_valid:
+            # The provider refuses what the agent kept: the repair may drop
+            # what breaks the rules, as long as an op says so.
+            left = agent.file_items(transcript, everything, dropped)
+            kept_texts -= file_all.texts - left.texts
+            kept_calls -= file_all.calls - left.calls
+            kept_results -= file_all.results - left.results
         missing_c = (
             sorted(kept_texts - items.texts)
-            + sorted(raw_items.calls - items.calls)
+            + sorted(kept_calls - items.calls)
             + sorted(i for i, _ in kept_results - items.results)
         )
         if missing_c:
