@@ -116,6 +116,8 @@ def check_input(agent: Agent, name: str, data: bytes, tmp_path: Path, figures: F
     if all(r.request is None for r in resumed.values()):
         for variant in variants:
             figures.add(Outcome(agent.name, name, variant, opened=False, valid=False))
+            shown = preview(formats.load(variants[variant], name))
+            assert shown is not None and shown.messages == [], f"(d) {variant}: {shown}"
         pytest.skip(
             f"{agent.name} cannot open {name}, raw or repaired: {resumed['raw'].run.describe()}"
         )

@@ -19,6 +19,7 @@ followed by the new prompt. As observed against the real CLI:
   when it is the last thing in the file, an interrupted result; otherwise it
   drops the call (and its message when nothing else is left);
 - a second `tool_use` with an id already used becomes "[Tool use interrupted]";
+- in a file whose entries carry no `uuid` at all, only the last entry is sent;
 - when the last user or assistant entry is a user one (a prompt or a tool
   result), it adds an assistant "No response requested." after it (local
   command output written after that entry follows it).
@@ -137,13 +138,22 @@ def claude_code(transcript: Transcript) -> Preview:
     "No response requested.").
     """
     path = live_context(transcript)
+    dropped: list[Dropped] = []
+    entries = [r.index for r in transcript.records if r.role in (Role.USER, Role.ASSISTANT)]
+    if entries and all(transcript.records[i].uid is None for i in entries):
+        # Entries without `uuid` all land on one key of the chain walk: only the
+        # last one is left to send.
+        path = entries[-1:]
+        dropped = [
+            Dropped(i, "record", "no uuid: the chain walk reaches only the last entry")
+            for i in entries[:-1]
+        ]
     # Local command output after the last user or assistant entry stays after
     # the "No response requested." that Claude Code puts after that entry.
     end = len(path)
     while end > 0 and transcript.records[path[end - 1]].role not in (Role.USER, Role.ASSISTANT):
         end -= 1
     messages = _messages(transcript, path[:end])
-    dropped: list[Dropped] = []
     added: list[Message] = []
     later: dict[str, int] = {}  # call id -> the last message holding a result for it
     for k, message in enumerate(messages):

@@ -14,6 +14,10 @@ prompt). On the way:
   (`custom_tool_call_output` for a custom tool call); duplicate outputs are
   kept as they are.
 
+A rollout of the older layout (a bare `{id, timestamp}` header, bare items)
+does not open at all in 0.169.0 ("failed to read session metadata ... rollout
+is empty"): its preview sends nothing and drops every item.
+
 Source: observed against the real CLI by the agent tier
 (`tests/agents/test_codex.py`), which checks this model against the request
 Codex sends on every input of the tier; it matches Codex's `normalize.rs`
@@ -97,6 +101,18 @@ def codex(transcript: Transcript) -> Preview:
     `dropped` lists the outputs Codex leaves out; `added` the `aborted`
     outputs it writes in itself.
     """
+    first = transcript.records[0].obj if transcript.records else None
+    if not (isinstance(first, dict) and first.get("type") == "session_meta"):
+        return Preview(
+            agent="Codex",
+            provider="openai_responses",
+            messages=[],
+            dropped=[
+                Dropped(r.index, "record", "Codex cannot open a rollout without session_meta")
+                for r in transcript.records
+                if _item(r.obj, r.index) is not None
+            ],
+        )
     history = _history(transcript)
     calls = {str(i.get("call_id")) for _, i in history if i.get("type") in _CALLS}
     answered = {str(i.get("call_id")) for _, i in history if i.get("type") in _OUTPUTS}
