@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 
 from tests.agents.provider import MockProvider
+from transcripts.replay import Message
 
 # Seconds one agent resume may take; they answer the mock in 1-3 s here.
 AGENT_TIMEOUT = 60.0
@@ -232,3 +233,13 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     FIGURES_FILE.write_text(
         json.dumps({"agents": rows, "outcomes": [asdict(o) for o in _FIGURES.outcomes]}, indent=1)
     )
+
+
+def history_matches(preview: list[Message], sent: list[Message]) -> bool:
+    """Return True when `sent` is `preview` followed by the new turn only.
+
+    The new turn (the agent's own instructions and context, the prompt) holds
+    texts and no tool call or result; the preview models what comes before it.
+    """
+    head, tail = sent[: len(preview)], sent[len(preview) :]
+    return head == preview and not any(m.calls or m.results for m in tail)
