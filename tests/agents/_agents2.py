@@ -12,9 +12,8 @@ assertions (see tests/agents/README in agents.md terms):
     `dropped`), is in that request;
 (c) every text, call and result that the agent's own recovery of the raw file
     sends (a result only where its call is sent too) is in that request;
-(d) the preview (`transcripts.replay.preview`) has the request's messages.
-
-`request_messages` reduces a request body to `Message`s (Anthropic, Gemini).
+(d) the preview (`transcripts.replay.preview`) has the request's messages
+    (`transcripts.replay.request_messages` reduces the body).
 """
 
 from __future__ import annotations
@@ -32,44 +31,11 @@ from tests.agents.provider import Captured, MockProvider
 from transcripts import engine
 from transcripts.core.branch import live_context
 from transcripts.core.model import OpKind, Transcript
-from transcripts.replay import Message, Preview, check_request
+from transcripts.replay import Message, Preview, check_request, request_messages
 
 PROMPT = "Continue."
 POLICIES = ("synthesize", "native")
 _REQUEST_KEYS = {"anthropic": "messages", "gemini": "contents"}
-
-
-def request_messages(provider: str, body: dict[str, Any]) -> list[Message]:
-    """Return the messages of a request body of `provider` (`anthropic` or `gemini`).
-
-    A message keeps its role (`user` or `assistant`), its text parts (not
-    thinking, not thoughts), the ids of the calls it makes and of the results
-    it carries, in order. Raises ValueError for another provider.
-    """
-    out = []
-    if provider == "anthropic":
-        for m in body.get("messages", []):
-            content = m.get("content")
-            blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
-            texts = tuple(b["text"] for b in blocks if b.get("type") == "text")
-            calls = tuple(b["id"] for b in blocks if b.get("type") == "tool_use")
-            results = tuple(b["tool_use_id"] for b in blocks if b.get("type") == "tool_result")
-            out.append(Message(m["role"], texts, calls, results))
-        return out
-    if provider == "gemini":
-        for c in body.get("contents", []):
-            parts = [p for p in c.get("parts", []) if not p.get("thought")]
-            texts = tuple(p["text"] for p in parts if isinstance(p.get("text"), str))
-            calls = tuple(
-                str(p["functionCall"].get("id") or "") for p in parts if "functionCall" in p
-            )
-            results = tuple(
-                str(p["functionResponse"].get("id") or "") for p in parts if "functionResponse" in p
-            )
-            role = "assistant" if c.get("role") == "model" else "user"
-            out.append(Message(role, texts, calls, results))
-        return out
-    raise ValueError(f"no reducer for {provider!r} requests")
 
 
 def result_contents(provider: str, body: dict[str, Any]) -> dict[str, set[str]]:

@@ -34,7 +34,6 @@ from tests.agents._agents2 import (
     Runner,
     items,
     lost_contents,
-    request_messages,
     resume_inputs,
     resume_variants,
 )
@@ -42,7 +41,7 @@ from tests.agents.conftest import Figures, Outcome, Run, base_env, run_cli
 from tests.agents.provider import MockProvider
 from tests.agents.test_pi import live_items
 from transcripts.core.branch import live_context
-from transcripts.replay import check_request
+from transcripts.replay import check_request, request_messages
 from transcripts.replay import openclaw as pi_model
 
 # A resume costs OpenClaw 20-30 s of CPU (about a minute on this shared 2-core

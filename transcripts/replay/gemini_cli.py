@@ -31,6 +31,7 @@ from typing import Any
 
 from transcripts.core.model import Transcript
 from transcripts.replay import Dropped, Message, Preview, check_request, register
+from transcripts.replay._request import message_text
 
 __all__ = ["INTERRUPTED", "preview"]
 
@@ -153,12 +154,15 @@ def _message(role: str, parts: list[Any]) -> Message:
     for part in parts:
         if not isinstance(part, dict) or part.get("thought"):
             continue
-        if isinstance(part.get("text"), str):
-            texts.append(part["text"])
+        if message_text(part.get("text")):
+            texts.append(message_text(part["text"]))
+        # A call or response without an id is named by its function, as request_messages does.
         if isinstance(part.get("functionCall"), dict):
-            calls.append(str(part["functionCall"].get("id") or ""))
+            call = part["functionCall"]
+            calls.append(str(call.get("id") or call.get("name")))
         if isinstance(part.get("functionResponse"), dict):
-            results.append(str(part["functionResponse"].get("id") or ""))
+            response = part["functionResponse"]
+            results.append(str(response.get("id") or response.get("name")))
     return Message(
         "assistant" if role == "model" else "user", tuple(texts), tuple(calls), tuple(results)
     )

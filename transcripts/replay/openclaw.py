@@ -36,6 +36,7 @@ from typing import Any
 
 from transcripts.core.model import Transcript
 from transcripts.replay import Dropped, Message, Preview, check_request, register
+from transcripts.replay._request import message_text
 
 __all__ = ["NO_RESULT", "Target", "normalize_id", "preview", "preview_for", "session_target"]
 
@@ -297,12 +298,12 @@ def _group(flow: list[tuple[str, Any]], provider: str) -> list[Message]:
     out: list[_Out] = []
     for kind, value in flow:
         if kind == "user":
-            texts = [t for t in value if str(t).strip()]
+            texts = [message_text(t) for t in value if message_text(t)]
             if texts:
                 out.append(_Out("user", texts, [], []))
         elif kind == "assistant":
             texts, calls = value
-            texts = [t for t in texts if t.strip()]
+            texts = [message_text(t) for t in texts if message_text(t)]
             if texts or calls:
                 out.append(_Out("assistant", texts, list(calls), []))
         else:
