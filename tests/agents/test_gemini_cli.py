@@ -37,7 +37,7 @@ from transcripts.replay import gemini_cli as gemini_model
 
 pytestmark = pytest.mark.agents
 
-SAMPLES = Path("/work/shared/samples")
+SAMPLES = Path(__file__).resolve().parents[2] / "demo" / "samples"
 HERE = Path(__file__).parent
 SLUG = "work"
 

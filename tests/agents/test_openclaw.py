@@ -55,7 +55,7 @@ pytestmark = [
     ),
 ]
 
-SAMPLE = Path("/work/shared/samples/formats/openclaw.jsonl")
+SAMPLE = Path(__file__).resolve().parents[2] / "demo" / "samples" / "formats" / "openclaw.jsonl"
 # A toolResult whose parentId names the call's id, not the call's entry: OpenClaw
 # re-links it on import and sends the result; the repair drops it as orphaned,
 # and OpenClaw then sends a result of its own in its place.

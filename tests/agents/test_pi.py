@@ -41,8 +41,9 @@ from transcripts.replay import openclaw as pi_model
 
 pytestmark = pytest.mark.agents
 
-SAMPLES = Path("/work/shared/samples")
-GENERATOR = Path("/work/shared/tools/gen_sessions.py")
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLES = ROOT / "demo" / "samples"
+GENERATOR = ROOT / "tools" / "gen_sessions.py"
 HERE = Path(__file__).parent / "sessions"
 Model = Callable[[Transcript], Preview]
 ANTHROPIC = pi_model.Target("anthropic", "anthropic-messages", "claude-sonnet-4-5")

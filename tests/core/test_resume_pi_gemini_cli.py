@@ -15,7 +15,7 @@ from transcripts.replay import Message, preview
 from transcripts.replay import gemini_cli as gemini_model
 from transcripts.replay import openclaw as pi_model
 
-SAMPLES = Path("/work/shared/samples")
+SAMPLES = Path(__file__).resolve().parents[2] / "demo" / "samples"
 
 
 def _load(data: bytes, name: str = "s.jsonl") -> Any:
