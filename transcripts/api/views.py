@@ -25,13 +25,15 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from transcripts import actions, sync
+from transcripts import actions, formats, replay, sync
 from transcripts.api import errors, permissions
 from transcripts.api.serializers import (
     ErrorSerializer,
     JobCreateSerializer,
     JobSerializer,
+    PreviewQuerySerializer,
     RepairSerializer,
+    ResumePreviewSerializer,
     RevisionSerializer,
     SessionFaultsSerializer,
     SessionFilterSerializer,
@@ -319,6 +321,64 @@ class SessionFaults(APIView):
             "faults": faults,
         }
         return Response(SessionFaultsSerializer(body).data)
+
+
+def _preview_side(shown: replay.Preview) -> dict[str, Any]:
+    def message(m: replay.Message) -> dict[str, Any]:
+        return {"role": m.role, "texts": m.texts, "calls": m.calls, "results": m.results}
+
+    return {
+        "valid": shown.valid,
+        "violations": [
+            {"record": v.record, "tool_call_id": v.tool_call_id, "error": v.error}
+            for v in shown.violations
+        ],
+        "messages": [message(m) for m in shown.messages],
+        "dropped": [
+            {"record": d.record, "what": d.what, "reason": d.reason, "tool_call_id": d.tool_call_id}
+            for d in shown.dropped
+        ],
+        "added": [message(m) for m in shown.added],
+    }
+
+
+class SessionResumePreview(APIView):
+    @extend_schema(
+        summary="Preview what the session's agent sends on resume",
+        description=(
+            "What the agent that wrote the session (Claude Code, Codex, ...) sends its "
+            "provider on resuming the head revision, raw and repaired under `policy`: the "
+            "messages after the agent's own loader and recovery, the provider's verdict, "
+            "and what the agent silently drops or adds. 404 `no_preview` for a format no "
+            "agent resumes (a plain message list) or a file that cannot be read."
+        ),
+        parameters=[PreviewQuerySerializer],
+        responses={200: ResumePreviewSerializer, 400: ErrorSerializer, 404: ErrorSerializer},
+    )
+    def get(self, request: Request, pk: int) -> Response:
+        session = _session(request, pk)
+        query = PreviewQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        policy = query.validated_data["policy"]
+        assert session.head is not None
+        analysis = actions.analyze_revision(session.head, policy)
+        if analysis.transcript is None or analysis.format not in replay.AGENTS:
+            raise errors.NotFound(
+                f"no agent resumes {analysis.format_label or 'this'} files", code="no_preview"
+            )
+        raw = replay.preview(analysis.transcript)
+        repaired = replay.preview(formats.load(analysis.repaired, session.name, analysis.format))
+        assert raw is not None and repaired is not None
+        body = {
+            "session": session.pk,
+            "revision": session.head.number,
+            "policy": policy,
+            "agent": raw.agent,
+            "provider": raw.provider,
+            "raw": _preview_side(raw),
+            "repaired": _preview_side(repaired),
+        }
+        return Response(ResumePreviewSerializer(body).data)
 
 
 class SessionRepair(APIView):

@@ -547,6 +547,54 @@ def _relink_path(
     return parents
 
 
+def _rekeep(transcript: Transcript, fmt: Format, at: dict[int, list[Slot]]) -> dict[int, str]:
+    """Return new first-kept ids for compactions whose first kept record the repair drops.
+
+    pi keeps nothing before a compaction whose `firstKeptEntryId` it cannot
+    find, so the compaction is pointed at the next record written on its path.
+    Keys are raw record indexes of compactions.
+    """
+    records = transcript.records
+    keeps: dict[int, str] = {}
+    if not fmt.keep_key:
+        return keeps
+    for path in branch_paths(transcript):
+        for kc, compaction in enumerate(path):
+            keep = records[compaction].keep_from
+            first = next((k for k in range(kc) if keep and records[path[k]].uid == keep), None)
+            if first is None:
+                continue
+            for index in path[first:kc]:
+                uid = _first_written_uid(transcript, fmt, index, at.get(index) or (None,))
+                if uid is not None:
+                    if uid != keep:
+                        keeps[compaction] = uid
+                    break
+    return keeps
+
+
+def _first_written_uid(
+    transcript: Transcript, fmt: Format, index: int, placed: Sequence[Slot | None]
+) -> str | None:
+    """Return the uid of the first record written at `index`'s place (None: none is)."""
+    for slot in placed:
+        if slot is None:
+            return transcript.records[index].uid
+        if slot.written and slot.record is not None:
+            return transcript.records[slot.record].uid
+        if slot.written and slot.op is not None:
+            return fmt.new_uid(transcript, slot.op)
+    return None
+
+
+def _with_keep(text: str, fmt: Format, keep: str) -> str:
+    """Return a record's JSON text with its `fmt.keep_key` member set to `keep`."""
+    span = member_span(text, fmt.keep_key)
+    if span is None:
+        return json.dumps(dict(json.loads(text), **{fmt.keep_key: keep}))
+    return text[: span[0]] + json.dumps(keep) + text[span[1] :]
+
+
 def _new_record(transcript: Transcript, fmt: Format, slot: Slot) -> Any:
     assert slot.op is not None
     if slot.op.record is None:
@@ -584,7 +632,11 @@ def _slot_value(
 
 
 def _record_bytes(
-    transcript: Transcript, fmt: Format, slot: Slot, parents: dict[int | Slot, str]
+    transcript: Transcript,
+    fmt: Format,
+    slot: Slot,
+    parents: dict[int | Slot, str],
+    keeps: dict[int, str] | None = None,
 ) -> bytes:
     obj = _slot_value(transcript, fmt, slot, parents)
     if obj is not None:
@@ -592,12 +644,15 @@ def _record_bytes(
     assert slot.record is not None
     record = transcript.records[slot.record]
     raw = transcript.raw[record.start : record.end]
+    keep = (keeps or {}).get(slot.record)
+    if keep is not None:
+        raw = _with_keep(raw.decode("utf-8"), fmt, keep).encode()
     new_parent = parents.get(slot.record)
     if new_parent is not None:
         text = raw.decode("utf-8")
         span = member_span(text, fmt.parent_key)
         if span is None:
-            return _encode(transcript, dict(record.obj, **{fmt.parent_key: new_parent}))
+            return _encode(transcript, dict(json.loads(text), **{fmt.parent_key: new_parent}))
         return (text[: span[0]] + json.dumps(new_parent) + text[span[1] :]).encode()
     return raw
 
@@ -681,12 +736,15 @@ def render_to(transcript: Transcript, plan: Plan, out: BinaryIO) -> None:
     fmt = FORMATS[transcript.format]
     at = sparse_layout(transcript, plan)
     parents = _relink(transcript, fmt, at) if transcript.tree else {}
+    keeps = _rekeep(transcript, fmt, at) if transcript.tree else {}
     if fmt.jsonl:
-        _write_lines(transcript, fmt, at, parents, writer)
+        _write_lines(transcript, fmt, at, parents, writer, keeps)
     else:
         slots = layout(transcript, plan)
         pieces = [
-            (slot, _record_bytes(transcript, fmt, slot, parents)) for slot in slots if slot.written
+            (slot, _record_bytes(transcript, fmt, slot, parents, keeps))
+            for slot in slots
+            if slot.written
         ]
         writer.bytes(_join_elements(transcript, pieces))
     writer.flush()
@@ -737,6 +795,7 @@ def _write_lines(
     at: dict[int, list[Slot]],
     parents: dict[int | Slot, str],
     writer: _Writer,
+    keeps: dict[int, str],
 ) -> None:
     """Write JSONL records, each followed by its own line end (and any blank lines after it).
 
@@ -754,10 +813,10 @@ def _write_lines(
             if slot is not None and not slot.written:
                 continue
             own = i if slot is None else _own(slot)
-            if slot is None and i not in parents:
+            if slot is None and i not in parents and i not in keeps:
                 writer.raw(record.start, record.end)
             else:
-                writer.bytes(_record_bytes(transcript, fmt, slot or Slot(i), parents))
+                writer.bytes(_record_bytes(transcript, fmt, slot or Slot(i), parents, keeps))
             if ends_open and (i, slot) == last:
                 continue  # the file had no final newline; neither has its repair
             if own is not None:

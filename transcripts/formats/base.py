@@ -26,6 +26,9 @@ class Format:
     tree: ClassVar[bool] = False
     uid_key: ClassVar[str] = ""
     parent_key: ClassVar[str] = ""
+    # The member of a compaction record naming the first record it keeps (pi
+    # `firstKeptEntryId`): re-pointed when a repair drops that record.
+    keep_key: ClassVar[str] = ""
     provider: ClassVar[str] = "anthropic"
     # What the agent itself writes as the result of an interrupted call (formats.md §0.7).
     native_text: ClassVar[str] = "[Request interrupted by user for tool use]"

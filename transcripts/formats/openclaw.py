@@ -56,6 +56,7 @@ class OpenClaw(Format):
     tree = True
     uid_key = "id"
     parent_key = "parentId"
+    keep_key = "firstKeptEntryId"
     provider = "anthropic"
     native_text = "[openclaw] " + OPENCLAW_SENTENCE
 
@@ -107,6 +108,8 @@ class OpenClaw(Format):
                 kind = block.get("type") if isinstance(block, dict) else None
                 if kind in _CALL_TYPES and isinstance(block, dict):
                     args = block.get("arguments", block.get("input"))
+                    # pi keeps its streaming buffer on calls that completed: with their
+                    # arguments parsed, a leftover `partialJson` is no cut-off (issue 12).
                     partial = "partialJson" in block and not isinstance(args, dict)
                     call = add_call(
                         record, j, block.get("id"), block.get("name"), args, partial=partial
