@@ -8,6 +8,7 @@ uploaded blobs in `var/media` and Celery's filesystem broker in `var/broker`, so
 
 import logging
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -83,6 +84,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "axes",
     "transcripts",
 ]
 
@@ -99,6 +101,9 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "django_structlog.middlewares.RequestMiddleware",
+    "transcripts.middleware.no_store",
+    # Last, as django-axes asks: it turns a lockout raised by its backend into a response.
+    "axes.middleware.AxesMiddleware",
 ]
 
 # Transcript content is untrusted: no inline script or style, nothing from another
@@ -176,7 +181,42 @@ LOGOUT_REDIRECT_URL = "login"
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+
+# Login throttling (django-axes), on the dashboard's login and the admin's alike: after
+# AXES_FAILURE_LIMIT wrong passwords for one username from one address, that pair is
+# refused (429, templates/registration/locked_out.html) for AXES_COOLOFF_MINUTES, even
+# with the right password. Keyed on the pair, so nobody can lock a user out from
+# elsewhere; `manage.py axes_reset_username NAME` lifts a lockout early.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = envint("AXES_FAILURE_LIMIT", "5")
+AXES_COOLOFF_TIME = timedelta(minutes=envint("AXES_COOLOFF_MINUTES", "15"))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+# Behind a proxy, REMOTE_ADDR is the proxy's: AXES_IPWARE_* or a callable would say more.
+AXES_CLIENT_IP_CALLABLE = None
+
+# Mail, for password reset: Django's own settings, from the environment. Without
+# EMAIL_HOST no mail can be sent, so the reset pages are not served (404) and the
+# login page does not offer them.
+EMAIL_HOST = os.getenv("EMAIL_HOST", "")
+EMAIL_PORT = envint("EMAIL_PORT", "587")
+EMAIL_HOST_USER = os.getenv("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.getenv("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_SSL = envbool("EMAIL_USE_SSL", "False")
+EMAIL_USE_TLS = envbool("EMAIL_USE_TLS", str(not EMAIL_USE_SSL))
+if EMAIL_USE_TLS and EMAIL_USE_SSL:
+    raise ImproperlyConfigured("EMAIL_USE_TLS and EMAIL_USE_SSL cannot both be True")
+EMAIL_TIMEOUT = envint("EMAIL_TIMEOUT", "10")
+DEFAULT_FROM_EMAIL = os.getenv("DEFAULT_FROM_EMAIL", "pairfix@localhost")
+SERVER_EMAIL = DEFAULT_FROM_EMAIL
+PASSWORD_RESET_ENABLED = bool(EMAIL_HOST)
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

@@ -1,0 +1,68 @@
+"""Logging in and out, password change, and password reset where mail can be sent.
+
+Password reset mails a link, so its pages are served only when settings
+say how to send mail (`PASSWORD_RESET_ENABLED`, from `EMAIL_HOST`);
+otherwise they are a 404 and the login page does not offer them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_not_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.urls import path
+
+
+class LoginView(auth_views.LoginView):
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        context: dict[str, Any] = super().get_context_data(**kwargs)
+        context["password_reset_enabled"] = settings.PASSWORD_RESET_ENABLED
+        return context
+
+
+def _when_mail_is_set_up(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    @login_not_required
+    @wraps(view)
+    def gated(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not settings.PASSWORD_RESET_ENABLED:
+            raise Http404("Password reset needs mail, and no mail server is configured.")
+        return view(request, *args, **kwargs)
+
+    return gated
+
+
+urlpatterns = [
+    path("login/", LoginView.as_view(), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("password_change/", auth_views.PasswordChangeView.as_view(), name="password_change"),
+    path(
+        "password_change/done/",
+        auth_views.PasswordChangeDoneView.as_view(),
+        name="password_change_done",
+    ),
+    path(
+        "password_reset/",
+        _when_mail_is_set_up(auth_views.PasswordResetView.as_view()),
+        name="password_reset",
+    ),
+    path(
+        "password_reset/done/",
+        _when_mail_is_set_up(auth_views.PasswordResetDoneView.as_view()),
+        name="password_reset_done",
+    ),
+    path(
+        "reset/<uidb64>/<token>/",
+        _when_mail_is_set_up(auth_views.PasswordResetConfirmView.as_view()),
+        name="password_reset_confirm",
+    ),
+    path(
+        "reset/done/",
+        _when_mail_is_set_up(auth_views.PasswordResetCompleteView.as_view()),
+        name="password_reset_complete",
+    ),
+]
