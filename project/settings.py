@@ -239,17 +239,20 @@ STORAGES = {
     },
 }
 
-# Uploads are read whole by the analyzer anyway; this bounds one request's form fields.
+# A request body's form fields (and an append's JSON lines) are held in memory up to this.
 DATA_UPLOAD_MAX_MEMORY_SIZE = envint("DATA_UPLOAD_MAX_MEMORY_SIZE", str(50 * 1024 * 1024))
-FILE_UPLOAD_MAX_MEMORY_SIZE = DATA_UPLOAD_MAX_MEMORY_SIZE
-# The upload form's limits (transcripts/uploads.py), in bytes after decompression:
-# each session, all sessions of one upload together, and how many sessions (files,
-# or members of a .zip) one upload may hold. Past DATA_UPLOAD_MAX_NUMBER_FILES Django
-# itself refuses the request before the form sees it.
-UPLOAD_MAX_FILE_SIZE = envint("UPLOAD_MAX_FILE_SIZE", str(100 * 1024 * 1024))
-UPLOAD_MAX_TOTAL_SIZE = envint("UPLOAD_MAX_TOTAL_SIZE", str(200 * 1024 * 1024))
+# Uploaded files are never held in memory: each is written to FILE_UPLOAD_TEMP_DIR as it
+# arrives and hashed on the way (transcripts/uploads.py), then copied to storage.
+FILE_UPLOAD_HANDLERS = ["transcripts.uploads.StagingUploadHandler"]
+FILE_UPLOAD_TEMP_DIR = str(envpath("FILE_UPLOAD_TEMP_DIR", VAR_DIR / "tmp"))
+# The limits of every way in (the form, the API, `manage.py ingest`), in bytes after
+# decompression: each session, all sessions of one upload together, and how many
+# sessions (files, or members of a .zip) one upload may hold; checked while the bytes
+# arrive. Django's own file count stays one above, so the upload's message speaks first.
+UPLOAD_MAX_FILE_SIZE = envint("UPLOAD_MAX_FILE_SIZE", str(1024**3))
+UPLOAD_MAX_TOTAL_SIZE = envint("UPLOAD_MAX_TOTAL_SIZE", str(max(2 * 1024**3, UPLOAD_MAX_FILE_SIZE)))
 UPLOAD_MAX_FILES = envint("UPLOAD_MAX_FILES", "100")
-DATA_UPLOAD_MAX_NUMBER_FILES = envint("DATA_UPLOAD_MAX_NUMBER_FILES", "1000")
+DATA_UPLOAD_MAX_NUMBER_FILES = UPLOAD_MAX_FILES + 1
 
 # Redis hands a task whose worker died without acknowledging it (acks_late) to
 # another worker after this many seconds; it must exceed the longest task.

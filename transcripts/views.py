@@ -63,7 +63,7 @@ from transcripts.models import (
     TimelineRow,
     Workspace,
 )
-from transcripts.uploads import Limits, LimitUploadHandler
+from transcripts.uploads import Limits, LimitUploadHandler, keep_unusable_names
 
 logger = structlog.get_logger(__name__)
 
@@ -157,12 +157,20 @@ def upload(request: HttpRequest) -> HttpResponse:
         raise PermissionDenied
     limiter = LimitUploadHandler(request, Limits.from_settings())
     request.upload_handlers.insert(0, limiter)
+    keep_unusable_names(request)
     return _upload(request, limiter)
 
 
 @csrf_protect
 def _upload(request: HttpRequest, limiter: LimitUploadHandler) -> HttpResponse:
     form = UploadForm(request.POST, request.FILES, user=request.user, refused=limiter.refused)
+    try:
+        return _store_upload(request, form)
+    finally:
+        form.close()
+
+
+def _store_upload(request: HttpRequest, form: UploadForm) -> HttpResponse:
     if not form.is_valid():
         logger.info("upload_refused", errors=form.errors.get_json_data())
         return _session_list_page(request, upload_form=form, status=400)

@@ -188,6 +188,7 @@ def test_the_handler_drops_files_past_the_limits_while_reading(rf):
     handler = LimitUploadHandler(request, limits)
     request.upload_handlers.insert(0, handler)
     assert [f.name for f in request.FILES.getlist("files")] == ["small.jsonl", "sessions.zip"]
+    request.close()  # deletes the staged files
     assert handler.refused == [
         "“big.jsonl” is more than 1000 bytes; each session may be at most 1000 bytes.",
         "This upload holds more than 3 files; one upload may hold at most 3.",
@@ -201,6 +202,7 @@ def test_the_handler_stops_reading_past_the_total(rf):
     handler = LimitUploadHandler(request, limits)
     request.upload_handlers.insert(0, handler)
     assert [f.name for f in request.FILES.getlist("files")] == ["0.jsonl"]
+    request.close()
     assert handler.refused == [
         "This upload is more than 1.5 KB; one upload may hold at most 1.5 KB."
     ]
