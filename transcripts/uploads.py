@@ -189,7 +189,8 @@ def _reading(what: str) -> Iterator[None]:
     except UnicodeDecodeError:
         raise UploadRefused(f"{what}: a file name in it is not valid UTF-8.") from None
     except Exception as exc:  # noqa: BLE001 - any error of the stdlib readers, see above
-        reason = str(exc).rstrip(".") or type(exc).__name__
+        reason = (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
+        reason = reason.rstrip(".") or type(exc).__name__
         raise UploadRefused(f"{what}: {reason}.") from None
 
 
