@@ -218,6 +218,9 @@ DEFAULT_FROM_EMAIL = os.getenv("DEFAULT_FROM_EMAIL", "pairfix@localhost")
 SERVER_EMAIL = DEFAULT_FROM_EMAIL
 PASSWORD_RESET_ENABLED = bool(EMAIL_HOST)
 
+# Days a workspace invitation link stays open (transcripts/invitations.py).
+INVITATION_DAYS = envint("INVITATION_DAYS", "7")
+
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = False

@@ -1,4 +1,4 @@
-"""Logging in and out, password change, and password reset where mail can be sent.
+"""Logging in and out, password change, password reset where mail can be sent, invitations.
 
 Password reset mails a link, so its pages are served only when settings
 say how to send mail (`PASSWORD_RESET_ENABLED`, from `EMAIL_HOST`);
@@ -12,10 +12,15 @@ from functools import wraps
 from typing import Any
 
 from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth import views as auth_views
-from django.contrib.auth.decorators import login_not_required
+from django.contrib.auth.decorators import login_not_required, login_required
 from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
 from django.urls import path
+from django.views.decorators.http import require_http_methods
+
+from transcripts import invitations
 
 
 class LoginView(auth_views.LoginView):
@@ -36,7 +41,38 @@ def _when_mail_is_set_up(view: Callable[..., HttpResponse]) -> Callable[..., Htt
     return gated
 
 
+@login_required
+@require_http_methods(["GET", "POST"])
+def accept_invitation(request: HttpRequest, secret: str) -> HttpResponse:
+    """Show what an invitation offers; POST accepts it as the logged-in user.
+
+    A link that was used, revoked or has expired is a 404, whichever it was.
+    """
+    invitation = invitations.find_open(secret)
+    if invitation is None:
+        context = {
+            "title": "Invitation not valid",
+            "message": "This invitation link was used, revoked or has expired: ask for a new one.",
+            "back_url": "/",
+            "back_label": "Back to Pairfix",
+        }
+        return render(request, "transcripts/bad_request.html", context, status=404)
+    if request.method == "POST":
+        try:
+            membership = invitations.do_accept_invitation(invitation, acting_user=request.user)
+        except (invitations.InvitationClosed, invitations.AlreadyMember) as exc:
+            messages.error(request, str(exc))
+        else:
+            messages.success(
+                request,
+                f"You joined {membership.workspace} as {membership.get_role_display().lower()}.",
+            )
+        return redirect("transcripts:session_list")
+    return render(request, "registration/invitation.html", {"invitation": invitation})
+
+
 urlpatterns = [
+    path("invitations/<str:secret>/", accept_invitation, name="accept_invitation"),
     path("login/", LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("password_change/", auth_views.PasswordChangeView.as_view(), name="password_change"),

@@ -451,14 +451,35 @@ class SourceSettingsForm(forms.ModelForm):
 
 
 class MemberForm(forms.Form):
-    """Add a user to a workspace, change their role, or remove them (role "remove")."""
+    """Change a member's role, or remove them (role "remove"); members of `workspace` only.
+
+    Nobody is added here (that takes an invitation they accept), and the
+    error for a name is the same whether or not such a user exists.
+    """
 
     username = forms.CharField(max_length=150)
     role = forms.ChoiceField(choices=[*Membership.Role.choices, ("remove", "remove")])
 
+    def __init__(self, *args: Any, workspace: Workspace, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.workspace = workspace
+
     def clean_username(self) -> Any:
         username = self.cleaned_data["username"]
-        try:
-            return get_user_model().objects.get_by_natural_key(username)
-        except get_user_model().DoesNotExist:
-            raise forms.ValidationError(f"No user named {username!r}.") from None
+        membership = (
+            self.workspace.memberships.select_related("user")
+            .filter(**{f"user__{get_user_model().USERNAME_FIELD}": username})
+            .first()
+        )
+        if membership is None:
+            raise forms.ValidationError(
+                f"{username!r} is not a member of {self.workspace}. To add someone, "
+                "make an invitation below and send them its link."
+            )
+        return membership.user
+
+
+class InvitationForm(forms.Form):
+    """Invite someone to a workspace with a role."""
+
+    role = forms.ChoiceField(choices=Membership.Role.choices, initial=Membership.Role.VIEWER)

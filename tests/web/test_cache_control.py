@@ -40,6 +40,8 @@ POST_ONLY = {
     "source_settings",
     "create_api_token",
     "revoke_api_token",
+    "create_invitation",
+    "revoke_invitation",
 }
 
 
