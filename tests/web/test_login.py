@@ -1,7 +1,10 @@
 import json
 import os
+import socket
 import subprocess
 import sys
+import tempfile
+import threading
 
 import pytest
 from django.conf import settings as django_settings
@@ -231,3 +234,85 @@ def test_it_refuses_tls_and_ssl_at_once():
     )
     assert result.returncode != 0
     assert "EMAIL_USE_TLS and EMAIL_USE_SSL cannot both be True" in result.stderr
+
+
+class _SmtpServer(threading.Thread):
+    """A minimal SMTP server on 127.0.0.1 that keeps the messages it is sent (one session)."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener.settimeout(60)
+        self.port = self.listener.getsockname()[1]
+        self.messages: list[bytes] = []
+        self.envelope: list[str] = []
+
+    def run(self):
+        with self.listener:
+            connection, _ = self.listener.accept()
+        with connection, connection.makefile("rb") as lines:
+            connection.settimeout(60)
+            connection.sendall(b"220 localhost ESMTP\r\n")
+            while line := lines.readline():
+                command = line.decode().strip()
+                verb = command.split(" ", 1)[0].upper()
+                if verb in ("EHLO", "HELO"):
+                    connection.sendall(b"250 localhost\r\n")
+                elif verb in ("MAIL", "RCPT"):
+                    self.envelope.append(command)
+                    connection.sendall(b"250 OK\r\n")
+                elif verb == "DATA":
+                    connection.sendall(b"354 End with .\r\n")
+                    body = b""
+                    while (data := lines.readline()) not in (b".\r\n", b""):
+                        body += data
+                    self.messages.append(body)
+                    connection.sendall(b"250 OK\r\n")
+                elif verb == "QUIT":
+                    connection.sendall(b"221 Bye\r\n")
+                    return
+                else:
+                    connection.sendall(b"250 OK\r\n")
+
+
+def test_a_reset_mail_goes_out_through_the_configured_server():
+    server = _SmtpServer()
+    server.start()
+    code = (
+        "import django; django.setup(); from django.contrib.auth.forms import "
+        "PasswordResetForm; from django.contrib.auth.models import User; "
+        "from django.core.management import call_command; "
+        "call_command('migrate', verbosity=0); "
+        "User.objects.create_user('dora', 'dora@example.com', 'dora-password'); "
+        "form = PasswordResetForm({'email': 'dora@example.com'}); assert form.is_valid(); "
+        "form.save(domain_override='pairfix.example.com', "
+        "subject_template_name='registration/password_reset_subject.txt', "
+        "email_template_name='registration/password_reset_email.html')"
+    )
+    with tempfile.TemporaryDirectory() as var:
+        result = subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=django_settings.BASE_DIR,
+            env={
+                **{k: v for k, v in os.environ.items() if k != "DATABASE_URL"},
+                "DJANGO_SETTINGS_MODULE": "project.settings",
+                "VAR_DIR": var,
+                "EMAIL_HOST": "127.0.0.1",
+                "EMAIL_PORT": str(server.port),
+                "EMAIL_USE_TLS": "False",
+                "DEFAULT_FROM_EMAIL": "pairfix@example.com",
+            },
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    server.join(timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert [line.upper() for line in server.envelope] == [
+        "MAIL FROM:<PAIRFIX@EXAMPLE.COM>",
+        "RCPT TO:<DORA@EXAMPLE.COM>",
+    ]
+    [message] = server.messages
+    text = message.decode()
+    assert "Subject: Reset your Pairfix password" in text
+    assert "http://pairfix.example.com/accounts/reset/" in text
