@@ -27,7 +27,7 @@ import os
 import tempfile
 import unicodedata
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -458,5 +458,5 @@ def keep_unusable_names(request: HttpRequest) -> None:
     def parse_file_upload(meta: Any, data: Any) -> Any:
         return NameKeepingParser(meta, data, request.upload_handlers, request.encoding).parse()
 
-    parse: Callable[[Any, Any], Any] = parse_file_upload
-    request.parse_file_upload = parse  # type: ignore[method-assign]
+    # An instance attribute: HttpRequest._load_post_and_files calls self.parse_file_upload.
+    request.parse_file_upload = parse_file_upload  # type: ignore[method-assign]
