@@ -141,7 +141,7 @@ def test_a_tail_call_becomes_missing_once_the_grace_passes() -> None:
     assert analyze(data, "o.jsonl").faults == result.faults
 
 
-def test_a_call_cut_off_mid_stream_is_dropped_with_its_result() -> None:
+def _cut_off_call_session(answered: bool) -> bytes:
     call = {"type": "toolCall", "id": "t1", "name": "exec", "partialJson": '{"cmd":"ru'}
     lines = [
         {"type": "session", "version": 3, "id": "s", "cwd": "/w"},
@@ -161,33 +161,53 @@ def test_a_call_cut_off_mid_stream_is_dropped_with_its_result() -> None:
                 "stopReason": "toolUse",
             },
         },
-        {
-            "type": "message",
-            "id": "a3",
-            "parentId": "a2",
-            "message": {
-                "role": "toolResult",
-                "toolCallId": "t1",
-                "toolName": "exec",
-                "content": [],
-                "isError": True,
-            },
-        },
+    ]
+    if answered:
+        lines.append(
+            {
+                "type": "message",
+                "id": "a3",
+                "parentId": "a2",
+                "message": {
+                    "role": "toolResult",
+                    "toolCallId": "t1",
+                    "toolName": "exec",
+                    "content": [],
+                    "isError": True,
+                },
+            }
+        )
+    lines.append(
         {
             "type": "message",
             "id": "a4",
-            "parentId": "a3",
+            "parentId": lines[-1]["id"],
             "message": {"role": "user", "content": "and?"},
-        },
-    ]
-    data = "".join(json.dumps(line) + "\n" for line in lines).encode()
+        }
+    )
+    return "".join(json.dumps(line) + "\n" for line in lines).encode()
+
+
+def test_a_call_cut_off_mid_stream_with_no_result_is_dropped() -> None:
+    data = _cut_off_call_session(answered=False)
     result = analyze(data, "o.jsonl")
-    assert [(str(f.kind), f.tool_call_id) for f in result.faults] == [("malformed_call", "t1")]
+    assert [(str(f.kind), f.tool_call_id) for f in result.faults] == [
+        ("malformed_call", "t1"),
+        ("missing_result", "t1"),
+    ]
     out = [json.loads(line) for line in result.repaired.splitlines()]
     assert [line["id"] for line in out] == ["s", "a1", "a2", "a4"]
     assert out[2]["message"]["content"] == [{"type": "text", "text": "ok"}]
     assert out[3]["parentId"] == "a2"
     assert not analyze(result.repaired, "o.jsonl").plan
+
+
+def test_a_call_cut_off_mid_stream_that_a_result_answers_is_kept() -> None:
+    # pi replays it (`input: arguments ?? {}`) with its result, so the repair keeps both.
+    data = _cut_off_call_session(answered=True)
+    result = analyze(data, "o.jsonl")
+    assert result.faults == []
+    assert result.repaired == data
 
 
 def test_results_an_earlier_repair_made_are_recognised() -> None:

@@ -28,12 +28,13 @@ from transcripts.formats._json import (
     sniff_style,
 )
 from transcripts.formats.anthropic import Anthropic
-from transcripts.formats.base import Format
+from transcripts.formats.base import Format, linked
 from transcripts.formats.bedrock import Bedrock
 from transcripts.formats.claude_code import ClaudeCode
+from transcripts.formats.cline import Cline
 from transcripts.formats.codex import Codex
 from transcripts.formats.gemini import Gemini, GeminiCheckpoint
-from transcripts.formats.gemini_cli import GeminiCli
+from transcripts.formats.gemini_cli import GeminiCli, GeminiCliSession
 from transcripts.formats.langchain import LangChain
 from transcripts.formats.openai_chat import OpenAIChat
 from transcripts.formats.openai_functions import OpenAIFunctions
@@ -41,19 +42,23 @@ from transcripts.formats.openclaw import OpenClaw
 from transcripts.formats.openhands import OpenHands
 from transcripts.formats.responses import Responses
 from transcripts.formats.source import CHUNK, FileSource, iter_lines
+from transcripts.formats.streams import stream_refusal
 from transcripts.formats.vercel_ai import VercelAI
 
 __all__ = ["FORMATS", "FormatError", "Rewrite", "label", "load", "render", "rewrite"]
 
 # Order matters: the first format whose sniff accepts the sample wins. Documents
 # follow formats.md §9; legacy functions come before Chat Completions, which they
-# extend, and Bedrock before Anthropic, whose loose sniff would take its blocks.
+# extend, Cline before Anthropic, which it specialises, and Bedrock before
+# Anthropic, whose loose sniff would take its blocks.
 FORMATS: dict[str, Format] = {
     f.id: f
     for f in (
         OpenClaw(),
         Codex(),
         ClaudeCode(),
+        GeminiCliSession(),
+        Cline(),
         LangChain(),
         Responses(),
         OpenAIFunctions(),
@@ -70,7 +75,8 @@ FORMATS: dict[str, Format] = {
 _SNIFF_LINES = 50
 _UNKNOWN_DOCUMENT = (
     "unknown format: a JSON document of none of the formats Pairfix reads (message arrays "
-    "of OpenAI, Anthropic, Bedrock, Gemini, LangChain, Vercel AI, Responses or OpenHands)"
+    "of OpenAI, Anthropic, Bedrock, Gemini, LangChain, Vercel AI, Responses or OpenHands, "
+    "or a Gemini CLI session)"
 )
 _JSON_TYPES = {
     dict: "object",
@@ -164,11 +170,7 @@ def load(data: bytes | FileSource, filename: str, format: str | None = None) -> 
         if fmt is not None:
             return _load_document(data, filename, root, fmt.id)
         if not (isinstance(root, dict) and body.strip().count(b"\n") == 0):
-            raise FormatError(
-                filename,
-                1,
-                _UNKNOWN_DOCUMENT,
-            )
+            raise FormatError(filename, 1, stream_refusal([root]) or _UNKNOWN_DOCUMENT)
     return _load_jsonl(data, filename, format, doc_error)
 
 
@@ -419,7 +421,7 @@ def _transcript(
         records,
         data,
         filename=filename,
-        tree=fmt.tree,
+        tree=fmt.tree and linked(records),
         adjacent=fmt.adjacent(provider),
         inline_results=fmt.inline_results,
         results_on_calls=fmt.results_on_calls,
@@ -454,6 +456,10 @@ def _sniff_lines(
     fmt = _sniff(sample, filename, documents=False)
     if fmt is not None:
         return fmt
+    refusal = stream_refusal(sample)
+    if refusal is not None:
+        first = next(r for r in records if r.parsed is not None)
+        raise FormatError(filename, first.line, refusal, records=len(records))
     if sample:
         raise FormatError(
             filename,
@@ -622,7 +628,7 @@ def rewrite(transcript: Transcript, plan: Plan) -> Rewrite:
     """
     fmt = FORMATS[transcript.format]
     at = sparse_layout(transcript, plan)
-    parents = _relink(transcript, fmt, at) if fmt.tree else {}
+    parents = _relink(transcript, fmt, at) if transcript.tree else {}
     count = len(transcript.records)
     replaced: set[int] = set()
     records: list[Record] = []
@@ -674,7 +680,7 @@ def render_to(transcript: Transcript, plan: Plan, out: BinaryIO) -> None:
         return
     fmt = FORMATS[transcript.format]
     at = sparse_layout(transcript, plan)
-    parents = _relink(transcript, fmt, at) if fmt.tree else {}
+    parents = _relink(transcript, fmt, at) if transcript.tree else {}
     if fmt.jsonl:
         _write_lines(transcript, fmt, at, parents, writer)
     else:
