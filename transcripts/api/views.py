@@ -15,12 +15,13 @@ from django.core.exceptions import RequestDataTooBig
 from django.core.files.storage import default_storage
 from django.db.models import QuerySet
 from django.http import FileResponse, HttpResponse
+from django.http.multipartparser import MultiPartParserError
 from django.utils import timezone
 from django.utils.http import content_disposition_header
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import generics, pagination, parsers, renderers, status
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import ParseError, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -42,6 +43,13 @@ from transcripts.api.serializers import (
 )
 from transcripts.engine import DEFAULT_POLICY
 from transcripts.models import Job, Membership, Revision, Session
+from transcripts.uploads import (
+    Limits,
+    LimitUploadHandler,
+    NameKeepingParser,
+    Unpacker,
+    UploadRefused,
+)
 
 
 class Pagination(pagination.PageNumberPagination):
@@ -139,10 +147,29 @@ def _start(start: Any, *args: Any, **kwargs: Any) -> Job:
     return job
 
 
+class UploadParser(parsers.MultiPartParser):
+    """DRF's multipart parser over `NameKeepingParser`: an unusable file name is refused, not lost.
+
+    Refused by `LimitUploadHandler`, which the upload puts in place first.
+    """
+
+    def parse(self, stream: Any, media_type: Any = None, parser_context: Any = None) -> Any:
+        request = (parser_context or {})["request"]
+        meta = request.META.copy()
+        meta["CONTENT_TYPE"] = media_type
+        encoding = (parser_context or {}).get("encoding", settings.DEFAULT_CHARSET)
+        try:
+            parser = NameKeepingParser(meta, stream, request.upload_handlers, encoding)
+            data, files = parser.parse()
+        except MultiPartParserError as exc:
+            raise ParseError(f"Multipart form parse error - {exc}") from None
+        return parsers.DataAndFiles(data, files)
+
+
 class SessionList(generics.ListAPIView[Session]):
     serializer_class = SessionSerializer
     pagination_class = Pagination
-    parser_classes = [parsers.MultiPartParser]
+    parser_classes = [UploadParser]
 
     def get_queryset(self) -> QuerySet[Session]:
         query = SessionFilterSerializer(data=self.request.query_params)
@@ -175,18 +202,33 @@ class SessionList(generics.ListAPIView[Session]):
         responses={201: SessionSerializer, 400: ErrorSerializer},
     )
     def post(self, request: Request) -> Response:
+        # The limits apply while the body is read: a handler in place before request.data.
+        limiter = LimitUploadHandler(request, Limits.from_settings(), archives=False)
+        request.upload_handlers.insert(0, limiter)
         upload = SessionUploadSerializer(data=request.data)
+        if limiter.refused:
+            message = " ".join(dict.fromkeys(limiter.refused)) + " Nothing was stored."
+            if limiter.unusable:
+                raise errors.ApiError(message)
+            raise errors.TooLarge(message)
         upload.is_valid(raise_exception=True)
         data = upload.validated_data
-        session = actions.do_ingest_session(
-            permissions.workspace(request),
-            data["name"],
-            data["file"].read(),
-            acting_user=permissions.acting_user(request),
-            format=data.get("format"),
-            last_write=timezone.now() if data["live"] else None,
-            api_token=request.auth,
-        )
+        with Unpacker(limiter.limits) as unpacker:
+            try:
+                # Stored as sent: the API does not unpack archives.
+                unpacker.add(data["name"], data["file"], unpack=False)
+            except UploadRefused as exc:
+                raise errors.TooLarge(f"{exc} Nothing was stored.") from None
+            [staged] = unpacker.sessions
+            session = actions.do_ingest_session(
+                permissions.workspace(request),
+                data["name"],
+                staged,
+                acting_user=permissions.acting_user(request),
+                format=data.get("format"),
+                last_write=timezone.now() if data["live"] else None,
+                api_token=request.auth,
+            )
         return Response(SessionSerializer(session).data, status=status.HTTP_201_CREATED)
 
 
