@@ -184,6 +184,21 @@ def is_line_oriented(session: Session) -> bool:
 # Appends: shared by sync and the API.
 
 
+def lock_session(pk: int) -> tuple[Session, Revision]:
+    """Lock the session `pk` for the caller's transaction; return it and its head, read after.
+
+    The session row is locked alone and the head read once the lock is held:
+    on PostgreSQL a row locked by `FOR UPDATE` through an outer join is
+    re-checked after the wait without its joined row, so a head joined in
+    would read as NULL once another writer has moved it.
+    """
+    session = Session.objects.select_for_update().get(pk=pk)
+    assert session.head_id is not None, "every session has a head from its creation"
+    head = Revision.objects.get(pk=session.head_id)
+    session.head = head
+    return session, head
+
+
 def append_records(
     session: Session,
     data: bytes,
@@ -200,11 +215,7 @@ def append_records(
     first if the head lacks one), one `append` audit record, and the session's
     new counts with the live rules (`now` is the last write).
     """
-    session = (
-        Session.objects.select_for_update(of=("self",)).select_related("head").get(pk=session.pk)
-    )
-    head = session.head
-    assert head is not None
+    session, head = lock_session(session.pk)
     if expected_head is not None and head.number != expected_head:
         raise AppendError(
             "head_moved",
@@ -375,15 +386,10 @@ def refresh_live(session: Session, now: datetime | None = None) -> bool:
     if session.is_live(now) or "pending_result" not in session.fault_counts:
         return False
     with transaction.atomic():
-        locked = (
-            Session.objects.select_for_update(of=("self",))
-            .select_related("head")
-            .get(pk=session.pk)
-        )
+        locked, head = lock_session(session.pk)
         if locked.is_live(now) or "pending_result" not in locked.fault_counts:
             return False
-        assert locked.head is not None
-        analysis = analyze_revision(locked.head, "synthesize")
+        analysis = analyze_revision(head, "synthesize")
         locked.fault_counts = analysis.fault_counts
         locked.save(update_fields=["fault_counts"])
     session.fault_counts = analysis.fault_counts
@@ -656,13 +662,7 @@ def _rewrite(
     content = _complete(raw, lines)
     fields = _file_fields(stat, raw, content, now)
     with transaction.atomic(durable=True):
-        session = (
-            Session.objects.select_for_update(of=("self",))
-            .select_related("head")
-            .get(pk=synced.session_id)
-        )
-        head = session.head
-        assert head is not None
+        session, head = lock_session(synced.session_id)
         if head.sha256 == hashlib.sha256(content).hexdigest():
             # Touched, or written back by us: nothing new to store.
             SyncedFile.objects.filter(pk=synced.pk).update(revision=head, **fields)
