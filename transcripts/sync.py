@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import structlog
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -52,6 +53,8 @@ from transcripts.models import (
     store_blob,
 )
 from transcripts.writeback import fingerprints, is_own_file
+
+logger = structlog.get_logger(__name__)
 
 # File names each kind of source holds sessions in.
 PATTERNS = {
@@ -428,22 +431,38 @@ def do_sync_source(
     if not taken:
         report.skipped = True
         return report
-    source = SyncSource.objects.select_related("workspace").get(pk=source_id)
+    last_error = ""
     try:
+        source = SyncSource.objects.select_related("workspace").get(pk=source_id)
         _sync(source, report, progress)
-        last_error = ""
     except SyncError as exc:
         last_error = str(exc)
-    counts = source.files.filter(missing_since__isnull=True)
-    SyncSource.objects.filter(pk=source_id, claim=claim).update(
-        claim=None,
-        claimed_at=None,
-        last_sync=timezone.now(),
-        last_error=last_error or "\n".join(report.errors[:20]),
-        file_count=counts.count(),
-        error_count=len(report.errors),
-    )
+    except Exception as exc:  # whatever stopped it, the claim is released below
+        logger.exception("sync_failed", source=source_id)
+        last_error = f"the sync stopped: {type(exc).__name__}: {exc}"
+        report.errors.append(last_error)
+    finally:
+        # Released whatever happened, so the next sync is not told one is running.
+        SyncSource.objects.filter(pk=source_id, claim=claim).update(
+            claim=None,
+            claimed_at=None,
+            last_sync=timezone.now(),
+            last_error=last_error or "\n".join(report.errors[:20]),
+            file_count=SyncedFile.objects.filter(
+                source_id=source_id, missing_since__isnull=True
+            ).count(),
+            error_count=len(report.errors),
+        )
     return report
+
+
+def _is_utf8(name: str) -> bool:
+    """Return True when `name` (from the file system, surrogate-escaped) is UTF-8 text."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _scan(source: SyncSource, root: Path, report: SyncReport) -> dict[str, os.stat_result]:
@@ -457,6 +476,12 @@ def _scan(source: SyncSource, root: Path, report: SyncReport) -> dict[str, os.st
                 continue
             path = Path(folder) / name
             rel = str(path.relative_to(root))
+            if not _is_utf8(rel):
+                shown = os.fsencode(rel).decode("utf-8", "backslashreplace")
+                report.errors.append(
+                    f"{shown}: the file name is not UTF-8; rename the file to sync it"
+                )
+                continue
             try:
                 if path.is_symlink() and not path.resolve().is_relative_to(root):
                     report.errors.append(f"{rel}: a symlink that leads out of the source's folder")
@@ -499,6 +524,10 @@ def _sync(
             report.errors.append(f"{rel}: {exc.strerror or exc}")
             if rel in known:
                 SyncedFile.objects.filter(pk=known[rel].pk).update(error=exc.strerror or str(exc))
+            outcome = ""
+        except DatabaseError as exc:  # e.g. a path longer than an index takes: this file only
+            logger.warning("sync_file_refused", source=source.pk, path=rel, error=str(exc))
+            report.errors.append(f"{rel}: the database refused it: {exc}".strip())
             outcome = ""
         if outcome:
             setattr(report, outcome, getattr(report, outcome) + 1)

@@ -62,12 +62,12 @@ class Command(BaseCommand):
                 self.stderr.write(f"  {error}")
             if source.last_error and not report.errors:
                 self.stderr.write(f"  {source.last_error}")
-                failed = True
+            failed = failed or bool(report.errors or source.last_error)
         expired = sync.do_expire_live_sessions()
         if expired:
             self.stdout.write(f"{expired} session(s) no longer live: pending results now missing")
         if failed:
-            raise CommandError("a source could not be synced")
+            raise CommandError("a source, or a file of one, could not be synced")
 
     def _add(self, options: dict[str, Any]) -> SyncSource:
         user = None
