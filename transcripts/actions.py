@@ -258,6 +258,7 @@ def create_session(
     session.head = raw
     session.save(update_fields=["head"])
     AuditRecord.objects.create(
+        source=fields.get("source"),
         acting_user=acting_user,
         session=session,
         revision_to=raw,

@@ -570,6 +570,14 @@ class AuditRecord(models.Model):
         WRITE_BACK = "write_back", "write back"
 
     job = models.ForeignKey(Job, models.PROTECT, null=True, blank=True, related_name="audit")
+    source = models.ForeignKey(
+        "SyncSource",
+        models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="The sync source whose sync made the change (its creator is the acting user).",
+    )
     acting_user = models.ForeignKey(
         settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
     )
@@ -624,6 +632,7 @@ class AuditRecord(models.Model):
         "id",
         "created_at",
         "job",
+        "source",
         "acting_user",
         "workspace",
         "session",
@@ -659,6 +668,7 @@ class AuditRecord(models.Model):
             "id": self.pk,
             "created_at": self.created_at.isoformat(),
             "job": self.job_id,
+            "source": self.source_id,
             "acting_user": self.acting_user.get_username() if self.acting_user else None,
             "workspace": self.session.workspace_id,
             "session": self.session_id,
@@ -815,6 +825,31 @@ class TimelineRow(models.Model):
         return f"{self.timeline} row {self.position}"
 
 
+class SyncGrant(models.Model):
+    """A folder under settings.SYNC_ROOTS whose folders one workspace's admins may follow.
+
+    Granted by a site admin (the Django admin's workspace page) or by whoever
+    runs `manage.py sync --add` on the server. A workspace with no grant can
+    follow nothing; every followed folder belongs to one workspace only.
+    """
+
+    workspace = models.ForeignKey(Workspace, models.CASCADE, related_name="sync_grants")
+    path = models.TextField(help_text="An absolute folder under one of SYNC_ROOTS.")
+    granted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["workspace", "path"]
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "path"], name="one_grant_per_folder")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.path} for {self.workspace}"
+
+
 class SyncSourceQuerySet(models.QuerySet["SyncSource"]):
     def for_user(self, user: Any, role: str | None = None) -> SyncSourceQuerySet:
         """Return the sync sources of the workspaces of `user` (with at least `role`, if given)."""
@@ -860,7 +895,8 @@ class SyncSource(models.Model):
     class Meta:
         ordering = ["workspace", "name"]
         constraints = [
-            models.UniqueConstraint(fields=["workspace", "path"], name="one_source_per_path")
+            # Across workspaces: a folder is one workspace's (see sync.do_create_source).
+            models.UniqueConstraint(fields=["path"], name="one_source_per_folder")
         ]
 
     def __str__(self) -> str:

@@ -12,7 +12,7 @@ class Command(BaseCommand):
     help = (
         "Sync the session folders of every enabled source (or of --source), then turn the "
         "pending results of sessions whose grace ran out into missing ones. With --add, "
-        "first add a folder as a source."
+        "first grant a folder to --workspace and add it as a source."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -82,6 +82,8 @@ class Command(BaseCommand):
         elif user is not None:
             actions.do_add_member(workspace, user, role=Membership.Role.ADMIN)
         try:
+            # Whoever runs this on the server is its operator: the folder is granted first.
+            sync.do_grant_folder(workspace, options["add"], acting_user=user)
             return sync.do_create_source(
                 workspace,
                 options["add"],
