@@ -32,6 +32,7 @@ from django.db import connection, transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from transcripts.actions import send_task
 from transcripts.core.align import Cell, Row, RowStatus
 from transcripts.core.model import OpKind, Record
 from transcripts.engine import ENGINE_VERSION, Analysis, FileSource, analyze
@@ -84,11 +85,15 @@ def timeline_for(session: Session, policy: str, read_as: str = "") -> Timeline:
         return timeline
     lease = timedelta(seconds=settings.JOB_CLAIM_LEASE)
     if created or timeline.claimed_at is None or timeline.claimed_at < now - lease:
-        # Marked as asked for now, so that the polls in between do not send it again.
-        Timeline.objects.filter(pk=timeline.pk).update(claimed_at=now)
         from transcripts import tasks
 
-        transaction.on_commit(lambda: tasks.build_timeline.delay(timeline.pk))
+        def send() -> None:
+            # BrokerUnavailable while the broker is down (a 503 page); marked as asked
+            # for once sent, so that the polls in between do not send it again.
+            send_task(tasks.build_timeline, timeline.pk)
+            Timeline.objects.filter(pk=timeline.pk).update(claimed_at=now)
+
+        transaction.on_commit(send)
     return timeline
 
 
