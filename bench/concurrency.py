@@ -103,10 +103,10 @@ def appended(n: int) -> bytes:
 
 def concurrent_appends(env: dict[str, str], count: int) -> dict[str, int]:
     """Send `count` appends at once through gunicorn; return the counts and check the bytes."""
+    from django.contrib.auth import get_user_model
+
     from transcripts import actions
     from transcripts.models import AuditRecord, Session, Workspace
-
-    from django.contrib.auth import get_user_model
 
     workspace = Workspace.objects.get(name="concurrency")
     # A token acts with its creator's role: an editor's may append.

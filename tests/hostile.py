@@ -156,8 +156,9 @@ def unstorable_session() -> bytes:
     """Return a Claude Code JSONL session whose text only a careful store keeps.
 
     NUL in user and assistant text, in tool call ids (one of more than
-    300 characters), a tool name (a malformed call), inputs and results; a call with that id whose result
-    comes twice, one left unanswered, a line with a lone surrogate escape
+    300 characters), a tool name (a malformed call), inputs and results;
+    the long id's result comes twice, one call is left unanswered, a line
+    has a lone surrogate escape
     (not JSON orjson reads) and one with a raw NUL byte and bytes that are
     not UTF-8. Repairing it inserts, drops and audits results of those ids.
     """

@@ -576,7 +576,7 @@ class AuditRecord(models.Model):
         null=True,
         blank=True,
         related_name="+",
-        help_text="The sync source whose sync made the change (its creator is the acting user).",
+        help_text="The sync source whose sync made the change (its creator acted).",
     )
     acting_user = models.ForeignKey(
         settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"

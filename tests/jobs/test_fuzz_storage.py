@@ -51,9 +51,7 @@ def test_a_fuzzed_session_stores_builds_repairs_and_renders(
 
     page = alice_client.get(session.get_absolute_url(), {"policy": policy})
     assert page.status_code == 200
-    job = run_inline(
-        actions.do_start_job(workspace, [session], policy=policy, acting_user=alice)
-    )
+    job = run_inline(actions.do_start_job(workspace, [session], policy=policy, acting_user=alice))
     item = job.items.get()
     assert job.status == "done"
     # Only a file that cannot be read fails, and for that reason.

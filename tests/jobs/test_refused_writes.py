@@ -65,7 +65,9 @@ def _accept_again() -> None:
 @pytest.fixture
 def sessions(workspace, ingest):
     good = [ingest(workspace, name.split("/")[-1], sample(name)) for name in SAMPLES]
-    poisoned = ingest(workspace, "poisoned.jsonl", user("u1", None, "go") + call("a1", "u1", POISON))
+    poisoned = ingest(
+        workspace, "poisoned.jsonl", user("u1", None, "go") + call("a1", "u1", POISON)
+    )
     return good, poisoned
 
 

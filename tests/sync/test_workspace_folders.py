@@ -46,7 +46,9 @@ def test_another_workspace_cannot_follow_a_folder_that_is_followed(
 
 
 @pytest.mark.django_db
-def test_a_workspace_follows_only_folders_granted_to_it(shared_root, workspace, other_workspace, bob):
+def test_a_workspace_follows_only_folders_granted_to_it(
+    shared_root, workspace, other_workspace, bob
+):
     sync.do_grant_folder(workspace, str(shared_root / "projects"), acting_user=None)
 
     with pytest.raises(sync.SyncError, match="not under a folder granted to Beta .none yet."):
@@ -114,7 +116,9 @@ def test_two_admins_adding_overlapping_folders_at_once_cannot_both_win(
         folder = projects / f"r{n}"
         with ThreadPoolExecutor(2) as pool:
             outcomes = list(
-                pool.map(add, [(workspace, alice, folder), (other_workspace, bob, folder / "inner")])
+                pool.map(
+                    add, [(workspace, alice, folder), (other_workspace, bob, folder / "inner")]
+                )
             )
         assert sorted(outcomes) == ["added", "refused"]
     assert SyncSource.objects.count() == rounds

@@ -245,8 +245,9 @@ def test_jobs_on_it_repair_audit_and_export_every_id(alice_client, alice, worksp
     # The dropped bytes are kept exactly, NUL escapes and all.
     assert b"ELF\\u0000\\u0000" in bytes(audit[0].removed_bytes)
     export = run_inline(
-        actions.do_start_job(workspace, [unstorable], policy="synthesize", kind="export",
-                             acting_user=alice)
+        actions.do_start_job(
+            workspace, [unstorable], policy="synthesize", kind="export", acting_user=alice
+        )
     )
     assert (export.done, export.failed) == (1, 0)
     for url in [

@@ -13,10 +13,9 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
-
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 from django.conf import settings as django_settings
