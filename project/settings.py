@@ -96,6 +96,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "transcripts.outages.user_lookup_once",
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
@@ -156,9 +157,10 @@ if database_url := os.getenv("DATABASE_URL"):
     if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         DATABASES["default"]["OPTIONS"] = SQLITE_OPTIONS
     elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-        # A server that does not answer fails a request (and /healthz) in seconds.
+        # A server that does not answer fails a request (a 503 page) and /healthz in about
+        # two seconds: libpq's shortest timeout, which it takes for each address it tries.
         DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
-            "connect_timeout", envint("DATABASE_CONNECT_TIMEOUT", "5")
+            "connect_timeout", envint("DATABASE_CONNECT_TIMEOUT", "2")
         )
 else:
     DATABASES = {

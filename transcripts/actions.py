@@ -39,7 +39,7 @@ from celery import Task
 from django.conf import settings
 from django.core.files import File
 from django.core.files.storage import default_storage
-from django.db import DatabaseError, IntegrityError, transaction
+from django.db import DatabaseError, DataError, IntegrityError, transaction
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 from kombu.exceptions import OperationalError
@@ -264,6 +264,7 @@ def create_session(
     session.head = raw
     session.save(update_fields=["head"])
     AuditRecord.objects.create(
+        source=fields.get("source"),
         acting_user=acting_user,
         session=session,
         revision_to=raw,
@@ -726,7 +727,7 @@ def _run_claimed(job: Job, claim: uuid.UUID, items: list[JobItem]) -> list[int]:
         (alone if writes_back else together).append(outcome)
     try:
         written = _write(job, claim, together)
-    except IntegrityError:
+    except (IntegrityError, DataError):
         alone, written = outcomes, []
     for outcome in alone:
         written.extend(_write_alone(job, claim, outcome))
@@ -734,16 +735,28 @@ def _run_claimed(job: Job, claim: uuid.UUID, items: list[JobItem]) -> list[int]:
 
 
 def _write_alone(job: Job, claim: uuid.UUID, outcome: Outcome) -> list[int]:
-    """Write one outcome in its own transaction; a write that fails is recorded as fence_lost."""
+    """Write one outcome in its own transaction; one that cannot be written costs only itself.
+
+    A refused write-back, or another writer that took the session's next
+    revision, makes it fence_lost; a row the database refuses (IntegrityError,
+    DataError) makes it failed, with the database's reason. Any other
+    database error (the server gone) is raised: the task is retried.
+    """
     try:
         return _write(job, claim, [outcome])
     except (writeback.WriteBackRefused, OSError) as exc:
-        error = str(exc)
-    except IntegrityError:
+        status, error = JobItem.Status.FENCE_LOST, str(exc)
+    except (IntegrityError, DataError) as exc:
         assert outcome.head is not None
-        error = f"another writer took revision {outcome.head.fence.number + 1} of the session"
-    lost = Outcome(outcome.item, JobItem.Status.FENCE_LOST, {"error": error})
-    return _write(job, claim, [lost])
+        fence = outcome.head.fence
+        taken = Revision.objects.filter(session=outcome.item.session_id, number=fence.number + 1)
+        if taken.exists():
+            status = JobItem.Status.FENCE_LOST
+            error = f"another writer took revision {fence.number + 1} of the session"
+        else:
+            status = JobItem.Status.FAILED
+            error = f"the database refused the session's new revision: {exc}".strip()
+    return _write(job, claim, [Outcome(outcome.item, status, {"error": error})])
 
 
 def _write(job: Job, claim: uuid.UUID, outcomes: list[Outcome]) -> list[int]:

@@ -21,6 +21,8 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
+from transcripts.fields import StorableJSONField, StorableTextField
+
 # How much of the bytes an op removed the job page shows; the audit row keeps them all.
 REMOVED_PREVIEW_BYTES = 80
 
@@ -238,7 +240,7 @@ class Session(models.Model):
     record_count = models.PositiveIntegerField(default=0)
     # Denormalised from the head revision's analysis so the list needs no parsing.
     fault_counts = models.JSONField(default=dict)
-    error = models.TextField(blank=True, help_text="Why the file could not be read.")
+    error = StorableTextField(blank=True, help_text="Why the file could not be read.")
     head = models.ForeignKey("Revision", models.PROTECT, null=True, blank=True, related_name="+")
     # Known only for files read from disk (their modification time); a browser
     # upload carries none. A session written to within the engine's grace period
@@ -546,9 +548,9 @@ class JobItem(models.Model):
     op_counts = models.JSONField(default=dict, blank=True)
     # An export's repaired bytes (a blob) and the ops applied, for the manifest.
     sha256_after = models.CharField(max_length=64, blank=True)
-    ops = models.JSONField(default=list, blank=True)
-    diff = models.TextField(blank=True, help_text="A dry run's unified diff, cut short.")
-    error = models.TextField(blank=True)
+    ops = StorableJSONField(default=list, blank=True)
+    diff = StorableTextField(blank=True, help_text="A dry run's unified diff, cut short.")
+    error = StorableTextField(blank=True)
 
     class Meta:
         ordering = ["job", "id"]
@@ -600,6 +602,14 @@ class AuditRecord(models.Model):
         WRITE_BACK = "write_back", "write back"
 
     job = models.ForeignKey(Job, models.PROTECT, null=True, blank=True, related_name="audit")
+    source = models.ForeignKey(
+        "SyncSource",
+        models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="The sync source whose sync made the change (its creator acted).",
+    )
     acting_user = models.ForeignKey(
         settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
     )
@@ -612,7 +622,8 @@ class AuditRecord(models.Model):
     )
     op = models.CharField(max_length=20, choices=Action.choices)
     fault_kind = models.CharField(max_length=40, blank=True)
-    tool_call_id = models.CharField(max_length=255, blank=True)
+    # Any length: an id is whatever the transcript holds (see transcripts.fields).
+    tool_call_id = StorableTextField(blank=True)
     record = models.IntegerField(null=True, blank=True, help_text="Raw record index (0-based).")
     block = models.IntegerField(null=True, blank=True)
     anchor = models.IntegerField(
@@ -627,7 +638,7 @@ class AuditRecord(models.Model):
     span_start = models.PositiveBigIntegerField(null=True, blank=True)
     span_end = models.PositiveBigIntegerField(null=True, blank=True)
     removed_bytes = models.BinaryField(null=True, blank=True)
-    note = models.TextField(
+    note = StorableTextField(
         blank=True, help_text="What a sync or write-back did: paths, sizes, the backup's name."
     )
     created_at = models.DateTimeField(auto_now_add=True)
@@ -653,6 +664,7 @@ class AuditRecord(models.Model):
         "id",
         "created_at",
         "job",
+        "source",
         "acting_user",
         "workspace",
         "session",
@@ -688,6 +700,7 @@ class AuditRecord(models.Model):
             "id": self.pk,
             "created_at": self.created_at.isoformat(),
             "job": self.job_id,
+            "source": self.source_id,
             "acting_user": self.acting_user.get_username() if self.acting_user else None,
             "workspace": self.session.workspace_id,
             "session": self.session_id,
@@ -781,7 +794,7 @@ class Timeline(models.Model):
     row_count = models.PositiveIntegerField(default=0)
     fault_counts = models.JSONField(default=dict, blank=True)
     op_count = models.PositiveIntegerField(default=0)
-    error = models.TextField(blank=True, help_text="Why the file could not be read.")
+    error = StorableTextField(blank=True, help_text="Why the file could not be read.")
     created_at = models.DateTimeField(auto_now_add=True)
     used_at = models.DateTimeField(default=timezone.now)
 
@@ -844,6 +857,31 @@ class TimelineRow(models.Model):
         return f"{self.timeline} row {self.position}"
 
 
+class SyncGrant(models.Model):
+    """A folder under settings.SYNC_ROOTS whose folders one workspace's admins may follow.
+
+    Granted by a site admin (the Django admin's workspace page) or by whoever
+    runs `manage.py sync --add` on the server. A workspace with no grant can
+    follow nothing; every followed folder belongs to one workspace only.
+    """
+
+    workspace = models.ForeignKey(Workspace, models.CASCADE, related_name="sync_grants")
+    path = models.TextField(help_text="An absolute folder under one of SYNC_ROOTS.")
+    granted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["workspace", "path"]
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "path"], name="one_grant_per_folder")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.path} for {self.workspace}"
+
+
 class SyncSourceQuerySet(models.QuerySet["SyncSource"]):
     def for_user(self, user: Any, role: str | None = None) -> SyncSourceQuerySet:
         """Return the sync sources of the workspaces of `user` (with at least `role`, if given)."""
@@ -866,7 +904,7 @@ class SyncSource(models.Model):
 
     workspace = models.ForeignKey(Workspace, models.CASCADE, related_name="sources")
     name = models.CharField(max_length=100)
-    path = models.CharField(max_length=1024)
+    path = models.TextField()
     format = models.CharField(max_length=40, blank=True, choices=Format.choices)
     write_back = models.BooleanField(
         default=False,
@@ -880,7 +918,7 @@ class SyncSource(models.Model):
     claim = models.UUIDField(null=True, blank=True)
     claimed_at = models.DateTimeField(null=True, blank=True)
     last_sync = models.DateTimeField(null=True, blank=True)
-    last_error = models.TextField(blank=True)
+    last_error = StorableTextField(blank=True)
     file_count = models.PositiveIntegerField(default=0)
     error_count = models.PositiveIntegerField(default=0)
 
@@ -889,7 +927,8 @@ class SyncSource(models.Model):
     class Meta:
         ordering = ["workspace", "name"]
         constraints = [
-            models.UniqueConstraint(fields=["workspace", "path"], name="one_source_per_path")
+            # Across workspaces: a folder is one workspace's (see sync.do_create_source).
+            models.UniqueConstraint(fields=["path"], name="one_source_per_folder")
         ]
 
     def __str__(self) -> str:
@@ -914,7 +953,7 @@ class SyncedFile(models.Model):
     FINGERPRINT_BYTES = 4096
 
     source = models.ForeignKey(SyncSource, models.CASCADE, related_name="files")
-    path = models.CharField(max_length=1024, help_text="Relative to the source's folder.")
+    path = models.TextField(help_text="Relative to the source's folder.")
     session = models.OneToOneField(Session, models.CASCADE, related_name="synced_file")
     size = models.PositiveBigIntegerField(default=0)
     mtime_ns = models.BigIntegerField(default=0)
@@ -924,7 +963,7 @@ class SyncedFile(models.Model):
     head_hash = models.CharField(max_length=64, blank=True)
     tail_hash = models.CharField(max_length=64, blank=True)
     revision = models.ForeignKey(Revision, models.PROTECT, null=True, blank=True, related_name="+")
-    error = models.TextField(blank=True, help_text="Why the last sync could not read the file.")
+    error = StorableTextField(blank=True, help_text="Why the last sync could not read the file.")
     missing_since = models.DateTimeField(
         null=True, blank=True, help_text="When a sync first found the file gone."
     )

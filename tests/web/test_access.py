@@ -61,6 +61,7 @@ def bobs(bob: Any, other_workspace: Any, tmp_path: Any, settings: Any) -> dict[s
         )
     )
     (tmp_path / "bobs-folder").mkdir()
+    sync.do_grant_folder(other_workspace, str(tmp_path / "bobs-folder"), acting_user=None)
     source = sync.do_create_source(other_workspace, str(tmp_path / "bobs-folder"), acting_user=bob)
     token, _ = actions.do_create_api_token(other_workspace, "bobs-token", acting_user=bob)
     invitation, _ = invitations.do_create_invitation(other_workspace, "admin", acting_user=bob)
