@@ -647,3 +647,7 @@ def missing_reports(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
 def entry_point() -> None:
     """The console script: run `main` and exit with its status."""
     sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry_point()
