@@ -12,6 +12,7 @@ PURE = sorted(
     [
         *ROOT.joinpath("core").rglob("*.py"),
         *ROOT.joinpath("formats").rglob("*.py"),
+        *ROOT.joinpath("replay").rglob("*.py"),
         ROOT / "engine.py",
     ]
 )
