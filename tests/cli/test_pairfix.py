@@ -31,7 +31,9 @@ def run(*argv: str, stdin: bytes = b"") -> tuple[int, bytes, str]:
 
 
 def leftovers(folder: Path) -> list[str]:
-    return sorted(p.name for p in folder.iterdir() if BACKUP_MARK in p.name or TEMP_PREFIX in p.name)
+    return sorted(
+        p.name for p in folder.iterdir() if BACKUP_MARK in p.name or TEMP_PREFIX in p.name
+    )
 
 
 def test_check_exits_0_for_a_healthy_session() -> None:
@@ -56,18 +58,21 @@ def test_check_exits_2_when_any_file_is_unreadable_or_missing(tmp_path: Path) ->
     assert f"{bad}: unreadable: bad.jsonl: line 1: not JSON or JSON lines" in err
     assert "missing_result" in out.decode()  # the readable file is still reported
     status, _, err = run("check", str(tmp_path / "absent.jsonl"))
-    assert (status, err) == (2, f"{tmp_path / 'absent.jsonl'}: cannot read: No such file or directory\n")
+    assert (status, err) == (
+        2,
+        f"{tmp_path / 'absent.jsonl'}: cannot read: No such file or directory\n",
+    )
 
 
 @pytest.mark.parametrize(
-    ("case", "kind", "call_id"),
+    "case",
     [
-        ("01_cc-compaction-orphan-result.jsonl", "orphaned_result", "toolu_syn_out_02"),
-        ("11_openai-chat-trim-orphan-tool.json", None, None),
-        ("07_codex-interrupt-no-tool-output.jsonl", None, None),
+        "01_cc-compaction-orphan-result.jsonl",
+        "11_openai-chat-trim-orphan-tool.json",
+        "07_codex-interrupt-no-tool-output.jsonl",
     ],
 )
-def test_json_report_counts_records_as_the_cases_do(case: str, kind: str | None, call_id: str | None) -> None:
+def test_json_report_counts_records_as_the_cases_do(case: str) -> None:
     expect = orjson.loads((CASES / case).with_suffix(".expect.json").read_bytes())
     status, out, _ = run("check", "--json", str(CASES / case))
     document = orjson.loads(out)
@@ -76,10 +81,12 @@ def test_json_report_counts_records_as_the_cases_do(case: str, kind: str | None,
     assert (entry["path"], entry["error"]) == (str(CASES / case), None)
     reported = {(f["kind"], f["tool_call_id"]): f for f in entry["faults"]}
     for fault in expect["faults"]:
-        if kind is not None and fault["kind"] != kind:
-            continue
         kinds = [fault["kind"], *fault.get("also_acceptable_kinds", [])]
-        found = [reported[(k, fault["tool_call_id"])] for k in kinds if (k, fault["tool_call_id"]) in reported]
+        found = [
+            reported[(k, fault["tool_call_id"])]
+            for k in kinds
+            if (k, fault["tool_call_id"]) in reported
+        ]
         assert found, (fault, entry["faults"])
         assert found[0]["record"] == fault["message_index"]
         assert found[0]["error"]
