@@ -135,6 +135,9 @@ def load(data: bytes | FileSource, filename: str, format: str | None = None) -> 
         if _streams(data, format):
             return _load_jsonl(data, filename, format, None)
         data = data[0 : len(data)]
+    elif (format is None or FORMATS[format].jsonl) and _streams(data, None):
+        # A JSON object followed by more lines is never one JSON document: not parsed as one.
+        return _load_jsonl(data, filename, format, None)
     body = data[len(_BOM) :] if data.startswith(_BOM) else data
     if not body.strip():
         raise FormatError(filename, 1, "the file is empty")
@@ -172,7 +175,7 @@ def load(data: bytes | FileSource, filename: str, format: str | None = None) -> 
     return _load_jsonl(data, filename, format, doc_error)
 
 
-def _streams(source: FileSource, format: str | None) -> bool:
+def _streams(source: bytes | FileSource, format: str | None) -> bool:
     """Return True when `source` holds JSON lines (to stream) rather than one document."""
     if format is not None:
         return FORMATS[format].jsonl
