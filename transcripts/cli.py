@@ -26,9 +26,7 @@ import argparse
 import difflib
 import functools
 import io
-import os
 import sys
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -128,14 +126,7 @@ class _Progress(FileSource):
 def _open(item: Input, stdin: BinaryIO, bars: bool) -> tuple[FileSource, tqdm[Any] | None]:
     """Open `item` as a FileSource (standard input is first spooled to an unlinked file)."""
     if item.path is None:
-        fd, spool = tempfile.mkstemp(prefix="pairfix-stdin-")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                while chunk := stdin.read(1 << 20):
-                    f.write(chunk)
-            return FileSource(spool), None
-        finally:
-            os.unlink(spool)  # the open FileSource keeps reading it
+        return FileSource.spooled(iter(functools.partial(stdin.read, 1 << 20), b"")), None
     size = item.path.stat().st_size
     if bars and size >= BAR_BYTES:
         bar = tqdm(

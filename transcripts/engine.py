@@ -7,6 +7,8 @@ Repair is a pure function of (bytes, format, policy, ENGINE_VERSION).
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -105,8 +107,19 @@ class Analysis:
             return change.record_count, count_faults(
                 Counter({str(k): n for k, n in counts.items()})
             )
-        after = analyze(self.repaired, self.filename, self.plan.policy, format=self.format)
-        return after.record_count, after.fault_counts
+        if isinstance(self.raw, bytes):
+            after = analyze(self.repaired, self.filename, self.plan.policy, format=self.format)
+            return after.record_count, after.fault_counts
+        # A streamed file's repair is read back streamed too, from a temporary file.
+        fd, path = tempfile.mkstemp(prefix="pairfix-repaired-")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                self.write_repaired(f)
+            with FileSource(path) as repaired:
+                after = analyze(repaired, self.filename, self.plan.policy, format=self.format)
+                return after.record_count, after.fault_counts
+        finally:
+            os.unlink(path)
 
 
 def count_faults(counts: Counter[str]) -> dict[str, int]:

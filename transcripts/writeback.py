@@ -13,6 +13,7 @@ and the rename is caught by a second stat just before the rename.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -41,6 +42,16 @@ def fingerprints(data: bytes) -> tuple[str, str]:
     return hashlib.sha256(data[:n]).hexdigest(), hashlib.sha256(data[-n:]).hexdigest()
 
 
+def file_fingerprints(path: Path, size: int) -> tuple[str, str]:
+    """Return `fingerprints` of the file at `path` (`size` bytes), reading only its ends."""
+    n = SyncedFile.FINGERPRINT_BYTES
+    with open(path, "rb") as f:
+        head = f.read(n)
+        f.seek(max(0, size - n))
+        tail = f.read(n)
+    return hashlib.sha256(head).hexdigest(), hashlib.sha256(tail).hexdigest()
+
+
 @dataclass
 class WriteBack:
     """A checked source file, ready to be replaced by `replace`."""
@@ -48,8 +59,10 @@ class WriteBack:
     synced: SyncedFile
     path: Path
 
-    def replace(self, data: bytes, revision: Revision, *, now: datetime) -> str:
-        """Write `data` (the bytes of `revision`) over the file; return the backup's name.
+    def replace(
+        self, content: Callable[[], Iterable[bytes]], revision: Revision, *, now: datetime
+    ) -> str:
+        """Write the bytes `content()` yields (`revision`'s) over the file; return the backup.
 
         Records the new file's stat and fingerprints on the SyncedFile (save it
         in the caller's transaction, which also writes `revision`). Raises
@@ -58,12 +71,12 @@ class WriteBack:
         """
         backup = replace_file(
             self.path,
-            lambda f: f.write(data),
+            lambda f: f.writelines(content()),
             lambda: _check_stat(self.synced, self.path),
             now=now,
         )
         stat = self.path.stat()
-        head, tail = fingerprints(data)
+        head, tail = file_fingerprints(self.path, stat.st_size)
         synced = self.synced
         synced.size = synced.offset = stat.st_size
         synced.mtime_ns, synced.inode, synced.device = stat.st_mtime_ns, stat.st_ino, stat.st_dev

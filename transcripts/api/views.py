@@ -14,7 +14,7 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.core.files.storage import default_storage
 from django.db.models import QuerySet
-from django.http import FileResponse, HttpResponse
+from django.http import FileResponse, StreamingHttpResponse
 from django.utils import timezone
 from django.utils.http import content_disposition_header
 from drf_spectacular.types import OpenApiTypes
@@ -373,13 +373,14 @@ class RevisionContent(APIView):
             (404, "application/json"): ErrorSerializer,
         },
     )
-    def get(self, request: Request, pk: int, number: int) -> HttpResponse:
+    def get(self, request: Request, pk: int, number: int) -> StreamingHttpResponse:
         session = _session(request, pk)
         revision = session.revisions.filter(number=number).first()
         if revision is None:
             raise errors.NotFound(f"Session {pk} has no revision {number}.")
-        response = HttpResponse(revision.read(), content_type="application/octet-stream")
+        response = StreamingHttpResponse(revision.chunks(), content_type="application/octet-stream")
         response["Content-Disposition"] = content_disposition_header(True, session.name)
+        response["Content-Length"] = str(revision.size)
         return response
 
 
