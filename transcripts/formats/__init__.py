@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from transcripts.core.layout import Slot, layout, sparse_layout
 from transcripts.core.model import Op, Plan, RawSource, Record, Role, Transcript
 from transcripts.formats._json import (
     ScanError,
+    array_spans,
     member_span,
     scan_array,
     scan_object,
@@ -139,11 +141,13 @@ def load(data: bytes | FileSource, filename: str, format: str | None = None) -> 
         # A JSON object followed by more lines is never one JSON document: not parsed as one.
         return _load_jsonl(data, filename, format, None)
     body = data[len(_BOM) :] if data.startswith(_BOM) else data
-    if not body.strip():
+    # Where the content starts and ends, found without copying a large file.
+    begin, end = _content_bounds(body)
+    if begin == end:
         raise FormatError(filename, 1, "the file is empty")
     root: Any = None
     doc_error: tuple[int, int, str] | None = None
-    first = body.lstrip()[:1]
+    first = body[begin : begin + 1]
     if first in (b"[", b"{"):
         try:
             root = orjson.loads(body)
@@ -158,7 +162,7 @@ def load(data: bytes | FileSource, filename: str, format: str | None = None) -> 
                 reason = f"{chosen.label} is one JSON document, and this file is not one"
                 raise FormatError(filename, 1, reason, format)
             return _load_document(data, filename, root, format)
-        if root is not None and body.strip().count(b"\n"):
+        if root is not None and body.count(b"\n", begin, end):
             reason = f"{chosen.label} is JSON lines, and this file is one JSON document"
             raise FormatError(filename, 1, reason, format)
         return _load_jsonl(data, filename, format, doc_error)
@@ -166,13 +170,25 @@ def load(data: bytes | FileSource, filename: str, format: str | None = None) -> 
         fmt = _sniff([root], filename, documents=True)
         if fmt is not None:
             return _load_document(data, filename, root, fmt.id)
-        if not (isinstance(root, dict) and body.strip().count(b"\n") == 0):
+        if not (isinstance(root, dict) and body.count(b"\n", begin, end) == 0):
             raise FormatError(
                 filename,
                 1,
                 _UNKNOWN_DOCUMENT,
             )
     return _load_jsonl(data, filename, format, doc_error)
+
+
+_SPACE = re.compile(rb"[ \t\n\r\x0b\x0c]*")  # what bytes.strip() strips
+
+
+def _content_bounds(body: bytes) -> tuple[int, int]:
+    """Return (start, end) of `body` without leading and trailing ASCII whitespace."""
+    begin = _SPACE.match(body).end()  # type: ignore[union-attr]
+    end = len(body)
+    while end > begin and body[end - 1] in b" \t\n\r\x0b\x0c":
+        end -= 1
+    return begin, end
 
 
 def _streams(source: bytes | FileSource, format: str | None) -> bool:
@@ -297,6 +313,9 @@ def _load_document(data: bytes, filename: str, root: Any, format: str | None) ->
             1,
             _UNKNOWN_DOCUMENT,
         )
+    found = array_spans(data, _skip_blank(data), root, fmt.array_keys)
+    if found is not None:
+        return _document_records(data, filename, fmt, *found)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -340,6 +359,48 @@ def _load_document(data: bytes, filename: str, root: Any, format: str | None) ->
             style["sep"] = data[records[0].end : records[1].start]
         else:
             style["sep"] = b"," + data[records[0].start - len(base.encode()) - 1 : records[0].start]
+    return _transcript(fmt, records, data, filename, style)
+
+
+def _skip_blank(data: bytes) -> int:
+    """Return the offset of a document's root value: after a BOM and whitespace."""
+    pos = len(_BOM) if data.startswith(_BOM) else 0
+    while data[pos : pos + 1] in (b" ", b"\t", b"\n", b"\r"):
+        pos += 1
+    return pos
+
+
+def _document_records(
+    data: bytes, filename: str, fmt: Format, values: list[Any], spans: list[tuple[int, int]]
+) -> Transcript:
+    """Return the Transcript of a document whose message array `values` lies at `spans`.
+
+    Each record's JSON is the value orjson decoded: the file is decoded once.
+    """
+    records: list[Record] = []
+    line, pos = 1, 0
+    for index, ((start, end), obj) in enumerate(zip(spans, values, strict=True)):
+        line += data.count(b"\n", pos, start)
+        record = Record(index, start, end, Role.META, "", parsed=obj, line=line)
+        line += data.count(b"\n", start, end)
+        pos = end
+        if isinstance(obj, dict):
+            _classify(fmt, obj, record, filename)
+        else:
+            record.error = f"{filename}: line {record.line}: element {index} is not a JSON object"
+        records.append(record)
+    fmt.finish(records)
+    style: dict[str, Any] = {}
+    if records:
+        first = records[0]
+        base_bytes = data[data.rfind(b"\n", 0, first.start) + 1 : first.start]
+        base = base_bytes.decode() if not base_bytes.strip() else ""
+        element = data[first.start : first.end].decode()
+        style["element"] = sniff_style(element, base, data.isascii())
+        if len(records) > 1:
+            style["sep"] = data[first.end : records[1].start]
+        else:
+            style["sep"] = b"," + data[first.start - len(base.encode()) - 1 : first.start]
     return _transcript(fmt, records, data, filename, style)
 
 
@@ -681,11 +742,8 @@ def render_to(transcript: Transcript, plan: Plan, out: BinaryIO) -> None:
     if fmt.jsonl:
         _write_lines(transcript, fmt, at, parents, writer)
     else:
-        slots = layout(transcript, plan)
-        pieces = [
-            (slot, _record_bytes(transcript, fmt, slot, parents)) for slot in slots if slot.written
-        ]
-        writer.bytes(_join_elements(transcript, pieces))
+        slots = [slot for slot in layout(transcript, plan) if slot.written]
+        _write_elements(transcript, fmt, slots, parents, writer)
     writer.flush()
 
 
@@ -777,20 +835,31 @@ def _last_written(at: dict[int, list[Slot]], count: int) -> tuple[int, Slot | No
     return None
 
 
-def _join_elements(transcript: Transcript, pieces: list[tuple[Slot, bytes]]) -> bytes:
-    """Join array elements, keeping the original separator between neighbours that stay."""
-    data, records = transcript.raw, transcript.records
+def _write_elements(
+    transcript: Transcript,
+    fmt: Format,
+    slots: list[Slot],
+    parents: dict[int | Slot, str],
+    writer: _Writer,
+) -> None:
+    """Write array elements, keeping the original separator between neighbours that stay.
+
+    Untouched elements and separators are copied from the raw source in runs.
+    """
+    records = transcript.records
     sep: bytes = transcript.style["sep"]
-    out = [data[: records[0].start]]
+    writer.raw(0, records[0].start)
     previous: int | None = None
-    for k, (slot, element) in enumerate(pieces):
+    for k, slot in enumerate(slots):
         own = _own(slot)
         if k:
             if own is not None and previous is not None and own == previous + 1:
-                out.append(data[records[previous].end : records[own].start])
+                writer.raw(records[previous].end, records[own].start)
             else:
-                out.append(sep)
-        out.append(element)
+                writer.bytes(sep)
+        if own is not None and slot.block_order is None and own not in parents:
+            writer.raw(records[own].start, records[own].end)
+        else:
+            writer.bytes(_record_bytes(transcript, fmt, slot, parents))
         previous = own
-    out.append(data[records[-1].end :])
-    return b"".join(out)
+    writer.raw(records[-1].end, len(transcript.raw))
