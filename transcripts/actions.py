@@ -159,7 +159,9 @@ def open_analysis(
     """Yield the analysis of `revision` as `analyze_revision` makes it, streamed from storage.
 
     The revision is read through a FileSource (`Revision.source`), so a JSON-lines
-    session is never held whole; the source stays open inside the `with`.
+    session is never held whole; the source stays open inside the `with`. Its
+    records keep no preview texts (`analyze(summaries=False)`): for repairs,
+    exports and downloads, not for showing rows.
     """
     session = revision.session
     known_format = session.format if session.format != "unknown" and not session.error else None
@@ -170,6 +172,7 @@ def open_analysis(
             policy,
             format=format or known_format,
             **live_fields(last_write),
+            summaries=False,
         )
 
 
@@ -994,7 +997,7 @@ def _rollback_item(item: JobItem, job: Job, writes_back: bool) -> Outcome:
         )
         return Outcome(item, JobItem.Status.FENCE_LOST, {"error": error})
     with previous.source() as source:
-        restored = analyze(source, session.name, format=session.format)
+        restored = analyze(source, session.name, format=session.format, summaries=False)
     try:
         write_back = writeback.check(session, undone) if writes_back else None
     except writeback.WriteBackRefused as exc:

@@ -277,7 +277,9 @@ def _analyze(run: Run, item: Input) -> tuple[Analysis | None, FileSource | None]
         run.say_error(f"{item.name}: cannot read: {exc.strerror}")
         return None, None
     try:
-        analysis = analyze(source, item.relative.name, run.policy, format=run.format)
+        analysis = analyze(
+            source, item.relative.name, run.policy, format=run.format, summaries=False
+        )
     except OSError as exc:
         source.close()
         run.say_error(f"{item.name}: cannot read: {exc.strerror}")

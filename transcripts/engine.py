@@ -136,8 +136,13 @@ def analyze(
     now: float | None = None,
     last_write: float | None = None,
     grace: float = DEFAULT_GRACE,
+    summaries: bool = True,
 ) -> Analysis:
     """Parse `data`, detect its faults and plan a repair under `policy`.
+
+    `summaries` False keeps no preview texts of a streamed file's records
+    (see `formats.load`): for a repair that shows no rows (`rows` then have
+    empty summaries), at less memory per record.
 
     `data` is the file's bytes, or a FileSource for a file too large to hold
     in memory (JSON lines are then streamed; keep the source open while the
@@ -150,7 +155,7 @@ def analyze(
     """
     chosen = PRESETS[policy]
     try:
-        transcript = formats.load(data, filename, format)
+        transcript = formats.load(data, filename, format, summaries=summaries)
         pairing = pair(
             transcript,
             live=is_live(now, last_write, grace),

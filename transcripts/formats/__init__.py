@@ -7,6 +7,7 @@ Sniffing follows formats.md §9.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import re
@@ -19,6 +20,7 @@ import orjson
 
 from transcripts.core.branch import branch_paths
 from transcripts.core.layout import Slot, layout, sparse_layout
+from transcripts.core.markers import synthetic_marker
 from transcripts.core.model import Op, Plan, RawSource, Record, Role, Transcript
 from transcripts.formats._json import (
     ScanError,
@@ -122,8 +124,15 @@ def _line_col(text: str, pos: int) -> tuple[int, int]:
     return line, pos - (text.rfind("\n", 0, pos) + 1) + 1
 
 
-def load(data: bytes | FileSource, filename: str, format: str | None = None) -> Transcript:
+def load(
+    data: bytes | FileSource, filename: str, format: str | None = None, *, summaries: bool = True
+) -> Transcript:
     """Parse `data` (the bytes of `filename`, or the file itself) into a Transcript.
+
+    With `summaries` False, a streamed file's messages keep no preview text
+    (`Record.text`, and `ToolResult.text` but for an earlier repair's marker):
+    what detecting and repairing need, not what showing rows needs, so a long
+    session costs less memory per record.
 
     `format` (a FORMATS id) skips sniffing. Raises FormatError when the file
     is empty, not JSON or JSONL, not valid UTF-8 as a whole document, or of no
@@ -135,7 +144,7 @@ def load(data: bytes | FileSource, filename: str, format: str | None = None) -> 
         raise FormatError(filename, 1, f"unknown format {format!r}")
     if isinstance(data, FileSource):
         if _streams(data, format):
-            return _load_jsonl(data, filename, format, None)
+            return _load_jsonl(data, filename, format, None, summaries)
         data = data[0 : len(data)]
     elif (format is None or FORMATS[format].jsonl) and _streams(data, None):
         # A JSON object followed by more lines is never one JSON document: not parsed as one.
@@ -430,6 +439,7 @@ def _load_jsonl(
     filename: str,
     format: str | None,
     doc_error: tuple[int, int, str] | None,
+    summaries: bool = True,
 ) -> Transcript:
     """Read JSON lines in one pass; sniff on the first lines, classify as the rest stream by.
 
@@ -453,12 +463,12 @@ def _load_jsonl(
         if fmt is None or not checked:
             if len(records) < _SNIFF_LINES:
                 continue
-            fmt = _settled(fmt, records, data, filename, doc_error)
+            fmt = _settled(fmt, records, data, filename, doc_error, summaries)
             checked = True
         else:
-            _settle(fmt, record, data, filename)
+            _settle(fmt, record, data, filename, summaries)
     if fmt is None or not checked:
-        fmt = _settled(fmt, records, data, filename, doc_error)
+        fmt = _settled(fmt, records, data, filename, doc_error, summaries)
     fmt.finish(records)
     style: dict[str, Any] = {"eol": eol or b"\n"}
     first_obj = next((r for r in records if r.error is None), None)
@@ -498,6 +508,7 @@ def _settled(
     data: bytes | FileSource,
     filename: str,
     doc_error: tuple[int, int, str] | None,
+    summaries: bool = True,
 ) -> Format:
     """Sniff (or check the chosen format on) the first records, then classify them."""
     if fmt is None:
@@ -506,7 +517,7 @@ def _settled(
         sample = [r.parsed for r in records[:_SNIFF_LINES] if r.parsed is not None]
         _check_shape(fmt, sample, filename)
     for record in records:
-        _settle(fmt, record, data, filename)
+        _settle(fmt, record, data, filename, summaries)
     return fmt
 
 
@@ -535,11 +546,23 @@ def _sniff_lines(
     raise FormatError(filename, bad.line, f"not JSON or JSON lines: {reason}")
 
 
-def _settle(fmt: Format, record: Record, data: bytes | FileSource, filename: str) -> None:
+def _settle(
+    fmt: Format, record: Record, data: bytes | FileSource, filename: str, summaries: bool = True
+) -> None:
     """Classify a parsed record, then let its JSON go: it is re-read from `data` on demand."""
     if record.parsed is not None:
         _classify(fmt, record.parsed, record, filename)
     record.parsed = None
+    if not summaries and record.role is not Role.META:
+        # Previews are for showing rows; a marker is how detect knows an earlier repair.
+        # (META records keep theirs: a format's `finish` may read them, as Gemini CLI's
+        # rewinds do.)
+        record.text = ""
+        if record.results:
+            record.results = [
+                r if synthetic_marker(r.text) else dataclasses.replace(r, text="")
+                for r in record.results
+            ]
     record.source = data
     # What a long session keeps per record is its index: no empty lists, no
     # timestamp (re-read from the source when shown).
