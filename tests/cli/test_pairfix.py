@@ -255,3 +255,14 @@ def test_the_console_script_runs_as_installed() -> None:
     )
     assert done.returncode == 1
     assert b"missing_result toolu_01CCCCCCCCCCCCCCCCCCCCCC" in done.stdout
+
+
+def test_it_loads_no_django_at_all() -> None:
+    code = (
+        "import sys; from transcripts import cli;"
+        f"status = cli.main(['check', {str(BROKEN)!r}]);"
+        "sys.stdout.flush();"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'django'))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60, check=True)
+    assert done.stdout.decode().splitlines()[-1] == "[]"
