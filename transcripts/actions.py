@@ -126,28 +126,6 @@ def fit_name(name: str, limit: int) -> str:
     return stem[: limit - 1 - len(extension)] + "…" + extension
 
 
-def analyze_revision(
-    revision: Revision,
-    policy: str,
-    *,
-    last_write: datetime | None = None,
-    format: str | None = None,
-) -> Analysis:
-    """Return the analysis of `revision`'s bytes under `policy` (KeyError if unknown).
-
-    With `last_write` (when the session's source was last written) the
-    session is checked for being live now: its unanswered tail calls are
-    then `pending_result` while within the engine's grace period. `format`
-    (a format id) overrides the session's sniffed format.
-    """
-    session = revision.session
-    known_format = session.format if session.format != "unknown" and not session.error else None
-    known_format = format or known_format
-    return analyze(
-        revision.read(), session.name, policy, format=known_format, **live_fields(last_write)
-    )
-
-
 @contextmanager
 def open_analysis(
     revision: Revision,
@@ -156,7 +134,12 @@ def open_analysis(
     last_write: datetime | None = None,
     format: str | None = None,
 ) -> Iterator[Analysis]:
-    """Yield the analysis of `revision` as `analyze_revision` makes it, streamed from storage.
+    """Yield the analysis of `revision`'s bytes under `policy` (KeyError if unknown).
+
+    With `last_write` (when the session's source was last written) the
+    session is checked for being live now: its unanswered tail calls are
+    then `pending_result` while within the engine's grace period. `format`
+    (a format id) overrides the session's sniffed format.
 
     The revision is read through a FileSource (`Revision.source`), so a JSON-lines
     session is never held whole; the source stays open inside the `with`. Its

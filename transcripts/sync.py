@@ -35,10 +35,10 @@ from django.utils import timezone
 
 from transcripts import formats
 from transcripts.actions import (
-    analyze_revision,
     create_session,
     live_fields,
     live_until,
+    open_analysis,
     send_task,
 )
 from transcripts.engine import ENGINE_VERSION, analyze
@@ -383,8 +383,8 @@ def refresh_live(session: Session, now: datetime | None = None) -> bool:
         if locked.is_live(now) or "pending_result" not in locked.fault_counts:
             return False
         assert locked.head is not None
-        analysis = analyze_revision(locked.head, "synthesize")
-        locked.fault_counts = analysis.fault_counts
+        with open_analysis(locked.head, "synthesize") as analysis:
+            locked.fault_counts = analysis.fault_counts
         locked.save(update_fields=["fault_counts"])
     session.fault_counts = analysis.fault_counts
     return True

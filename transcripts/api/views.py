@@ -296,9 +296,10 @@ class SessionFaults(APIView):
     def get(self, request: Request, pk: int) -> Response:
         session = _session(request, pk)
         assert session.head is not None
-        analysis = actions.analyze_revision(
+        with actions.open_analysis(
             session.head, DEFAULT_POLICY, last_write=session.last_write
-        )
+        ) as analysis:
+            pass  # the faults are all this needs: the file can close
         faults = [
             {
                 "kind": str(fault.kind),
