@@ -269,8 +269,13 @@ class Run:
     bars: bool = True
 
 
-def _analyze(run: Run, item: Input) -> tuple[Analysis | None, FileSource | None]:
-    """Return the analysis of `item` (its source left open), or None when it cannot be read."""
+def _analyze(
+    run: Run, item: Input, *, summaries: bool = False
+) -> tuple[Analysis | None, FileSource | None]:
+    """Return the analysis of `item` (its source left open), or None when it cannot be read.
+
+    Records keep their preview texts only with `summaries` (see `analyze`).
+    """
     try:
         source, bar = _open(item, run.stdin, run.bars)
     except OSError as exc:
@@ -278,7 +283,7 @@ def _analyze(run: Run, item: Input) -> tuple[Analysis | None, FileSource | None]
         return None, None
     try:
         analysis = analyze(
-            source, item.relative.name, run.policy, format=run.format, summaries=False
+            source, item.relative.name, run.policy, format=run.format, summaries=summaries
         )
     except OSError as exc:
         source.close()
@@ -467,7 +472,8 @@ def preview_file(run: Run, item: Input, *, as_json: bool) -> int:
     """Print what the file's agent sends on resuming it; return the exit status."""
     from transcripts.replay import preview
 
-    analysis, source = _analyze(run, item)
+    # The agent's loader sends texts: the records keep theirs.
+    analysis, source = _analyze(run, item, summaries=True)
     if analysis is None or source is None:
         return BAD
     with source:
