@@ -610,7 +610,7 @@ def main(
         status, reports = check_files(run, items, as_json=args.json)
     else:
         target = None if args.in_place or to_stdout else Path(args.out).expanduser()
-        if target is not None:
+        if target is not None and not args.dry_run:
             try:
                 target.mkdir(parents=True, exist_ok=True)
             except OSError as exc:

@@ -236,6 +236,8 @@ def test_dry_run_prints_the_plan_and_a_diff_and_writes_nothing(tmp_path: Path) -
     assert f"--- {path} (before)" in text and f"+++ {path} (after)" in text
     assert '+{"parentUuid"' in text or "+{" in text
     assert path.read_bytes() == BROKEN.read_bytes() and leftovers(tmp_path) == []
+    status, _, _ = run("fix", "--dry-run", str(path), "--out", str(tmp_path / "nowhere"))
+    assert status == 1 and not (tmp_path / "nowhere").exists()
 
 
 def test_policy_and_format_are_applied(tmp_path: Path) -> None:
