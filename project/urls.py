@@ -7,6 +7,6 @@ urlpatterns = [
     path("", include("transcripts.urls")),
     path("healthz", healthz, name="healthz"),
     path("api/", include("transcripts.api.urls")),
-    path("accounts/", include("django.contrib.auth.urls")),
+    path("accounts/", include("transcripts.accounts")),
     path("admin/", admin.site.urls),
 ]

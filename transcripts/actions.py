@@ -66,7 +66,7 @@ from transcripts.models import (
     store_blob,
     store_blob_file,
 )
-from transcripts.uploads import printable_name
+from transcripts.uploads import Staged, printable_name, store
 
 logger = logging.getLogger(__name__)
 
@@ -133,6 +133,7 @@ def open_analysis(
     *,
     last_write: datetime | None = None,
     format: str | None = None,
+    summaries: bool = False,
 ) -> Iterator[Analysis]:
     """Yield the analysis of `revision`'s bytes under `policy` (KeyError if unknown).
 
@@ -143,8 +144,8 @@ def open_analysis(
 
     The revision is read through a FileSource (`Revision.source`), so a JSON-lines
     session is never held whole; the source stays open inside the `with`. Its
-    records keep no preview texts (`analyze(summaries=False)`): for repairs,
-    exports and downloads, not for showing rows.
+    records keep no preview texts unless `summaries` (see `analyze`): enough
+    for repairs, exports and downloads, not for showing rows or previews.
     """
     session = revision.session
     known_format = session.format if session.format != "unknown" and not session.error else None
@@ -155,7 +156,7 @@ def open_analysis(
             policy,
             format=format or known_format,
             **live_fields(last_write),
-            summaries=False,
+            summaries=summaries,
         )
 
 
@@ -244,7 +245,7 @@ def live_until(last_write: datetime | None) -> datetime | None:
 def create_session(
     workspace: Workspace,
     name: str,
-    data: bytes,
+    data: bytes | Staged,
     *,
     acting_user: Any,
     last_write: datetime | None = None,
@@ -258,8 +259,14 @@ def create_session(
     """
     name = printable_name(name)
     name = fit_name(name, Session._meta.get_field("name").max_length or len(name))
-    analysis = analyze(data, name, format=format or None, **live_fields(last_write))
-    sha256 = store_blob(data)
+    if isinstance(data, Staged):
+        # Read from its file and copied to storage a chunk at a time: never whole in memory.
+        with data.source() as source:
+            analysis = analyze(source, name, format=format or None, **live_fields(last_write))
+        sha256, size = store(data), data.size
+    else:
+        analysis = analyze(data, name, format=format or None, **live_fields(last_write))
+        sha256, size = store_blob(data), len(data)
     session = Session.objects.create(
         workspace=workspace,
         name=name,
@@ -276,7 +283,7 @@ def create_session(
         session=session,
         number=0,
         sha256=sha256,
-        size=len(data),
+        size=size,
         engine_version=ENGINE_VERSION,
         origin=origin,
         created_by=acting_user,
@@ -289,7 +296,7 @@ def create_session(
         revision_to=raw,
         op=AuditRecord.Action.INGEST,
         engine_version=ENGINE_VERSION,
-        note=f"{origin}: {len(data)} bytes",
+        note=f"{origin}: {size} bytes",
     )
     return session
 
@@ -297,7 +304,7 @@ def create_session(
 def do_ingest_session(
     workspace: Workspace,
     name: str,
-    data: bytes,
+    data: bytes | Staged,
     *,
     acting_user: Any,
     last_write: datetime | None = None,
@@ -306,10 +313,12 @@ def do_ingest_session(
 ) -> Session:
     """Store `data` (any bytes, readable or not) as revision 0 of a new session.
 
-    The bytes are kept exactly as given; an unreadable file becomes a session
-    whose `error` says why (file, line, reason). The name loses its control
-    and format characters (bidi overrides among them); one too long for the
-    database is shortened with `fit_name`. `last_write` is when the source
+    `data` is the bytes, or a `Staged` file (an upload), which is analysed
+    and stored a chunk at a time. The bytes are kept exactly as given; an
+    unreadable file becomes a session whose `error` says why (file, line,
+    reason). The name loses its control and format characters (bidi
+    overrides among them); one too long for the database is shortened with
+    `fit_name`. `last_write` is when the source
     file was last written, if known (a file read from disk; not an upload):
     within settings.LIVE_GRACE of it the session is live. `api_token` is the
     token of an upload through the API (its revision's origin is then "api").
@@ -326,14 +335,14 @@ def do_ingest_session(
 
 def do_ingest_sessions(
     workspace: Workspace,
-    files: Iterable[tuple[str, bytes]],
+    files: Iterable[tuple[str, bytes | Staged]],
     *,
     acting_user: Any,
     last_write: datetime | None = None,
     format: str | None = None,
     api_token: ApiToken | None = None,
 ) -> list[Session]:
-    """Store each (name, bytes) of `files` as `do_ingest_session` does, all or none.
+    """Store each (name, bytes or staged file) of `files` as `do_ingest_session` does, all or none.
 
     One transaction holds every session; if anything fails, it rolls back and
     the blobs this call wrote that no revision uses are deleted, so a failed
@@ -341,7 +350,10 @@ def do_ingest_sessions(
     `files`; re-raises what failed.
     """
     files = list(files)
-    hashes = {hashlib.sha256(data).hexdigest() for _, data in files}
+    hashes = {
+        data.sha256 if isinstance(data, Staged) else hashlib.sha256(data).hexdigest()
+        for _, data in files
+    }
     # Blobs that are not there yet are this call's to take back if it fails.
     new = [sha256 for sha256 in hashes if not default_storage.exists(blob_name(sha256))]
     try:

@@ -146,6 +146,38 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+class Invitation(models.Model):
+    """A link that makes whoever opens it, logged in, and accepts it a member of a workspace.
+
+    A workspace admin makes one for a role; its secret is shown to them once
+    and only its sha256 (`hash_token`) is kept. It works once, until
+    `expires`, unless revoked; nobody becomes a member without accepting.
+    """
+
+    workspace = models.ForeignKey(Workspace, models.CASCADE, related_name="invitations")
+    role = models.CharField(max_length=20, choices=Membership.Role.choices)
+    hashed_key = models.CharField(max_length=64, unique=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created = models.DateTimeField(default=timezone.now)
+    expires = models.DateTimeField()
+    accepted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    accepted_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"invitation {self.pk} to {self.workspace} ({self.role})"
+
+    def is_open(self) -> bool:
+        """Return True while the invitation can be accepted: not used, revoked or expired."""
+        return (
+            self.accepted_at is None and self.revoked_at is None and self.expires > timezone.now()
+        )
+
+
 class ApiTokenQuerySet(models.QuerySet["ApiToken"]):
     def for_user(self, user: Any) -> ApiTokenQuerySet:
         """Return the tokens of the workspaces of `user`."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -55,8 +56,7 @@ class MockProvider:
 
     def start(self) -> MockProvider:
         handler = type("Handler", (_Handler,), {"provider": self})
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.server.daemon_threads = True
+        self.server = _Server(("127.0.0.1", 0), handler)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         return self
 
@@ -70,6 +70,16 @@ class MockProvider:
         keys = {"anthropic": "messages", "openai_responses": "input", "gemini": "contents"}
         with self.lock:
             return [r for r in self.requests if r.provider == provider and keys[provider] in r.body]
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # Codex drops its websocket attempt's connection once answered 426; a
+        # client hanging up is no failure of the provider.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 def _anthropic_error(message: str) -> dict[str, Any]:

@@ -22,9 +22,15 @@ from transcripts.engine import PRESETS, analyze
 from transcripts.formats import FORMATS, FormatError, load
 
 SAMPLES = Path(__file__).resolve().parents[2] / "demo" / "samples"
+# Sessions in real agents' layouts (agent output streams, which are refused, aside).
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
 FILES = sorted(
     p
-    for p in [*SAMPLES.glob("formats/*"), *SAMPLES.glob("cases/*")]
+    for p in [
+        *SAMPLES.glob("formats/*"),
+        *SAMPLES.glob("cases/*"),
+        *(p for p in FIXTURES.rglob("*.json*") if not p.name.startswith("stream_")),
+    ]
     if not p.name.endswith(".expect.json")
 )
 

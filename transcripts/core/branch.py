@@ -12,6 +12,11 @@ def live_path(transcript: Transcript) -> list[int]:
     outside sidechains) back to its root through `parent` links; a record
     logged twice under one `uid` counts once. Other formats: every record in
     file order.
+
+    A tool result parented on its own call's line rather than on the line
+    before it (Claude Code writes parallel calls' results so) is off the
+    chain; like Claude Code on resume, it is re-attached after the lines of
+    its call's message.
     """
     records = transcript.records
     if not transcript.tree:
@@ -23,7 +28,43 @@ def live_path(transcript: Transcript) -> list[int]:
     )
     if leaf is None:
         return [r.index for r in records]
-    return _path_to(by_uid, leaf)
+    return _reattach(records, _path_to(by_uid, leaf))
+
+
+def _reattach(records: list[Record], path: list[int]) -> list[int]:
+    """Return `path` with the off-path results of its unanswered calls put back after them."""
+    on_path = set(path)
+    uids = {records[i].uid for i in path}
+    call_at = {call.id: k for k, i in enumerate(path) for call in records[i].calls}
+    answered = {result.tool_call_id for i in path for result in records[i].results}
+    extra: dict[int, list[int]] = {}
+    for record in records:
+        if (
+            record.index in on_path
+            or record.sidechain
+            or not record.results
+            or record.calls
+            or record.parent not in uids
+        ):
+            continue
+        ids = [result.tool_call_id for result in record.results]
+        if len(set(ids)) < len(ids) or not all(i in call_at and i not in answered for i in ids):
+            continue
+        at = call_at[ids[0]]
+        group = records[path[at]].message_id
+        while (
+            group is not None and at + 1 < len(path) and records[path[at + 1]].message_id == group
+        ):
+            at += 1
+        extra.setdefault(at, []).append(record.index)
+        answered.update(ids)
+    if not extra:
+        return path
+    out: list[int] = []
+    for k, index in enumerate(path):
+        out.append(index)
+        out.extend(extra.get(k, ()))
+    return out
 
 
 def _by_uid(records: list[Record]) -> dict[str, Record]:

@@ -32,12 +32,13 @@ from transcripts.formats._json import (
     sniff_style,
 )
 from transcripts.formats.anthropic import Anthropic
-from transcripts.formats.base import Format
+from transcripts.formats.base import Format, linked
 from transcripts.formats.bedrock import Bedrock
 from transcripts.formats.claude_code import ClaudeCode
+from transcripts.formats.cline import Cline
 from transcripts.formats.codex import Codex
 from transcripts.formats.gemini import Gemini, GeminiCheckpoint
-from transcripts.formats.gemini_cli import GeminiCli
+from transcripts.formats.gemini_cli import GeminiCli, GeminiCliSession
 from transcripts.formats.langchain import LangChain
 from transcripts.formats.openai_chat import OpenAIChat
 from transcripts.formats.openai_functions import OpenAIFunctions
@@ -45,19 +46,23 @@ from transcripts.formats.openclaw import OpenClaw
 from transcripts.formats.openhands import OpenHands
 from transcripts.formats.responses import Responses
 from transcripts.formats.source import CHUNK, FileSource, iter_lines
+from transcripts.formats.streams import stream_refusal
 from transcripts.formats.vercel_ai import VercelAI
 
 __all__ = ["FORMATS", "FormatError", "Rewrite", "label", "load", "render", "rewrite"]
 
 # Order matters: the first format whose sniff accepts the sample wins. Documents
 # follow formats.md §9; legacy functions come before Chat Completions, which they
-# extend, and Bedrock before Anthropic, whose loose sniff would take its blocks.
+# extend, Cline before Anthropic, which it specialises, and Bedrock before
+# Anthropic, whose loose sniff would take its blocks.
 FORMATS: dict[str, Format] = {
     f.id: f
     for f in (
         OpenClaw(),
         Codex(),
         ClaudeCode(),
+        GeminiCliSession(),
+        Cline(),
         LangChain(),
         Responses(),
         OpenAIFunctions(),
@@ -74,7 +79,8 @@ FORMATS: dict[str, Format] = {
 _SNIFF_LINES = 50
 _UNKNOWN_DOCUMENT = (
     "unknown format: a JSON document of none of the formats Pairfix reads (message arrays "
-    "of OpenAI, Anthropic, Bedrock, Gemini, LangChain, Vercel AI, Responses or OpenHands)"
+    "of OpenAI, Anthropic, Bedrock, Gemini, LangChain, Vercel AI, Responses or OpenHands, "
+    "or a Gemini CLI session)"
 )
 _JSON_TYPES = {
     dict: "object",
@@ -180,11 +186,7 @@ def load(
         if fmt is not None:
             return _load_document(data, filename, root, fmt.id)
         if not (isinstance(root, dict) and body.count(b"\n", begin, end) == 0):
-            raise FormatError(
-                filename,
-                1,
-                _UNKNOWN_DOCUMENT,
-            )
+            raise FormatError(filename, 1, stream_refusal([root]) or _UNKNOWN_DOCUMENT)
     return _load_jsonl(data, filename, format, doc_error)
 
 
@@ -493,7 +495,7 @@ def _transcript(
         records,
         data,
         filename=filename,
-        tree=fmt.tree,
+        tree=fmt.tree and linked(records),
         adjacent=fmt.adjacent(provider),
         inline_results=fmt.inline_results,
         results_on_calls=fmt.results_on_calls,
@@ -529,6 +531,10 @@ def _sniff_lines(
     fmt = _sniff(sample, filename, documents=False)
     if fmt is not None:
         return fmt
+    refusal = stream_refusal(sample)
+    if refusal is not None:
+        first = next(r for r in records if r.parsed is not None)
+        raise FormatError(filename, first.line, refusal, records=len(records))
     if sample:
         raise FormatError(
             filename,
@@ -628,6 +634,54 @@ def _relink_path(
     return parents
 
 
+def _rekeep(transcript: Transcript, fmt: Format, at: dict[int, list[Slot]]) -> dict[int, str]:
+    """Return new first-kept ids for compactions whose first kept record the repair drops.
+
+    pi keeps nothing before a compaction whose `firstKeptEntryId` it cannot
+    find, so the compaction is pointed at the next record written on its path.
+    Keys are raw record indexes of compactions.
+    """
+    records = transcript.records
+    keeps: dict[int, str] = {}
+    if not fmt.keep_key:
+        return keeps
+    for path in branch_paths(transcript):
+        for kc, compaction in enumerate(path):
+            keep = records[compaction].keep_from
+            first = next((k for k in range(kc) if keep and records[path[k]].uid == keep), None)
+            if first is None:
+                continue
+            for index in path[first:kc]:
+                uid = _first_written_uid(transcript, fmt, index, at.get(index) or (None,))
+                if uid is not None:
+                    if uid != keep:
+                        keeps[compaction] = uid
+                    break
+    return keeps
+
+
+def _first_written_uid(
+    transcript: Transcript, fmt: Format, index: int, placed: Sequence[Slot | None]
+) -> str | None:
+    """Return the uid of the first record written at `index`'s place (None: none is)."""
+    for slot in placed:
+        if slot is None:
+            return transcript.records[index].uid
+        if slot.written and slot.record is not None:
+            return transcript.records[slot.record].uid
+        if slot.written and slot.op is not None:
+            return fmt.new_uid(transcript, slot.op)
+    return None
+
+
+def _with_keep(text: str, fmt: Format, keep: str) -> str:
+    """Return a record's JSON text with its `fmt.keep_key` member set to `keep`."""
+    span = member_span(text, fmt.keep_key)
+    if span is None:
+        return json.dumps(dict(json.loads(text), **{fmt.keep_key: keep}))
+    return text[: span[0]] + json.dumps(keep) + text[span[1] :]
+
+
 def _new_record(transcript: Transcript, fmt: Format, slot: Slot) -> Any:
     assert slot.op is not None
     if slot.op.record is None:
@@ -665,7 +719,11 @@ def _slot_value(
 
 
 def _record_bytes(
-    transcript: Transcript, fmt: Format, slot: Slot, parents: dict[int | Slot, str]
+    transcript: Transcript,
+    fmt: Format,
+    slot: Slot,
+    parents: dict[int | Slot, str],
+    keeps: dict[int, str] | None = None,
 ) -> bytes:
     obj = _slot_value(transcript, fmt, slot, parents)
     if obj is not None:
@@ -673,12 +731,15 @@ def _record_bytes(
     assert slot.record is not None
     record = transcript.records[slot.record]
     raw = transcript.raw[record.start : record.end]
+    keep = (keeps or {}).get(slot.record)
+    if keep is not None:
+        raw = _with_keep(raw.decode("utf-8"), fmt, keep).encode()
     new_parent = parents.get(slot.record)
     if new_parent is not None:
         text = raw.decode("utf-8")
         span = member_span(text, fmt.parent_key)
         if span is None:
-            return _encode(transcript, dict(record.obj, **{fmt.parent_key: new_parent}))
+            return _encode(transcript, dict(json.loads(text), **{fmt.parent_key: new_parent}))
         return (text[: span[0]] + json.dumps(new_parent) + text[span[1] :]).encode()
     return raw
 
@@ -709,7 +770,7 @@ def rewrite(transcript: Transcript, plan: Plan) -> Rewrite:
     """
     fmt = FORMATS[transcript.format]
     at = sparse_layout(transcript, plan)
-    parents = _relink(transcript, fmt, at) if fmt.tree else {}
+    parents = _relink(transcript, fmt, at) if transcript.tree else {}
     count = len(transcript.records)
     replaced: set[int] = set()
     records: list[Record] = []
@@ -761,12 +822,13 @@ def render_to(transcript: Transcript, plan: Plan, out: BinaryIO) -> None:
         return
     fmt = FORMATS[transcript.format]
     at = sparse_layout(transcript, plan)
-    parents = _relink(transcript, fmt, at) if fmt.tree else {}
+    parents = _relink(transcript, fmt, at) if transcript.tree else {}
+    keeps = _rekeep(transcript, fmt, at) if transcript.tree else {}
     if fmt.jsonl:
-        _write_lines(transcript, fmt, at, parents, writer)
+        _write_lines(transcript, fmt, at, parents, writer, keeps)
     else:
         slots = [slot for slot in layout(transcript, plan) if slot.written]
-        _write_elements(transcript, fmt, slots, parents, writer)
+        _write_elements(transcript, fmt, slots, parents, keeps, writer)
     writer.flush()
 
 
@@ -815,6 +877,7 @@ def _write_lines(
     at: dict[int, list[Slot]],
     parents: dict[int | Slot, str],
     writer: _Writer,
+    keeps: dict[int, str],
 ) -> None:
     """Write JSONL records, each followed by its own line end (and any blank lines after it).
 
@@ -832,10 +895,10 @@ def _write_lines(
             if slot is not None and not slot.written:
                 continue
             own = i if slot is None else _own(slot)
-            if slot is None and i not in parents:
+            if slot is None and i not in parents and i not in keeps:
                 writer.raw(record.start, record.end)
             else:
-                writer.bytes(_record_bytes(transcript, fmt, slot or Slot(i), parents))
+                writer.bytes(_record_bytes(transcript, fmt, slot or Slot(i), parents, keeps))
             if ends_open and (i, slot) == last:
                 continue  # the file had no final newline; neither has its repair
             if own is not None:
@@ -863,6 +926,7 @@ def _write_elements(
     fmt: Format,
     slots: list[Slot],
     parents: dict[int | Slot, str],
+    keeps: dict[int, str],
     writer: _Writer,
 ) -> None:
     """Write array elements, keeping the original separator between neighbours that stay.
@@ -880,9 +944,9 @@ def _write_elements(
                 writer.raw(records[previous].end, records[own].start)
             else:
                 writer.bytes(sep)
-        if own is not None and slot.block_order is None and own not in parents:
+        if own is not None and slot.block_order is None and own not in parents and own not in keeps:
             writer.raw(records[own].start, records[own].end)
         else:
-            writer.bytes(_record_bytes(transcript, fmt, slot, parents))
+            writer.bytes(_record_bytes(transcript, fmt, slot, parents, keeps))
         previous = own
     writer.raw(records[-1].end, len(transcript.raw))

@@ -26,6 +26,9 @@ class Format:
     tree: ClassVar[bool] = False
     uid_key: ClassVar[str] = ""
     parent_key: ClassVar[str] = ""
+    # The member of a compaction record naming the first record it keeps (pi
+    # `firstKeptEntryId`): re-pointed when a repair drops that record.
+    keep_key: ClassVar[str] = ""
     provider: ClassVar[str] = "anthropic"
     # What the agent itself writes as the result of an interrupted call (formats.md §0.7).
     native_text: ClassVar[str] = "[Request interrupted by user for tool use]"
@@ -99,6 +102,18 @@ class Format:
 
 
 Placed = tuple[tuple[int, Any], ...]
+
+
+def linked(records: list[Record]) -> bool:
+    """Return True when some record's `parent` names another record's `uid`.
+
+    A tree format's file without one link (Claude Code lines that lack
+    `uuid`/`parentUuid`, written by older versions or other tools, or a pi v1
+    session) has no chain to follow: it is read in file order, and a repair
+    writes no links into it.
+    """
+    uids = {r.uid for r in records if r.uid is not None}
+    return any(r.parent is not None and r.parent != r.uid and r.parent in uids for r in records)
 
 
 def merge_blocks(blocks: list[Any], order: list[int], placed: Placed) -> list[Any]:

@@ -226,6 +226,8 @@ def _call(node: dict[str, Any]) -> Shown:
     function = node.get("function") if isinstance(node.get("function"), dict) else {}
     assert isinstance(function, dict)
     name = node.get("name") or node.get("toolName") or function.get("name") or ""
+    if not name and node.get("type") == "local_shell_call":
+        name = "local_shell"  # Codex names the tool so (formats/codex.py); the item does not
     for key in ("input", "arguments", "args", "action"):
         if key in node:
             args = node[key]

@@ -37,6 +37,8 @@ __all__ = [
     "Message",
     "Preview",
     "check_request",
+    "message_text",
+    "request_messages",
     "preview",
     "register",
 ]
@@ -143,3 +145,7 @@ def check_request(provider: str, body: dict[str, Any]) -> list[Violation]:
     """
     transcript = _request_transcript(provider, body)
     return validate(transcript, provider, context=list(range(len(transcript.records))))
+
+
+from transcripts.replay import claude_code, codex, gemini_cli, openclaw  # noqa: E402, F401
+from transcripts.replay._request import message_text, request_messages  # noqa: E402
