@@ -498,7 +498,15 @@ def preview_file(run: Run, item: Input, *, as_json: bool) -> int:
                         "valid": result.valid,
                         "messages": result.messages,
                         "violations": result.violations,
-                        "dropped": result.dropped,
+                        "dropped": [
+                            {
+                                "record": _case_index(analysis.transcript, d.record),
+                                "what": d.what,
+                                "reason": d.reason,
+                                "tool_call_id": d.tool_call_id,
+                            }
+                            for d in result.dropped
+                        ],
                         "added": result.added,
                     },
                     option=orjson.OPT_INDENT_2,

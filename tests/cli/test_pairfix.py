@@ -253,6 +253,22 @@ def test_preview_says_so_for_a_format_no_agent_loads() -> None:
     assert "no agent loads it, so there is no resume to preview" in err
 
 
+def test_preview_shows_what_the_agent_sends_on_resume() -> None:
+    status, out, _ = run("preview", str(BROKEN))
+    text = out.decode()
+    assert status == 0
+    assert text.startswith(f"{BROKEN}: Claude Code resumes it with ")
+    assert "  user 'Run the unit tests and show me failures.'" in text
+    assert "dropped: call toolu_01CCCCCCCCCCCCCCCCCCCCCC of record 8" in text
+    assert text.endswith("  anthropic accepts the request\n")
+    status, out, _ = run("preview", "--json", str(BROKEN))
+    document = orjson.loads(out)
+    assert (status, document["agent"], document["valid"]) == (0, "Claude Code", True)
+    assert [(d["record"], d["tool_call_id"]) for d in document["dropped"]] == [
+        (8, "toolu_01CCCCCCCCCCCCCCCCCCCCCC")
+    ]
+
+
 def test_the_console_script_runs_as_installed() -> None:
     script = Path(sys.executable).with_name("pairfix")
     done = subprocess.run(
