@@ -20,6 +20,7 @@ once its lease has passed.
 from __future__ import annotations
 
 import difflib
+import functools
 import hashlib
 import json
 import logging
@@ -30,7 +31,8 @@ import time
 import uuid
 import zipfile
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -58,9 +60,11 @@ from transcripts.models import (
     Session,
     SyncedFile,
     Workspace,
+    blob_chunks,
     blob_name,
     hash_token,
     store_blob,
+    store_blob_file,
 )
 from transcripts.uploads import Staged, printable_name, store
 
@@ -93,6 +97,7 @@ TOKEN_USE_RESOLUTION = timedelta(minutes=1)
 
 # A dry run keeps this much of each session's diff: enough to judge the change.
 DIFF_LINES = 60
+DIFF_MAX_BYTES = 16 << 20  # a dry run diffs sessions up to this size (it reads them whole)
 DIFF_LINE_CHARS = 300
 
 
@@ -121,26 +126,48 @@ def fit_name(name: str, limit: int) -> str:
     return stem[: limit - 1 - len(extension)] + "…" + extension
 
 
-def analyze_revision(
+@contextmanager
+def open_analysis(
     revision: Revision,
     policy: str,
     *,
     last_write: datetime | None = None,
     format: str | None = None,
-) -> Analysis:
-    """Return the analysis of `revision`'s bytes under `policy` (KeyError if unknown).
+    summaries: bool = False,
+) -> Iterator[Analysis]:
+    """Yield the analysis of `revision`'s bytes under `policy` (KeyError if unknown).
 
     With `last_write` (when the session's source was last written) the
     session is checked for being live now: its unanswered tail calls are
     then `pending_result` while within the engine's grace period. `format`
     (a format id) overrides the session's sniffed format.
+
+    The revision is read through a FileSource (`Revision.source`), so a JSON-lines
+    session is never held whole; the source stays open inside the `with`. Its
+    records keep no preview texts unless `summaries` (see `analyze`): enough
+    for repairs, exports and downloads, not for showing rows or previews.
     """
     session = revision.session
     known_format = session.format if session.format != "unknown" and not session.error else None
-    known_format = format or known_format
-    return analyze(
-        revision.read(), session.name, policy, format=known_format, **live_fields(last_write)
-    )
+    with revision.source() as source:
+        yield analyze(
+            source,
+            session.name,
+            policy,
+            format=format or known_format,
+            **live_fields(last_write),
+            summaries=summaries,
+        )
+
+
+def store_repaired(analysis: Analysis) -> tuple[str, int]:
+    """Store the repaired file of `analysis` as a blob, streamed through a temporary file.
+
+    Returns (sha256, size in bytes).
+    """
+    with tempfile.TemporaryFile() as f:
+        analysis.write_repaired(f)
+        return store_blob_file(f)
 
 
 def do_create_workspace(name: str, *, acting_user: Any) -> Workspace:
@@ -672,7 +699,8 @@ class NewHead:
     `revision` holds the Revision's fields, `session` the session fields that
     go with the new head, `audit` the fields of each audit record (all of them
     from `fence` to the new revision). `write_back`, when set, replaces the
-    session's source file with `data` in the same transaction.
+    session's source file in the same transaction with the bytes `content`
+    yields (streamed from storage).
     """
 
     fence: Revision
@@ -680,7 +708,7 @@ class NewHead:
     session: dict[str, Any]
     audit: list[dict[str, Any]]
     write_back: writeback.WriteBack | None = None
-    data: bytes = b""
+    content: Callable[[], Iterator[bytes]] | None = None
 
 
 @dataclass
@@ -848,7 +876,8 @@ def _write_heads(job: Job, outcomes: list[Outcome]) -> list[Revision]:
     for o, head, revision in zip(outcomes, heads, revisions, strict=True):
         if head.write_back is not None:
             revision.session = o.item.session
-            _write_back(head.write_back, head.data, job, head.fence, revision)
+            assert head.content is not None
+            _write_back(head.write_back, head.content, job, head.fence, revision)
     return revisions
 
 
@@ -876,7 +905,13 @@ def _repair_item(item: JobItem, job: Job, writes_back: bool) -> Outcome:
     except FenceLost as exc:
         return Outcome(item, JobItem.Status.FENCE_LOST, {"error": str(exc)})
     last_write = None if job.force else session.last_write
-    analysis = analyze_revision(base, job.policy, last_write=last_write)
+    with open_analysis(base, job.policy, last_write=last_write) as analysis:
+        return _repair_analysed(item, job, writes_back, analysis)
+
+
+def _repair_analysed(item: JobItem, job: Job, writes_back: bool, analysis: Analysis) -> Outcome:
+    """The rest of `_repair_item`, once the fenced head is analysed (its source open)."""
+    session, base = item.session, item.base
     if analysis.error:
         return Outcome(item, JobItem.Status.FAILED, {"error": analysis.error})
     pending = analysis.fault_counts.get(FaultKind.PENDING_RESULT, 0)
@@ -896,7 +931,10 @@ def _repair_item(item: JobItem, job: Job, writes_back: bool) -> Outcome:
         "op_counts": dict(Counter(str(op.kind) for op in ops)),
     }
     if job.kind == Job.Kind.DRY_RUN:
-        diff = _diff(base.read(), analysis.repaired, session.name)
+        if base.size > DIFF_MAX_BYTES:
+            diff = f"(no diff: the session is {base.size / 1e6:.0f} MB)"
+        else:
+            diff = _diff(base.read(), analysis.repaired, session.name)
         return Outcome(item, JobItem.Status.WOULD_REPAIR, {"diff": diff, **plan_fields})
     try:
         write_back = writeback.check(session, base) if writes_back else None
@@ -904,11 +942,12 @@ def _repair_item(item: JobItem, job: Job, writes_back: bool) -> Outcome:
         return Outcome(item, JobItem.Status.FENCE_LOST, {"error": str(exc)})
     # The new head's own faults, for the session list.
     record_count, fault_counts = analysis.repaired_counts()
+    sha256, size = store_repaired(analysis)
     revision = {
         "session": session,
         "number": base.number + 1,
-        "sha256": store_blob(analysis.repaired),
-        "size": len(analysis.repaired),
+        "sha256": sha256,
+        "size": size,
         "policy": job.policy,
         "engine_version": ENGINE_VERSION,
         "origin": "repair",
@@ -921,16 +960,20 @@ def _repair_item(item: JobItem, job: Job, writes_back: bool) -> Outcome:
         {"record_count": record_count, "fault_counts": fault_counts},
         [_op_audit_fields(op, analysis, job=job, base=base) for op in ops],
         write_back,
-        analysis.repaired,
+        functools.partial(blob_chunks, sha256),
     )
     return Outcome(item, JobItem.Status.REPAIRED, plan_fields, head)
 
 
 def _write_back(
-    write_back: writeback.WriteBack, data: bytes, job: Job, base: Revision, revision: Revision
+    write_back: writeback.WriteBack,
+    content: Callable[[], Iterator[bytes]],
+    job: Job,
+    base: Revision,
+    revision: Revision,
 ) -> None:
-    """Replace the session's source file with `revision` (`data`) and audit it; see writeback."""
-    backup = write_back.replace(data, revision, now=timezone.now())
+    """Replace the session's source file with `revision` (`content`) and audit it; see writeback."""
+    backup = write_back.replace(content, revision, now=timezone.now())
     write_back.synced.save()
     AuditRecord.objects.create(
         job=job,
@@ -941,7 +984,7 @@ def _write_back(
         op=AuditRecord.Action.WRITE_BACK,
         policy=job.policy,
         engine_version=ENGINE_VERSION,
-        note=f"wrote {write_back.path} ({len(data)} bytes); the file before is {backup}",
+        note=f"wrote {write_back.path} ({revision.size} bytes); the file before is {backup}",
     )
 
 
@@ -961,8 +1004,8 @@ def _rollback_item(item: JobItem, job: Job, writes_back: bool) -> Outcome:
             f"{session.head.number}, not the job's revision {undone.number}"
         )
         return Outcome(item, JobItem.Status.FENCE_LOST, {"error": error})
-    restored_bytes = previous.read()
-    restored = analyze(restored_bytes, session.name, format=session.format)
+    with previous.source() as source:
+        restored = analyze(source, session.name, format=session.format, summaries=False)
     try:
         write_back = writeback.check(session, undone) if writes_back else None
     except writeback.WriteBackRefused as exc:
@@ -991,7 +1034,7 @@ def _rollback_item(item: JobItem, job: Job, writes_back: bool) -> Outcome:
         {"record_count": restored.record_count, "fault_counts": restored.fault_counts},
         [audit],
         write_back,
-        restored_bytes,
+        previous.chunks,
     )
     return Outcome(item, JobItem.Status.ROLLED_BACK, {}, head)
 
@@ -1002,13 +1045,14 @@ def _export_item(item: JobItem, job: Job, writes_back: bool) -> Outcome:
     Nothing is written to the session or its source file; as the
     single-session download does, the export ignores whether the session is live.
     """
-    analysis = analyze_revision(item.base, job.policy)
-    if analysis.error:
-        return Outcome(item, JobItem.Status.FAILED, {"error": analysis.error})
+    with open_analysis(item.base, job.policy) as analysis:
+        if analysis.error:
+            return Outcome(item, JobItem.Status.FAILED, {"error": analysis.error})
+        # Stored even when unchanged: a revision made by an append may keep only its delta.
+        sha256_after, _ = store_repaired(analysis)
     ops = analysis.plan.ops
     fields = {
-        # Stored even when unchanged: a revision made by an append may keep only its delta.
-        "sha256_after": store_blob(analysis.repaired),
+        "sha256_after": sha256_after,
         "op_count": len(ops),
         "op_counts": dict(Counter(str(op.kind) for op in ops)),
         "ops": [

@@ -10,10 +10,13 @@ import base64
 import hashlib
 import hmac
 import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
-from typing import Any
+from typing import IO, Any
 
 from django.conf import settings
+from django.core.files import File
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import models
@@ -22,6 +25,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from transcripts.fields import StorableJSONField, StorableTextField
+from transcripts.formats.source import FileSource
 
 # How much of the bytes an op removed the job page shows; the audit row keeps them all.
 REMOVED_PREVIEW_BYTES = 80
@@ -42,6 +46,31 @@ def store_blob(data: bytes) -> str:
     if not default_storage.exists(name):
         default_storage.save(name, ContentFile(data))
     return sha256
+
+
+BLOB_CHUNK = 1 << 20  # bytes per read or write when a blob is streamed
+
+
+def store_blob_file(f: IO[bytes]) -> tuple[str, int]:
+    """Store the seekable file `f`'s content as `store_blob` does, streamed: (sha256, size)."""
+    f.seek(0)
+    digest, size = hashlib.sha256(), 0
+    while chunk := f.read(BLOB_CHUNK):
+        digest.update(chunk)
+        size += len(chunk)
+    sha256 = digest.hexdigest()
+    name = blob_name(sha256)
+    if not default_storage.exists(name):
+        f.seek(0)
+        default_storage.save(name, File(f))
+    return sha256, size
+
+
+def blob_chunks(sha256: str) -> Iterator[bytes]:
+    """Yield the bytes of the blob `sha256` (hex) a MiB at a time."""
+    with default_storage.open(blob_name(sha256), "rb") as f:
+        while chunk := f.read(BLOB_CHUNK):
+            yield chunk
 
 
 def roles_at_least(role: str) -> list[str]:
@@ -377,6 +406,37 @@ class Revision(models.Model):
                 pk=revision.appended_to_id
             )
         return read_blob(revision.sha256) + b"".join(reversed(deltas))
+
+    def chunks(self) -> Iterator[bytes]:
+        """Yield the exact bytes of this revision a MiB at a time, streamed from storage."""
+        blobs = []
+        revision = self
+        while revision.appended_to_id is not None:
+            blobs.append(revision.delta)
+            revision = Revision.objects.only("sha256", "delta", "appended_to").get(
+                pk=revision.appended_to_id
+            )
+        blobs.append(revision.sha256)
+        for sha256 in reversed(blobs):
+            yield from blob_chunks(sha256)
+
+    @contextmanager
+    def source(self) -> Iterator[FileSource]:
+        """Yield this revision's bytes as a FileSource, read by range, never whole in memory.
+
+        The blob's own file where the storage has local paths; otherwise (object
+        storage, or a chain of appended deltas) the bytes streamed into an
+        unlinked temporary file. Raises OSError when storage cannot be read.
+        """
+        path = None
+        if self.appended_to_id is None:
+            try:
+                path = default_storage.path(blob_name(self.sha256))
+            except NotImplementedError:  # object storage: no local file to read from
+                path = None
+        source = FileSource(path) if path is not None else FileSource.spooled(self.chunks())
+        with source:
+            yield source
 
     def storage_fields(self) -> dict[str, Any]:
         """Return the fields that say where this revision's bytes are, to share them."""

@@ -36,11 +36,11 @@ from django.utils import timezone
 
 from transcripts import formats
 from transcripts.actions import (
-    analyze_revision,
     create_session,
     fit_name,
     live_fields,
     live_until,
+    open_analysis,
     send_task,
 )
 from transcripts.engine import ENGINE_VERSION, analyze
@@ -453,8 +453,8 @@ def refresh_live(session: Session, now: datetime | None = None) -> bool:
         locked, head = lock_session(session.pk)
         if locked.is_live(now) or "pending_result" not in locked.fault_counts:
             return False
-        analysis = analyze_revision(head, "synthesize")
-        locked.fault_counts = analysis.fault_counts
+        with open_analysis(head, "synthesize") as analysis:
+            locked.fault_counts = analysis.fault_counts
         locked.save(update_fields=["fault_counts"])
     session.fault_counts = analysis.fault_counts
     return True

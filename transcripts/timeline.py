@@ -117,7 +117,7 @@ def do_build_timeline(timeline_id: int) -> bool:
         return False
     timeline = Timeline.objects.select_related("revision__session").get(pk=timeline_id)
     try:
-        with _open_source(timeline.revision) as data:
+        with timeline.revision.source() as data:
             analysis = _analyze(timeline, data)
             rows = list(_rows(analysis)) if analysis.error is None else []
     except Exception as exc:  # an engine bug shows on the page instead of a build retried forever
@@ -165,29 +165,6 @@ def _insert(timeline_id: int, rows: list[tuple[Any, ...]]) -> None:
                 f"INSERT INTO {table} ({columns}) VALUES ({values})",
                 [(timeline_id, *row) for row in rows[start : start + BUILD_BATCH]],
             )
-
-
-class _Bytes:
-    """The revision's bytes read whole, for storage that has no local path."""
-
-    def __init__(self, revision: Revision) -> None:
-        self.data = revision.read()
-
-    def __enter__(self) -> bytes:
-        return self.data
-
-    def __exit__(self, *exc: object) -> None:
-        del self.data
-
-
-def _open_source(revision: Revision) -> FileSource | _Bytes:
-    if revision.appended_to_id is not None:  # a delta chain: no one file holds it all
-        return _Bytes(revision)
-    try:
-        path = default_storage.path(blob_name(revision.sha256))
-    except NotImplementedError:  # object storage: no local file to stream from
-        return _Bytes(revision)
-    return FileSource(path)
 
 
 class RevisionBytes:

@@ -9,7 +9,9 @@ from __future__ import annotations
 import csv
 import itertools
 import json
+import tempfile
 from collections import Counter
+from collections.abc import Iterable
 from typing import Any
 
 import structlog
@@ -80,10 +82,11 @@ FAILED_SHOWN = 50
 DIFF_SAMPLES = 5
 
 
-def _attachment(data: bytes, filename: str) -> HttpResponse:
+def _attachment(chunks: Iterable[bytes], filename: str, size: int) -> StreamingHttpResponse:
     # octet-stream: the bytes go out exactly as stored, whatever the file claims to be.
-    response = HttpResponse(data, content_type="application/octet-stream")
+    response = StreamingHttpResponse(chunks, content_type="application/octet-stream")
     response["Content-Disposition"] = content_disposition_header(True, filename)
+    response["Content-Length"] = str(size)
     return response
 
 
@@ -398,7 +401,7 @@ def download_revision(request: HttpRequest, pk: int, number: int) -> HttpRespons
     """Return the exact bytes of one revision (number 0 is the upload) as the session's file."""
     session = get_object_or_404(Session.objects.for_user(request.user), pk=pk)
     revision = get_object_or_404(session.revisions, number=number)
-    return _attachment(revision.read(), session.name)
+    return _attachment(revision.chunks(), session.name, revision.size)
 
 
 @login_required
@@ -412,13 +415,22 @@ def download_repaired(request: HttpRequest, pk: int) -> HttpResponse:
     if not form.is_valid():
         return _unknown_policy(request, session)
     assert session.head is not None
-    analysis = actions.analyze_revision(
+    with actions.open_analysis(
         session.head,
         form.cleaned_data["policy"],
         format=form.cleaned_data["format"] or None,
         last_write=session.last_write,
+    ) as analysis:
+        repaired = tempfile.TemporaryFile()  # noqa: SIM115 (FileResponse closes it once sent)
+        analysis.write_repaired(repaired)
+    repaired.seek(0)
+    # octet-stream: the bytes go out exactly as repaired, whatever the file claims to be.
+    return FileResponse(
+        repaired,
+        as_attachment=True,
+        filename=session.name,
+        content_type="application/octet-stream",
     )
-    return _attachment(analysis.repaired, session.name)
 
 
 @login_required

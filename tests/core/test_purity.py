@@ -14,6 +14,8 @@ PURE = sorted(
         *ROOT.joinpath("formats").rglob("*.py"),
         *ROOT.joinpath("replay").rglob("*.py"),
         ROOT / "engine.py",
+        ROOT / "cli.py",
+        ROOT / "replace.py",
     ]
 )
 

@@ -14,7 +14,7 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.core.files.storage import default_storage
 from django.db.models import QuerySet
-from django.http import FileResponse, HttpResponse
+from django.http import FileResponse, StreamingHttpResponse
 from django.http.multipartparser import MultiPartParserError
 from django.utils import timezone
 from django.utils.http import content_disposition_header
@@ -340,9 +340,10 @@ class SessionFaults(APIView):
     def get(self, request: Request, pk: int) -> Response:
         session = _session(request, pk)
         assert session.head is not None
-        analysis = actions.analyze_revision(
+        with actions.open_analysis(
             session.head, DEFAULT_POLICY, last_write=session.last_write
-        )
+        ) as analysis:
+            pass  # the faults are all this needs: the file can close
         faults = [
             {
                 "kind": str(fault.kind),
@@ -403,13 +404,15 @@ class SessionResumePreview(APIView):
         query.is_valid(raise_exception=True)
         policy = query.validated_data["policy"]
         assert session.head is not None
-        analysis = actions.analyze_revision(session.head, policy)
-        if analysis.transcript is None or analysis.format not in replay.AGENTS:
-            raise errors.NotFound(
-                f"no agent resumes {analysis.format_label or 'this'} files", code="no_preview"
-            )
-        raw = replay.preview(analysis.transcript)
-        repaired = replay.preview(formats.load(analysis.repaired, session.name, analysis.format))
+        # The agent's loader sends texts: the records keep theirs.
+        with actions.open_analysis(session.head, policy, summaries=True) as analysis:
+            if analysis.transcript is None or analysis.format not in replay.AGENTS:
+                raise errors.NotFound(
+                    f"no agent resumes {analysis.format_label or 'this'} files", code="no_preview"
+                )
+            raw = replay.preview(analysis.transcript)
+            fixed = formats.load(analysis.repaired, session.name, analysis.format)
+            repaired = replay.preview(fixed)
         assert raw is not None and repaired is not None
         body = {
             "session": session.pk,
@@ -475,13 +478,14 @@ class RevisionContent(APIView):
             (404, "application/json"): ErrorSerializer,
         },
     )
-    def get(self, request: Request, pk: int, number: int) -> HttpResponse:
+    def get(self, request: Request, pk: int, number: int) -> StreamingHttpResponse:
         session = _session(request, pk)
         revision = session.revisions.filter(number=number).first()
         if revision is None:
             raise errors.NotFound(f"Session {pk} has no revision {number}.")
-        response = HttpResponse(revision.read(), content_type="application/octet-stream")
+        response = StreamingHttpResponse(revision.chunks(), content_type="application/octet-stream")
         response["Content-Disposition"] = content_disposition_header(True, session.name)
+        response["Content-Length"] = str(revision.size)
         return response
 
 

@@ -237,5 +237,23 @@ def preview(value: Any, limit: int = 160, depth: int = 0) -> str:
         text = ""
     else:
         text = str(value)
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return _collapsed(text, limit)
+
+
+def _collapsed(text: str, limit: int) -> str:
+    """Return `text` with whitespace runs collapsed, cut to `limit` characters.
+
+    Collapses a prefix, doubling it until it yields more than `limit`
+    characters: the collapsed prefix is a prefix of the collapsed whole, so
+    the result is the same as collapsing all of a long text, at the cost of
+    its start.
+    """
+    size = 2 * limit + 64
+    while True:
+        part = text[:size]
+        collapsed = " ".join(part.split())
+        if len(collapsed) > limit:
+            return collapsed[: limit - 1] + "…"
+        if len(part) == len(text):
+            return collapsed
+        size *= 4
