@@ -18,14 +18,19 @@ followed by the new prompt. As observed against the real CLI:
   Code writes "[Tool result missing due to internal error]" in its place;
   when it is the last thing in the file, an interrupted result; otherwise it
   drops the call (and its message when nothing else is left);
-- a second `tool_use` with an id already used becomes "[Tool use interrupted]";
+- a second `tool_use` with an id already used is removed (an assistant
+  message left with nothing says "[Tool use interrupted]"); when the
+  conversation opens on tool results alone, its first message says "[Orphaned
+  tool result removed due to conversation resume]";
 - in a file whose entries carry no `uuid` at all, only the last entry is sent;
 - when the last user or assistant entry is a user one (a prompt or a tool
   result), it adds an assistant "No response requested." after it (local
   command output written after that entry follows it).
 
-Source: the agent tier (`tests/agents/test_claude_code.py`) runs the real CLI
-on each shape above and checks this model against the request it sends.
+Source: the request the real CLI sends on each shape above (the agent tier,
+`tests/agents/test_claude_code.py`, checks this model against it), and the
+pairing repair (`ensureToolResultPairing`) in the JavaScript bundle the
+package ships.
 """
 
 from __future__ import annotations
@@ -42,6 +47,8 @@ NO_RESPONSE = "No response requested."
 NO_CONTENT = "(no content)"
 MISSING = "[Tool result missing due to internal error]"
 INTERRUPTED_CALL = "[Tool use interrupted]"
+REMOVED_CALL = "[Tool use removed]"
+ORPHANED = "[Orphaned tool result removed due to conversation resume]"
 ENDED = (
     "[Tool call interrupted: the session ended before this call's result was recorded, so its "
     "outcome is unknown. Check whether it took effect before relying on it or running it again.]"
@@ -110,6 +117,10 @@ def _is_local_command(obj: dict[str, Any]) -> bool:
     return obj.get("type") == "system" and obj.get("subtype") == "local_command"
 
 
+def _thinking(part: _Part) -> bool:
+    return _is(part, "thinking") or _is(part, "redacted_thinking")
+
+
 def _is(part: _Part, kind: str) -> bool:
     return part.block.get("type") == kind
 
@@ -165,16 +176,18 @@ def claude_code(transcript: Transcript) -> Preview:
         if message.role != "assistant":
             continue
         kept: list[_Part] = []
-        for part in message.parts:
+        parts = message.parts
+        for j, part in enumerate(parts):
             call_id = str(part.block.get("id"))
             if _is(part, "tool_use") and call_id in seen_calls:
                 dropped.append(Dropped(part.record, "call", "tool_use id used twice", call_id))
-                kept.append(_Part({"type": "text", "text": INTERRUPTED_CALL}, part.record, -1))
+                if j and j + 1 < len(parts) and _thinking(parts[j - 1]) and _thinking(parts[j + 1]):
+                    kept.append(_Part({"type": "text", "text": REMOVED_CALL}, part.record, -1))
                 continue
             if _is(part, "tool_use"):
                 seen_calls.add(call_id)
             kept.append(part)
-        message.parts = kept
+        message.parts = kept or [_Part({"type": "text", "text": INTERRUPTED_CALL}, -1, -1)]
         calls = [str(p.block.get("id")) for p in kept if _is(p, "tool_use")]
         following = messages[k + 1] if k + 1 < len(messages) else None
         here = (
@@ -216,7 +229,9 @@ def claude_code(transcript: Transcript) -> Preview:
         if message.role == "user":
             message.parts.sort(key=lambda p: not _is(p, "tool_result"))
             if not message.parts:
-                message.parts = [_Part({"type": "text", "text": NO_CONTENT}, -1, -1)]
+                # The first message has no call before it to pair with.
+                text = ORPHANED if message is messages[0] else NO_CONTENT
+                message.parts = [_Part({"type": "text", "text": text}, -1, -1)]
     if messages and messages[-1].role == "user":
         messages.append(
             _Message("assistant", [_Part({"type": "text", "text": NO_RESPONSE}, -1, -1)])
