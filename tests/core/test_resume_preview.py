@@ -112,7 +112,10 @@ def test_claude_code_without_uuids_sends_only_the_last_entry(tmp_path: Path) -> 
 def test_claude_code_opens_a_trimmed_file_on_its_orphaned_result() -> None:
     shown = _preview(SESSIONS / "claude_code_trimmed_head.jsonl")
     assert shown.messages[0] == Message("user", (ORPHANED,))
-    assert _drops(shown) == [("result", "toolu_01AAAAAAAAAAAAAAAAAAAAAA")]
+    assert _drops(shown) == [
+        ("call", "toolu_01CCCCCCCCCCCCCCCCCCCCCC"),
+        ("result", "toolu_01AAAAAAAAAAAAAAAAAAAAAA"),
+    ]
 
 
 def test_codex_writes_aborted_for_an_unanswered_call() -> None:
