@@ -8,6 +8,8 @@ followed by the new prompt. As observed against the real CLI:
 - a tool result whose entry is parented on its own `tool_use` line (parallel
   calls) is re-attached after its call's message, though the chain walk
   misses it (`core.branch.live_path` does the same);
+- the assistant line it writes for a failed request (`isApiErrorMessage`,
+  model `<synthetic>`) is not sent;
 - entries split from one API response (one `message.id`) join into one
   assistant message; consecutive user entries join into one user message,
   tool results first; a `local_command` system entry is user text;
@@ -24,8 +26,9 @@ followed by the new prompt. As observed against the real CLI:
   tool result removed due to conversation resume]";
 - in a file whose entries carry no `uuid` at all, only the last entry is sent;
 - when the last user or assistant entry is a user one (a prompt or a tool
-  result), it adds an assistant "No response requested." after it (local
-  command output written after that entry follows it).
+  result; not when a failed request's line follows it), it adds an
+  assistant "No response requested." after it (local command output written
+  after that entry follows it).
 
 Source: the request the real CLI sends on each shape above (the agent tier,
 `tests/agents/test_claude_code.py`, checks this model against it), and the
@@ -39,11 +42,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from transcripts.core.branch import live_context
-from transcripts.core.model import Role, Transcript
+from transcripts.core.model import Record, Role, Transcript
 from transcripts.replay import Dropped, Message, Preview, check_request, register
 from transcripts.replay._request import request_messages
 
 NO_RESPONSE = "No response requested."
+SYNTHETIC_MODEL = "<synthetic>"
 NO_CONTENT = "(no content)"
 MISSING = "[Tool result missing due to internal error]"
 INTERRUPTED_CALL = "[Tool use interrupted]"
@@ -88,6 +92,8 @@ def _messages(transcript: Transcript, path: list[int]) -> list[_Message]:
             continue
         kind = obj.get("type")
         message: dict[str, Any] = obj["message"] if isinstance(obj.get("message"), dict) else {}
+        if _is_api_error(obj):
+            continue
         if kind == "assistant":
             parts = [_Part(b, index, j) for j, b in enumerate(_blocks(message.get("content")))]
             last = out[-1] if out else None
@@ -111,6 +117,22 @@ def _messages(transcript: Transcript, path: list[int]) -> list[_Message]:
         else:
             out.append(_Message("user", parts))
     return out
+
+
+def _entry(record: Record) -> bool:
+    """Return True for a user or assistant entry (a failed request's line counts)."""
+    return record.role in (Role.USER, Role.ASSISTANT) or _is_api_error(record.obj)
+
+
+def _is_api_error(obj: Any) -> bool:
+    """Return True for the assistant line Claude Code writes when a request failed."""
+    return (
+        isinstance(obj, dict)
+        and obj.get("type") == "assistant"
+        and obj.get("isApiErrorMessage") is True
+        and isinstance(obj.get("message"), dict)
+        and obj["message"].get("model") == SYNTHETIC_MODEL
+    )
 
 
 def _is_local_command(obj: dict[str, Any]) -> bool:
@@ -162,7 +184,7 @@ def claude_code(transcript: Transcript) -> Preview:
     # Local command output after the last user or assistant entry stays after
     # the "No response requested." that Claude Code puts after that entry.
     end = len(path)
-    while end > 0 and transcript.records[path[end - 1]].role not in (Role.USER, Role.ASSISTANT):
+    while end > 0 and not _entry(transcript.records[path[end - 1]]):
         end -= 1
     messages = _messages(transcript, path[:end])
     added: list[Message] = []
@@ -232,7 +254,8 @@ def claude_code(transcript: Transcript) -> Preview:
                 # The first message has no call before it to pair with.
                 text = ORPHANED if message is messages[0] else NO_CONTENT
                 message.parts = [_Part({"type": "text", "text": text}, -1, -1)]
-    if messages and messages[-1].role == "user":
+    ends_on_error = end > 0 and _is_api_error(transcript.records[path[end - 1]].obj)
+    if messages and messages[-1].role == "user" and not ends_on_error:
         messages.append(
             _Message("assistant", [_Part({"type": "text", "text": NO_RESPONSE}, -1, -1)])
         )
