@@ -164,7 +164,6 @@ class Outcome:
     valid: bool
     texts: int = 0
     texts_kept: int = 0
-    note: str = ""
 
 
 @dataclass

@@ -20,7 +20,7 @@ import pytest
 from tests.agents import npm
 from tests.agents.conftest import Figures, base_env
 from tests.agents.resume import PROMPT, Agent, Items, canonical, check_input
-from transcripts.core.model import Transcript
+from transcripts.core.model import Role, Transcript
 from transcripts.replay import Message, message_text
 
 pytestmark = pytest.mark.agents
@@ -127,7 +127,8 @@ def _file_items(
             continue
         if obj.get("type") == "system" and obj.get("subtype") == "local_command":
             _add(items, {"type": "text", "text": obj.get("content")})
-        if obj.get("type") not in ("user", "assistant") or not isinstance(obj.get("message"), dict):
+        # Lines that are not conversation (a failed request's note) are never sent.
+        if transcript.records[index].role == Role.META or not isinstance(obj.get("message"), dict):
             continue
         for j, block in enumerate(_blocks(obj["message"].get("content"))):
             if (index, j) not in dropped:

@@ -13,7 +13,7 @@ import pytest
 
 from transcripts import formats
 from transcripts.replay import Message, Preview, preview, request_messages
-from transcripts.replay.claude_code import ENDED, MISSING, NO_CONTENT, NO_RESPONSE
+from transcripts.replay.claude_code import ENDED, MISSING, NO_CONTENT, NO_RESPONSE, ORPHANED
 
 ROOT = Path(__file__).resolve().parents[2]
 SESSIONS = ROOT / "tests" / "agents" / "sessions"
@@ -107,6 +107,15 @@ def test_claude_code_without_uuids_sends_only_the_last_entry(tmp_path: Path) -> 
         Message("assistant", (NO_RESPONSE,)),
     ]
     assert len(shown.dropped) == 9
+
+
+def test_claude_code_opens_a_trimmed_file_on_its_orphaned_result() -> None:
+    shown = _preview(SESSIONS / "claude_code_trimmed_head.jsonl")
+    assert shown.messages[0] == Message("user", (ORPHANED,))
+    assert _drops(shown) == [
+        ("call", "toolu_01CCCCCCCCCCCCCCCCCCCCCC"),
+        ("result", "toolu_01AAAAAAAAAAAAAAAAAAAAAA"),
+    ]
 
 
 def test_codex_writes_aborted_for_an_unanswered_call() -> None:

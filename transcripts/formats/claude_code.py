@@ -28,6 +28,14 @@ _NAMESPACE = uuid.UUID("5b0f3a36-8f6e-4d3e-9a57-0d3a1f9b2c11")
 _NOT_CONTEXT = ("message", "requestId", "uuid", "parentUuid", "type", "timestamp", "toolUseResult")
 
 
+def _api_error(obj: dict[str, Any], message: Any) -> bool:
+    return (
+        obj.get("isApiErrorMessage") is True
+        and isinstance(message, dict)
+        and message.get("model") == "<synthetic>"
+    )
+
+
 class ClaudeCode(Format):
     id = "claude_code"
     label = "Claude Code JSONL"
@@ -74,6 +82,12 @@ class ClaudeCode(Format):
         record.timestamp = obj.get("timestamp") if isinstance(obj.get("timestamp"), str) else None
         record.sidechain = obj.get("isSidechain") is True
         message = obj.get("message")
+        if kind == "assistant" and _api_error(obj, message):
+            # Claude Code's note of a failed request: shown, never sent to the model.
+            record.role = Role.META
+            record.kind = "assistant/api_error"
+            record.text = preview(message.get("content"))
+            return
         if kind in ("user", "assistant") and isinstance(message, dict):
             record.role = Role.USER if kind == "user" else Role.ASSISTANT
             if kind == "assistant" and isinstance(message.get("id"), str):

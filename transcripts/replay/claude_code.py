@@ -8,6 +8,8 @@ followed by the new prompt. As observed against the real CLI:
 - a tool result whose entry is parented on its own `tool_use` line (parallel
   calls) is re-attached after its call's message, though the chain walk
   misses it (`core.branch.live_path` does the same);
+- the assistant line it writes for a failed request (`isApiErrorMessage`,
+  model `<synthetic>`) is not sent;
 - entries split from one API response (one `message.id`) join into one
   assistant message; consecutive user entries join into one user message,
   tool results first; a `local_command` system entry is user text;
@@ -18,14 +20,20 @@ followed by the new prompt. As observed against the real CLI:
   Code writes "[Tool result missing due to internal error]" in its place;
   when it is the last thing in the file, an interrupted result; otherwise it
   drops the call (and its message when nothing else is left);
-- a second `tool_use` with an id already used becomes "[Tool use interrupted]";
+- a second `tool_use` with an id already used is removed (an assistant
+  message left with nothing says "[Tool use interrupted]"); when the
+  conversation opens on tool results alone, its first message says "[Orphaned
+  tool result removed due to conversation resume]";
 - in a file whose entries carry no `uuid` at all, only the last entry is sent;
 - when the last user or assistant entry is a user one (a prompt or a tool
-  result), it adds an assistant "No response requested." after it (local
-  command output written after that entry follows it).
+  result; not when a failed request's line follows it), it adds an
+  assistant "No response requested." after it (local command output written
+  after that entry follows it).
 
-Source: the agent tier (`tests/agents/test_claude_code.py`) runs the real CLI
-on each shape above and checks this model against the request it sends.
+Source: the request the real CLI sends on each shape above (the agent tier,
+`tests/agents/test_claude_code.py`, checks this model against it), and the
+pairing repair (`ensureToolResultPairing`) in the JavaScript bundle the
+package ships.
 """
 
 from __future__ import annotations
@@ -34,14 +42,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from transcripts.core.branch import live_context
-from transcripts.core.model import Role, Transcript
+from transcripts.core.model import Record, Role, Transcript
 from transcripts.replay import Dropped, Message, Preview, check_request, register
 from transcripts.replay._request import request_messages
 
 NO_RESPONSE = "No response requested."
+SYNTHETIC_MODEL = "<synthetic>"
 NO_CONTENT = "(no content)"
 MISSING = "[Tool result missing due to internal error]"
 INTERRUPTED_CALL = "[Tool use interrupted]"
+REMOVED_CALL = "[Tool use removed]"
+ORPHANED = "[Orphaned tool result removed due to conversation resume]"
 ENDED = (
     "[Tool call interrupted: the session ended before this call's result was recorded, so its "
     "outcome is unknown. Check whether it took effect before relying on it or running it again.]"
@@ -81,6 +92,8 @@ def _messages(transcript: Transcript, path: list[int]) -> list[_Message]:
             continue
         kind = obj.get("type")
         message: dict[str, Any] = obj["message"] if isinstance(obj.get("message"), dict) else {}
+        if _is_api_error(obj):
+            continue
         if kind == "assistant":
             parts = [_Part(b, index, j) for j, b in enumerate(_blocks(message.get("content")))]
             last = out[-1] if out else None
@@ -106,8 +119,28 @@ def _messages(transcript: Transcript, path: list[int]) -> list[_Message]:
     return out
 
 
+def _entry(record: Record) -> bool:
+    """Return True for a user or assistant entry (a failed request's line counts)."""
+    return record.role in (Role.USER, Role.ASSISTANT) or _is_api_error(record.obj)
+
+
+def _is_api_error(obj: Any) -> bool:
+    """Return True for the assistant line Claude Code writes when a request failed."""
+    return (
+        isinstance(obj, dict)
+        and obj.get("type") == "assistant"
+        and obj.get("isApiErrorMessage") is True
+        and isinstance(obj.get("message"), dict)
+        and obj["message"].get("model") == SYNTHETIC_MODEL
+    )
+
+
 def _is_local_command(obj: dict[str, Any]) -> bool:
     return obj.get("type") == "system" and obj.get("subtype") == "local_command"
+
+
+def _thinking(part: _Part) -> bool:
+    return _is(part, "thinking") or _is(part, "redacted_thinking")
 
 
 def _is(part: _Part, kind: str) -> bool:
@@ -151,7 +184,7 @@ def claude_code(transcript: Transcript) -> Preview:
     # Local command output after the last user or assistant entry stays after
     # the "No response requested." that Claude Code puts after that entry.
     end = len(path)
-    while end > 0 and transcript.records[path[end - 1]].role not in (Role.USER, Role.ASSISTANT):
+    while end > 0 and not _entry(transcript.records[path[end - 1]]):
         end -= 1
     messages = _messages(transcript, path[:end])
     added: list[Message] = []
@@ -165,16 +198,18 @@ def claude_code(transcript: Transcript) -> Preview:
         if message.role != "assistant":
             continue
         kept: list[_Part] = []
-        for part in message.parts:
+        parts = message.parts
+        for j, part in enumerate(parts):
             call_id = str(part.block.get("id"))
             if _is(part, "tool_use") and call_id in seen_calls:
                 dropped.append(Dropped(part.record, "call", "tool_use id used twice", call_id))
-                kept.append(_Part({"type": "text", "text": INTERRUPTED_CALL}, part.record, -1))
+                if j and j + 1 < len(parts) and _thinking(parts[j - 1]) and _thinking(parts[j + 1]):
+                    kept.append(_Part({"type": "text", "text": REMOVED_CALL}, part.record, -1))
                 continue
             if _is(part, "tool_use"):
                 seen_calls.add(call_id)
             kept.append(part)
-        message.parts = kept
+        message.parts = kept or [_Part({"type": "text", "text": INTERRUPTED_CALL}, -1, -1)]
         calls = [str(p.block.get("id")) for p in kept if _is(p, "tool_use")]
         following = messages[k + 1] if k + 1 < len(messages) else None
         here = (
@@ -216,8 +251,11 @@ def claude_code(transcript: Transcript) -> Preview:
         if message.role == "user":
             message.parts.sort(key=lambda p: not _is(p, "tool_result"))
             if not message.parts:
-                message.parts = [_Part({"type": "text", "text": NO_CONTENT}, -1, -1)]
-    if messages and messages[-1].role == "user":
+                # The first message has no call before it to pair with.
+                text = ORPHANED if message is messages[0] else NO_CONTENT
+                message.parts = [_Part({"type": "text", "text": text}, -1, -1)]
+    ends_on_error = end > 0 and _is_api_error(transcript.records[path[end - 1]].obj)
+    if messages and messages[-1].role == "user" and not ends_on_error:
         messages.append(
             _Message("assistant", [_Part({"type": "text", "text": NO_RESPONSE}, -1, -1)])
         )
