@@ -374,8 +374,10 @@ def _relinked_faults(transcript: Transcript, turn: Turn, pairing: Pairing) -> li
     faults = []
     for call in turn.calls:
         res = pairing.answer.get(call)
-        written = records[res.record].relinked_from if res in pairing.in_place else None
-        if res is None or written is None:
+        if res is None or res not in pairing.in_place:
+            continue
+        written = records[res.record].relinked_from
+        if written is None:
             continue
         faults.append(
             Fault(
