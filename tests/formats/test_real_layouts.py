@@ -365,6 +365,38 @@ def test_an_openclaw_result_parented_on_its_call_id_is_relinked_in_the_file(poli
     assert all(r.relinked_from is None for r in load(result.repaired, filename).records)
 
 
+def test_parallel_results_parented_on_their_call_ids_are_chained_as_pi_writes_them() -> None:
+    """pi links parallel results one after another; two siblings would lose the first."""
+
+    def entry(uid: str, parent: str | None, message: dict[str, object]) -> str:
+        line = {"type": "message", "id": uid, "parentId": parent, "timestamp": "t"}
+        return json.dumps(dict(line, message=message), separators=(",", ":"))
+
+    def result(call_id: str, text: str) -> dict[str, object]:
+        content = [{"type": "text", "text": text}]
+        return {"role": "toolResult", "toolCallId": call_id, "toolName": "read", "content": content}
+
+    calls = [{"type": "toolCall", "id": i, "name": "read", "arguments": {}} for i in ("x1", "y1")]
+    lines = [
+        json.dumps({"type": "session", "version": 3, "id": "s", "cwd": "/w"}),
+        entry("u1", None, {"role": "user", "content": "read both"}),
+        entry("a1", "u1", {"role": "assistant", "content": calls, "stopReason": "toolUse"}),
+        entry("r1", "x1", result("x1", "X")),
+        entry("r2", "y1", result("y1", "Y")),
+        entry("a2", "r2", {"role": "assistant", "content": "both read", "stopReason": "stop"}),
+    ]
+    data = ("\n".join(lines) + "\n").encode()
+    analysis = analyze(data, "p.jsonl")
+    assert [(str(f.kind), f.record) for f in analysis.faults] == [
+        ("displaced_result", 3),
+        ("displaced_result", 4),
+    ]
+    assert analysis.repaired == data.replace(b'"parentId":"x1"', b'"parentId":"a1"').replace(
+        b'"parentId":"y1"', b'"parentId":"r1"'
+    )
+    assert not analyze(analysis.repaired, "p.jsonl").plan
+
+
 @pytest.mark.parametrize(
     ("name", "tool", "where"),
     [
