@@ -57,8 +57,7 @@ pytestmark = [
 
 SAMPLE = Path(__file__).resolve().parents[2] / "demo" / "samples" / "formats" / "openclaw.jsonl"
 # A toolResult whose parentId names the call's id, not the call's entry: OpenClaw
-# re-links it on import and sends the result; the repair drops it as orphaned,
-# and OpenClaw then sends a result of its own in its place.
+# re-links it on import and sends the result; the repair writes that link into the file.
 PARENT_IS_CALL_ID = Path(__file__).parent / "sessions" / "result-parent-is-call-id.jsonl"
 MODEL = "claude-sonnet-4-5"
 
@@ -127,15 +126,7 @@ def _contained(wanted: Items, sent: Items) -> list[str]:
 
 INPUTS = [
     pytest.param(SAMPLE, id="sample"),
-    pytest.param(
-        PARENT_IS_CALL_ID,
-        id="result-parent-is-call-id",
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="product bug: the repair drops as orphaned a result OpenClaw re-links and "
-            "sends; it should re-link its parentId to the call's entry instead (issue 12)",
-        ),
-    ),
+    pytest.param(PARENT_IS_CALL_ID, id="result-parent-is-call-id"),
 ]
 
 

@@ -53,7 +53,14 @@ EXPECTED = {
     "cline_interrupted/api_conversation_history.json": ("cline", []),
     "cline_native_text_results/api_conversation_history.json": ("cline", []),
     "openclaw_partial_json_completed.jsonl": ("openclaw", []),
-    "openclaw_result_parented_on_call_id.jsonl": ("openclaw", []),
+    # pi cuts its branch at a result whose parentId names the call's id (issue 12).
+    "openclaw_result_parented_on_call_id.jsonl": (
+        "openclaw",
+        [
+            ("displaced_result", "toolu_01Xy7Zw6Vu5Ts4Rq3Po2Nm1L", 4),
+            ("displaced_result", "toolu_01Kj9Hg8Fe7Dc6Ba5Zy4Xw3V", 6),
+        ],
+    ),
     "openclaw_partial_json_orphan.jsonl": (
         "openclaw",
         [("missing_result", "toolu_01Qw2Er3Ty4Ui5Op6As7Df8G", 3)],
@@ -285,8 +292,9 @@ def test_an_openclaw_result_parented_on_its_call_id_stays_on_the_branch() -> Non
     data, filename = _read("openclaw_result_parented_on_call_id.jsonl")
     transcript = load(data, filename)
     assert transcript.records[4].parent == "d4000001"
+    assert transcript.records[4].relinked_from == "toolu_01Xy7Zw6Vu5Ts4Rq3Po2Nm1L"
     assert live_context(transcript) == list(range(1, 8))
-    # A repair elsewhere writes the link the import would have made; the rest stays.
+    # A repair elsewhere also writes the links the import would have made; the rest stays.
     lines = data.decode().splitlines()
     lines.insert(
         8,
@@ -315,9 +323,78 @@ def test_an_openclaw_result_parented_on_its_call_id_stays_on_the_branch() -> Non
     faulty = ("\n".join(lines) + "\n").encode()
     result = analyze(faulty, filename)
     assert [(str(f.kind), f.tool_call_id) for f in result.faults] == [
-        ("missing_result", "toolu_01Late")
+        ("displaced_result", "toolu_01Xy7Zw6Vu5Ts4Rq3Po2Nm1L"),
+        ("displaced_result", "toolu_01Kj9Hg8Fe7Dc6Ba5Zy4Xw3V"),
+        ("missing_result", "toolu_01Late"),
     ]
-    assert result.repaired.splitlines()[:9] == faulty.splitlines()[:9]
+    relinked = (
+        faulty.replace(b'"parentId":"toolu_01Xy7Zw6Vu5Ts4Rq3Po2Nm1L"', b'"parentId":"d4000001"')
+        .replace(b'"parentId":"toolu_01Kj9Hg8Fe7Dc6Ba5Zy4Xw3V"', b'"parentId":"d4000003"')
+        .splitlines()
+    )
+    assert result.repaired.splitlines()[:9] == relinked[:9]
+
+
+@pytest.mark.parametrize("policy", sorted(PRESETS))
+def test_an_openclaw_result_parented_on_its_call_id_is_relinked_in_the_file(policy: str) -> None:
+    """pi walks `parentId` from the leaf and stops at the call's id: the repair writes the entry."""
+    data, filename = _read("openclaw_result_parented_on_call_id.jsonl")
+    result = analyze(data, filename, policy)
+    first = result.faults[0]
+    assert first.detail == (
+        "its parentId names the call's id toolu_01Xy7Zw6Vu5Ts4Rq3Po2Nm1L, not the entry "
+        "holding the call (record 3): pi's branch stops here and sends nothing before it"
+    )
+    # What pi's request, opening with that result, gets from Anthropic.
+    assert first.error.startswith(
+        "messages.0.content.0: unexpected `tool_use_id` found in `tool_result` blocks: "
+        "toolu_01Xy7Zw6Vu5Ts4Rq3Po2Nm1L."
+    )
+    assert [(str(op.kind), op.record, op.anchor) for op in result.plan.ops] == [
+        ("move_result", 4, 3),
+        ("move_result", 6, 5),
+    ]
+    # Only the two parentId values change, every other byte stays.
+    assert result.repaired == data.replace(
+        b'"parentId":"toolu_01Xy7Zw6Vu5Ts4Rq3Po2Nm1L"', b'"parentId":"d4000001"'
+    ).replace(b'"parentId":"toolu_01Kj9Hg8Fe7Dc6Ba5Zy4Xw3V"', b'"parentId":"d4000003"')
+    again = analyze(result.repaired, filename, policy)
+    assert again.faults == []
+    assert not again.plan
+    assert result.repaired_counts() == (again.record_count, {})
+    assert all(r.relinked_from is None for r in load(result.repaired, filename).records)
+
+
+def test_parallel_results_parented_on_their_call_ids_are_chained_as_pi_writes_them() -> None:
+    """pi links parallel results one after another; two siblings would lose the first."""
+
+    def entry(uid: str, parent: str | None, message: dict[str, object]) -> str:
+        line = {"type": "message", "id": uid, "parentId": parent, "timestamp": "t"}
+        return json.dumps(dict(line, message=message), separators=(",", ":"))
+
+    def result(call_id: str, text: str) -> dict[str, object]:
+        content = [{"type": "text", "text": text}]
+        return {"role": "toolResult", "toolCallId": call_id, "toolName": "read", "content": content}
+
+    calls = [{"type": "toolCall", "id": i, "name": "read", "arguments": {}} for i in ("x1", "y1")]
+    lines = [
+        json.dumps({"type": "session", "version": 3, "id": "s", "cwd": "/w"}),
+        entry("u1", None, {"role": "user", "content": "read both"}),
+        entry("a1", "u1", {"role": "assistant", "content": calls, "stopReason": "toolUse"}),
+        entry("r1", "x1", result("x1", "X")),
+        entry("r2", "y1", result("y1", "Y")),
+        entry("a2", "r2", {"role": "assistant", "content": "both read", "stopReason": "stop"}),
+    ]
+    data = ("\n".join(lines) + "\n").encode()
+    analysis = analyze(data, "p.jsonl")
+    assert [(str(f.kind), f.record) for f in analysis.faults] == [
+        ("displaced_result", 3),
+        ("displaced_result", 4),
+    ]
+    assert analysis.repaired == data.replace(b'"parentId":"x1"', b'"parentId":"a1"').replace(
+        b'"parentId":"y1"', b'"parentId":"r1"'
+    )
+    assert not analyze(analysis.repaired, "p.jsonl").plan
 
 
 @pytest.mark.parametrize(

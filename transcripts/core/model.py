@@ -131,6 +131,9 @@ class Record:
     conversation: superseded by a later write of the same message, or rewound.
     `leads` marks a record that must be followed by the item it produced (a
     Responses `reasoning` item): it goes when everything it leads goes.
+    `relinked_from` is the parent id as written when the reader re-linked the
+    record (`parent` then holds the entry it belongs under): a pi result whose
+    `parentId` names its call's tool call id rather than the call's entry.
     """
 
     index: int
@@ -154,6 +157,7 @@ class Record:
     interrupted: bool = False
     inactive: bool = False
     leads: bool = False
+    relinked_from: str | None = None
     error: str | None = None
     line: int = 0
     source: Any = None

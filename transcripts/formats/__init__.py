@@ -623,7 +623,10 @@ def _relink_path(
                     own = index if slot is None or slot.record is None else slot.record
                     record = records[own]
                     unchanged = not moved and (record.boundary or before == previous)
-                    if not unchanged and record.parent != previous_uid:
+                    # A link the reader mended is written out as mended (pi's own walk
+                    # would stop at the id the record was written with).
+                    written_parent = record.relinked_from or record.parent
+                    if not unchanged and written_parent != previous_uid:
                         parents[own] = previous_uid
             if slot is None or slot.record is not None:
                 written = index if slot is None or slot.record is None else slot.record

@@ -13,8 +13,11 @@ one that a result answers is kept whatever its arguments: the tool ran, and
 pi sends both. Only a call with unusable arguments and no result is malformed.
 A `toolResult` entry whose `parentId` names its call's tool call id instead
 of the call's entry is re-linked to that entry, as OpenClaw's session import
-re-links it (observed resuming such files, issue 12; pi alone would stop its
-branch there, session-manager.js `buildSessionContext`).
+re-links it (observed resuming such files, issue 12). pi alone stops its
+branch there (session-manager.js `buildSessionContext` walks `parentId` from the leaf
+and finds no entry of that id), so the record keeps the id it was written with
+in `relinked_from`: detect reports it as a displaced result and the repair
+writes the call's entry id into that `parentId`.
 """
 
 from __future__ import annotations
@@ -151,7 +154,9 @@ class OpenClaw(Format):
         answered: set[str] = set()
         for record in records:
             if record.parent is not None and record.parent not in uids:
-                record.parent = entry_of.get(record.parent, record.parent)
+                entry = entry_of.get(record.parent)
+                if entry is not None:
+                    record.relinked_from, record.parent = record.parent, entry
             answered.update(r.tool_call_id for r in record.results)
         for record in records:
             if any(c.problem and c.id in answered and _ARGS in c.problem for c in record.calls):
