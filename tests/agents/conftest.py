@@ -154,7 +154,7 @@ class Outcome:
     could not load the file at all (no conversation request). `valid` is the
     provider's verdict on the request; `texts`/`texts_kept` count the raw
     live branch's texts and results the repair was bound to keep, and how many
-    the request carried.
+    the request carried. `note` says what went wrong, for the report.
     """
 
     agent: str
@@ -164,6 +164,7 @@ class Outcome:
     valid: bool
     texts: int = 0
     texts_kept: int = 0
+    note: str = ""
 
 
 @dataclass

@@ -35,7 +35,7 @@ def test_a_viewers_token_reads(viewer_api, session):
     assert viewer_api.get("/api/sessions").json()["count"] == 1
     assert viewer_api.get(f"/api/sessions/{session.pk}/faults").status_code == 200
     content = viewer_api.get(f"/api/sessions/{session.pk}/revisions/0/content")
-    assert content.content == session.head.read()
+    assert b"".join(content.streaming_content) == session.head.read()
 
 
 def test_a_viewers_token_writes_nothing(viewer_api, session):

@@ -82,7 +82,7 @@ def test_it_keeps_an_unreadable_file_and_shows_why(alice_client, workspace):
 
     raw = alice_client.get(reverse("transcripts:download_revision", args=[session.pk, 0]))
     assert raw.status_code == 200
-    assert raw.content == data
+    assert b"".join(raw.streaming_content) == data
 
 
 def test_it_refuses_a_workspace_the_user_is_not_in(alice_client, other_workspace):
