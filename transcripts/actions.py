@@ -631,13 +631,17 @@ def do_fan_out_job(job_id: int) -> list[list[int]]:
     """Mark job `job_id` running and return its unfinished item ids in chunks.
 
     Chunks hold `settings.JOB_CHUNK_SIZE` items. A job with nothing left to
-    do is finished here. Raises Job.DoesNotExist while the job is not committed.
+    do is finished here. Raises Job.DoesNotExist while the job is not
+    committed (also when its commit came between this call's two statements).
     """
     with transaction.atomic(durable=True):
         Job.objects.filter(pk=job_id, status=Job.Status.QUEUED).update(
             status=Job.Status.RUNNING, started_at=timezone.now()
         )
         job = Job.objects.get(pk=job_id)
+    if job.status == Job.Status.QUEUED:
+        # Committed between the UPDATE (which did not see it) and the read: as if not yet.
+        raise Job.DoesNotExist(f"job {job_id} was committed while its kickoff ran")
     if job.status != Job.Status.RUNNING:
         return []
     ids = list(job.items.filter(status__in=UNFINISHED).order_by("pk").values_list("pk", flat=True))

@@ -114,9 +114,16 @@ def test_a_chunk_that_dies_on_a_database_error_is_retried_after_the_lease(
     good, poisoned = sessions
     settings.JOB_CLAIM_LEASE = 1
     _refuse_audit_of(POISON, errcode="57014", once=True)
-    job = actions.do_start_job(workspace, [*good, poisoned], policy="synthesize", acting_user=alice)
-
-    job = wait_for_job(job, timeout=60)
+    try:
+        job = actions.do_start_job(
+            workspace, [*good, poisoned], policy="synthesize", acting_user=alice
+        )
+        job = wait_for_job(job, timeout=60)
+    finally:
+        # Committed (a transactional test): gone before the next test.
+        _accept_again()
+        with connection.cursor() as cursor:
+            cursor.execute("DROP FUNCTION pairfix_refuse(); DROP SEQUENCE pairfix_refusals")
 
     assert (job.done, job.failed) == (len(good) + 1, 0)
     assert set(job.items.values_list("status", flat=True)) == {"repaired"}

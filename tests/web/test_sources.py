@@ -108,3 +108,29 @@ def test_the_list_filters_by_source_and_live(alice_client, alice, workspace, roo
     assert "synced.jsonl" in live and "uploaded.jsonl" not in live
     not_live = alice_client.get("/", {"live": "no"}).content.decode()
     assert "synced.jsonl" not in not_live and "uploaded.jsonl" in not_live
+
+
+def test_a_site_admin_grants_a_folder_on_the_workspaces_admin_page(
+    client, django_user_model, workspace, tmp_path, settings
+):
+    settings.SYNC_ROOTS = [tmp_path.resolve()]
+    (tmp_path / "alpha").mkdir()
+    admin = django_user_model.objects.create_superuser("site", password="site-password")
+    client.force_login(admin)
+    url = f"/admin/transcripts/workspace/{workspace.pk}/change/"
+    form = {
+        "name": workspace.name,
+        "memberships-TOTAL_FORMS": "0",
+        "memberships-INITIAL_FORMS": "0",
+        "sync_grants-TOTAL_FORMS": "1",
+        "sync_grants-INITIAL_FORMS": "0",
+    }
+
+    refused = client.post(url, {**form, "sync_grants-0-path": "/etc"})
+    assert refused.status_code == 200
+    assert "not under an allowed sync root" in refused.content.decode()
+
+    granted = client.post(url, {**form, "sync_grants-0-path": str(tmp_path / "alpha" / ".")})
+    assert granted.status_code == 302
+    grant = workspace.sync_grants.get()
+    assert (grant.path, grant.granted_by) == (str((tmp_path / "alpha").resolve()), admin)
