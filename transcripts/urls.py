@@ -9,6 +9,7 @@ urlpatterns = [
     path("overview/", views.overview_page, name="overview"),
     path("sessions/upload/", views.upload, name="upload"),
     path("sessions/<int:pk>/", views.session_detail, name="session_detail"),
+    path("sessions/<int:pk>/compare/", views.session_compare, name="session_compare"),
     path("sessions/<int:pk>/rows/", views.session_rows, name="session_rows"),
     path("sessions/<int:pk>/records/<int:index>/", views.record_detail, name="record_detail"),
     path(

@@ -35,7 +35,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRefresh, push_url
 
-from transcripts import actions, overview, sync, timeline
+from transcripts import actions, compare, overview, sync, timeline
 from transcripts.engine import PRESETS
 from transcripts.formats import FORMATS
 from transcripts.forms import (
@@ -269,6 +269,7 @@ def session_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "policy_description": PRESETS[policy].description,
         "timeline": tl,
         "revisions": session.revisions.select_related("created_by").order_by("number"),
+        "can_edit": Membership.has_role(request.user, session.workspace_id, Membership.Role.EDITOR),
     }
     if tl.status == Timeline.Status.READY and not tl.error:
         window = _window(tl, filters, data)
@@ -836,3 +837,48 @@ def revoke_api_token(request: HttpRequest, pk: int) -> HttpResponse:
     else:
         messages.error(request, f"Token “{token.name}” was already revoked.")
     return redirect("transcripts:api_tokens")
+
+
+# The session page's own actions and views: compare revisions, repair this session.
+
+
+def _revision_number(request: HttpRequest, name: str, default: int) -> int | None:
+    value = request.GET.get(name, "")
+    if value == "":
+        return default
+    return int(value) if value.isdigit() else None
+
+
+@login_required
+@require_GET
+def session_compare(request: HttpRequest, pk: int) -> HttpResponse:
+    """Show revision `a` (default 0, the upload) beside revision `b` (default the head).
+
+    Runs of unchanged records collapse into one line unless `full=1`.
+    """
+    session = _session(request, pk)
+    assert session.head is not None
+    a = _revision_number(request, "a", 0)
+    b = _revision_number(request, "b", session.head.number)
+    revisions = {r.number: r for r in session.revisions.all()}
+    if a not in revisions or b not in revisions:
+        context = {
+            "title": "No such revision",
+            "message": (
+                f"{session.name} has revisions {', '.join(str(n) for n in sorted(revisions))}: "
+                "choose two of them."
+            ),
+            "back_url": session.get_absolute_url(),
+            "back_label": f"Back to {session.name}",
+        }
+        return render(request, "transcripts/bad_request.html", context, status=400)
+    full = request.GET.get("full") == "1"
+    context = {
+        "session": session,
+        "comparison": compare.compare(session, revisions[a], revisions[b], full=full),
+        "revisions": sorted(revisions.values(), key=lambda r: r.number),
+        "a": a,
+        "b": b,
+        "full": full,
+    }
+    return render(request, "transcripts/session_compare.html", context)
