@@ -749,6 +749,9 @@ class Timeline(models.Model):
     row_count = models.PositiveIntegerField(default=0)
     fault_counts = models.JSONField(default=dict, blank=True)
     op_count = models.PositiveIntegerField(default=0)
+    # What the last compaction hid (see transcripts.core.compaction): its record,
+    # how many records are not sent, and the faults they would have; {} if none.
+    compaction = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True, help_text="Why the file could not be read.")
     created_at = models.DateTimeField(auto_now_add=True)
     used_at = models.DateTimeField(default=timezone.now)

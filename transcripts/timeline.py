@@ -33,8 +33,9 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from transcripts.core.align import Cell, Row, RowStatus
+from transcripts.core.compaction import Compacted, before_compaction
 from transcripts.core.model import OpKind, Record
-from transcripts.engine import ENGINE_VERSION, Analysis, FileSource, analyze
+from transcripts.engine import ENGINE_VERSION, Analysis, FileSource, analyze, count_faults
 from transcripts.formats.display import Shown, ShownKind, read_record, timestamp
 from transcripts.models import Revision, Session, Timeline, TimelineRow, blob_name
 
@@ -113,7 +114,10 @@ def do_build_timeline(timeline_id: int) -> bool:
     try:
         with _open_source(timeline.revision) as data:
             analysis = _analyze(timeline, data)
-            rows = list(_rows(analysis)) if analysis.error is None else []
+            compacted = (
+                before_compaction(analysis.transcript) if analysis.transcript is not None else None
+            )
+            rows = list(_rows(analysis, compacted)) if analysis.error is None else []
     except Exception as exc:  # an engine bug shows on the page instead of a build retried forever
         Timeline.objects.filter(pk=timeline_id, claim=token).update(
             status=Timeline.Status.FAILED, error=f"{type(exc).__name__}: {exc}"
@@ -129,6 +133,7 @@ def do_build_timeline(timeline_id: int) -> bool:
             row_count=len(rows),
             fault_counts=analysis.fault_counts,
             op_count=len(analysis.plan.ops),
+            compaction=_compaction_summary(compacted, rows),
             error=analysis.error or "",
             used_at=now,
         ):
@@ -254,15 +259,57 @@ def _cell(cell: Cell) -> dict[str, Any]:
     }
 
 
-def _rows(analysis: Analysis) -> Iterator[tuple[Any, ...]]:
-    """Yield the rows of `analysis`'s side-by-side view in order, as values of `_COLUMNS`."""
+def _rows(analysis: Analysis, compacted: Compacted | None = None) -> Iterator[tuple[Any, ...]]:
+    """Yield the rows of `analysis`'s side-by-side view in order, as values of `_COLUMNS`.
+
+    With `compacted`, a row whose raw record the runtime no longer sends
+    carries the compaction's record index (`nc`) and the faults that record
+    would have if it were sent (`w`).
+    """
     assert analysis.transcript is not None
     records = analysis.transcript.records
+    hidden: set[int] = set(compacted.hidden) if compacted is not None else set()
+    would_be: dict[int, list[dict[str, str]]] = {}
+    for fault in compacted.faults if compacted is not None else ():
+        would_be.setdefault(fault.record, []).append(
+            {"k": str(fault.kind), "id": fault.tool_call_id or "", "d": fault.detail}
+        )
     for position, row in enumerate(analysis.rows):
-        yield _row(position, row, records)
+        extra: dict[str, Any] = {}
+        index = row.left.index if row.left is not None else None
+        if compacted is not None and index in hidden:
+            extra = {"nc": compacted.boundary, "w": would_be.get(index, [])}
+        yield _row(position, row, records, extra)
 
 
-def _row(position: int, row: Row, records: list[Record]) -> tuple[Any, ...]:
+def _compaction_summary(compacted: Compacted | None, rows: list[tuple[Any, ...]]) -> dict[str, Any]:
+    """Return what the timeline keeps of `compacted`: boundary, counts, the first faults listed."""
+    if compacted is None:
+        return {}
+    position = {row[2]: row[0] for row in rows if row[3]}  # raw record -> its row
+    faults = [
+        {
+            "kind": str(f.kind),
+            "tool_call_id": f.tool_call_id or "",
+            "detail": f.detail,
+            "record": f.record,
+            "position": position.get(f.record, 0),
+        }
+        for f in compacted.faults[:FAULTS_LISTED]
+    ]
+    counts = count_faults(Counter(str(f.kind) for f in compacted.faults))
+    return {
+        "record": compacted.boundary,
+        "hidden": len(compacted.hidden),
+        "fault_total": len(compacted.faults),
+        "fault_counts": counts,
+        "faults": faults,
+    }
+
+
+def _row(
+    position: int, row: Row, records: list[Record], extra: dict[str, Any] | None = None
+) -> tuple[Any, ...]:
     status = row.status
     data: dict[str, Any] = {
         "l": _cell(row.left) if row.left is not None else None,
@@ -274,6 +321,7 @@ def _row(position: int, row: Row, records: list[Record]) -> tuple[Any, ...]:
         "o": [
             {"k": str(op.kind), "p": op.policy_row, "id": op.tool_call_id or ""} for op in row.ops
         ],
+        **(extra or {}),
     }
     index = row.left.index if row.left is not None else None
     raw = index is not None
@@ -382,6 +430,10 @@ class ShownRow:
     faults: list[dict[str, str]]
     ops: list[dict[str, str]]
     moved_from: int | None = None
+    # The record of the compaction the row's raw record lies before (not sent), and
+    # the faults it would have if it were sent.
+    not_sent: int | None = None
+    would_be: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def anchor(self) -> str:
@@ -631,6 +683,8 @@ def _shown_row(row: TimelineRow, read: tuple[list[Shown], str] | None) -> ShownR
         faults=data["f"],
         ops=data["o"],
         moved_from=data.get("m"),
+        not_sent=data.get("nc"),
+        would_be=data.get("w", []),
     )
 
 
