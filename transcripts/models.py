@@ -752,6 +752,9 @@ class Timeline(models.Model):
     # What the last compaction hid (see transcripts.core.compaction): its record,
     # how many records are not sent, and the faults they would have; {} if none.
     compaction = models.JSONField(default=dict, blank=True)
+    # The provider's verdict on the revision as it is ("raw") and repaired under the
+    # policy ("repaired"): see transcripts.verdict.Verdict.as_dict; {} if unreadable.
+    verdict = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True, help_text="Why the file could not be read.")
     created_at = models.DateTimeField(auto_now_add=True)
     used_at = models.DateTimeField(default=timezone.now)

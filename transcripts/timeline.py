@@ -38,6 +38,7 @@ from transcripts.core.model import OpKind, Record
 from transcripts.engine import ENGINE_VERSION, Analysis, FileSource, analyze, count_faults
 from transcripts.formats.display import Shown, ShownKind, read_record, timestamp
 from transcripts.models import Revision, Session, Timeline, TimelineRow, blob_name
+from transcripts.verdict import Verdict, verdicts
 
 WINDOW_ROWS = 100
 # Rows shown above a row jumped to, so that it is seen in its context.
@@ -118,6 +119,7 @@ def do_build_timeline(timeline_id: int) -> bool:
                 before_compaction(analysis.transcript) if analysis.transcript is not None else None
             )
             rows = list(_rows(analysis, compacted)) if analysis.error is None else []
+            before, after = verdicts(analysis)
     except Exception as exc:  # an engine bug shows on the page instead of a build retried forever
         Timeline.objects.filter(pk=timeline_id, claim=token).update(
             status=Timeline.Status.FAILED, error=f"{type(exc).__name__}: {exc}"
@@ -134,6 +136,11 @@ def do_build_timeline(timeline_id: int) -> bool:
             fault_counts=analysis.fault_counts,
             op_count=len(analysis.plan.ops),
             compaction=_compaction_summary(compacted, rows),
+            verdict={
+                name: verdict.as_dict()
+                for name, verdict in (("raw", before), ("repaired", after))
+                if verdict is not None
+            },
             error=analysis.error or "",
             used_at=now,
         ):
@@ -692,3 +699,9 @@ def _inserted_text(item: dict[str, Any]) -> str:
     if item.get("from") is not None:
         return f"(moved here from record #{item['from']})"
     return str(item["t"])
+
+
+def timeline_verdicts(timeline: Timeline) -> tuple[Verdict | None, Verdict | None]:
+    """Return the provider's verdicts the build stored: (revision as it is, repaired)."""
+    stored = timeline.verdict or {}
+    return Verdict.from_dict(stored.get("raw")), Verdict.from_dict(stored.get("repaired"))

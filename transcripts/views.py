@@ -36,7 +36,7 @@ from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRefresh, push_url
 
 from transcripts import actions, compare, overview, sync, timeline
-from transcripts.engine import PRESETS
+from transcripts.engine import PRESETS, analyze
 from transcripts.formats import FORMATS
 from transcripts.forms import (
     ApiTokenForm,
@@ -64,6 +64,7 @@ from transcripts.models import (
     Workspace,
 )
 from transcripts.uploads import Limits, LimitUploadHandler
+from transcripts.verdict import Verdict, verdicts
 
 logger = structlog.get_logger(__name__)
 
@@ -270,8 +271,14 @@ def session_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "timeline": tl,
         "revisions": session.revisions.select_related("created_by").order_by("number"),
         "can_edit": Membership.has_role(request.user, session.workspace_id, Membership.Role.EDITOR),
+        "policy_options": [(value, label, None) for value, label in policy_choices()],
     }
     if tl.status == Timeline.Status.READY and not tl.error:
+        context["raw_verdict"], context["verdict"] = timeline.timeline_verdicts(tl)
+        known = _policy_verdicts(session, tl)
+        context["policy_options"] = [
+            (value, label, known.get(value)) for value, label in policy_choices()
+        ]
         window = _window(tl, filters, data)
         if window is None:
             context["not_found"] = (
@@ -290,6 +297,36 @@ def session_detail(request: HttpRequest, pk: int) -> HttpResponse:
         # The address of the view alone: no empty fields, no place in the timeline.
         push_url(response, f"{session.get_absolute_url()}?{form.view_query()}")
     return response
+
+
+def _policy_verdicts(session: Session, shown: Timeline) -> dict[str, Verdict]:
+    """Return {policy: the provider's verdict on the head repaired under it}, as far as known.
+
+    Known from each policy's built timeline of the head; for a head small
+    enough to read during a request, the others are worked out now.
+    """
+    assert session.head is not None
+    found: dict[str, Verdict] = {}
+    built = Timeline.objects.filter(
+        revision=session.head,
+        read_as=shown.read_as,
+        live=shown.live,
+        engine_version=shown.engine_version,
+        status=Timeline.Status.READY,
+    )
+    for tl in built:
+        _, after = timeline.timeline_verdicts(tl)
+        if after is not None:
+            found[tl.policy] = after
+    missing = [name for name in PRESETS if name not in found]
+    if missing and session.head.size <= settings.TIMELINE_INLINE_BYTES:
+        data = session.head.read()
+        own = shown.read_as or (session.format if session.format != "unknown" else None)
+        for name in missing:
+            _, after = verdicts(analyze(data, session.name, name, format=own or None))
+            if after is not None:
+                found[name] = after
+    return found
 
 
 @login_required
@@ -409,6 +446,18 @@ def download_repaired(request: HttpRequest, pk: int) -> HttpResponse:
         format=form.cleaned_data["format"] or None,
         last_write=session.last_write,
     )
+    _, after = verdicts(analysis)
+    if after is not None and not after.valid and request.GET.get("confirm") != "1":
+        # Asked before the download, not after the agent fails on it.
+        query = request.GET.copy()
+        query["confirm"] = "1"
+        context = {
+            "session": session,
+            "policy": form.cleaned_data["policy"],
+            "verdict": after,
+            "download_url": f"{request.path}?{query.urlencode()}",
+        }
+        return render(request, "transcripts/download_warning.html", context)
     return _attachment(analysis.repaired, session.name)
 
 
