@@ -515,18 +515,39 @@ def do_start_repair_from_dry_run(
         )
 
 
+def rollback_blocker(job: Job) -> str:
+    """Return why `job` cannot be rolled back ("" when it can), as a sentence for people.
+
+    Only a finished repair job that repaired a session and was not rolled back
+    already (by a rollback not cancelled) can be.
+    """
+    if job.kind != Job.Kind.REPAIR or not job.is_finished:
+        return "Only a finished repair job can be rolled back."
+    if not job.items.filter(status=JobItem.Status.REPAIRED).exists():
+        return f"Job {job.pk} repaired no session: there is nothing to roll back."
+    earlier = (
+        Job.objects.filter(source_job=job, kind=Job.Kind.ROLLBACK)
+        .exclude(status=Job.Status.CANCELLED)
+        .first()
+    )
+    if earlier is not None:
+        return f"Job {job.pk} was rolled back already, by job {earlier.pk}."
+    return ""
+
+
 def do_start_rollback_job(job: Job, *, acting_user: Any, api_token: ApiToken | None = None) -> Job:
     """Start undoing the repair job `job`: each session it repaired gets its previous bytes back.
 
     The rollback's fence is the revision `job` wrote: a session changed
     since is reported (`fence_lost`), never overwritten. Raises
-    JobStateError unless `job` is a finished repair that repaired a session.
+    JobStateError when `rollback_blocker` names a reason.
     """
-    if job.kind != Job.Kind.REPAIR or not job.is_finished:
-        raise JobStateError("Only a finished repair job can be rolled back.")
-    if not job.items.filter(status=JobItem.Status.REPAIRED).exists():
-        raise JobStateError(f"Job {job.pk} repaired no session: there is nothing to roll back.")
     with transaction.atomic(durable=True):
+        # Locked, so two clicks at once cannot both start a rollback.
+        Job.objects.select_for_update().filter(pk=job.pk).first()
+        blocker = rollback_blocker(job)
+        if blocker:
+            raise JobStateError(blocker)
         rows = job.items.filter(status=JobItem.Status.REPAIRED).values_list(
             "session_id", "revision_id"
         )

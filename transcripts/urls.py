@@ -23,6 +23,7 @@ urlpatterns = [
     path("jobs/<int:pk>/cancel/", views.cancel_job, name="cancel_job"),
     path("jobs/<int:pk>/retry/", views.retry_job, name="retry_job"),
     path("jobs/<int:pk>/rollback/", views.rollback_job, name="rollback_job"),
+    path("jobs/<int:pk>/rollback/confirm/", views.confirm_rollback, name="confirm_rollback"),
     path("jobs/<int:pk>/apply/", views.apply_dry_run, name="apply_dry_run"),
     path("jobs/<int:pk>/archive/", views.download_archive, name="download_archive"),
     path("workspaces/", views.workspace_list, name="workspace_list"),
@@ -37,4 +38,9 @@ urlpatterns = [
     path("tokens/", views.api_tokens, name="api_tokens"),
     path("tokens/new/", views.create_api_token, name="create_api_token"),
     path("tokens/<int:pk>/revoke/", views.revoke_api_token, name="revoke_api_token"),
+    path(
+        "tokens/<int:pk>/revoke/confirm/",
+        views.confirm_revoke_api_token,
+        name="confirm_revoke_api_token",
+    ),
 ]

@@ -29,6 +29,7 @@ from django.http import (
     StreamingHttpResponse,
 )
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils.http import content_disposition_header
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_POST
@@ -531,6 +532,9 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "audit": job.audit.select_related("session", "revision_from", "revision_to")[:AUDIT_SHOWN],
         "audit_count": job.audit.count(),
         "rollbacks": Job.objects.filter(source_job=job, kind=Job.Kind.ROLLBACK),
+        "rolled_back": Job.objects.filter(source_job=job, kind=Job.Kind.ROLLBACK)
+        .exclude(status=Job.Status.CANCELLED)
+        .exists(),
         "applied": Job.objects.filter(source_job=job, kind=Job.Kind.REPAIR).first(),
         "repaired": items.filter(status=JobItem.Status.REPAIRED).exists(),
     }
@@ -931,3 +935,61 @@ def session_compare(request: HttpRequest, pk: int) -> HttpResponse:
         "full": full,
     }
     return render(request, "transcripts/session_compare.html", context)
+
+
+# Questions asked before what cannot be undone: a page of its own (no script),
+# whose form posts to the action's view.
+
+
+def _confirm(request: HttpRequest, **context: Any) -> HttpResponse:
+    return render(request, "transcripts/confirm.html", context)
+
+
+@login_required
+@require_GET
+def confirm_rollback(request: HttpRequest, pk: int) -> HttpResponse:
+    """Ask before rolling a repair job back; say why not when it cannot be."""
+    job = _job_for(request, pk, Membership.Role.EDITOR)
+    blocker = actions.rollback_blocker(job)
+    if blocker:
+        messages.error(request, blocker)
+        return redirect(job)
+    repaired = job.items.filter(status=JobItem.Status.REPAIRED).count()
+    return _confirm(
+        request,
+        title=f"Roll back job {job.pk}?",
+        consequences=[
+            f"Each of the {repaired} session{'s' if repaired != 1 else ''} job {job.pk} repaired "
+            "gets the bytes it had before as a new head revision. A session changed since "
+            "is left as it is and reported.",
+            "A job can be rolled back once: the rollback itself cannot be rolled back.",
+        ],
+        question=f"Roll back job {job.pk}?",
+        button="Roll back",
+        action=reverse("transcripts:rollback_job", args=[job.pk]),
+        cancel_url=job.get_absolute_url(),
+    )
+
+
+@login_required
+@require_GET
+def confirm_revoke_api_token(request: HttpRequest, pk: int) -> HttpResponse:
+    """Ask before revoking an API token."""
+    token = get_object_or_404(ApiToken.objects.for_user(request.user), pk=pk)
+    if not Membership.has_role(request.user, token.workspace_id, Membership.Role.ADMIN):
+        raise PermissionDenied
+    if not token.is_active:
+        messages.error(request, f"Token “{token.name}” was already revoked.")
+        return redirect("transcripts:api_tokens")
+    return _confirm(
+        request,
+        title=f"Revoke the token “{token.name}”?",
+        consequences=[
+            f"Every client that uses {token.prefix}… is refused from the moment it is revoked. "
+            "A revoked token cannot be turned on again: a new one has a new secret.",
+        ],
+        question=f"Revoke “{token.name}”?",
+        button="Revoke",
+        action=reverse("transcripts:revoke_api_token", args=[token.pk]),
+        cancel_url=reverse("transcripts:api_tokens"),
+    )
