@@ -40,7 +40,8 @@ from django.conf import settings
 from django.core.files import File
 from django.core.files.storage import default_storage
 from django.db import DatabaseError, IntegrityError, transaction
-from django.db.models import F, Q, QuerySet
+from django.db.models import F, Q, QuerySet, Value
+from django.db.models.functions import Greatest
 from django.utils import timezone
 from kombu.exceptions import OperationalError
 from kombu.utils.url import maybe_sanitize_url
@@ -601,7 +602,11 @@ def do_retry_failed_items(job: Job, *, acting_user: Any) -> int:
         retried = JobItem.objects.filter(job=job, status=JobItem.Status.FAILED).update(
             status=JobItem.Status.QUEUED, error="", claim=None, claimed_at=None
         )
-        Job.objects.filter(pk=job.pk).update(failed=F("failed") - retried)
+        Job.objects.filter(pk=job.pk).update(
+            failed=F("failed") - retried,
+            # A job from before the counter has none: never below zero.
+            processed=Greatest(F("processed") - retried, Value(0)),
+        )
         send_task(start_job, job.pk)
     return retried
 
@@ -729,6 +734,8 @@ def _run_claimed(job: Job, claim: uuid.UUID, items: list[JobItem]) -> list[int]:
         except Exception as exc:  # an engine or storage error must fail one item, not the job
             error = f"{type(exc).__name__}: {exc}"
             outcomes.append(Outcome(item, JobItem.Status.FAILED, {"error": error}))
+        # Counted now, not when the chunk is written: the bar moves a session at a time.
+        Job.objects.filter(pk=job.pk).update(processed=F("processed") + 1)
     alone: list[Outcome] = []
     together: list[Outcome] = []
     for outcome in outcomes:

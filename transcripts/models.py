@@ -423,6 +423,11 @@ class Job(models.Model):
         default=0, help_text="Items skipped because their session has pending results."
     )
     cancelled = models.PositiveIntegerField(default=0, help_text="Items the job never got to.")
+    # Counted as each item is processed, before its chunk is written: what the
+    # progress bar shows between two chunk writes.
+    processed = models.PositiveIntegerField(
+        default=0, help_text="Items processed so far, written or not yet."
+    )
     archive = models.CharField(
         max_length=255, blank=True, help_text="Storage name of an export's zip archive."
     )
@@ -463,19 +468,28 @@ class Job(models.Model):
         end = self.finished_at or now or timezone.now()
         return (end - self.started_at).total_seconds()
 
+    @property
+    def progress(self) -> int:
+        """Return how many items are processed: finished, or done and waiting for their chunk."""
+        return max(self.finished_items, min(self.processed, self.total))
+
     def rate(self, now: datetime | None = None) -> float | None:
-        """Return the items finished per second since the job started, None before any."""
+        """Return the items processed per second since the job started, None before any."""
         seconds = self.elapsed(now)
-        if not seconds or seconds < 0 or not self.finished_items:
+        if not seconds or seconds < 0 or not self.progress:
             return None
-        return self.finished_items / seconds
+        return self.progress / seconds
 
     def seconds_left(self, now: datetime | None = None) -> float | None:
-        """Return the estimated seconds until every item is finished, at the current rate."""
+        """Return the estimated seconds until every item is processed, at the current rate.
+
+        None once every item is processed (what is left, such as an export's
+        archive, is not paced by items) and when the job is finished.
+        """
         rate = self.rate(now)
-        if rate is None or self.is_finished:
+        if rate is None or self.is_finished or self.progress >= self.total:
             return None
-        return (self.total - self.finished_items) / rate
+        return (self.total - self.progress) / rate
 
 
 class JobItem(models.Model):
@@ -755,6 +769,8 @@ class Timeline(models.Model):
     # The provider's verdict on the revision as it is ("raw") and repaired under the
     # policy ("repaired"): see transcripts.verdict.Verdict.as_dict; {} if unreadable.
     verdict = models.JSONField(default=dict, blank=True)
+    # How far a build has got (BUILD_STAGES of transcripts.timeline): 0 before it starts.
+    stage = models.PositiveSmallIntegerField(default=0)
     error = models.TextField(blank=True, help_text="Why the file could not be read.")
     created_at = models.DateTimeField(auto_now_add=True)
     used_at = models.DateTimeField(default=timezone.now)

@@ -50,6 +50,13 @@ MAX_RECORD = 64 << 20
 # Timelines kept per session head (policies × formats × live); the least recently used go first.
 KEPT_PER_SESSION = 6
 BUILD_BATCH = 2000
+# What a build does, in order; Timeline.stage is the number (1-based) of the one under way.
+BUILD_STAGES = (
+    "reading the file and finding its faults",
+    "lining up the raw and repaired rows",
+    "checking the repaired file as the provider would",
+    "storing the rows",
+)
 
 
 # Building.
@@ -112,14 +119,23 @@ def do_build_timeline(timeline_id: int) -> bool:
     ):
         return False
     timeline = Timeline.objects.select_related("revision__session").get(pk=timeline_id)
+
+    def stage(number: int) -> None:
+        # Committed at once (no transaction is open): the page polling for the build shows it.
+        Timeline.objects.filter(pk=timeline_id, claim=token).update(stage=number)
+
     try:
         with _open_source(timeline.revision) as data:
+            stage(1)
             analysis = _analyze(timeline, data)
+            stage(2)
             compacted = (
                 before_compaction(analysis.transcript) if analysis.transcript is not None else None
             )
             rows = list(_rows(analysis, compacted)) if analysis.error is None else []
+            stage(3)
             before, after = verdicts(analysis)
+        stage(4)
     except Exception as exc:  # an engine bug shows on the page instead of a build retried forever
         Timeline.objects.filter(pk=timeline_id, claim=token).update(
             status=Timeline.Status.FAILED, error=f"{type(exc).__name__}: {exc}"

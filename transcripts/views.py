@@ -274,6 +274,17 @@ def session_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "can_edit": Membership.has_role(request.user, session.workspace_id, Membership.Role.EDITOR),
         "policy_options": [(value, label, None) for value, label in policy_choices()],
     }
+    if tl.status in (Timeline.Status.QUEUED, Timeline.Status.BUILDING):
+        stages = timeline.BUILD_STAGES
+        context["build"] = {
+            "steps": len(stages),
+            "done": max(tl.stage - 1, 0),
+            "text": (
+                f"step {tl.stage} of {len(stages)}: {stages[tl.stage - 1]}"
+                if tl.stage
+                else "waiting for a worker to start"
+            ),
+        }
     if tl.status == Timeline.Status.READY and not tl.error:
         context["raw_verdict"], context["verdict"] = timeline.timeline_verdicts(tl)
         known = _policy_verdicts(session, tl)

@@ -34,9 +34,73 @@ function enableDropzone(form) {
   });
 }
 
-document.addEventListener("DOMContentLoaded", () => {
-  document.querySelectorAll("form[data-dropzone]").forEach(enableDropzone);
-});
+function humanSize(bytes) {
+  const units = ["bytes", "KB", "MB", "GB"];
+  let value = bytes;
+  let unit = 0;
+  while (value >= 1000 && unit < units.length - 1) {
+    value /= 1000;
+    unit += 1;
+  }
+  return `${unit ? value.toFixed(1) : value} ${units[unit]}`;
+}
+
+// Send the upload form by XMLHttpRequest to show how much is sent; the page it
+// answers with (the session, the list, or the form with its errors) then
+// replaces this one, as a plain submit would.
+function enableUploadProgress(form) {
+  const bar = form.querySelector("progress.upload-progress");
+  const note = form.querySelector(".upload-status");
+  if (!bar || !note || !window.FormData || !window.DOMParser) {
+    return;
+  }
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const xhr = new XMLHttpRequest();
+    xhr.open("POST", form.action);
+    bar.hidden = false;
+    bar.removeAttribute("value");
+    note.textContent = "Starting the upload…";
+    xhr.upload.addEventListener("progress", (progress) => {
+      if (!progress.lengthComputable) {
+        return;
+      }
+      bar.max = progress.total;
+      bar.value = progress.loaded;
+      const percent = Math.floor((100 * progress.loaded) / progress.total);
+      note.textContent = `Uploading: ${percent}% (${humanSize(progress.loaded)} of ${humanSize(progress.total)})`;
+    });
+    xhr.upload.addEventListener("load", () => {
+      bar.value = bar.max;
+      note.textContent = "Uploaded: reading and checking the sessions…";
+    });
+    xhr.addEventListener("load", () => {
+      const page = new DOMParser().parseFromString(xhr.responseText, "text/html");
+      document.title = page.title;
+      document.body.replaceChildren(...page.body.childNodes);
+      history.pushState(null, "", xhr.responseURL || form.action);
+      htmx.process(document.body);
+      document.dispatchEvent(new Event("pairfix:page"));
+    });
+    xhr.addEventListener("error", () => {
+      bar.hidden = true;
+      note.textContent = "The upload failed: the connection to Pairfix was lost. Try again.";
+    });
+    xhr.send(new FormData(form));
+  });
+}
+
+function enableForms() {
+  document.querySelectorAll("form[data-dropzone]").forEach((form) => {
+    enableDropzone(form);
+    enableUploadProgress(form);
+  });
+}
+
+document.addEventListener("DOMContentLoaded", enableForms);
+document.addEventListener("pairfix:page", enableForms);
+// A page put in place by script has no load of its own: go back by loading the address.
+window.addEventListener("popstate", () => window.location.reload());
 
 // The session timeline. The rows come a window at a time: htmx loads the next
 // window when the last row scrolls into view. Going somewhere not loaded (a
@@ -192,13 +256,15 @@ document.addEventListener("submit", (event) => {
 
 window.addEventListener("hashchange", () => Timeline.followHash());
 
-document.addEventListener("DOMContentLoaded", () => {
+function startTimeline() {
   const rows = Timeline.rows();
   if (rows && rows.dataset.focus) {
     Timeline.focus(rows.dataset.focus);
   }
   Timeline.followHash();
-});
+}
+document.addEventListener("DOMContentLoaded", startTimeline);
+document.addEventListener("pairfix:page", startTimeline);
 
 // When the timeline itself is swapped in (a policy or filter change, or a build that
 // finished), go to the row the address names, if any.
