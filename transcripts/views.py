@@ -10,6 +10,7 @@ import csv
 import itertools
 import json
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -739,10 +740,22 @@ def source_list(request: HttpRequest) -> HttpResponse:
         "roots": settings.SYNC_ROOTS,
         "interval": settings.SYNC_INTERVAL,
         "can_add": form.fields["workspace"].queryset.exists(),  # type: ignore[attr-defined]
+        "roots_line": _roots_line(form),
     }
     return render(
         request, "transcripts/source_list.html", context, status=400 if form.errors else 200
     )
+
+
+def _roots_line(form: SourceForm) -> str:
+    """Return the SYNC_ROOTS line that would allow the folder the form was refused for, or ""."""
+    path = form.data.get("path", "").strip() if form.is_bound else ""
+    if not path.startswith("/") or ".." in path or "path" not in form.errors:
+        return ""
+    folder = Path(path).resolve()
+    if any(folder.is_relative_to(root) for root in settings.SYNC_ROOTS):
+        return ""
+    return sync.roots_line(folder)
 
 
 @login_required

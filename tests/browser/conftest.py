@@ -42,14 +42,24 @@ def page(browser: Browser) -> Iterator[Any]:
     page = context.new_page()
     page.set_default_timeout(15_000)
     errors: list[str] = []
-    page.on(
-        "console",
-        lambda message: (
-            errors.append(f"console: {message.text} ({page.url})")
-            if message.type == "error"
-            else None
-        ),
-    )
+    # A page served with an error status on purpose (a form's 400 saying what is wrong)
+    # makes Chromium log "Failed to load resource": that is the page working, not failing.
+    documents: set[str] = set()
+
+    def on_response(response: Any) -> None:
+        if response.request.resource_type == "document" and response.status >= 400:
+            documents.add(response.url)
+
+    def on_console(message: Any) -> None:
+        if message.type != "error":
+            return
+        url = message.location.get("url", "")
+        if message.text.startswith("Failed to load resource") and url in documents:
+            return
+        errors.append(f"console: {message.text} ({url or page.url})")
+
+    page.on("response", on_response)
+    page.on("console", on_console)
     page.on("pageerror", lambda error: errors.append(f"uncaught: {error} ({page.url})"))
     yield page
     context.close()
