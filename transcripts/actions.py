@@ -58,6 +58,7 @@ from transcripts.models import (
     Revision,
     Session,
     SyncedFile,
+    Timeline,
     Workspace,
     blob_name,
     hash_token,
@@ -337,6 +338,67 @@ def do_ingest_sessions(
     except BaseException:
         _delete_unused_blobs(new)
         raise
+
+
+class CannotDelete(Exception):
+    """A session cannot be deleted: a sync follows its file, or a job is working on it."""
+
+
+def do_delete_sessions(sessions: Iterable[Session], *, acting_user: Any) -> int:
+    """Delete `sessions` (an editor's act): hidden everywhere, audited, their blobs removed.
+
+    The rows stay (audit records are append-only and name the session and
+    its revisions); each session gets a `delete` audit record and loses its
+    timelines; a blob goes once no revision of a session still there refers
+    to it. Raises CannotDelete, deleting nothing, when a sync source follows
+    one of the files (the next sync would bring it back) or an unfinished
+    job holds one. Returns how many were deleted.
+    """
+    pks = [session.pk for session in sessions]
+    now = timezone.now()
+    with transaction.atomic(durable=True):
+        locked = list(Session.objects.select_for_update().filter(pk__in=pks).order_by("pk"))
+        for session in locked:
+            if session.source_id is not None:
+                raise CannotDelete(
+                    f"{session.name} is synced from a folder: remove the file there, or turn "
+                    "the source off, instead (the next sync would bring it back)."
+                )
+        busy = (
+            JobItem.objects.filter(session__in=locked, status__in=UNFINISHED)
+            .values_list("session__name", flat=True)
+            .first()
+        )
+        if busy is not None:
+            raise CannotDelete(f"{busy} is in a job still running: wait for it, or cancel it.")
+        revisions = Revision.objects.filter(session__in=locked)
+        shas = {sha for pair in revisions.values_list("sha256", "delta") for sha in pair if sha}
+        Timeline.objects.filter(revision__session__in=locked).delete()
+        Session.objects.filter(pk__in=[s.pk for s in locked]).update(deleted_at=now)
+        AuditRecord.objects.bulk_create(
+            AuditRecord(
+                acting_user=acting_user,
+                session=session,
+                revision_from_id=session.head_id,
+                op=AuditRecord.Action.DELETE,
+                engine_version=ENGINE_VERSION,
+                note=f"deleted by {acting_user}: {session.name}"
+                + (f" (unreadable: {session.error[:200]})" if session.error else ""),
+            )
+            for session in locked
+        )
+        transaction.on_commit(lambda: _delete_blobs_of_deleted(sorted(shas)))
+    return len(locked)
+
+
+def _delete_blobs_of_deleted(shas: list[str]) -> None:
+    """Delete the blobs of `shas` that no revision of a session still there refers to."""
+    kept = Revision.objects.filter(
+        Q(sha256__in=shas) | Q(delta__in=shas), session__deleted_at__isnull=True
+    ).values_list("sha256", "delta")
+    used = {sha for pair in kept for sha in pair}
+    for sha256 in set(shas) - used:
+        default_storage.delete(blob_name(sha256))
 
 
 def _delete_unused_blobs(shas: list[str]) -> None:

@@ -197,6 +197,21 @@ class SessionQuerySet(models.QuerySet["Session"]):
         return self.filter(fault_counts__has_key=kind)
 
 
+class SessionManager(models.Manager["Session"]):
+    """The sessions not deleted: what every page, job and API call works on."""
+
+    def get_queryset(self) -> SessionQuerySet:
+        return SessionQuerySet(self.model, using=self._db).filter(deleted_at__isnull=True)
+
+    def for_user(self, user: Any, role: str | None = None) -> SessionQuerySet:
+        """Return the sessions in the workspaces of `user` (with at least `role`, if given)."""
+        return self.get_queryset().for_user(user, role)
+
+    def with_fault(self, kind: str) -> SessionQuerySet:
+        """Return the sessions whose head revision has at least one fault of `kind`."""
+        return self.get_queryset().with_fault(kind)
+
+
 class Session(models.Model):
     """One uploaded transcript; `head` is its current revision."""
 
@@ -245,8 +260,12 @@ class Session(models.Model):
         help_text="The API token the session was uploaded with, if any.",
     )
     created = models.DateTimeField(auto_now_add=True)
+    # Set when an editor deletes the session: its rows stay for the audit trail (which
+    # never loses a record), its blobs go, and no page, list, job or API shows it.
+    deleted_at = models.DateTimeField(null=True, blank=True)
 
-    objects = SessionQuerySet.as_manager()
+    objects = SessionManager()
+    with_deleted = SessionQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created", "-id"]

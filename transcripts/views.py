@@ -21,7 +21,7 @@ from django.core.exceptions import PermissionDenied
 from django.core.files.storage import default_storage
 from django.core.paginator import Paginator
 from django.db import DatabaseError
-from django.db.models import Count
+from django.db.models import Count, QuerySet
 from django.http import (
     FileResponse,
     Http404,
@@ -30,10 +30,11 @@ from django.http import (
     StreamingHttpResponse,
 )
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.utils.http import content_disposition_header
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRefresh, push_url
 
@@ -123,17 +124,24 @@ def _session_list_page(
     status: int = 200,
 ) -> HttpResponse:
     filter_form = SessionFilterForm(request.GET or None, user=request.user)
+    filter_invalid = filter_form.is_bound and not filter_form.is_valid()
     sessions = filter_form.sessions().select_related("workspace", "source", "head")
+    if filter_invalid:
+        # Ignoring a bad value would list (and let a job take) every session.
+        sessions = sessions.none()
+        status = max(status, 400)
     page = Paginator(sessions, SESSIONS_PER_PAGE).get_page(request.GET.get("page"))
     context = {
         "page": page,
         "query": _query_without_page(request),
         "sessions": page.object_list,
         "filter_form": filter_form,
-        "filtering": bool(filter_form.selection()),
+        "filtering": bool(filter_form.selection()) or filter_invalid,
+        "filter_invalid": filter_invalid,
         "upload_form": upload_form or UploadForm(user=request.user),
         "job_form": job_form or StartJobForm(user=request.user),
         "jobs": Job.objects.for_user(request.user).select_related("workspace")[:5],
+        "unreadable_count": _unreadable_uploads(request).count(),
     }
     return render(request, "transcripts/session_list.html", context, status=status)
 
@@ -637,12 +645,20 @@ def download_archive(request: HttpRequest, pk: int) -> HttpResponse:
 def audit_list(request: HttpRequest) -> HttpResponse:
     """Show the audit records of the user's workspaces, filtered, a page at a time."""
     form = AuditFilterForm(request.GET or None, user=request.user)
+    invalid = form.is_bound and not form.is_valid()
     records = form.records().select_related(
         "job", "acting_user", "session", "revision_from", "revision_to"
     )
+    if invalid:
+        records = records.none()  # not every record, as ignoring the bad value would give
     page = Paginator(records, AUDIT_PER_PAGE).get_page(request.GET.get("page"))
-    context = {"form": form, "page": page, "query": _query_without_page(request)}
-    return render(request, "transcripts/audit_list.html", context)
+    context = {
+        "form": form,
+        "page": page,
+        "query": _query_without_page(request),
+        "invalid": invalid,
+    }
+    return render(request, "transcripts/audit_list.html", context, status=400 if invalid else 200)
 
 
 class _Echo:
@@ -654,7 +670,7 @@ class _Echo:
 
 @login_required
 @require_GET
-def audit_export(request: HttpRequest, format: str) -> StreamingHttpResponse:
+def audit_export(request: HttpRequest, format: str) -> HttpResponse | StreamingHttpResponse:
     """Stream the audit records the filters match as CSV or JSON Lines, one record a row.
 
     `removed_bytes` is base64. In CSV, text that a spreadsheet would run as a
@@ -662,9 +678,16 @@ def audit_export(request: HttpRequest, format: str) -> StreamingHttpResponse:
     JSON Lines has every value exactly.
     """
     form = AuditFilterForm(request.GET or None, user=request.user)
+    if form.is_bound and not form.is_valid():
+        return HttpResponse(
+            "The filter is not valid: " + form.errors.as_text(),
+            status=400,
+            content_type="text/plain; charset=utf-8",
+        )
     records = (
         form.records()
         .select_related("job", "acting_user", "session", "revision_from", "revision_to")
+        .order_by("id")  # a log file reads in the order things happened
         .iterator(chunk_size=1000)
     )
     rows = (record.export_row() for record in records)
@@ -1016,4 +1039,87 @@ def confirm_revoke_api_token(request: HttpRequest, pk: int) -> HttpResponse:
         button="Revoke",
         action=reverse("transcripts:revoke_api_token", args=[token.pk]),
         cancel_url=reverse("transcripts:api_tokens"),
+    )
+
+
+# Deleting sessions: editors and up, asked first, audited.
+
+
+def _editable_session(request: HttpRequest, pk: int) -> Session:
+    session = _session(request, pk)
+    if not Membership.has_role(request.user, session.workspace_id, Membership.Role.EDITOR):
+        raise PermissionDenied
+    return session
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def delete_session(request: HttpRequest, pk: int) -> HttpResponse:
+    """Ask (GET), then delete (POST) a session: gone from every list, kept in the audit trail."""
+    session = _editable_session(request, pk)
+    if request.method == "POST":
+        try:
+            actions.do_delete_sessions([session], acting_user=request.user)
+        except actions.CannotDelete as exc:
+            messages.error(request, str(exc))
+            return redirect(session)
+        messages.success(request, f"Deleted {session.name}.")
+        return redirect("transcripts:session_list")
+    count = session.revisions.count()
+    return _confirm(
+        request,
+        title=f"Delete {session.name}?",
+        consequences=[
+            f"Its {count} revision{'s' if count != 1 else ''} and their stored bytes are "
+            "removed (bytes another session shares stay); it leaves every list, job and the API.",
+            "Its audit trail stays, with a record of this deletion. This cannot be undone.",
+        ],
+        question=f"Delete {session.name}?",
+        button="Delete",
+        action=reverse("transcripts:delete_session", args=[session.pk]),
+        cancel_url=session.get_absolute_url(),
+    )
+
+
+def _unreadable_uploads(request: HttpRequest) -> QuerySet[Session]:
+    return (
+        Session.objects.for_user(request.user, Membership.Role.EDITOR)
+        .filter(source__isnull=True)
+        .exclude(error="")
+    )
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def dismiss_unreadable(request: HttpRequest) -> HttpResponse:
+    """Ask (GET), then delete (POST) every upload that could not be read as a session."""
+    unreadable = _unreadable_uploads(request)
+    if request.method == "POST":
+        try:
+            count = actions.do_delete_sessions(list(unreadable), acting_user=request.user)
+        except actions.CannotDelete as exc:
+            messages.error(request, str(exc))
+        else:
+            messages.success(request, f"Dismissed {count} unreadable upload{pluralize(count)}.")
+        return redirect("transcripts:session_list")
+    names = list(unreadable.order_by("name").values_list("name", flat=True)[:20])
+    if not names:
+        messages.error(request, "There are no unreadable uploads to dismiss.")
+        return redirect("transcripts:session_list")
+    total = unreadable.count()
+    return _confirm(
+        request,
+        title=f"Dismiss {total} unreadable upload{pluralize(total)}?",
+        consequences=[
+            "Files Pairfix could not read as any session format: "
+            + ", ".join(names)
+            + (f" and {total - len(names)} more" if total > len(names) else "")
+            + ".",
+            "They are deleted with their stored bytes; the audit trail keeps a record of each. "
+            "This cannot be undone.",
+        ],
+        question=f"Dismiss {total} unreadable upload{pluralize(total)}?",
+        button="Dismiss",
+        action=reverse("transcripts:dismiss_unreadable"),
+        cancel_url=reverse("transcripts:session_list"),
     )

@@ -90,7 +90,65 @@ function enableUploadProgress(form) {
   });
 }
 
+// The session list's select-all: every box on this page, then (one more click) every
+// session the filter matches, which is the job form's "all matching the filter" scope.
+function enableSelectAll(form) {
+  const all = form.querySelector("#select-page");
+  const banner = form.querySelector(".select-all-banner");
+  if (!all || !banner) {
+    return;
+  }
+  const boxes = () => Array.from(form.querySelectorAll('input[name="sessions"]'));
+  const scope = (value) => form.querySelector(`input[name="scope"][value="${value}"]`);
+  const count = banner.querySelector(".selected-count");
+  const matching = banner.querySelector(".select-matching");
+  const total = Number(banner.dataset.total);
+  all.hidden = false;
+  form.querySelector(".select-label").hidden = true;
+  const update = () => {
+    const checked = boxes().filter((box) => box.checked).length;
+    all.checked = checked > 0 && checked === boxes().length;
+    all.indeterminate = checked > 0 && !all.checked;
+    if (scope("filter").checked) {
+      count.textContent = `All ${total} session${total === 1 ? "" : "s"} are selected.`;
+      banner.hidden = false;
+      if (matching) {
+        matching.hidden = true;
+      }
+      return;
+    }
+    count.textContent = `${checked} selected on this page.`;
+    banner.hidden = checked === 0;
+    if (matching) {
+      matching.hidden = !all.checked;
+    }
+  };
+  all.addEventListener("change", () => {
+    boxes().forEach((box) => {
+      box.checked = all.checked;
+    });
+    scope("selected").checked = true;
+    update();
+  });
+  form.addEventListener("change", (event) => {
+    if (event.target.name === "sessions") {
+      scope("selected").checked = true;
+    }
+    if (event.target.name === "sessions" || event.target.name === "scope") {
+      update();
+    }
+  });
+  if (matching) {
+    matching.addEventListener("click", () => {
+      scope("filter").checked = true;
+      update();
+    });
+  }
+  update();
+}
+
 function enableForms() {
+  document.querySelectorAll("form.repair-form").forEach(enableSelectAll);
   document.querySelectorAll("form[data-dropzone]").forEach((form) => {
     enableDropzone(form);
     enableUploadProgress(form);
