@@ -905,10 +905,23 @@ def _api_tokens_page(
     return response
 
 
+# The session key under which a new token's secret waits for the page that shows it.
+NEW_TOKEN_KEY = "pairfix_new_api_token"
+
+
 @login_required
 @require_GET
 def api_tokens(request: HttpRequest) -> HttpResponse:
-    """List the API tokens of the user's workspaces, with the form that creates one."""
+    """List the API tokens of the user's workspaces, with the form that creates one.
+
+    Right after a token is created, and only then, the page shows its secret:
+    taken out of the session as it is shown, so a reload shows it no more.
+    """
+    waiting = request.session.pop(NEW_TOKEN_KEY, None)
+    if waiting:
+        token = ApiToken.objects.for_user(request.user).filter(pk=waiting["pk"]).first()
+        if token is not None:
+            return _api_tokens_page(request, created=(token, waiting["secret"]))
     return _api_tokens_page(request)
 
 
@@ -919,10 +932,13 @@ def create_api_token(request: HttpRequest) -> HttpResponse:
     form = ApiTokenForm(request.POST, user=request.user)
     if not form.is_valid():
         return _api_tokens_page(request, form=form, status=400)
-    created = actions.do_create_api_token(
+    token, secret = actions.do_create_api_token(
         form.cleaned_data["workspace"], form.cleaned_data["name"], acting_user=request.user
     )
-    return _api_tokens_page(request, created=created, status=201)
+    # POST, redirect, GET: reloading the page that shows the secret creates no second
+    # token. The secret waits in the (server-side) session for that one page.
+    request.session[NEW_TOKEN_KEY] = {"pk": token.pk, "secret": secret}
+    return redirect("transcripts:api_tokens")
 
 
 @login_required
