@@ -18,6 +18,7 @@ request, larger ones by a Celery task while the page polls.
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -33,9 +34,18 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from transcripts.core.align import Cell, Row, RowStatus
+from transcripts.core.branch import live_context
 from transcripts.core.compaction import Compacted, before_compaction
 from transcripts.core.model import OpKind, Record
-from transcripts.engine import ENGINE_VERSION, Analysis, FileSource, analyze, count_faults
+from transcripts.core.validate import request_positions
+from transcripts.engine import (
+    ENGINE_VERSION,
+    PRESETS,
+    Analysis,
+    FileSource,
+    analyze,
+    count_faults,
+)
 from transcripts.formats.display import Shown, ShownKind, read_record, timestamp
 from transcripts.models import Revision, Session, Timeline, TimelineRow, blob_name
 from transcripts.verdict import Verdict, verdicts
@@ -135,6 +145,7 @@ def do_build_timeline(timeline_id: int) -> bool:
             rows = list(_rows(analysis, compacted)) if analysis.error is None else []
             stage(3)
             before, after = verdicts(analysis)
+            others = _other_verdicts(timeline, data, analysis) if after is not None else {}
         stage(4)
     except Exception as exc:  # an engine bug shows on the page instead of a build retried forever
         Timeline.objects.filter(pk=timeline_id, claim=token).update(
@@ -153,9 +164,12 @@ def do_build_timeline(timeline_id: int) -> bool:
             op_count=len(analysis.plan.ops),
             compaction=_compaction_summary(compacted, rows),
             verdict={
-                name: verdict.as_dict()
-                for name, verdict in (("raw", before), ("repaired", after))
-                if verdict is not None
+                **{
+                    name: verdict.as_dict()
+                    for name, verdict in (("raw", before), ("repaired", after))
+                    if verdict is not None
+                },
+                "policies": others,
             },
             error=analysis.error or "",
             used_at=now,
@@ -297,11 +311,16 @@ def _rows(analysis: Analysis, compacted: Compacted | None = None) -> Iterator[tu
         would_be.setdefault(fault.record, []).append(
             {"k": str(fault.kind), "id": fault.tool_call_id or "", "d": fault.detail}
         )
+    # Where each record of the live context goes in the request the agent builds: what
+    # a provider's error names ("messages.128.content.4"), so a pasted error finds it.
+    requested = request_positions(analysis.transcript, live_context(analysis.transcript))
     for position, row in enumerate(analysis.rows):
         extra: dict[str, Any] = {}
         index = row.left.index if row.left is not None else None
         if compacted is not None and index in hidden:
             extra = {"nc": compacted.boundary, "w": would_be.get(index, [])}
+        if index is not None and row.left is not None and index in requested:
+            extra["mp"] = list(requested[index])
         yield _row(position, row, records, extra)
 
 
@@ -383,8 +402,46 @@ def _row(
         bool(row.faults),
         any(c.calls or c.results for c in cells),
         orjson.dumps(data).decode(),
-        _search_text(row, record),
+        _search_text(row, record) + (f" {message_token(data['mp'][0])}" if "mp" in data else ""),
     )
+
+
+def message_token(message: int) -> str:
+    """Return the search text that marks a row as request message `message`."""
+    return f"msg:{message};"
+
+
+# A provider's error names the request message (and block) it refused.
+PROVIDER_ERROR = re.compile(r"messages\.(\d+)(?:\.content\.(\d+))?")
+
+
+def provider_error_position(timeline: Timeline, text: str) -> tuple[int, int, str] | None:
+    """Return (row position, raw record, "messages.M[.content.B]") of the record `text` names.
+
+    `text` is a provider's error as pasted ("messages.128.content.4: unexpected
+    tool_use_id ..."); the message index is the one of the request the agent
+    builds from the file (`core.validate.request_positions`): the record
+    holding block B of message M, or the message's first record. None when
+    the text names no message or the request has no such message.
+    """
+    found = PROVIDER_ERROR.search(text)
+    if found is None:
+        return None
+    message, block = int(found.group(1)), found.group(2)
+    rows = (
+        TimelineRow.objects.filter(timeline=timeline, raw=True)
+        .filter(text__contains=message_token(message))
+        .order_by("position")
+        .values_list("position", "record", "data")
+    )
+    best: tuple[int, int] | None = None
+    for position, record, data in rows:
+        first_block = orjson.loads(data).get("mp", [message, 0])[1]
+        if best is None or (block is not None and first_block <= int(block)):
+            best = (position, record)
+    if best is None:
+        return None
+    return best[0], best[1], found.group(0)
 
 
 def _search_text(row: Row, record: Record | None) -> str:
@@ -717,7 +774,88 @@ def _inserted_text(item: dict[str, Any]) -> str:
     return str(item["t"])
 
 
+def _other_verdicts(
+    timeline: Timeline, data: bytes | FileSource, analysis: Analysis
+) -> dict[str, dict[str, Any]]:
+    """Return {policy: verdict on the file repaired under it} for every other preset.
+
+    Only for a revision small enough to build during a request: the session
+    page shows these beside each policy without parsing the file again.
+    """
+    if timeline.revision.size > settings.TIMELINE_INLINE_BYTES:
+        return {}
+    found: dict[str, dict[str, Any]] = {}
+    for name in PRESETS:
+        if name != timeline.policy:
+            other = analyze(data, analysis.filename, name, format=analysis.format)
+            _, after = verdicts(other)
+            if after is not None:
+                found[name] = after.as_dict()
+    return found
+
+
+def policy_verdicts(timeline: Timeline) -> dict[str, Verdict]:
+    """Return {policy: verdict on the repaired file} as far as the build worked them out."""
+    stored = (timeline.verdict or {}).get("policies", {})
+    found = {name: Verdict.from_dict(value) for name, value in stored.items()}
+    return {name: verdict for name, verdict in found.items() if verdict is not None}
+
+
 def timeline_verdicts(timeline: Timeline) -> tuple[Verdict | None, Verdict | None]:
     """Return the provider's verdicts the build stored: (revision as it is, repaired)."""
     stored = timeline.verdict or {}
     return Verdict.from_dict(stored.get("raw")), Verdict.from_dict(stored.get("repaired"))
+
+
+# The overview ruler: where in the whole timeline the faults and the ops are.
+
+RULER_BUCKETS = 400
+
+
+@dataclass(frozen=True)
+class Mark:
+    """A mark on the ruler: at `top` (0 to RULER_BUCKETS) for the row at `position`.
+
+    `kind` is a fault kind id (`fault` True) or an op kind id; `count` how many
+    rows of that kind the mark stands for (rows close together share one).
+    """
+
+    top: int
+    kind: str
+    fault: bool
+    position: int
+    anchor: str
+    record: int | None
+    count: int = 1
+
+
+def ruler(timeline: Timeline) -> list[Mark]:
+    """Return the ruler's marks: per bucket of rows, one per fault kind and one per op kind.
+
+    Reads the rows with a fault or a change only (the partial index serves the
+    faults; the changed rows are few beside the unchanged ones).
+    """
+    total = max(timeline.row_count, 1)
+    rows = (
+        TimelineRow.objects.filter(timeline=timeline)
+        .filter(Q(faulty=True) | ~Q(status=RowStatus.SAME))
+        .order_by("position")
+        .values_list("position", "record", "raw", "data")
+    )
+    marks: dict[tuple[int, str, bool], Mark] = {}
+    for position, record, raw, data in rows:
+        top = position * RULER_BUCKETS // total
+        anchor = f"r-{record}" if raw and record is not None else f"p-{position}"
+        decoded = orjson.loads(data)
+        kinds = [(f["k"], True) for f in decoded["f"]] + [(o["k"], False) for o in decoded["o"]]
+        for kind, fault in dict.fromkeys(kinds):
+            key = (top, kind, fault)
+            found = marks.get(key)
+            marks[key] = (
+                Mark(top, kind, fault, position, anchor, record)
+                if found is None
+                else Mark(
+                    top, kind, fault, found.position, found.anchor, found.record, found.count + 1
+                )
+            )
+    return sorted(marks.values(), key=lambda m: (m.top, not m.fault, m.kind))

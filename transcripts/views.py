@@ -27,6 +27,7 @@ from django.http import (
     Http404,
     HttpRequest,
     HttpResponse,
+    QueryDict,
     StreamingHttpResponse,
 )
 from django.shortcuts import get_object_or_404, redirect, render
@@ -39,7 +40,7 @@ from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRefresh, push_url
 
 from transcripts import actions, compare, overview, sync, timeline
-from transcripts.engine import PRESETS, analyze
+from transcripts.engine import PRESETS
 from transcripts.formats import FORMATS
 from transcripts.forms import (
     ApiTokenForm,
@@ -310,6 +311,18 @@ def session_detail(request: HttpRequest, pk: int) -> HttpResponse:
             window = timeline.window_after(tl, filters, -1)
         context["window"] = window
         context["faults"] = timeline.listed_faults(tl)
+        context["ruler"] = timeline.ruler(tl)
+        named = timeline.provider_error_position(tl, filters.q) if filters.q else None
+        if named is not None:
+            # A pasted provider error: go to the record it names, not rows containing it.
+            position, record, where = named
+            context["filters"] = filters = timeline.Filters(filters.faults, filters.tools)
+            context["window"] = timeline.window_at(tl, filters, position)
+            context["named"] = f"{where} of the request is record #{record}."
+            shown = QueryDict(form.view_query(), mutable=True)
+            shown.pop("q", None)
+            context["view_query"] = shown.urlencode()
+        context["ruler_height"] = timeline.RULER_BUCKETS
         context["faults_more"] = tl.fault_total - len(context["faults"])
     if not request.htmx:
         return render(request, "transcripts/session_detail.html", context)
@@ -323,11 +336,10 @@ def session_detail(request: HttpRequest, pk: int) -> HttpResponse:
 def _policy_verdicts(session: Session, shown: Timeline) -> dict[str, Verdict]:
     """Return {policy: the provider's verdict on the head repaired under it}, as far as known.
 
-    Known from each policy's built timeline of the head; for a head small
-    enough to read during a request, the others are worked out now.
+    Known from the shown timeline's build (for a head small enough to build
+    during a request, every preset) and from each policy's built timeline.
     """
-    assert session.head is not None
-    found: dict[str, Verdict] = {}
+    found = timeline.policy_verdicts(shown)
     built = Timeline.objects.filter(
         revision=session.head,
         read_as=shown.read_as,
@@ -339,14 +351,6 @@ def _policy_verdicts(session: Session, shown: Timeline) -> dict[str, Verdict]:
         _, after = timeline.timeline_verdicts(tl)
         if after is not None:
             found[tl.policy] = after
-    missing = [name for name in PRESETS if name not in found]
-    if missing and session.head.size <= settings.TIMELINE_INLINE_BYTES:
-        data = session.head.read()
-        own = shown.read_as or (session.format if session.format != "unknown" else None)
-        for name in missing:
-            _, after = verdicts(analyze(data, session.name, name, format=own or None))
-            if after is not None:
-                found[name] = after
     return found
 
 

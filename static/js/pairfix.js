@@ -328,7 +328,7 @@ document.addEventListener("pairfix:page", startTimeline);
 // finished), go to the row the address names, if any.
 document.addEventListener("htmx:afterSettle", (event) => {
   if (event.target && event.target.id === "timeline") {
-    Timeline.followHash();
+    startTimeline();
   }
 });
 
