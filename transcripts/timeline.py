@@ -859,3 +859,74 @@ def ruler(timeline: Timeline) -> list[Mark]:
                 )
             )
     return sorted(marks.values(), key=lambda m: (m.top, not m.fault, m.kind))
+
+
+# The diff view: the rows a repair changes or a fault is on, with a little context;
+# every run of unchanged rows between them folded into one line.
+
+DIFF_CONTEXT = 3
+DIFF_ROWS = 300
+
+
+@dataclass(frozen=True)
+class Folded:
+    """A run of `count` unchanged rows from position `start`, folded into one line."""
+
+    start: int
+    count: int
+
+    @property
+    def label(self) -> str:
+        """Return the line shown for the run: "… 16,320 unchanged records …"."""
+        return f"… {self.count:,} unchanged record{'s' if self.count != 1 else ''} …"
+
+
+def changes(
+    timeline: Timeline, context: int = DIFF_CONTEXT, limit: int = DIFF_ROWS
+) -> list[Window | Folded]:
+    """Return the diff view: windows of changed or faulty rows (± `context`) and the runs between.
+
+    At most `limit` rows are shown; what lies past them is one last Folded run
+    (which the page links to the full side-by-side at its start).
+    """
+    total = timeline.row_count
+    wanted = (
+        TimelineRow.objects.filter(timeline=timeline)
+        .filter(Q(faulty=True) | ~Q(status=RowStatus.SAME))
+        .order_by("position")
+        .values_list("position", flat=True)[:limit]
+    )
+    spans: list[list[int]] = []
+    for position in wanted:
+        start, end = max(position - context, 0), min(position + context, total - 1)
+        if spans and start <= spans[-1][1] + 1:
+            spans[-1][1] = max(spans[-1][1], end)
+        else:
+            spans.append([start, end])
+    shown: list[tuple[int, int]] = []
+    budget = limit
+    for start, end in spans:
+        if budget <= 0:
+            break
+        end = min(end, start + budget - 1)
+        shown.append((start, end))
+        budget -= end - start + 1
+    rows: list[TimelineRow] = []
+    for k in range(0, len(shown), 50):  # a few ranges per query keep the SQL short
+        where = Q()
+        for start, end in shown[k : k + 50]:
+            where |= Q(position__range=(start, end))
+        rows += list(TimelineRow.objects.filter(timeline=timeline).filter(where))
+    rows.sort(key=lambda row: row.position)
+    by_position = {row.position: row for row in rows}
+    out: list[Window | Folded] = []
+    cursor = 0
+    for start, end in shown:
+        if start > cursor:
+            out.append(Folded(cursor, start - cursor))
+        run = [by_position[p] for p in range(start, end + 1) if p in by_position]
+        out.append(Window(_show(timeline, run), more_before=False, more_after=False))
+        cursor = end + 1
+    if cursor < total:
+        out.append(Folded(cursor, total - cursor))
+    return out

@@ -312,6 +312,8 @@ def session_detail(request: HttpRequest, pk: int) -> HttpResponse:
         context["window"] = window
         context["faults"] = timeline.listed_faults(tl)
         context["ruler"] = timeline.ruler(tl)
+        if request.GET.get("view") == "changes" and not filters:
+            context["changes"] = timeline.changes(tl)
         named = timeline.provider_error_position(tl, filters.q) if filters.q else None
         if named is not None:
             # A pasted provider error: go to the record it names, not rows containing it.

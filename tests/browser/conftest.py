@@ -78,9 +78,9 @@ def log_in(page: Any, url: str, username: str = "alice", password: str = "alice-
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "var" / "screenshots"
 
 
-def screenshot(page: Any, name: str) -> Path:
-    """Write a full-page screenshot of `page` to var/screenshots/<name>.png; return its path."""
+def screenshot(page: Any, name: str, full_page: bool = False) -> Path:
+    """Write a screenshot of `page` (the window, or the whole page) to var/screenshots/<name>.png."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)
+    page.screenshot(path=str(path), full_page=full_page)
     return path

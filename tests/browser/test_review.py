@@ -6,7 +6,8 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.browser.conftest import log_in, screenshot
-from tests.helpers import ORPHANED_CALL, sample
+from tests.helpers import ORPHANED_CALL, generated_sessions, sample
+from transcripts.models import Timeline
 
 pytestmark = pytest.mark.browser
 
@@ -55,3 +56,36 @@ def test_a_pasted_provider_error_lands_on_the_record_it_names(
     expect(row.locator(".fault.orphaned_result .tool-call-id")).to_have_text("toolu_syn_out_02")
     # The rows are not filtered by the error's text: the record's neighbours are there too.
     expect(page.locator("#r-8")).to_be_visible()
+
+
+def test_the_diff_view_folds_unchanged_runs_and_unfolds_in_one_click(
+    page, live_server, alice, workspace, ingest
+):
+    path = generated_sessions(2, seed=31, records=1500)[0]
+    session = ingest(workspace, path.name, path.read_bytes())
+    log_in(page, live_server.url)
+    page.goto(live_server.url + session.get_absolute_url())
+    page.get_by_role("link", name="Changes only (unchanged runs folded)").click()
+    folded = page.locator("#rows tr.folded")
+    expect(folded.first).to_be_visible()
+    labels = folded.all_inner_texts()
+    counts = [
+        int(re.fullmatch(r"… ([\d,]+) unchanged records? …", t).group(1).replace(",", ""))
+        for t in labels
+    ]
+    shown = page.locator("#rows tr.row").count()
+    rows = Timeline.objects.get(revision=session.head, policy="synthesize").row_count
+    # Every row is either shown or counted in one folded line, once.
+    assert sum(counts) + shown == rows
+    assert shown < rows / 2
+    # Each shown run holds a change or a fault.
+    expect(page.locator("#rows tr.row.has-fault").first).to_be_visible()
+    expect(page.locator("svg.ruler")).to_be_visible()
+    page.locator("#rows tr.row.has-fault").first.scroll_into_view_if_needed()
+    screenshot(page, "session-diff-ruler")
+
+    # One click shows the full side-by-side where the folded run starts.
+    start = int(folded.nth(1).locator("a").get_attribute("data-pos"))
+    folded.nth(1).locator("a").click()
+    expect(page.locator("#rows tr.folded")).to_have_count(0)
+    expect(page.locator(f'#rows tr.row[data-pos="{start}"]')).to_be_visible()
