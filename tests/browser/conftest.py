@@ -79,7 +79,7 @@ SCREENSHOTS = Path(__file__).resolve().parents[2] / "var" / "screenshots"
 
 
 def screenshot(page: Any, name: str, full_page: bool = False) -> Path:
-    """Write a screenshot of `page` (the window, or the whole page) to var/screenshots/<name>.png."""
+    """Write a screenshot of `page` (the window, or the whole page) to var/screenshots/."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=full_page)
