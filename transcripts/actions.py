@@ -46,7 +46,7 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError
 from kombu.utils.url import maybe_sanitize_url
 
-from transcripts import writeback
+from transcripts import search, writeback
 from transcripts.core.model import FaultKind, Op, OpKind
 from transcripts.engine import ENGINE_VERSION, Analysis, analyze
 from transcripts.models import (
@@ -374,6 +374,8 @@ def do_delete_sessions(sessions: Iterable[Session], *, acting_user: Any) -> int:
         revisions = Revision.objects.filter(session__in=locked)
         shas = {sha for pair in revisions.values_list("sha256", "delta") for sha in pair if sha}
         Timeline.objects.filter(revision__session__in=locked).delete()
+        for session in locked:
+            search.drop_session(session.pk)
         Session.objects.filter(pk__in=[s.pk for s in locked]).update(deleted_at=now)
         AuditRecord.objects.bulk_create(
             AuditRecord(

@@ -33,12 +33,14 @@ from django.db import connection, transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from transcripts import search
 from transcripts.core.align import Cell, Row, RowStatus
 from transcripts.core.branch import live_context
 from transcripts.core.compaction import Compacted, before_compaction
 from transcripts.core.model import OpKind, Record
 from transcripts.core.validate import request_positions
 from transcripts.engine import (
+    DEFAULT_POLICY,
     ENGINE_VERSION,
     PRESETS,
     Analysis,
@@ -176,6 +178,21 @@ def do_build_timeline(timeline_id: int) -> bool:
         ):
             return False  # another builder took the claim over; it writes the rows
         _insert(timeline_id, rows)
+        session = timeline.revision.session
+        if (
+            timeline.policy == DEFAULT_POLICY
+            and not timeline.read_as
+            and timeline.revision_id == session.head_id
+        ):
+            # The raw records of the head, for the search across sessions.
+            search.index_session(
+                session.pk,
+                (
+                    (row[2], MESSAGE_TOKEN.sub("", row[9]))
+                    for row in rows
+                    if row[3] and row[2] is not None
+                ),
+            )
     _prune(timeline.revision.session)
     return True
 
@@ -404,6 +421,9 @@ def _row(
         orjson.dumps(data).decode(),
         _search_text(row, record) + (f" {message_token(data['mp'][0])}" if "mp" in data else ""),
     )
+
+
+MESSAGE_TOKEN = re.compile(r" msg:\d+;$")
 
 
 def message_token(message: int) -> str:

@@ -39,7 +39,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRefresh, push_url
 
-from transcripts import actions, compare, overview, sync, timeline
+from transcripts import actions, compare, overview, search, sync, timeline
 from transcripts.engine import PRESETS
 from transcripts.formats import FORMATS
 from transcripts.forms import (
@@ -1145,3 +1145,18 @@ def dismiss_unreadable(request: HttpRequest) -> HttpResponse:
         action=reverse("transcripts:dismiss_unreadable"),
         cancel_url=reverse("transcripts:session_list"),
     )
+
+
+# Search across sessions, by content.
+
+
+@login_required
+@require_GET
+def content_search(request: HttpRequest) -> HttpResponse:
+    """Show the records of the user's sessions whose text, tool names or ids hold every word."""
+    q = request.GET.get("q", "").strip()[:200]
+    hits = search.search(q) if q else []
+    sessions = Session.objects.for_user(request.user).in_bulk({hit.session_id for hit in hits})
+    shown = [(sessions[hit.session_id], hit) for hit in hits if hit.session_id in sessions]
+    context = {"q": q, "hits": shown, "words": search.words(q)}
+    return render(request, "transcripts/search.html", context)

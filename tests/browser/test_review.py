@@ -26,10 +26,10 @@ def test_the_ruler_marks_each_fault_and_op_and_takes_you_there(
     page.goto(live_server.url + session.get_absolute_url())
     ruler = page.locator("svg.ruler")
     expect(ruler).to_be_visible()
-    expect(ruler.locator("rect.mark.fault.missing_result")).to_have_count(1)
-    expect(ruler.locator("rect.mark.op.insert_result")).to_have_count(1)
+    expect(ruler.locator("rect.mark.of-fault.missing_result")).to_have_count(1)
+    expect(ruler.locator("rect.mark.of-op.insert_result")).to_have_count(1)
     # The mark is drawn in its kind's colour (--k-missing_result, #c62828), as its badge is.
-    fill = ruler.locator("rect.mark.fault").evaluate("(el) => getComputedStyle(el).fill")
+    fill = ruler.locator("rect.mark.of-fault").evaluate("(el) => getComputedStyle(el).fill")
     assert fill == "rgb(198, 40, 40)"
     ruler.locator("a.ruler-mark").first.click()
     expect(page.locator("#r-8")).to_have_class(re.compile(r"\bcurrent\b"))

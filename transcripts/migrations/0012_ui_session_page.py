@@ -2,6 +2,18 @@
 
 from django.db import migrations, models
 
+from transcripts import search
+
+
+def create_search_table(apps, schema_editor):
+    sql = search.SQLITE_SQL if schema_editor.connection.vendor == "sqlite" else search.POSTGRES_SQL
+    for statement in sql:
+        schema_editor.execute(statement)
+
+
+def drop_search_table(apps, schema_editor):
+    schema_editor.execute(f"DROP TABLE {search.TABLE}")
+
 
 class Migration(migrations.Migration):
     dependencies = [
@@ -36,4 +48,5 @@ class Migration(migrations.Migration):
             name="verdict",
             field=models.JSONField(blank=True, default=dict),
         ),
+        migrations.RunPython(create_search_table, drop_search_table),
     ]
