@@ -829,12 +829,13 @@ def timeline_verdicts(timeline: Timeline) -> tuple[Verdict | None, Verdict | Non
 
 # The overview ruler: where in the whole timeline the faults and the ops are.
 
-RULER_BUCKETS = 400
+# One mark per hundredth of the rows (a CSS class each: the CSP allows no inline style).
+RULER_BUCKETS = 100
 
 
 @dataclass(frozen=True)
 class Mark:
-    """A mark on the ruler: at `top` (0 to RULER_BUCKETS) for the row at `position`.
+    """A mark on the ruler: at `top` (0 to RULER_BUCKETS - 1) for the row at `position`.
 
     `kind` is a fault kind id (`fault` True) or an op kind id; `count` how many
     rows of that kind the mark stands for (rows close together share one).

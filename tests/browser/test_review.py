@@ -24,12 +24,14 @@ def test_the_ruler_marks_each_fault_and_op_and_takes_you_there(
     session = ingest(workspace, "cc.jsonl", sample("formats/claude_code.jsonl"))
     log_in(page, live_server.url)
     page.goto(live_server.url + session.get_absolute_url())
-    ruler = page.locator("svg.ruler")
+    ruler = page.locator("nav.ruler")
     expect(ruler).to_be_visible()
-    expect(ruler.locator("rect.mark.of-fault.missing_result")).to_have_count(1)
-    expect(ruler.locator("rect.mark.of-op.insert_result")).to_have_count(1)
+    expect(ruler.locator("a.ruler-mark.of-fault.missing_result")).to_have_count(1)
+    expect(ruler.locator("a.ruler-mark.of-op.insert_result")).to_have_count(1)
     # The mark is drawn in its kind's colour (--k-missing_result, #c62828), as its badge is.
-    fill = ruler.locator("rect.mark.of-fault").evaluate("(el) => getComputedStyle(el).fill")
+    fill = ruler.locator("a.ruler-mark.of-fault").evaluate(
+        "(el) => getComputedStyle(el).backgroundColor"
+    )
     assert fill == "rgb(198, 40, 40)"
     ruler.locator("a.ruler-mark").first.click()
     expect(page.locator("#r-8")).to_have_class(re.compile(r"\bcurrent\b"))
@@ -80,7 +82,7 @@ def test_the_diff_view_folds_unchanged_runs_and_unfolds_in_one_click(
     assert shown < rows / 2
     # Each shown run holds a change or a fault.
     expect(page.locator("#rows tr.row.has-fault").first).to_be_visible()
-    expect(page.locator("svg.ruler")).to_be_visible()
+    expect(page.locator("nav.ruler")).to_be_visible()
     page.locator("#rows tr.row.has-fault").first.scroll_into_view_if_needed()
     screenshot(page, "session-diff-ruler")
 

@@ -32,6 +32,8 @@ UNSCOPED = {
     "workspace_list",
     "api_tokens",
     "create_api_token",
+    "content_search",
+    "dismiss_unreadable",
 }
 
 
@@ -93,6 +95,10 @@ def object_urls(objects: dict[str, Any]) -> dict[str, str]:
         "source_settings": (objects["source"].pk,),
         "workspace_members": (objects["workspace"].pk,),
         "revoke_api_token": (objects["token"].pk,),
+        "confirm_revoke_api_token": (objects["token"].pk,),
+        "confirm_rollback": (job.pk,),
+        "session_compare": (session.pk,),
+        "delete_session": (session.pk,),
     }
     missing = set(url_names()) - UNSCOPED - set(filled)
     assert not missing, f"decide the access of these URL names in test_access: {missing}"
@@ -133,6 +139,7 @@ def test_a_viewer_is_refused_every_write(client, alice, bobs):
         "source_settings",
         "workspace_members",
         "revoke_api_token",
+        "delete_session",
     }
     session = bobs["session"]
     upload = client.post("/sessions/upload/", {"workspace": bobs["workspace"].pk})
