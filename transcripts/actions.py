@@ -42,12 +42,13 @@ from django.conf import settings
 from django.core.files import File
 from django.core.files.storage import default_storage
 from django.db import DatabaseError, DataError, IntegrityError, transaction
-from django.db.models import F, Q, QuerySet
+from django.db.models import F, Q, QuerySet, Value
+from django.db.models.functions import Greatest
 from django.utils import timezone
 from kombu.exceptions import OperationalError
 from kombu.utils.url import maybe_sanitize_url
 
-from transcripts import writeback
+from transcripts import search, writeback
 from transcripts.core.model import FaultKind, Op, OpKind
 from transcripts.engine import ENGINE_VERSION, Analysis, analyze
 from transcripts.models import (
@@ -59,6 +60,7 @@ from transcripts.models import (
     Revision,
     Session,
     SyncedFile,
+    Timeline,
     Workspace,
     blob_chunks,
     blob_name,
@@ -377,6 +379,69 @@ def do_ingest_sessions(
         raise
 
 
+class CannotDelete(Exception):
+    """A session cannot be deleted: a sync follows its file, or a job is working on it."""
+
+
+def do_delete_sessions(sessions: Iterable[Session], *, acting_user: Any) -> int:
+    """Delete `sessions` (an editor's act): hidden everywhere, audited, their blobs removed.
+
+    The rows stay (audit records are append-only and name the session and
+    its revisions); each session gets a `delete` audit record and loses its
+    timelines; a blob goes once no revision of a session still there refers
+    to it. Raises CannotDelete, deleting nothing, when a sync source follows
+    one of the files (the next sync would bring it back) or an unfinished
+    job holds one. Returns how many were deleted.
+    """
+    pks = [session.pk for session in sessions]
+    now = timezone.now()
+    with transaction.atomic(durable=True):
+        locked = list(Session.objects.select_for_update().filter(pk__in=pks).order_by("pk"))
+        for session in locked:
+            if session.source_id is not None:
+                raise CannotDelete(
+                    f"{session.name} is synced from a folder: remove the file there, or turn "
+                    "the source off, instead (the next sync would bring it back)."
+                )
+        busy = (
+            JobItem.objects.filter(session__in=locked, status__in=UNFINISHED)
+            .values_list("session__name", flat=True)
+            .first()
+        )
+        if busy is not None:
+            raise CannotDelete(f"{busy} is in a job still running: wait for it, or cancel it.")
+        revisions = Revision.objects.filter(session__in=locked)
+        shas = {sha for pair in revisions.values_list("sha256", "delta") for sha in pair if sha}
+        Timeline.objects.filter(revision__session__in=locked).delete()
+        for session in locked:
+            search.drop_session(session.pk)
+        Session.objects.filter(pk__in=[s.pk for s in locked]).update(deleted_at=now)
+        AuditRecord.objects.bulk_create(
+            AuditRecord(
+                acting_user=acting_user,
+                session=session,
+                revision_from_id=session.head_id,
+                op=AuditRecord.Action.DELETE,
+                engine_version=ENGINE_VERSION,
+                note=f"deleted by {acting_user}: {session.name}"
+                + (f" (unreadable: {session.error[:200]})" if session.error else ""),
+            )
+            for session in locked
+        )
+        transaction.on_commit(lambda: _delete_blobs_of_deleted(sorted(shas)))
+    return len(locked)
+
+
+def _delete_blobs_of_deleted(shas: list[str]) -> None:
+    """Delete the blobs of `shas` that no revision of a session still there refers to."""
+    kept = Revision.objects.filter(
+        Q(sha256__in=shas) | Q(delta__in=shas), session__deleted_at__isnull=True
+    ).values_list("sha256", "delta")
+    used = {sha for pair in kept for sha in pair}
+    for sha256 in set(shas) - used:
+        default_storage.delete(blob_name(sha256))
+
+
 def _delete_unused_blobs(shas: list[str]) -> None:
     """Delete the blobs of `shas` that no revision refers to (a failed write's leftovers).
 
@@ -554,18 +619,39 @@ def do_start_repair_from_dry_run(
         )
 
 
+def rollback_blocker(job: Job) -> str:
+    """Return why `job` cannot be rolled back ("" when it can), as a sentence for people.
+
+    Only a finished repair job that repaired a session and was not rolled back
+    already (by a rollback not cancelled) can be.
+    """
+    if job.kind != Job.Kind.REPAIR or not job.is_finished:
+        return "Only a finished repair job can be rolled back."
+    if not job.items.filter(status=JobItem.Status.REPAIRED).exists():
+        return f"Job {job.pk} repaired no session: there is nothing to roll back."
+    earlier = (
+        Job.objects.filter(source_job=job, kind=Job.Kind.ROLLBACK)
+        .exclude(status=Job.Status.CANCELLED)
+        .first()
+    )
+    if earlier is not None:
+        return f"Job {job.pk} was rolled back already, by job {earlier.pk}."
+    return ""
+
+
 def do_start_rollback_job(job: Job, *, acting_user: Any, api_token: ApiToken | None = None) -> Job:
     """Start undoing the repair job `job`: each session it repaired gets its previous bytes back.
 
     The rollback's fence is the revision `job` wrote: a session changed
     since is reported (`fence_lost`), never overwritten. Raises
-    JobStateError unless `job` is a finished repair that repaired a session.
+    JobStateError when `rollback_blocker` names a reason.
     """
-    if job.kind != Job.Kind.REPAIR or not job.is_finished:
-        raise JobStateError("Only a finished repair job can be rolled back.")
-    if not job.items.filter(status=JobItem.Status.REPAIRED).exists():
-        raise JobStateError(f"Job {job.pk} repaired no session: there is nothing to roll back.")
     with transaction.atomic(durable=True):
+        # Locked, so two clicks at once cannot both start a rollback.
+        Job.objects.select_for_update().filter(pk=job.pk).first()
+        blocker = rollback_blocker(job)
+        if blocker:
+            raise JobStateError(blocker)
         rows = job.items.filter(status=JobItem.Status.REPAIRED).values_list(
             "session_id", "revision_id"
         )
@@ -619,7 +705,11 @@ def do_retry_failed_items(job: Job, *, acting_user: Any) -> int:
         retried = JobItem.objects.filter(job=job, status=JobItem.Status.FAILED).update(
             status=JobItem.Status.QUEUED, error="", claim=None, claimed_at=None
         )
-        Job.objects.filter(pk=job.pk).update(failed=F("failed") - retried)
+        Job.objects.filter(pk=job.pk).update(
+            failed=F("failed") - retried,
+            # A job from before the counter has none: never below zero.
+            processed=Greatest(F("processed") - retried, Value(0)),
+        )
         send_task(start_job, job.pk)
     return retried
 
@@ -752,6 +842,8 @@ def _run_claimed(job: Job, claim: uuid.UUID, items: list[JobItem]) -> list[int]:
         except Exception as exc:  # an engine or storage error must fail one item, not the job
             error = f"{type(exc).__name__}: {exc}"
             outcomes.append(Outcome(item, JobItem.Status.FAILED, {"error": error}))
+        # Counted now, not when the chunk is written: the bar moves a session at a time.
+        Job.objects.filter(pk=job.pk).update(processed=F("processed") + 1)
     alone: list[Outcome] = []
     together: list[Outcome] = []
     for outcome in outcomes:

@@ -311,7 +311,10 @@ class AuditFilterForm(forms.Form):
     """Filter audit records by job, session, fault kind and acting user."""
 
     job = forms.IntegerField(required=False, min_value=1, max_value=2**63 - 1)
-    session = forms.IntegerField(required=False, min_value=1, max_value=2**63 - 1)
+    session = forms.IntegerField(
+        label="Session id", required=False, min_value=1, max_value=2**63 - 1
+    )
+    session_name = forms.CharField(label="Session name contains", required=False, max_length=200)
     fault_kind = forms.ChoiceField(
         required=False, choices=[("", "any")] + [(str(kind), str(kind)) for kind in FaultKind]
     )
@@ -331,18 +334,20 @@ class AuditFilterForm(forms.Form):
         )
 
     def records(self) -> QuerySet[AuditRecord]:
-        """Return the user's audit records matching the valid filters, oldest first."""
+        """Return the user's audit records matching the valid filters, newest first."""
         records = AuditRecord.objects.for_user(self.user)
         data = self.cleaned_data if self.is_valid() else {}
         if data.get("job"):
             records = records.filter(job_id=data["job"])
         if data.get("session"):
             records = records.filter(session_id=data["session"])
+        if data.get("session_name"):
+            records = records.filter(session__name__icontains=data["session_name"])
         if data.get("fault_kind"):
             records = records.filter(fault_kind=data["fault_kind"])
         if data.get("user"):
             records = records.filter(acting_user=data["user"])
-        return records.order_by("id")
+        return records.order_by("-id")
 
 
 class ApiTokenForm(forms.Form):

@@ -260,6 +260,21 @@ class SessionQuerySet(models.QuerySet["Session"]):
         return self.filter(fault_counts__has_key=kind)
 
 
+class SessionManager(models.Manager["Session"]):
+    """The sessions not deleted: what every page, job and API call works on."""
+
+    def get_queryset(self) -> SessionQuerySet:
+        return SessionQuerySet(self.model, using=self._db).filter(deleted_at__isnull=True)
+
+    def for_user(self, user: Any, role: str | None = None) -> SessionQuerySet:
+        """Return the sessions in the workspaces of `user` (with at least `role`, if given)."""
+        return self.get_queryset().for_user(user, role)
+
+    def with_fault(self, kind: str) -> SessionQuerySet:
+        """Return the sessions whose head revision has at least one fault of `kind`."""
+        return self.get_queryset().with_fault(kind)
+
+
 class Session(models.Model):
     """One uploaded transcript; `head` is its current revision."""
 
@@ -308,8 +323,12 @@ class Session(models.Model):
         help_text="The API token the session was uploaded with, if any.",
     )
     created = models.DateTimeField(auto_now_add=True)
+    # Set when an editor deletes the session: its rows stay for the audit trail (which
+    # never loses a record), its blobs go, and no page, list, job or API shows it.
+    deleted_at = models.DateTimeField(null=True, blank=True)
 
-    objects = SessionQuerySet.as_manager()
+    objects = SessionManager()
+    with_deleted = SessionQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created", "-id"]
@@ -517,6 +536,11 @@ class Job(models.Model):
         default=0, help_text="Items skipped because their session has pending results."
     )
     cancelled = models.PositiveIntegerField(default=0, help_text="Items the job never got to.")
+    # Counted as each item is processed, before its chunk is written: what the
+    # progress bar shows between two chunk writes.
+    processed = models.PositiveIntegerField(
+        default=0, help_text="Items processed so far, written or not yet."
+    )
     archive = models.CharField(
         max_length=255, blank=True, help_text="Storage name of an export's zip archive."
     )
@@ -557,19 +581,28 @@ class Job(models.Model):
         end = self.finished_at or now or timezone.now()
         return (end - self.started_at).total_seconds()
 
+    @property
+    def progress(self) -> int:
+        """Return how many items are processed: finished, or done and waiting for their chunk."""
+        return max(self.finished_items, min(self.processed, self.total))
+
     def rate(self, now: datetime | None = None) -> float | None:
-        """Return the items finished per second since the job started, None before any."""
+        """Return the items processed per second since the job started, None before any."""
         seconds = self.elapsed(now)
-        if not seconds or seconds < 0 or not self.finished_items:
+        if not seconds or seconds < 0 or not self.progress:
             return None
-        return self.finished_items / seconds
+        return self.progress / seconds
 
     def seconds_left(self, now: datetime | None = None) -> float | None:
-        """Return the estimated seconds until every item is finished, at the current rate."""
+        """Return the estimated seconds until every item is processed, at the current rate.
+
+        None once every item is processed (what is left, such as an export's
+        archive, is not paced by items) and when the job is finished.
+        """
         rate = self.rate(now)
-        if rate is None or self.is_finished:
+        if rate is None or self.is_finished or self.progress >= self.total:
             return None
-        return (self.total - self.finished_items) / rate
+        return (self.total - self.progress) / rate
 
 
 class JobItem(models.Model):
@@ -854,6 +887,14 @@ class Timeline(models.Model):
     row_count = models.PositiveIntegerField(default=0)
     fault_counts = models.JSONField(default=dict, blank=True)
     op_count = models.PositiveIntegerField(default=0)
+    # What the last compaction hid (see transcripts.core.compaction): its record,
+    # how many records are not sent, and the faults they would have; {} if none.
+    compaction = models.JSONField(default=dict, blank=True)
+    # The provider's verdict on the revision as it is ("raw") and repaired under the
+    # policy ("repaired"): see transcripts.verdict.Verdict.as_dict; {} if unreadable.
+    verdict = models.JSONField(default=dict, blank=True)
+    # How far a build has got (BUILD_STAGES of transcripts.timeline): 0 before it starts.
+    stage = models.PositiveSmallIntegerField(default=0)
     error = StorableTextField(blank=True, help_text="Why the file could not be read.")
     created_at = models.DateTimeField(auto_now_add=True)
     used_at = models.DateTimeField(default=timezone.now)

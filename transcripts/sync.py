@@ -121,6 +121,17 @@ class SyncReport:
         )
 
 
+def roots_line(folder: Path) -> str:
+    """Return the SYNC_ROOTS line that allows `folder` as well as the roots allowed now.
+
+    Settings are read once, when Pairfix starts: the line takes effect after a restart.
+    """
+    roots = [str(root) for root in settings.SYNC_ROOTS]
+    if str(folder) not in roots:
+        roots.append(str(folder))
+    return "SYNC_ROOTS=" + os.pathsep.join(roots)
+
+
 def check_source_path(path: str, workspace: Workspace | None = None) -> Path:
     """Return `path` resolved, if it is a folder under one of settings.SYNC_ROOTS.
 
@@ -135,15 +146,19 @@ def check_source_path(path: str, workspace: Workspace | None = None) -> Path:
         raise SyncError(f"{path!r}: a path must be UTF-8 text without NUL")
     if ".." in Path(path).parts:
         raise SyncError(f"{path}: a path with '..' is not accepted")
-    if not settings.SYNC_ROOTS:
-        raise SyncError(
-            "no folder may be synced: set SYNC_ROOTS to the folders agents write to "
-            f"(separated by {os.pathsep!r})"
-        )
     resolved = Path(path).resolve()
     if not any(resolved.is_relative_to(root) for root in settings.SYNC_ROOTS):
         roots = ", ".join(str(r) for r in settings.SYNC_ROOTS)
-        raise SyncError(f"{path}: not under an allowed sync root ({roots})")
+        refusal = (
+            f"{path}: not under an allowed sync root ({roots})"
+            if roots
+            else "no folder may be synced: set SYNC_ROOTS to the folders agents write to"
+        )
+        raise SyncError(
+            f"{refusal}. To allow this one, add the line "
+            f"{roots_line(resolved)} to the .env file beside manage.py (or to the server's "
+            "environment), then restart Pairfix."
+        )
     if not resolved.is_dir():
         raise SyncError(f"{path}: no such folder")
     if workspace is not None:

@@ -18,6 +18,7 @@ request, larger ones by a Celery task while the page polls.
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -32,13 +33,26 @@ from django.db import connection, transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from transcripts import search
 from transcripts.actions import send_task
 from transcripts.core.align import Cell, Row, RowStatus
+from transcripts.core.branch import live_context
+from transcripts.core.compaction import Compacted, before_compaction
 from transcripts.core.model import OpKind, Record
-from transcripts.engine import ENGINE_VERSION, Analysis, FileSource, analyze
+from transcripts.core.validate import request_positions
+from transcripts.engine import (
+    DEFAULT_POLICY,
+    ENGINE_VERSION,
+    PRESETS,
+    Analysis,
+    FileSource,
+    analyze,
+    count_faults,
+)
 from transcripts.fields import storable, storable_text
 from transcripts.formats.display import Shown, ShownKind, read_record, timestamp
 from transcripts.models import Revision, Session, Timeline, TimelineRow, blob_name
+from transcripts.verdict import Verdict, verdicts
 
 WINDOW_ROWS = 100
 # Rows shown above a row jumped to, so that it is seen in its context.
@@ -50,6 +64,13 @@ MAX_RECORD = 64 << 20
 # Timelines kept per session head (policies × formats × live); the least recently used go first.
 KEPT_PER_SESSION = 6
 BUILD_BATCH = 2000
+# What a build does, in order; Timeline.stage is the number (1-based) of the one under way.
+BUILD_STAGES = (
+    "reading the file and finding its faults",
+    "lining up the raw and repaired rows",
+    "checking the repaired file as the provider would",
+    "storing the rows",
+)
 
 
 # Building.
@@ -116,10 +137,24 @@ def do_build_timeline(timeline_id: int) -> bool:
     ):
         return False
     timeline = Timeline.objects.select_related("revision__session").get(pk=timeline_id)
+
+    def stage(number: int) -> None:
+        # Committed at once (no transaction is open): the page polling for the build shows it.
+        Timeline.objects.filter(pk=timeline_id, claim=token).update(stage=number)
+
     try:
         with timeline.revision.source() as data:
+            stage(1)
             analysis = _analyze(timeline, data)
-            rows = list(_rows(analysis)) if analysis.error is None else []
+            stage(2)
+            compacted = (
+                before_compaction(analysis.transcript) if analysis.transcript is not None else None
+            )
+            rows = list(_rows(analysis, compacted)) if analysis.error is None else []
+            stage(3)
+            before, after = verdicts(analysis)
+            others = _other_verdicts(timeline, data, analysis) if after is not None else {}
+        stage(4)
     except Exception as exc:  # an engine bug shows on the page instead of a build retried forever
         Timeline.objects.filter(pk=timeline_id, claim=token).update(
             status=Timeline.Status.FAILED, error=f"{type(exc).__name__}: {exc}"
@@ -135,11 +170,35 @@ def do_build_timeline(timeline_id: int) -> bool:
             row_count=len(rows),
             fault_counts=analysis.fault_counts,
             op_count=len(analysis.plan.ops),
+            compaction=_compaction_summary(compacted, rows),
+            verdict={
+                **{
+                    name: verdict.as_dict()
+                    for name, verdict in (("raw", before), ("repaired", after))
+                    if verdict is not None
+                },
+                "policies": others,
+            },
             error=analysis.error or "",
             used_at=now,
         ):
             return False  # another builder took the claim over; it writes the rows
         _insert(timeline_id, rows)
+        session = timeline.revision.session
+        if (
+            timeline.policy == DEFAULT_POLICY
+            and not timeline.read_as
+            and timeline.revision_id == session.head_id
+        ):
+            # The raw records of the head, for the search across sessions.
+            search.index_session(
+                session.pk,
+                (
+                    (row[2], MESSAGE_TOKEN.sub("", row[9]))
+                    for row in rows
+                    if row[3] and row[2] is not None
+                ),
+            )
     _prune(timeline.revision.session)
     return True
 
@@ -237,15 +296,62 @@ def _cell(cell: Cell) -> dict[str, Any]:
     }
 
 
-def _rows(analysis: Analysis) -> Iterator[tuple[Any, ...]]:
-    """Yield the rows of `analysis`'s side-by-side view in order, as values of `_COLUMNS`."""
+def _rows(analysis: Analysis, compacted: Compacted | None = None) -> Iterator[tuple[Any, ...]]:
+    """Yield the rows of `analysis`'s side-by-side view in order, as values of `_COLUMNS`.
+
+    With `compacted`, a row whose raw record the runtime no longer sends
+    carries the compaction's record index (`nc`) and the faults that record
+    would have if it were sent (`w`).
+    """
     assert analysis.transcript is not None
     records = analysis.transcript.records
+    hidden: set[int] = set(compacted.hidden) if compacted is not None else set()
+    would_be: dict[int, list[dict[str, str]]] = {}
+    for fault in compacted.faults if compacted is not None else ():
+        would_be.setdefault(fault.record, []).append(
+            {"k": str(fault.kind), "id": fault.tool_call_id or "", "d": fault.detail}
+        )
+    # Where each record of the live context goes in the request the agent builds: what
+    # a provider's error names ("messages.128.content.4"), so a pasted error finds it.
+    requested = request_positions(analysis.transcript, live_context(analysis.transcript))
     for position, row in enumerate(analysis.rows):
-        yield _row(position, row, records)
+        extra: dict[str, Any] = {}
+        index = row.left.index if row.left is not None else None
+        if compacted is not None and index in hidden:
+            extra = {"nc": compacted.boundary, "w": would_be.get(index, [])}
+        if index is not None and row.left is not None and index in requested:
+            extra["mp"] = list(requested[index])
+        yield _row(position, row, records, extra)
 
 
-def _row(position: int, row: Row, records: list[Record]) -> tuple[Any, ...]:
+def _compaction_summary(compacted: Compacted | None, rows: list[tuple[Any, ...]]) -> dict[str, Any]:
+    """Return what the timeline keeps of `compacted`: boundary, counts, the first faults listed."""
+    if compacted is None:
+        return {}
+    position = {row[2]: row[0] for row in rows if row[3]}  # raw record -> its row
+    faults = [
+        {
+            "kind": str(f.kind),
+            "tool_call_id": f.tool_call_id or "",
+            "detail": f.detail,
+            "record": f.record,
+            "position": position.get(f.record, 0),
+        }
+        for f in compacted.faults[:FAULTS_LISTED]
+    ]
+    counts = count_faults(Counter(str(f.kind) for f in compacted.faults))
+    return {
+        "record": compacted.boundary,
+        "hidden": len(compacted.hidden),
+        "fault_total": len(compacted.faults),
+        "fault_counts": counts,
+        "faults": faults,
+    }
+
+
+def _row(
+    position: int, row: Row, records: list[Record], extra: dict[str, Any] | None = None
+) -> tuple[Any, ...]:
     status = row.status
     data: dict[str, Any] = {
         "l": _cell(row.left) if row.left is not None else None,
@@ -257,6 +363,7 @@ def _row(position: int, row: Row, records: list[Record]) -> tuple[Any, ...]:
         "o": [
             {"k": str(op.kind), "p": op.policy_row, "id": op.tool_call_id or ""} for op in row.ops
         ],
+        **(extra or {}),
     }
     index = row.left.index if row.left is not None else None
     raw = index is not None
@@ -295,7 +402,8 @@ def _row(position: int, row: Row, records: list[Record]) -> tuple[Any, ...]:
         bool(row.faults),
         any(c.calls or c.results for c in cells),
         _json_text(data),
-        storable_text(_search_text(row, record)),
+        storable_text(_search_text(row, record))
+        + (f" {message_token(data['mp'][0])}" if "mp" in data else ""),
     )
 
 
@@ -305,6 +413,47 @@ def _json_text(data: dict[str, Any]) -> str:
         return orjson.dumps(data).decode()
     except orjson.JSONEncodeError:  # a lone surrogate, e.g. from a file name
         return orjson.dumps(storable(data)).decode()
+
+
+MESSAGE_TOKEN = re.compile(r" msg:\d+;$")
+
+
+def message_token(message: int) -> str:
+    """Return the search text that marks a row as request message `message`."""
+    return f"msg:{message};"
+
+
+# A provider's error names the request message (and block) it refused.
+PROVIDER_ERROR = re.compile(r"messages\.(\d+)(?:\.content\.(\d+))?")
+
+
+def provider_error_position(timeline: Timeline, text: str) -> tuple[int, int, str] | None:
+    """Return (row position, raw record, "messages.M[.content.B]") of the record `text` names.
+
+    `text` is a provider's error as pasted ("messages.128.content.4: unexpected
+    tool_use_id ..."); the message index is the one of the request the agent
+    builds from the file (`core.validate.request_positions`): the record
+    holding block B of message M, or the message's first record. None when
+    the text names no message or the request has no such message.
+    """
+    found = PROVIDER_ERROR.search(text)
+    if found is None:
+        return None
+    message, block = int(found.group(1)), found.group(2)
+    rows = (
+        TimelineRow.objects.filter(timeline=timeline, raw=True)
+        .filter(text__contains=message_token(message))
+        .order_by("position")
+        .values_list("position", "record", "data")
+    )
+    best: tuple[int, int] | None = None
+    for position, record, data in rows:
+        first_block = orjson.loads(data).get("mp", [message, 0])[1]
+        if best is None or (block is not None and first_block <= int(block)):
+            best = (position, record)
+    if best is None:
+        return None
+    return best[0], best[1], found.group(0)
 
 
 def _search_text(row: Row, record: Record | None) -> str:
@@ -374,6 +523,10 @@ class ShownRow:
     faults: list[dict[str, str]]
     ops: list[dict[str, str]]
     moved_from: int | None = None
+    # The record of the compaction the row's raw record lies before (not sent), and
+    # the faults it would have if it were sent.
+    not_sent: int | None = None
+    would_be: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def anchor(self) -> str:
@@ -623,6 +776,8 @@ def _shown_row(row: TimelineRow, read: tuple[list[Shown], str] | None) -> ShownR
         faults=data["f"],
         ops=data["o"],
         moved_from=data.get("m"),
+        not_sent=data.get("nc"),
+        would_be=data.get("w", []),
     )
 
 
@@ -630,3 +785,162 @@ def _inserted_text(item: dict[str, Any]) -> str:
     if item.get("from") is not None:
         return f"(moved here from record #{item['from']})"
     return str(item["t"])
+
+
+def _other_verdicts(
+    timeline: Timeline, data: bytes | FileSource, analysis: Analysis
+) -> dict[str, dict[str, Any]]:
+    """Return {policy: verdict on the file repaired under it} for every other preset.
+
+    Only for a revision small enough to build during a request: the session
+    page shows these beside each policy without parsing the file again.
+    """
+    if timeline.revision.size > settings.TIMELINE_INLINE_BYTES:
+        return {}
+    found: dict[str, dict[str, Any]] = {}
+    for name in PRESETS:
+        if name != timeline.policy:
+            other = analyze(data, analysis.filename, name, format=analysis.format)
+            _, after = verdicts(other)
+            if after is not None:
+                found[name] = after.as_dict()
+    return found
+
+
+def policy_verdicts(timeline: Timeline) -> dict[str, Verdict]:
+    """Return {policy: verdict on the repaired file} as far as the build worked them out."""
+    stored = (timeline.verdict or {}).get("policies", {})
+    found = {name: Verdict.from_dict(value) for name, value in stored.items()}
+    return {name: verdict for name, verdict in found.items() if verdict is not None}
+
+
+def timeline_verdicts(timeline: Timeline) -> tuple[Verdict | None, Verdict | None]:
+    """Return the provider's verdicts the build stored: (revision as it is, repaired)."""
+    stored = timeline.verdict or {}
+    return Verdict.from_dict(stored.get("raw")), Verdict.from_dict(stored.get("repaired"))
+
+
+# The overview ruler: where in the whole timeline the faults and the ops are.
+
+# One mark per hundredth of the rows (a CSS class each: the CSP allows no inline style).
+RULER_BUCKETS = 100
+
+
+@dataclass(frozen=True)
+class Mark:
+    """A mark on the ruler: at `top` (0 to RULER_BUCKETS - 1) for the row at `position`.
+
+    `kind` is a fault kind id (`fault` True) or an op kind id; `count` how many
+    rows of that kind the mark stands for (rows close together share one).
+    """
+
+    top: int
+    kind: str
+    fault: bool
+    position: int
+    anchor: str
+    record: int | None
+    count: int = 1
+
+
+def ruler(timeline: Timeline) -> list[Mark]:
+    """Return the ruler's marks: per bucket of rows, one per fault kind and one per op kind.
+
+    Reads the rows with a fault or a change only (the partial index serves the
+    faults; the changed rows are few beside the unchanged ones).
+    """
+    total = max(timeline.row_count, 1)
+    rows = (
+        TimelineRow.objects.filter(timeline=timeline)
+        .filter(Q(faulty=True) | ~Q(status=RowStatus.SAME))
+        .order_by("position")
+        .values_list("position", "record", "raw", "data")
+    )
+    marks: dict[tuple[int, str, bool], Mark] = {}
+    for position, record, raw, data in rows:
+        top = position * RULER_BUCKETS // total
+        anchor = f"r-{record}" if raw and record is not None else f"p-{position}"
+        decoded = orjson.loads(data)
+        kinds = [(f["k"], True) for f in decoded["f"]] + [(o["k"], False) for o in decoded["o"]]
+        for kind, fault in dict.fromkeys(kinds):
+            key = (top, kind, fault)
+            found = marks.get(key)
+            marks[key] = (
+                Mark(top, kind, fault, position, anchor, record)
+                if found is None
+                else Mark(
+                    top, kind, fault, found.position, found.anchor, found.record, found.count + 1
+                )
+            )
+    return sorted(marks.values(), key=lambda m: (m.top, not m.fault, m.kind))
+
+
+# The diff view: the rows a repair changes or a fault is on, with a little context;
+# every run of unchanged rows between them folded into one line.
+
+DIFF_CONTEXT = 3
+DIFF_ROWS = 300
+
+
+@dataclass(frozen=True)
+class Folded:
+    """A run of `count` unchanged rows from position `start`, folded into one line."""
+
+    start: int
+    count: int
+
+    @property
+    def label(self) -> str:
+        """Return the line shown for the run: "… 16,320 unchanged records …"."""
+        return f"… {self.count:,} unchanged record{'s' if self.count != 1 else ''} …"
+
+
+def changes(
+    timeline: Timeline, context: int = DIFF_CONTEXT, limit: int = DIFF_ROWS
+) -> list[Window | Folded]:
+    """Return the diff view: windows of changed or faulty rows (± `context`) and the runs between.
+
+    At most `limit` rows are shown; what lies past them is one last Folded run
+    (which the page links to the full side-by-side at its start).
+    """
+    total = timeline.row_count
+    wanted = (
+        TimelineRow.objects.filter(timeline=timeline)
+        .filter(Q(faulty=True) | ~Q(status=RowStatus.SAME))
+        .order_by("position")
+        .values_list("position", flat=True)[:limit]
+    )
+    spans: list[list[int]] = []
+    for position in wanted:
+        start, end = max(position - context, 0), min(position + context, total - 1)
+        if spans and start <= spans[-1][1] + 1:
+            spans[-1][1] = max(spans[-1][1], end)
+        else:
+            spans.append([start, end])
+    shown: list[tuple[int, int]] = []
+    budget = limit
+    for start, end in spans:
+        if budget <= 0:
+            break
+        end = min(end, start + budget - 1)
+        shown.append((start, end))
+        budget -= end - start + 1
+    rows: list[TimelineRow] = []
+    for k in range(0, len(shown), 50):  # a few ranges per query keep the SQL short
+        where = Q()
+        for start, end in shown[k : k + 50]:
+            where |= Q(position__range=(start, end))
+        rows += list(TimelineRow.objects.filter(timeline=timeline).filter(where))
+    rows.sort(key=lambda row: row.position)
+    by_position = {row.position: row for row in rows}
+    out: list[Window | Folded] = []
+    cursor = 0
+    for start, end in shown:
+        if start > cursor:
+            out.append(Folded(cursor, start - cursor))
+        run = [by_position[p] for p in range(start, end + 1) if p in by_position]
+        out.append(Window(_show(timeline, run), more_before=False, more_after=False))
+        cursor = end + 1
+    if cursor < total:
+        out.append(Folded(cursor, total - cursor))
+    return out

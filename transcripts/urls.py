@@ -7,8 +7,12 @@ app_name = "transcripts"
 urlpatterns = [
     path("", views.session_list, name="session_list"),
     path("overview/", views.overview_page, name="overview"),
+    path("search/", views.content_search, name="content_search"),
     path("sessions/upload/", views.upload, name="upload"),
     path("sessions/<int:pk>/", views.session_detail, name="session_detail"),
+    path("sessions/<int:pk>/compare/", views.session_compare, name="session_compare"),
+    path("sessions/<int:pk>/delete/", views.delete_session, name="delete_session"),
+    path("sessions/dismiss-unreadable/", views.dismiss_unreadable, name="dismiss_unreadable"),
     path("sessions/<int:pk>/rows/", views.session_rows, name="session_rows"),
     path("sessions/<int:pk>/records/<int:index>/", views.record_detail, name="record_detail"),
     path(
@@ -22,6 +26,7 @@ urlpatterns = [
     path("jobs/<int:pk>/cancel/", views.cancel_job, name="cancel_job"),
     path("jobs/<int:pk>/retry/", views.retry_job, name="retry_job"),
     path("jobs/<int:pk>/rollback/", views.rollback_job, name="rollback_job"),
+    path("jobs/<int:pk>/rollback/confirm/", views.confirm_rollback, name="confirm_rollback"),
     path("jobs/<int:pk>/apply/", views.apply_dry_run, name="apply_dry_run"),
     path("jobs/<int:pk>/archive/", views.download_archive, name="download_archive"),
     path("workspaces/", views.workspace_list, name="workspace_list"),
@@ -42,4 +47,9 @@ urlpatterns = [
     path("tokens/", views.api_tokens, name="api_tokens"),
     path("tokens/new/", views.create_api_token, name="create_api_token"),
     path("tokens/<int:pk>/revoke/", views.revoke_api_token, name="revoke_api_token"),
+    path(
+        "tokens/<int:pk>/revoke/confirm/",
+        views.confirm_revoke_api_token,
+        name="confirm_revoke_api_token",
+    ),
 ]

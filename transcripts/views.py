@@ -12,6 +12,7 @@ import json
 import tempfile
 from collections import Counter
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -22,23 +23,25 @@ from django.core.exceptions import PermissionDenied
 from django.core.files.storage import default_storage
 from django.core.paginator import Paginator
 from django.db import DatabaseError
-from django.db.models import Count
+from django.db.models import Count, QuerySet
 from django.http import (
     FileResponse,
     Http404,
     HttpRequest,
     HttpResponse,
+    QueryDict,
     StreamingHttpResponse,
 )
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.utils.http import content_disposition_header
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRefresh, push_url
 
-from transcripts import actions, invitations, overview, sync, timeline
+from transcripts import actions, compare, invitations, overview, search, sync, timeline
 from transcripts.engine import PRESETS
 from transcripts.formats import FORMATS
 from transcripts.forms import (
@@ -68,6 +71,7 @@ from transcripts.models import (
     Workspace,
 )
 from transcripts.uploads import Limits, LimitUploadHandler, keep_unusable_names
+from transcripts.verdict import Verdict, verdicts
 
 logger = structlog.get_logger(__name__)
 
@@ -125,17 +129,24 @@ def _session_list_page(
     status: int = 200,
 ) -> HttpResponse:
     filter_form = SessionFilterForm(request.GET or None, user=request.user)
+    filter_invalid = filter_form.is_bound and not filter_form.is_valid()
     sessions = filter_form.sessions().select_related("workspace", "source", "head")
+    if filter_invalid:
+        # Ignoring a bad value would list (and let a job take) every session.
+        sessions = sessions.none()
+        status = max(status, 400)
     page = Paginator(sessions, SESSIONS_PER_PAGE).get_page(request.GET.get("page"))
     context = {
         "page": page,
         "query": _query_without_page(request),
         "sessions": page.object_list,
         "filter_form": filter_form,
-        "filtering": bool(filter_form.selection()),
+        "filtering": bool(filter_form.selection()) or filter_invalid,
+        "filter_invalid": filter_invalid,
         "upload_form": upload_form or UploadForm(user=request.user),
         "job_form": job_form or StartJobForm(user=request.user),
         "jobs": Job.objects.for_user(request.user).select_related("workspace")[:5],
+        "unreadable_count": _unreadable_uploads(request).count(),
     }
     return render(request, "transcripts/session_list.html", context, status=status)
 
@@ -282,8 +293,26 @@ def session_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "policy_description": PRESETS[policy].description,
         "timeline": tl,
         "revisions": session.revisions.select_related("created_by").order_by("number"),
+        "can_edit": Membership.has_role(request.user, session.workspace_id, Membership.Role.EDITOR),
+        "policy_options": [(value, label, None) for value, label in policy_choices()],
     }
+    if tl.status in (Timeline.Status.QUEUED, Timeline.Status.BUILDING):
+        stages = timeline.BUILD_STAGES
+        context["build"] = {
+            "steps": len(stages),
+            "done": max(tl.stage - 1, 0),
+            "text": (
+                f"step {tl.stage} of {len(stages)}: {stages[tl.stage - 1]}"
+                if tl.stage
+                else "waiting for a worker to start"
+            ),
+        }
     if tl.status == Timeline.Status.READY and not tl.error:
+        context["raw_verdict"], context["verdict"] = timeline.timeline_verdicts(tl)
+        known = _policy_verdicts(session, tl)
+        context["policy_options"] = [
+            (value, label, known.get(value)) for value, label in policy_choices()
+        ]
         window = _window(tl, filters, data)
         if window is None:
             context["not_found"] = (
@@ -294,6 +323,20 @@ def session_detail(request: HttpRequest, pk: int) -> HttpResponse:
             window = timeline.window_after(tl, filters, -1)
         context["window"] = window
         context["faults"] = timeline.listed_faults(tl)
+        context["ruler"] = timeline.ruler(tl)
+        if request.GET.get("view") == "changes" and not filters:
+            context["changes"] = timeline.changes(tl)
+        named = timeline.provider_error_position(tl, filters.q) if filters.q else None
+        if named is not None:
+            # A pasted provider error: go to the record it names, not rows containing it.
+            position, record, where = named
+            context["filters"] = filters = timeline.Filters(filters.faults, filters.tools)
+            context["window"] = timeline.window_at(tl, filters, position)
+            context["named"] = f"{where} of the request is record #{record}."
+            shown = QueryDict(form.view_query(), mutable=True)
+            shown.pop("q", None)
+            context["view_query"] = shown.urlencode()
+        context["ruler_height"] = timeline.RULER_BUCKETS
         context["faults_more"] = tl.fault_total - len(context["faults"])
     if not request.htmx:
         return render(request, "transcripts/session_detail.html", context)
@@ -302,6 +345,27 @@ def session_detail(request: HttpRequest, pk: int) -> HttpResponse:
         # The address of the view alone: no empty fields, no place in the timeline.
         push_url(response, f"{session.get_absolute_url()}?{form.view_query()}")
     return response
+
+
+def _policy_verdicts(session: Session, shown: Timeline) -> dict[str, Verdict]:
+    """Return {policy: the provider's verdict on the head repaired under it}, as far as known.
+
+    Known from the shown timeline's build (for a head small enough to build
+    during a request, every preset) and from each policy's built timeline.
+    """
+    found = timeline.policy_verdicts(shown)
+    built = Timeline.objects.filter(
+        revision=session.head,
+        read_as=shown.read_as,
+        live=shown.live,
+        engine_version=shown.engine_version,
+        status=Timeline.Status.READY,
+    )
+    for tl in built:
+        _, after = timeline.timeline_verdicts(tl)
+        if after is not None:
+            found[tl.policy] = after
+    return found
 
 
 @login_required
@@ -421,6 +485,23 @@ def download_repaired(request: HttpRequest, pk: int) -> HttpResponse:
         format=form.cleaned_data["format"] or None,
         last_write=session.last_write,
     ) as analysis:
+        # Asked before the download, not after the agent fails on it. The verdict reads
+        # the repaired file back whole, so it is asked of files a request may hold.
+        if (
+            request.GET.get("confirm") != "1"
+            and session.head.size <= settings.TIMELINE_INLINE_BYTES
+        ):
+            _, after = verdicts(analysis)
+            if after is not None and not after.valid:
+                query = request.GET.copy()
+                query["confirm"] = "1"
+                context = {
+                    "session": session,
+                    "policy": form.cleaned_data["policy"],
+                    "verdict": after,
+                    "download_url": f"{request.path}?{query.urlencode()}",
+                }
+                return render(request, "transcripts/download_warning.html", context)
         repaired = tempfile.TemporaryFile()  # noqa: SIM115 (FileResponse closes it once sent)
         analysis.write_repaired(repaired)
     repaired.seek(0)
@@ -503,6 +584,9 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "audit": job.audit.select_related("session", "revision_from", "revision_to")[:AUDIT_SHOWN],
         "audit_count": job.audit.count(),
         "rollbacks": Job.objects.filter(source_job=job, kind=Job.Kind.ROLLBACK),
+        "rolled_back": Job.objects.filter(source_job=job, kind=Job.Kind.ROLLBACK)
+        .exclude(status=Job.Status.CANCELLED)
+        .exists(),
         "applied": Job.objects.filter(source_job=job, kind=Job.Kind.REPAIR).first(),
         "repaired": items.filter(status=JobItem.Status.REPAIRED).exists(),
     }
@@ -593,12 +677,20 @@ def download_archive(request: HttpRequest, pk: int) -> HttpResponse:
 def audit_list(request: HttpRequest) -> HttpResponse:
     """Show the audit records of the user's workspaces, filtered, a page at a time."""
     form = AuditFilterForm(request.GET or None, user=request.user)
+    invalid = form.is_bound and not form.is_valid()
     records = form.records().select_related(
         "job", "acting_user", "session", "revision_from", "revision_to"
     )
+    if invalid:
+        records = records.none()  # not every record, as ignoring the bad value would give
     page = Paginator(records, AUDIT_PER_PAGE).get_page(request.GET.get("page"))
-    context = {"form": form, "page": page, "query": _query_without_page(request)}
-    return render(request, "transcripts/audit_list.html", context)
+    context = {
+        "form": form,
+        "page": page,
+        "query": _query_without_page(request),
+        "invalid": invalid,
+    }
+    return render(request, "transcripts/audit_list.html", context, status=400 if invalid else 200)
 
 
 class _Echo:
@@ -610,7 +702,7 @@ class _Echo:
 
 @login_required
 @require_GET
-def audit_export(request: HttpRequest, format: str) -> StreamingHttpResponse:
+def audit_export(request: HttpRequest, format: str) -> HttpResponse | StreamingHttpResponse:
     """Stream the audit records the filters match as CSV or JSON Lines, one record a row.
 
     `removed_bytes` is base64. In CSV, text that a spreadsheet would run as a
@@ -618,9 +710,16 @@ def audit_export(request: HttpRequest, format: str) -> StreamingHttpResponse:
     JSON Lines has every value exactly.
     """
     form = AuditFilterForm(request.GET or None, user=request.user)
+    if form.is_bound and not form.is_valid():
+        return HttpResponse(
+            "The filter is not valid: " + form.errors.as_text(),
+            status=400,
+            content_type="text/plain; charset=utf-8",
+        )
     records = (
         form.records()
         .select_related("job", "acting_user", "session", "revision_from", "revision_to")
+        .order_by("id")  # a log file reads in the order things happened
         .iterator(chunk_size=1000)
     )
     rows = (record.export_row() for record in records)
@@ -696,10 +795,22 @@ def source_list(request: HttpRequest) -> HttpResponse:
         "roots": settings.SYNC_ROOTS,
         "interval": settings.SYNC_INTERVAL,
         "can_add": form.fields["workspace"].queryset.exists(),  # type: ignore[attr-defined]
+        "roots_line": _roots_line(form),
     }
     return render(
         request, "transcripts/source_list.html", context, status=400 if form.errors else 200
     )
+
+
+def _roots_line(form: SourceForm) -> str:
+    """Return the SYNC_ROOTS line that would allow the folder the form was refused for, or ""."""
+    path = form.data.get("path", "").strip() if form.is_bound else ""
+    if not path.startswith("/") or ".." in path or "path" not in form.errors:
+        return ""
+    folder = Path(path).resolve()
+    if any(folder.is_relative_to(root) for root in settings.SYNC_ROOTS):
+        return ""
+    return sync.roots_line(folder)
 
 
 @login_required
@@ -873,10 +984,23 @@ def _api_tokens_page(
     return response
 
 
+# The session key under which a new token's secret waits for the page that shows it.
+NEW_TOKEN_KEY = "pairfix_new_api_token"
+
+
 @login_required
 @require_GET
 def api_tokens(request: HttpRequest) -> HttpResponse:
-    """List the API tokens of the user's workspaces, with the form that creates one."""
+    """List the API tokens of the user's workspaces, with the form that creates one.
+
+    Right after a token is created, and only then, the page shows its secret:
+    taken out of the session as it is shown, so a reload shows it no more.
+    """
+    waiting = request.session.pop(NEW_TOKEN_KEY, None)
+    if waiting:
+        token = ApiToken.objects.for_user(request.user).filter(pk=waiting["pk"]).first()
+        if token is not None:
+            return _api_tokens_page(request, created=(token, waiting["secret"]))
     return _api_tokens_page(request)
 
 
@@ -887,10 +1011,13 @@ def create_api_token(request: HttpRequest) -> HttpResponse:
     form = ApiTokenForm(request.POST, user=request.user)
     if not form.is_valid():
         return _api_tokens_page(request, form=form, status=400)
-    created = actions.do_create_api_token(
+    token, secret = actions.do_create_api_token(
         form.cleaned_data["workspace"], form.cleaned_data["name"], acting_user=request.user
     )
-    return _api_tokens_page(request, created=created, status=201)
+    # POST, redirect, GET: reloading the page that shows the secret creates no second
+    # token. The secret waits in the (server-side) session for that one page.
+    request.session[NEW_TOKEN_KEY] = {"pk": token.pk, "secret": secret}
+    return redirect("transcripts:api_tokens")
 
 
 @login_required
@@ -905,3 +1032,204 @@ def revoke_api_token(request: HttpRequest, pk: int) -> HttpResponse:
     else:
         messages.error(request, f"Token “{token.name}” was already revoked.")
     return redirect("transcripts:api_tokens")
+
+
+# The session page's own actions and views: compare revisions, repair this session.
+
+
+def _revision_number(request: HttpRequest, name: str, default: int) -> int | None:
+    value = request.GET.get(name, "")
+    if value == "":
+        return default
+    return int(value) if value.isdigit() else None
+
+
+@login_required
+@require_GET
+def session_compare(request: HttpRequest, pk: int) -> HttpResponse:
+    """Show revision `a` (default 0, the upload) beside revision `b` (default the head).
+
+    Runs of unchanged records collapse into one line unless `full=1`.
+    """
+    session = _session(request, pk)
+    assert session.head is not None
+    a = _revision_number(request, "a", 0)
+    b = _revision_number(request, "b", session.head.number)
+    revisions = {r.number: r for r in session.revisions.all()}
+    if a not in revisions or b not in revisions:
+        context = {
+            "title": "No such revision",
+            "message": (
+                f"{session.name} has revisions {', '.join(str(n) for n in sorted(revisions))}: "
+                "choose two of them."
+            ),
+            "back_url": session.get_absolute_url(),
+            "back_label": f"Back to {session.name}",
+        }
+        return render(request, "transcripts/bad_request.html", context, status=400)
+    full = request.GET.get("full") == "1"
+    context = {
+        "session": session,
+        "comparison": compare.compare(session, revisions[a], revisions[b], full=full),
+        "revisions": sorted(revisions.values(), key=lambda r: r.number),
+        "a": a,
+        "b": b,
+        "full": full,
+    }
+    return render(request, "transcripts/session_compare.html", context)
+
+
+# Questions asked before what cannot be undone: a page of its own (no script),
+# whose form posts to the action's view.
+
+
+def _confirm(request: HttpRequest, **context: Any) -> HttpResponse:
+    return render(request, "transcripts/confirm.html", context)
+
+
+@login_required
+@require_GET
+def confirm_rollback(request: HttpRequest, pk: int) -> HttpResponse:
+    """Ask before rolling a repair job back; say why not when it cannot be."""
+    job = _job_for(request, pk, Membership.Role.EDITOR)
+    blocker = actions.rollback_blocker(job)
+    if blocker:
+        messages.error(request, blocker)
+        return redirect(job)
+    repaired = job.items.filter(status=JobItem.Status.REPAIRED).count()
+    return _confirm(
+        request,
+        title=f"Roll back job {job.pk}?",
+        consequences=[
+            f"Each of the {repaired} session{'s' if repaired != 1 else ''} job {job.pk} repaired "
+            "gets the bytes it had before as a new head revision. A session changed since "
+            "is left as it is and reported.",
+            "A job can be rolled back once: the rollback itself cannot be rolled back.",
+        ],
+        question=f"Roll back job {job.pk}?",
+        button="Roll back",
+        action=reverse("transcripts:rollback_job", args=[job.pk]),
+        cancel_url=job.get_absolute_url(),
+    )
+
+
+@login_required
+@require_GET
+def confirm_revoke_api_token(request: HttpRequest, pk: int) -> HttpResponse:
+    """Ask before revoking an API token."""
+    token = get_object_or_404(ApiToken.objects.for_user(request.user), pk=pk)
+    if not Membership.has_role(request.user, token.workspace_id, Membership.Role.ADMIN):
+        raise PermissionDenied
+    if not token.is_active:
+        messages.error(request, f"Token “{token.name}” was already revoked.")
+        return redirect("transcripts:api_tokens")
+    return _confirm(
+        request,
+        title=f"Revoke the token “{token.name}”?",
+        consequences=[
+            f"Every client that uses {token.prefix}… is refused from the moment it is revoked. "
+            "A revoked token cannot be turned on again: a new one has a new secret.",
+        ],
+        question=f"Revoke “{token.name}”?",
+        button="Revoke",
+        action=reverse("transcripts:revoke_api_token", args=[token.pk]),
+        cancel_url=reverse("transcripts:api_tokens"),
+    )
+
+
+# Deleting sessions: editors and up, asked first, audited.
+
+
+def _editable_session(request: HttpRequest, pk: int) -> Session:
+    session = _session(request, pk)
+    if not Membership.has_role(request.user, session.workspace_id, Membership.Role.EDITOR):
+        raise PermissionDenied
+    return session
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def delete_session(request: HttpRequest, pk: int) -> HttpResponse:
+    """Ask (GET), then delete (POST) a session: gone from every list, kept in the audit trail."""
+    session = _editable_session(request, pk)
+    if request.method == "POST":
+        try:
+            actions.do_delete_sessions([session], acting_user=request.user)
+        except actions.CannotDelete as exc:
+            messages.error(request, str(exc))
+            return redirect(session)
+        messages.success(request, f"Deleted {session.name}.")
+        return redirect("transcripts:session_list")
+    count = session.revisions.count()
+    return _confirm(
+        request,
+        title=f"Delete {session.name}?",
+        consequences=[
+            f"Its {count} revision{'s' if count != 1 else ''} and their stored bytes are "
+            "removed (bytes another session shares stay); it leaves every list, job and the API.",
+            "Its audit trail stays, with a record of this deletion. This cannot be undone.",
+        ],
+        question=f"Delete {session.name}?",
+        button="Delete",
+        action=reverse("transcripts:delete_session", args=[session.pk]),
+        cancel_url=session.get_absolute_url(),
+    )
+
+
+def _unreadable_uploads(request: HttpRequest) -> QuerySet[Session]:
+    return (
+        Session.objects.for_user(request.user, Membership.Role.EDITOR)
+        .filter(source__isnull=True)
+        .exclude(error="")
+    )
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def dismiss_unreadable(request: HttpRequest) -> HttpResponse:
+    """Ask (GET), then delete (POST) every upload that could not be read as a session."""
+    unreadable = _unreadable_uploads(request)
+    if request.method == "POST":
+        try:
+            count = actions.do_delete_sessions(list(unreadable), acting_user=request.user)
+        except actions.CannotDelete as exc:
+            messages.error(request, str(exc))
+        else:
+            messages.success(request, f"Dismissed {count} unreadable upload{pluralize(count)}.")
+        return redirect("transcripts:session_list")
+    names = list(unreadable.order_by("name").values_list("name", flat=True)[:20])
+    if not names:
+        messages.error(request, "There are no unreadable uploads to dismiss.")
+        return redirect("transcripts:session_list")
+    total = unreadable.count()
+    return _confirm(
+        request,
+        title=f"Dismiss {total} unreadable upload{pluralize(total)}?",
+        consequences=[
+            "Files Pairfix could not read as any session format: "
+            + ", ".join(names)
+            + (f" and {total - len(names)} more" if total > len(names) else "")
+            + ".",
+            "They are deleted with their stored bytes; the audit trail keeps a record of each. "
+            "This cannot be undone.",
+        ],
+        question=f"Dismiss {total} unreadable upload{pluralize(total)}?",
+        button="Dismiss",
+        action=reverse("transcripts:dismiss_unreadable"),
+        cancel_url=reverse("transcripts:session_list"),
+    )
+
+
+# Search across sessions, by content.
+
+
+@login_required
+@require_GET
+def content_search(request: HttpRequest) -> HttpResponse:
+    """Show the records of the user's sessions whose text, tool names or ids hold every word."""
+    q = request.GET.get("q", "").strip()[:200]
+    hits = search.search(q) if q else []
+    sessions = Session.objects.for_user(request.user).in_bulk({hit.session_id for hit in hits})
+    shown = [(sessions[hit.session_id], hit) for hit in hits if hit.session_id in sessions]
+    context = {"q": q, "hits": shown, "words": search.words(q)}
+    return render(request, "transcripts/search.html", context)

@@ -34,9 +34,131 @@ function enableDropzone(form) {
   });
 }
 
-document.addEventListener("DOMContentLoaded", () => {
-  document.querySelectorAll("form[data-dropzone]").forEach(enableDropzone);
-});
+function humanSize(bytes) {
+  const units = ["bytes", "KB", "MB", "GB"];
+  let value = bytes;
+  let unit = 0;
+  while (value >= 1000 && unit < units.length - 1) {
+    value /= 1000;
+    unit += 1;
+  }
+  return `${unit ? value.toFixed(1) : value} ${units[unit]}`;
+}
+
+// Send the upload form by XMLHttpRequest to show how much is sent; the page it
+// answers with (the session, the list, or the form with its errors) then
+// replaces this one, as a plain submit would.
+function enableUploadProgress(form) {
+  const bar = form.querySelector("progress.upload-progress");
+  const note = form.querySelector(".upload-status");
+  if (!bar || !note || !window.FormData || !window.DOMParser) {
+    return;
+  }
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const xhr = new XMLHttpRequest();
+    xhr.open("POST", form.action);
+    bar.hidden = false;
+    bar.removeAttribute("value");
+    note.textContent = "Starting the upload…";
+    xhr.upload.addEventListener("progress", (progress) => {
+      if (!progress.lengthComputable) {
+        return;
+      }
+      bar.max = progress.total;
+      bar.value = progress.loaded;
+      const percent = Math.floor((100 * progress.loaded) / progress.total);
+      note.textContent = `Uploading: ${percent}% (${humanSize(progress.loaded)} of ${humanSize(progress.total)})`;
+    });
+    xhr.upload.addEventListener("load", () => {
+      bar.value = bar.max;
+      note.textContent = "Uploaded: reading and checking the sessions…";
+    });
+    xhr.addEventListener("load", () => {
+      const page = new DOMParser().parseFromString(xhr.responseText, "text/html");
+      document.title = page.title;
+      document.body.replaceChildren(...page.body.childNodes);
+      history.pushState(null, "", xhr.responseURL || form.action);
+      htmx.process(document.body);
+      document.dispatchEvent(new Event("pairfix:page"));
+    });
+    xhr.addEventListener("error", () => {
+      bar.hidden = true;
+      note.textContent = "The upload failed: the connection to Pairfix was lost. Try again.";
+    });
+    xhr.send(new FormData(form));
+  });
+}
+
+// The session list's select-all: every box on this page, then (one more click) every
+// session the filter matches, which is the job form's "all matching the filter" scope.
+function enableSelectAll(form) {
+  const all = form.querySelector("#select-page");
+  const banner = form.querySelector(".select-all-banner");
+  if (!all || !banner) {
+    return;
+  }
+  const boxes = () => Array.from(form.querySelectorAll('input[name="sessions"]'));
+  const scope = (value) => form.querySelector(`input[name="scope"][value="${value}"]`);
+  const count = banner.querySelector(".selected-count");
+  const matching = banner.querySelector(".select-matching");
+  const total = Number(banner.dataset.total);
+  all.hidden = false;
+  form.querySelector(".select-label").hidden = true;
+  const update = () => {
+    const checked = boxes().filter((box) => box.checked).length;
+    all.checked = checked > 0 && checked === boxes().length;
+    all.indeterminate = checked > 0 && !all.checked;
+    if (scope("filter").checked) {
+      count.textContent = `All ${total} session${total === 1 ? "" : "s"} are selected.`;
+      banner.hidden = false;
+      if (matching) {
+        matching.hidden = true;
+      }
+      return;
+    }
+    count.textContent = `${checked} selected on this page.`;
+    banner.hidden = checked === 0;
+    if (matching) {
+      matching.hidden = !all.checked;
+    }
+  };
+  all.addEventListener("change", () => {
+    boxes().forEach((box) => {
+      box.checked = all.checked;
+    });
+    scope("selected").checked = true;
+    update();
+  });
+  form.addEventListener("change", (event) => {
+    if (event.target.name === "sessions") {
+      scope("selected").checked = true;
+    }
+    if (event.target.name === "sessions" || event.target.name === "scope") {
+      update();
+    }
+  });
+  if (matching) {
+    matching.addEventListener("click", () => {
+      scope("filter").checked = true;
+      update();
+    });
+  }
+  update();
+}
+
+function enableForms() {
+  document.querySelectorAll("form.repair-form").forEach(enableSelectAll);
+  document.querySelectorAll("form[data-dropzone]").forEach((form) => {
+    enableDropzone(form);
+    enableUploadProgress(form);
+  });
+}
+
+document.addEventListener("DOMContentLoaded", enableForms);
+document.addEventListener("pairfix:page", enableForms);
+// A page put in place by script has no load of its own: go back by loading the address.
+window.addEventListener("popstate", () => window.location.reload());
 
 // The session timeline. The rows come a window at a time: htmx loads the next
 // window when the last row scrolls into view. Going somewhere not loaded (a
@@ -192,19 +314,21 @@ document.addEventListener("submit", (event) => {
 
 window.addEventListener("hashchange", () => Timeline.followHash());
 
-document.addEventListener("DOMContentLoaded", () => {
+function startTimeline() {
   const rows = Timeline.rows();
   if (rows && rows.dataset.focus) {
     Timeline.focus(rows.dataset.focus);
   }
   Timeline.followHash();
-});
+}
+document.addEventListener("DOMContentLoaded", startTimeline);
+document.addEventListener("pairfix:page", startTimeline);
 
 // When the timeline itself is swapped in (a policy or filter change, or a build that
 // finished), go to the row the address names, if any.
 document.addEventListener("htmx:afterSettle", (event) => {
   if (event.target && event.target.id === "timeline") {
-    Timeline.followHash();
+    startTimeline();
   }
 });
 

@@ -80,10 +80,14 @@ def test_it_reports_a_session_changed_since_the_job_and_leaves_it(alice, repaire
     assert not AuditRecord.objects.filter(job=rollback, session=changed).exists()
 
 
-def test_a_second_rollback_of_the_same_job_changes_nothing(alice, repaired):
-    run_inline(actions.do_start_rollback_job(repaired, acting_user=alice))
-    again = run_inline(actions.do_start_rollback_job(repaired, acting_user=alice))
-    assert (again.done, again.fence_lost) == (0, 2)
+def test_a_second_rollback_of_the_same_job_is_refused(alice, repaired):
+    first = run_inline(actions.do_start_rollback_job(repaired, acting_user=alice))
+    with pytest.raises(
+        actions.JobStateError,
+        match=f"Job {repaired.pk} was rolled back already, by job {first.pk}.",
+    ):
+        actions.do_start_rollback_job(repaired, acting_user=alice)
+    assert Job.objects.filter(kind=Job.Kind.ROLLBACK).count() == 1
     assert Revision.objects.filter(number=3).count() == 0
 
 
@@ -118,8 +122,10 @@ def test_a_running_job_cannot_be_rolled_back(alice, workspace, ingest):
 
 def test_the_job_page_rolls_back_a_finished_repair(alice_client, repaired):
     html = alice_client.get(repaired.get_absolute_url()).content.decode()
+    confirm = reverse("transcripts:confirm_rollback", args=[repaired.pk])
+    assert f'href="{confirm}"' in html
     url = reverse("transcripts:rollback_job", args=[repaired.pk])
-    assert f'<form method="post" action="{url}">' in html
+    assert f'action="{url}"' in alice_client.get(confirm).content.decode()
 
     response = alice_client.post(url)
 

@@ -32,6 +32,8 @@ UNSCOPED = {
     "workspace_list",
     "api_tokens",
     "create_api_token",
+    "content_search",
+    "dismiss_unreadable",
 }
 
 
@@ -98,6 +100,10 @@ def object_urls(objects: dict[str, Any]) -> dict[str, str]:
         "revoke_api_token": (objects["token"].pk,),
         "create_invitation": (objects["workspace"].pk,),
         "revoke_invitation": (objects["workspace"].pk, objects["invitation"].pk),
+        "confirm_revoke_api_token": (objects["token"].pk,),
+        "confirm_rollback": (job.pk,),
+        "session_compare": (session.pk,),
+        "delete_session": (session.pk,),
     }
     missing = set(url_names()) - UNSCOPED - set(filled)
     assert not missing, f"decide the access of these URL names in test_access: {missing}"
@@ -140,6 +146,7 @@ def test_a_viewer_is_refused_every_write(client, alice, bobs):
         "revoke_api_token",
         "create_invitation",
         "revoke_invitation",
+        "delete_session",
     }
     session = bobs["session"]
     upload = client.post("/sessions/upload/", {"workspace": bobs["workspace"].pk})

@@ -178,3 +178,39 @@ def test_a_dry_run_shows_ops_by_kind_affected_sessions_and_escaped_diffs(
     assert "&lt;script&gt;x&lt;/script&gt;" in html
     assert "Repair these 2 sessions" in html
     assert "Roll back" not in html
+
+
+def test_an_export_building_its_archive_says_so_instead_of_zero_seconds_left(
+    alice_client, alice, workspace, ingest
+):
+    session = ingest(workspace, "claude_code.jsonl", sample("formats/claude_code.jsonl"))
+    job = actions.do_start_job(
+        workspace, [session], kind=Job.Kind.EXPORT, policy="synthesize", acting_user=alice
+    )
+    # Every item done, the archive not built yet: the state the page polls for 23 s on 39 files.
+    Job.objects.filter(pk=job.pk).update(
+        status=Job.Status.RUNNING,
+        started_at=timezone.now() - timedelta(seconds=5),
+        done=1,
+        processed=1,
+    )
+    html = alice_client.get(job.get_absolute_url()).content.decode()
+    assert "every file is repaired: building the zip archive" in html
+    assert "s left" not in html
+
+
+def test_the_time_left_counts_sessions_processed_but_not_yet_written(
+    alice_client, alice, workspace, ingest
+):
+    sessions = [
+        ingest(workspace, f"s{i}.jsonl", sample("formats/claude_code.jsonl")) for i in range(4)
+    ]
+    job = actions.do_start_job(workspace, sessions, policy="synthesize", acting_user=alice)
+    Job.objects.filter(pk=job.pk).update(
+        status=Job.Status.RUNNING, started_at=timezone.now() - timedelta(seconds=2), processed=1
+    )
+    html = alice_client.get(job.get_absolute_url()).content.decode()
+    assert '<progress id="job-progress" max="4" value="1">' in html
+    assert "1 of 4 sessions processed" in html
+    # One session in 2 s: three more take about 6 s.
+    assert re.search(r"about [67] s left", html)

@@ -29,9 +29,11 @@ class Command(BaseCommand):
     help = "Create the demo user and workspace and load the sample sessions (idempotent)."
 
     def handle(self, *args: Any, **options: Any) -> None:
-        user, _ = get_user_model().objects.get_or_create(username=DEMO_USERNAME)
-        user.set_password(DEMO_PASSWORD)
-        user.save()
+        user, created = get_user_model().objects.get_or_create(username=DEMO_USERNAME)
+        if created:
+            # Only when made: setting it again would log out every browser logged in as demo.
+            user.set_password(DEMO_PASSWORD)
+            user.save()
         workspace = Workspace.objects.filter(name=DEMO_WORKSPACE).first()
         if workspace is None:
             workspace = actions.do_create_workspace(DEMO_WORKSPACE, acting_user=user)

@@ -1,0 +1,158 @@
+"""Two revisions of a session side by side: a record-level diff, unchanged runs collapsed.
+
+Each revision is parsed in its own format and its records are compared by
+their exact bytes (difflib's longest-matching-blocks, no junk heuristic), the
+way a code review compares lines. A run of unchanged records longer than
+twice CONTEXT shows its first and last CONTEXT records and collapses the rest
+into one line that says how many it hides.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+
+from transcripts import formats
+from transcripts.core.model import Record, Transcript
+from transcripts.formats import FormatError
+from transcripts.formats.display import read_record, timestamp
+from transcripts.models import Revision, Session
+from transcripts.timeline import ShownCell
+
+CONTEXT = 3
+# Rows shown (collapsed runs count one); past this the page says how many are left out.
+MAX_ROWS = 2000
+
+
+@dataclass
+class CompareRow:
+    """One row of the comparison: `status` is same, changed, inserted or dropped."""
+
+    status: str
+    left: ShownCell | None
+    right: ShownCell | None
+
+    @property
+    def anchor(self) -> str:
+        """Return the row's element id, named after its left (else right) record."""
+        if self.left is not None:
+            return f"a-{self.left.index}"
+        assert self.right is not None
+        return f"b-{self.right.index}"
+
+
+@dataclass
+class Collapsed:
+    """A run of `count` unchanged records, from left record `left` and right record `right`."""
+
+    count: int
+    left: int
+    right: int
+    status: str = "collapsed"
+
+
+@dataclass
+class Comparison:
+    """What comparing revision `a` with revision `b` found: rows, counts, or why not."""
+
+    a: Revision
+    b: Revision
+    rows: list[CompareRow | Collapsed] = field(default_factory=list)
+    unchanged: int = 0
+    changed: int = 0
+    inserted: int = 0
+    dropped: int = 0
+    cut: int = 0
+    error: str = ""
+
+
+def _load(session: Session, revision: Revision) -> tuple[Transcript, bytes]:
+    data = revision.read()
+    own = session.format if session.format != "unknown" and not session.error else None
+    return formats.load(data, session.name, own), data
+
+
+def _cell(record: Record, data: bytes) -> ShownCell:
+    raw = data[record.start : record.end]
+    cell = ShownCell(record.index, str(record.role), record.kind, record.text)
+    cell.time = timestamp(raw)
+    cell.blocks = list(enumerate(read_record(raw)))
+    return cell
+
+
+def _identity(record: Record) -> object:
+    if record.uid is not None:
+        return record.uid
+    return (
+        str(record.role),
+        tuple(c.id for c in record.calls),
+        tuple(r.tool_call_id for r in record.results),
+        record.text[:200],
+    )
+
+
+def compare(session: Session, a: Revision, b: Revision, *, full: bool = False) -> Comparison:
+    """Return revision `a` (left) compared with revision `b` (right), record by record.
+
+    `full` shows every unchanged record instead of collapsing long runs. At
+    most MAX_ROWS rows are shown (`cut` counts the rest). A revision that
+    cannot be parsed gives a Comparison with `error` set (file, line, reason).
+    """
+    result = Comparison(a, b)
+    try:
+        left, left_data = _load(session, a)
+        right, right_data = _load(session, b)
+    except FormatError as exc:
+        result.error = str(exc)
+        return result
+    keys_a = [left_data[r.start : r.end] for r in left.records]
+    keys_b = [right_data[r.start : r.end] for r in right.records]
+    matcher = difflib.SequenceMatcher(None, keys_a, keys_b, autojunk=False)
+    rows: list[CompareRow | Collapsed] = []
+
+    def add(status: str, i: int | None, j: int | None) -> None:
+        # Cells are read only for rows that will be shown.
+        if len(rows) >= MAX_ROWS:
+            result.cut += 1
+            return
+        l_cell = _cell(left.records[i], left_data) if i is not None else None
+        r_cell = _cell(right.records[j], right_data) if j is not None else None
+        rows.append(CompareRow(status, l_cell, r_cell))
+
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            result.unchanged += i2 - i1
+            head, tail = i2 - i1, 0
+            if not full and i2 - i1 > 2 * CONTEXT:
+                head = 0 if i1 == 0 else CONTEXT
+                tail = 0 if i2 == len(keys_a) else CONTEXT
+            for k in range(head):
+                add("same", i1 + k, j1 + k)
+            if head + tail < i2 - i1 and len(rows) < MAX_ROWS:
+                rows.append(Collapsed(i2 - i1 - head - tail, i1 + head, j1 + head))
+            for k in range(tail):
+                add("same", i2 - tail + k, j2 - tail + k)
+            continue
+        # Within a replaced run, a record changed in place keeps its identity (its
+        # uid, or its role, calls, results and text): pair those, the rest are
+        # dropped or inserted.
+        inner = difflib.SequenceMatcher(
+            None,
+            [_identity(r) for r in left.records[i1:i2]],
+            [_identity(r) for r in right.records[j1:j2]],
+            autojunk=False,
+        )
+        for tag2, k1, k2, l1, l2 in inner.get_opcodes():
+            if tag2 == "equal":
+                for k in range(k2 - k1):
+                    result.changed += 1
+                    add("changed", i1 + k1 + k, j1 + l1 + k)
+                continue
+            for k in range(k1, k2):
+                result.dropped += 1
+                add("dropped", i1 + k, None)
+            for k in range(l1, l2):
+                result.inserted += 1
+                add("inserted", None, j1 + k)
+    result.rows = rows
+    return result

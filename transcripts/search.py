@@ -1,0 +1,120 @@
+"""Search across sessions by content: text, tool names, tool call ids.
+
+The database's own full-text search: an FTS5 table in SQLite, a `tsvector`
+column with a GIN index in PostgreSQL (both made by migration 0012). One
+entry per raw record of a session's head, written when the head's timeline is
+built under the default policy (`index_session`), so no search parses a file.
+Tool call ids and names stay whole words: SQLite's tokenizer is told `_` and
+`-` are word characters; PostgreSQL's parser splits them, and the query is
+split the same way, so an id still matches.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from django.db import connection
+
+TABLE = "transcripts_search"
+# An FTS5 rowid per (session, record): session * 2**24 + record, so that one
+# session's entries are one rowid range, deleted without a scan.
+RECORDS_PER_SESSION = 1 << 24
+MAX_HITS = 200
+_WORD = re.compile(r"[\w\-]+", re.UNICODE)
+
+SQLITE_SQL = [
+    f"CREATE VIRTUAL TABLE {TABLE} USING fts5("
+    "text, session_id UNINDEXED, record UNINDEXED, tokenize = \"unicode61 tokenchars '_-'\")"
+]
+POSTGRES_SQL = [
+    f"CREATE TABLE {TABLE} (id bigint PRIMARY KEY, session_id bigint NOT NULL, "
+    "record integer NOT NULL, text text NOT NULL, "
+    "document tsvector GENERATED ALWAYS AS (to_tsvector('simple', text)) STORED)",
+    f"CREATE INDEX {TABLE}_document ON {TABLE} USING GIN (document)",
+    f"CREATE INDEX {TABLE}_session ON {TABLE} (session_id)",
+]
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A record that matches: its session, record index and a snippet with [marked] words."""
+
+    session_id: int
+    record: int
+    snippet: str
+
+
+def _rowid(session_id: int, record: int) -> int:
+    return session_id * RECORDS_PER_SESSION + record
+
+
+def index_session(session_id: int, entries: Iterable[tuple[int, str]]) -> None:
+    """Replace the search entries of session `session_id` by `entries`: (record, text) pairs."""
+    rows = [
+        (_rowid(session_id, record), session_id, record, text)
+        for record, text in entries
+        if record < RECORDS_PER_SESSION
+    ]
+    drop_session(session_id)
+    with connection.cursor() as cursor:
+        cursor.executemany(
+            f"INSERT INTO {TABLE} (rowid, session_id, record, text) VALUES (%s, %s, %s, %s)"
+            if connection.vendor == "sqlite"
+            else f"INSERT INTO {TABLE} (id, session_id, record, text) VALUES (%s, %s, %s, %s)",
+            rows,
+        )
+
+
+def drop_session(session_id: int) -> None:
+    """Delete the search entries of session `session_id`."""
+    start = _rowid(session_id, 0)
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.execute(
+                f"DELETE FROM {TABLE} WHERE rowid BETWEEN %s AND %s",
+                [start, start + RECORDS_PER_SESSION - 1],
+            )
+        else:
+            cursor.execute(f"DELETE FROM {TABLE} WHERE session_id = %s", [session_id])
+
+
+def words(query: str) -> list[str]:
+    """Return the words of a query as the search takes them: each one must match."""
+    return _WORD.findall(query)[:20]
+
+
+def search(query: str, session_ids: Iterable[int] | None = None) -> list[Hit]:
+    """Return up to MAX_HITS records whose text holds every word of `query`, best first.
+
+    `session_ids` limits the search to those sessions. No word: no hit.
+    """
+    found = words(query)
+    if not found:
+        return []
+    allowed = set(session_ids) if session_ids is not None else None
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            # Each word quoted: FTS5 query syntax in what a user typed is taken literally.
+            match = " ".join('"' + word.replace('"', '""') + '"' for word in found)
+            cursor.execute(
+                f"SELECT session_id, record, snippet({TABLE}, 0, '[', ']', '…', 16) "
+                f"FROM {TABLE} WHERE {TABLE} MATCH %s ORDER BY rank LIMIT %s",
+                [match, MAX_HITS * 5],
+            )
+        else:
+            cursor.execute(
+                "SELECT session_id, record, ts_headline('simple', text, query, "
+                "'StartSel=[, StopSel=], MaxWords=24, MinWords=8') "
+                f"FROM {TABLE}, plainto_tsquery('simple', %s) query "
+                "WHERE document @@ query ORDER BY ts_rank(document, query) DESC LIMIT %s",
+                [" ".join(found), MAX_HITS * 5],
+            )
+        rows = cursor.fetchall()
+    hits = [
+        Hit(int(session_id), int(record), snippet)
+        for session_id, record, snippet in rows
+        if allowed is None or int(session_id) in allowed
+    ]
+    return hits[:MAX_HITS]
