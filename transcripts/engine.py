@@ -17,12 +17,12 @@ from transcripts.core.align import Row, align
 from transcripts.core.detect import DEFAULT_GRACE, detect, is_live, pair
 from transcripts.core.model import Fault, Plan, Transcript
 from transcripts.core.outcome import repaired_faults
-from transcripts.core.policy import DEFAULT_POLICY, PRESETS
+from transcripts.core.policy import DEFAULT_POLICY, PRESETS, Policy
 from transcripts.core.repair import repair
 from transcripts.formats import FormatError
 from transcripts.formats.source import FileSource
 
-ENGINE_VERSION = "1"
+ENGINE_VERSION = "2"
 
 __all__ = [
     "DEFAULT_POLICY",
@@ -55,6 +55,7 @@ class Analysis:
     raw: bytes | FileSource = field(repr=False)
     error: str | None = None
     transcript: Transcript | None = field(default=None, repr=False)
+    policy: Policy | None = field(default=None, repr=False)
 
     @cached_property
     def repaired(self) -> bytes:
@@ -105,7 +106,8 @@ class Analysis:
             return change.record_count, count_faults(
                 Counter({str(k): n for k, n in counts.items()})
             )
-        after = analyze(self.repaired, self.filename, self.plan.policy, format=self.format)
+        again = self.policy if self.policy is not None else self.plan.policy
+        after = analyze(self.repaired, self.filename, again, format=self.format)
         return after.record_count, after.fault_counts
 
 
@@ -117,7 +119,7 @@ def count_faults(counts: Counter[str]) -> dict[str, int]:
 def analyze(
     data: bytes | FileSource,
     filename: str,
-    policy: str = DEFAULT_POLICY,
+    policy: str | Policy = DEFAULT_POLICY,
     format: str | None = None,
     *,
     now: float | None = None,
@@ -131,11 +133,13 @@ def analyze(
     analysis is used). `format` overrides sniffing. `now` and `last_write`
     (seconds since the epoch) mark a session still being written: its
     unanswered tail calls are then `pending_result` (see `detect.detect`).
+    `policy` is a preset's name or a Policy (a workspace's own, say).
     Never raises for bad content: an unreadable file comes back with `error`
     set. Raises KeyError for an unknown policy name and OSError when a
     FileSource cannot be read.
     """
-    chosen = PRESETS[policy]
+    chosen = PRESETS[policy] if isinstance(policy, str) else policy
+    policy = chosen.name
     try:
         transcript = formats.load(data, filename, format)
         pairing = pair(
@@ -161,6 +165,7 @@ def analyze(
         plan=plan,
         raw=data,
         transcript=transcript,
+        policy=chosen,
     )
     if isinstance(data, bytes):
         try:

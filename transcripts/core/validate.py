@@ -70,6 +70,14 @@ def duplicate_text(provider: str, message: int, block: int, tool_call_id: str) -
     return unexpected_text(provider, message, block, tool_call_id)
 
 
+def bedrock_split_text(message: int, ids: Iterable[str]) -> str:
+    """Return Bedrock's error for call results missing from user message `message`."""
+    return (
+        f"Expected toolResult blocks at messages.{message}.content for the following Ids: "
+        + ", ".join(ids)
+    )
+
+
 def not_first_text(message: int, count: int) -> str:
     """Return Anthropic's error for tool results that do not open their user message."""
     return (
@@ -79,17 +87,28 @@ def not_first_text(message: int, count: int) -> str:
     )
 
 
+def _as_is(transcript: Transcript) -> bool:
+    """Return True for Bedrock Converse messages, which are sent as written.
+
+    Every other session reaches Bedrock through a converter (pi's, Claude
+    Code's) that merges consecutive messages of one role, as Anthropic does.
+    """
+    return transcript.format == "bedrock"
+
+
 def request_positions(
     transcript: Transcript, context: list[int], provider: str | None = None
 ) -> dict[int, tuple[int, int]]:
     """Map each record of `context` to (request message index, index of its first block).
 
     Anthropic merges consecutive messages of one role into one turn and takes
-    `system` out of `messages`; Chat Completions sends every message as is.
-    Records that one API response was split into (one `message_id`) are one
-    message everywhere.
+    `system` out of `messages`; Chat Completions and Bedrock Converse send every
+    message as is. Records that one API response was split into (one
+    `message_id`) are one message everywhere.
     """
-    merge = (provider or transcript.provider) in ("anthropic", "bedrock")
+    merge = (provider or transcript.provider) in ("anthropic", "bedrock") and not _as_is(
+        transcript
+    )
     positions: dict[int, tuple[int, int]] = {}
     message, blocks, last_role = -1, 0, None
     last_id: str | None = None
@@ -151,6 +170,7 @@ def _messages(transcript: Transcript, order: list[int], provider: str) -> list[_
             or (record.role is Role.TOOL and last_role is Role.TOOL)
             or (
                 provider != "gemini"
+                and not (provider == "bedrock" and _as_is(transcript))
                 and bool(record.results)
                 and not record.calls
                 and not record.other_blocks
@@ -253,6 +273,8 @@ def validate(
             for rec, block, cid in message.results:
                 if cid in open_calls and cid not in answered:
                     answered.add(cid)
+                elif transcript.server_history and cid not in open_calls:
+                    continue  # answers a call of the stored response it continues
                 else:
                     violations.append(
                         Violation(rec, cid, unexpected_text(provider, message.index, block, cid))

@@ -7,6 +7,8 @@ Sniffing follows formats.md §9.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import io
 import json
 import sys
@@ -17,8 +19,8 @@ from typing import Any, BinaryIO
 import orjson
 
 from transcripts.core.branch import branch_paths
-from transcripts.core.layout import Slot, layout, sparse_layout
-from transcripts.core.model import Op, Plan, RawSource, Record, Role, Transcript
+from transcripts.core.layout import SPLITS, Slot, layout, sparse_layout
+from transcripts.core.model import Op, OpKind, Plan, RawSource, Record, Role, Transcript
 from transcripts.formats._json import (
     ScanError,
     member_span,
@@ -327,6 +329,7 @@ def _load_document(data: bytes, filename: str, root: Any, format: str | None) ->
             record.error = f"{filename}: line {record.line}: element {index} is not a JSON object"
         records.append(record)
     fmt.finish(records)
+    server_history = fmt.continues(root)
     style: dict[str, Any] = {}
     if items:
         first_start = items[0][0]
@@ -337,7 +340,9 @@ def _load_document(data: bytes, filename: str, root: Any, format: str | None) ->
             style["sep"] = data[records[0].end : records[1].start]
         else:
             style["sep"] = b"," + data[records[0].start - len(base.encode()) - 1 : records[0].start]
-    return _transcript(fmt, records, data, filename, style)
+    transcript = _transcript(fmt, records, data, filename, style)
+    transcript.server_history = server_history
+    return transcript
 
 
 def _read_line(
@@ -425,6 +430,8 @@ def _transcript(
         results_on_calls=fmt.results_on_calls,
         native_text=fmt.native_text,
         style=style,
+        agent=fmt.agent,
+        malformed_note=fmt.malformed_note,
     )
 
 
@@ -543,6 +550,8 @@ def _relink_path(
 
 def _new_record(transcript: Transcript, fmt: Format, slot: Slot) -> Any:
     assert slot.op is not None
+    if slot.op.kind in SPLITS:
+        return fmt.split(transcript, slot.op)
     if slot.op.record is None:
         if len(slot.ops) > 1:
             return fmt.synthetic_group(transcript, slot.ops)
@@ -566,9 +575,14 @@ def _slot_value(
         if slot in parents:
             obj[fmt.parent_key] = parents[slot]
         return obj
-    if slot.block_order is None:
-        return None
     record = transcript.records[slot.record]
+    if slot.block_order is None:
+        if slot.record not in transcript.style.get("renamed", ()):
+            return None
+        obj = dict(record.obj)
+        if slot.record in parents:
+            obj[fmt.parent_key] = parents[slot.record]
+        return obj
     placed = tuple((op.at, fmt.inline_result(transcript, op)) for op in slot.inserted)
     obj = fmt.keep(record.obj, list(slot.block_order), placed)
     new_parent = parents.get(slot.record)
@@ -613,6 +627,28 @@ class Rewrite:
     placed: frozenset[Op]
 
 
+def _renamed(transcript: Transcript, fmt: Format, plan: Plan) -> Transcript:
+    """Return `transcript` with the tool call ids the plan's `rename_id` ops give.
+
+    The renamed records hold their new JSON value (the raw one is untouched),
+    and `style["renamed"]` names them, so that they are written anew.
+    """
+    renames: dict[int, list[tuple[int, str]]] = {}
+    for op in plan.ops:
+        if op.kind is OpKind.RENAME_ID and op.record is not None:
+            renames.setdefault(op.record, []).append((op.block or 0, op.text))
+    if not renames:
+        return transcript
+    records = list(transcript.records)
+    for index, items in renames.items():
+        obj = copy.deepcopy(records[index].obj)
+        for block, new_id in items:
+            fmt.rename_id(obj, block, new_id)
+        records[index] = dataclasses.replace(records[index], parsed=obj, source=None)
+    style = {**transcript.style, "renamed": frozenset(renames)}
+    return dataclasses.replace(transcript, records=records, style=style)
+
+
 def rewrite(transcript: Transcript, plan: Plan) -> Rewrite:
     """Return what repairing `transcript` by `plan` changes, without rendering or reading the file.
 
@@ -621,6 +657,7 @@ def rewrite(transcript: Transcript, plan: Plan) -> Rewrite:
     replaced nor listed.
     """
     fmt = FORMATS[transcript.format]
+    transcript = _renamed(transcript, fmt, plan)
     at = sparse_layout(transcript, plan)
     parents = _relink(transcript, fmt, at) if fmt.tree else {}
     count = len(transcript.records)
@@ -673,6 +710,7 @@ def render_to(transcript: Transcript, plan: Plan, out: BinaryIO) -> None:
         writer.flush()
         return
     fmt = FORMATS[transcript.format]
+    transcript = _renamed(transcript, fmt, plan)
     at = sparse_layout(transcript, plan)
     parents = _relink(transcript, fmt, at) if fmt.tree else {}
     if fmt.jsonl:

@@ -36,6 +36,11 @@ class Codex(Format):
     label = "Codex rollout JSONL"
     provider = "openai_responses"
     native_text = "aborted"
+    agent = True
+    malformed_note = (
+        "Codex logs a warning and skips a rollout line it cannot parse when it resumes the "
+        "session."
+    )
 
     def sniff(self, sample: list[Any], filename: str) -> bool:
         first = sample[0] if sample else None
@@ -144,3 +149,7 @@ class Codex(Format):
 
     def keep(self, obj: Any, order: list[int], placed: Placed = ()) -> Any:
         raise ValueError("Codex items hold one block; they are kept or dropped whole")
+
+    def rename_id(self, obj: Any, block: int, new_id: str) -> None:
+        payload = obj["payload"] if isinstance(obj.get("payload"), dict) else obj
+        payload["call_id"] = new_id
