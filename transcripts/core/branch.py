@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from transcripts.core.model import Record, Transcript
+from transcripts.core.model import Record, Role, Transcript
 
 
 def live_path(transcript: Transcript) -> list[int]:
@@ -23,7 +23,56 @@ def live_path(transcript: Transcript) -> list[int]:
     )
     if leaf is None:
         return [r.index for r in records]
-    return _path_to(by_uid, leaf)
+    path = _path_to(by_uid, leaf)
+    return _reattached(records, path) if transcript.reattaches else path
+
+
+def _reattached(records: list[Record], path: list[int]) -> list[int]:
+    """Return `path` with the parallel tool results that hang off it put back in place.
+
+    Claude Code writes each block of one API response as a line of its own
+    (one `message.id`), and may parent each tool result on its own call's
+    line: the results then form a DAG, the branch to the last line passing
+    through one of them only. Its loader re-attaches the others to the chain
+    (reproduced here: a user line of results off the path, parented on a call
+    line of the path, whose every result answers a call of that message, joins
+    after the message's results), so they are not missing.
+    """
+    on = set(path)
+    hanging: dict[str, list[int]] = {}
+    for record in records:
+        if (
+            record.results
+            and record.role is Role.USER
+            and not record.other_blocks
+            and not record.sidechain
+            and record.parent is not None
+            and record.index not in on
+        ):
+            hanging.setdefault(record.parent, []).append(record.index)
+    if not hanging:
+        return path
+    out: list[int] = []
+    extra: list[int] = []
+    group: str | None = None
+    called: set[str] = set()
+    for index in path:
+        record = records[index]
+        same = record.role is Role.ASSISTANT and group is not None and record.message_id == group
+        answers = record.role is Role.USER and bool(record.results) and not record.other_blocks
+        if not (same or answers):
+            out.extend(extra)
+            extra = []
+            called = set()
+            group = record.message_id if record.role is Role.ASSISTANT else None
+        out.append(index)
+        if record.role is Role.ASSISTANT:
+            called.update(call.id for call in record.calls)
+        for child in hanging.pop(record.uid or "", ()) if record.calls else ():
+            if all(res.tool_call_id in called for res in records[child].results):
+                extra.append(child)
+    out.extend(extra)
+    return out
 
 
 def _by_uid(records: list[Record]) -> dict[str, Record]:

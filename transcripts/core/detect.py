@@ -313,7 +313,9 @@ def _pair_scope(transcript: Transcript, context: list[int], result: Pairing, liv
                         f"answers the call at record {call.record}, but not right after it",
                     )
                 )
-            elif res.tool_call_id in ever_called and not candidates:
+            elif not candidates and (
+                res.tool_call_id in ever_called or _replayed(res.tool_call_id, ever_called)
+            ):
                 first_answer = answered_at.get(res.tool_call_id)
                 same = first_answer is not None and at(first_answer)[0] == message
                 texts = duplicate_text if same else unexpected_text
@@ -368,6 +370,19 @@ def _pair_scope(transcript: Transcript, context: list[int], result: Pairing, liv
                     + ("is still running" if pending_tail else "has no result"),
                 )
             )
+
+
+def _replayed(tool_call_id: str, ever_called: set[str]) -> bool:
+    """Return True for a positional response (`@name#k`) beyond its name's calls.
+
+    Gemini without ids pairs by name and rank: a resume that replays each
+    `functionResponse` (reported against Gemini CLI) gives a name more
+    responses than calls, and the extra ones answer calls already answered.
+    """
+    if not tool_call_id.startswith(POSITIONAL):
+        return False
+    name = tool_call_id[len(POSITIONAL) :].rpartition("#")[0]
+    return f"{POSITIONAL}{name}#0" in ever_called
 
 
 def _call_faults(

@@ -202,7 +202,9 @@ class Transcript:
     `server_history` is True for a Responses request that continues a stored
     response (`previous_response_id` or `conversation`): outputs may answer
     calls that live server-side. `malformed_note` says what the agent does
-    with a line it cannot read.
+    with a line it cannot read. `reattaches` is True when the agent's loader
+    puts parallel tool results parented on their own call's line back on the
+    branch (Claude Code).
     """
 
     format: str
@@ -219,6 +221,7 @@ class Transcript:
     agent: bool = False
     server_history: bool = False
     malformed_note: str = ""
+    reattaches: bool = False
 
 
 @dataclass(frozen=True, slots=True)

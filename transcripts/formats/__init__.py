@@ -432,6 +432,7 @@ def _transcript(
         style=style,
         agent=fmt.agent,
         malformed_note=fmt.malformed_note,
+        reattaches=fmt.reattaches,
     )
 
 

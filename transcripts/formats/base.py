@@ -31,6 +31,8 @@ class Format:
     native_text: ClassVar[str] = "[Request interrupted by user for tool use]"
     # A session file an agent writes itself: the default policy answers in its words.
     agent: ClassVar[bool] = False
+    # The loader re-attaches tool results parented on their call's line (Transcript.reattaches).
+    reattaches: ClassVar[bool] = False
     # What the agent (or the provider, for a request body) does with a record it cannot read.
     malformed_note: ClassVar[str] = (
         "Sent as it is, an element that is not a message object makes the provider refuse "
