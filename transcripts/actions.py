@@ -62,6 +62,7 @@ from transcripts.models import (
     hash_token,
     store_blob,
 )
+from transcripts.policies import policy_for
 from transcripts.uploads import printable_name
 
 logger = logging.getLogger(__name__)
@@ -138,8 +139,9 @@ def analyze_revision(
     session = revision.session
     known_format = session.format if session.format != "unknown" and not session.error else None
     known_format = format or known_format
+    chosen = policy_for(policy, session.workspace_id)
     return analyze(
-        revision.read(), session.name, policy, format=known_format, **live_fields(last_write)
+        revision.read(), session.name, chosen, format=known_format, **live_fields(last_write)
     )
 
 

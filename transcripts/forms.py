@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from django import forms
@@ -15,14 +16,32 @@ from transcripts.core.model import FaultKind
 from transcripts.engine import DEFAULT_POLICY, PRESETS
 from transcripts.formats import FORMATS
 from transcripts.models import AuditRecord, Job, Membership, Session, SyncSource, Workspace
+from transcripts.policies import names_for
 from transcripts.sync import SyncError, check_source_path
 from transcripts.uploads import Limits, UploadRefused, clean_name, unpack
 
 
-def policy_choices() -> list[tuple[str, str]]:
-    """Return (name, name) for every policy preset, the default first."""
+def policy_choices(workspace_ids: Iterable[int | None] = ()) -> list[tuple[str, str]]:
+    """Return (name, label) for every preset, the default first, then the workspaces' own.
+
+    The default's label says what it writes (DESIGN.md, issue 14): the agent's
+    own interruption text in an agent's session file, the generic receipt in a
+    plain message list.
+    """
     names = sorted(PRESETS, key=lambda name: (name != DEFAULT_POLICY, name))
-    return [(name, name) for name in names]
+    choices = [
+        (
+            name,
+            f"{name} (default: the agent's own interruption text in its own session files, "
+            "the generic receipt in plain message lists)"
+            if name == DEFAULT_POLICY
+            else name,
+        )
+        for name in names
+    ]
+    ids = [i for i in workspace_ids if i is not None]
+    own = [name for name in names_for(ids) if name not in PRESETS] if ids else []
+    return choices + [(name, f"{name} (workspace policy)") for name in own]
 
 
 def format_choices() -> list[tuple[str, str]]:
@@ -264,6 +283,8 @@ class StartJobForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.filter_form = SessionFilterForm(*args, user=user, **kwargs)
         self.fields["sessions"].queryset = Session.objects.for_user(user)
+        workspaces = Workspace.objects.for_user(user).values_list("pk", flat=True)
+        self.fields["policy"].choices = policy_choices(list(workspaces))
 
     def clean_kind(self) -> str:
         return self.cleaned_data["kind"] or Job.Kind.REPAIR
@@ -352,6 +373,11 @@ class ApiTokenForm(forms.Form):
 
 class PolicyForm(forms.Form):
     policy = forms.ChoiceField(choices=policy_choices, required=False)
+
+    def __init__(self, *args: Any, workspace_id: int | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["policy"].choices = policy_choices([workspace_id])
+
     format = forms.ChoiceField(
         choices=format_choices, required=False, label="Read as", help_text="Override sniffing."
     )

@@ -37,6 +37,7 @@ from transcripts.core.model import OpKind, Record
 from transcripts.engine import ENGINE_VERSION, Analysis, FileSource, analyze
 from transcripts.formats.display import Shown, ShownKind, read_record, timestamp
 from transcripts.models import Revision, Session, Timeline, TimelineRow, blob_name
+from transcripts.policies import policy_for
 
 WINDOW_ROWS = 100
 # Rows shown above a row jumped to, so that it is seen in its context.
@@ -232,7 +233,8 @@ def _analyze(timeline: Timeline, data: bytes | FileSource) -> Analysis:
         # Analysed as at the last write: pending exactly when the key says live.
         moment = session.last_write.timestamp()
         live = {"now": moment, "last_write": moment, "grace": max(float(settings.LIVE_GRACE), 1.0)}
-    return analyze(data, session.name, timeline.policy, format=timeline.read_as or own, **live)
+    chosen = policy_for(timeline.policy, session.workspace_id)
+    return analyze(data, session.name, chosen, format=timeline.read_as or own, **live)
 
 
 def _prune(session: Session) -> None:

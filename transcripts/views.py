@@ -36,7 +36,6 @@ from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRefresh, push_url
 
 from transcripts import actions, overview, sync, timeline
-from transcripts.engine import PRESETS
 from transcripts.formats import FORMATS
 from transcripts.forms import (
     ApiTokenForm,
@@ -63,6 +62,7 @@ from transcripts.models import (
     TimelineRow,
     Workspace,
 )
+from transcripts.policies import policy_for
 from transcripts.uploads import Limits, LimitUploadHandler
 
 logger = structlog.get_logger(__name__)
@@ -86,7 +86,8 @@ def _attachment(data: bytes, filename: str) -> HttpResponse:
 
 
 def _unknown_policy(request: HttpRequest, session: Session) -> HttpResponse:
-    if request.GET.get("policy", "") in dict(policy_choices()) or not request.GET.get("policy"):
+    names = [name for name, _ in policy_choices([session.workspace_id])]
+    if request.GET.get("policy", "") in names or not request.GET.get("policy"):
         title = "Unknown format"
         message = (
             f"There is no format named “{request.GET.get('format', '')}”. "
@@ -96,7 +97,7 @@ def _unknown_policy(request: HttpRequest, session: Session) -> HttpResponse:
         title = "Unknown policy"
         message = (
             f"There is no policy named “{request.GET.get('policy', '')}”. "
-            f"The policies are: {', '.join(name for name, _ in policy_choices())}."
+            f"The policies are: {', '.join(names)}."
         )
     context = {
         "title": title,
@@ -190,7 +191,7 @@ def _upload(request: HttpRequest, limiter: LimitUploadHandler) -> HttpResponse:
 
 def _timeline_form(request: HttpRequest, session: Session) -> TimelineForm | HttpResponse:
     """Return the valid view of the session page asked for, or the 400 response saying why not."""
-    form = TimelineForm(request.GET)
+    form = TimelineForm(request.GET, workspace_id=session.workspace_id)
     if form.is_valid():
         return form
     if "policy" in form.errors or "format" in form.errors:
@@ -266,7 +267,7 @@ def session_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "form": form,
         "filters": filters,
         "view_query": form.view_query(),
-        "policy_description": PRESETS[policy].description,
+        "policy_description": policy_for(policy, session.workspace_id).description,
         "timeline": tl,
         "revisions": session.revisions.select_related("created_by").order_by("number"),
     }
@@ -398,7 +399,7 @@ def download_repaired(request: HttpRequest, pk: int) -> HttpResponse:
     session = get_object_or_404(
         Session.objects.for_user(request.user).select_related("head"), pk=pk
     )
-    form = PolicyForm(request.GET)
+    form = PolicyForm(request.GET, workspace_id=session.workspace_id)
     if not form.is_valid():
         return _unknown_policy(request, session)
     assert session.head is not None

@@ -47,7 +47,13 @@ def _jsonl(lines: list[dict]) -> bytes:
 
 def _pi(*messages: dict) -> bytes:
     lines: list[dict] = [
-        {"type": "session", "version": 3, "id": "s1", "timestamp": "2026-01-01T00:00:00Z", "cwd": "/w"}
+        {
+            "type": "session",
+            "version": 3,
+            "id": "s1",
+            "timestamp": "2026-01-01T00:00:00Z",
+            "cwd": "/w",
+        }
     ]
     parent = None
     for k, message in enumerate(messages, 1):
@@ -109,7 +115,14 @@ def test_content_after_a_call_becomes_its_own_message_after_the_results() -> Non
     assert _faults(result) == [("content_after_call", "toolu_01", 1)]
     assert _ops(result) == [("split_after_call", 1), ("split_reply", 2)]
     out = json.loads(result.repaired)["messages"]
-    assert [m["role"] for m in out] == ["user", "assistant", "user", "assistant", "user", "assistant"]
+    assert [m["role"] for m in out] == [
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+    ]
     assert [b["type"] for b in out[1]["content"]] == ["text", "tool_use"]
     assert out[2]["content"] == [messages[2]["content"][0]]
     assert out[3]["content"] == [{"type": "text", "text": "Then I will edit it."}]
@@ -148,7 +161,10 @@ def test_content_after_a_call_is_dropped_only_by_a_policy_that_says_so() -> None
                 {"type": "text", "text": "chatter"},
             ],
         },
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_03", "content": "x"}]},
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "toolu_03", "content": "x"}],
+        },
     ]
     data = json.dumps(messages).encode()
     terse = custom("terse", {"content_after_call": "drop"}, None)
@@ -198,7 +214,13 @@ def test_a_pi_split_gets_an_entry_id_of_its_own_and_the_chain_follows_it() -> No
             ],
             "stopReason": "toolUse",
         },
-        {"role": "toolResult", "toolCallId": "t1", "toolName": "read", "content": [], "isError": False},
+        {
+            "role": "toolResult",
+            "toolCallId": "t1",
+            "toolName": "read",
+            "content": [],
+            "isError": False,
+        },
         {"role": "user", "content": [{"type": "text", "text": "again"}]},
     )
     result = _check(data, "o.jsonl")
@@ -220,8 +242,16 @@ def test_two_calls_sharing_an_id_in_an_openai_chat_message_are_told_apart() -> N
             "role": "assistant",
             "content": None,
             "tool_calls": [
-                {"id": "functions.edit:22", "type": "function", "function": {"name": "edit", "arguments": '{"f":"a"}'}},
-                {"id": "functions.edit:22", "type": "function", "function": {"name": "edit", "arguments": '{"f":"b"}'}},
+                {
+                    "id": "functions.edit:22",
+                    "type": "function",
+                    "function": {"name": "edit", "arguments": '{"f":"a"}'},
+                },
+                {
+                    "id": "functions.edit:22",
+                    "type": "function",
+                    "function": {"name": "edit", "arguments": '{"f":"b"}'},
+                },
             ],
         },
         {"role": "tool", "tool_call_id": "functions.edit:22", "content": "edited a"},
@@ -401,8 +431,14 @@ def test_bedrock_results_split_over_two_user_turns_are_merged_into_one() -> None
                 {"toolUse": {"toolUseId": "tooluse_b", "name": "get", "input": {}}},
             ],
         },
-        {"role": "user", "content": [{"toolResult": {"toolUseId": "tooluse_a", "content": [{"text": "A"}]}}]},
-        {"role": "user", "content": [{"toolResult": {"toolUseId": "tooluse_b", "content": [{"text": "B"}]}}]},
+        {
+            "role": "user",
+            "content": [{"toolResult": {"toolUseId": "tooluse_a", "content": [{"text": "A"}]}}],
+        },
+        {
+            "role": "user",
+            "content": [{"toolResult": {"toolUseId": "tooluse_b", "content": [{"text": "B"}]}}],
+        },
     ]
     data = json.dumps({"messages": messages}).encode()
     before = validate(load(data, "b.json"))
@@ -427,16 +463,20 @@ def test_bedrock_results_split_over_two_user_turns_are_merged_into_one() -> None
 
 def test_gemini_responses_replayed_twice_in_one_content_keep_the_first() -> None:
     for with_ids in (True, False):
-        def call(name: str, k: str) -> dict:
+
+        def call(name: str, k: str, with_ids: bool = with_ids) -> dict:
             return {"id": k, "name": name, "args": {}} if with_ids else {"name": name, "args": {}}
 
-        def response(name: str, k: str, text: str) -> dict:
+        def response(name: str, k: str, text: str, with_ids: bool = with_ids) -> dict:
             body = {"name": name, "response": {"output": text}}
             return {"functionResponse": {"id": k, **body} if with_ids else body}
 
         contents = [
             {"role": "user", "parts": [{"text": "look"}]},
-            {"role": "model", "parts": [{"functionCall": call("read", "f1")}, {"functionCall": call("ls", "f2")}]},
+            {
+                "role": "model",
+                "parts": [{"functionCall": call("read", "f1")}, {"functionCall": call("ls", "f2")}],
+            },
             {
                 "role": "user",
                 "parts": [
@@ -455,11 +495,20 @@ def test_gemini_responses_replayed_twice_in_one_content_keep_the_first() -> None
 
 def test_a_codex_custom_tool_call_gets_a_custom_tool_call_output() -> None:
     lines = [
-        {"timestamp": "2026-01-01T00:00:00Z", "type": "session_meta", "payload": {"id": "x", "cwd": "/w"}},
+        {
+            "timestamp": "2026-01-01T00:00:00Z",
+            "type": "session_meta",
+            "payload": {"id": "x", "cwd": "/w"},
+        },
         {
             "timestamp": "2026-01-01T00:00:01Z",
             "type": "response_item",
-            "payload": {"type": "custom_tool_call", "call_id": "call_p", "name": "apply_patch", "input": "*** Begin Patch"},
+            "payload": {
+                "type": "custom_tool_call",
+                "call_id": "call_p",
+                "name": "apply_patch",
+                "input": "*** Begin Patch",
+            },
         },
         {
             "timestamp": "2026-01-01T00:00:02Z",
@@ -469,7 +518,11 @@ def test_a_codex_custom_tool_call_gets_a_custom_tool_call_output() -> None:
     ]
     result = _check(_jsonl(lines), "rollout-1.jsonl")
     out = json.loads(result.repaired.splitlines()[2])
-    assert out["payload"] == {"type": "custom_tool_call_output", "call_id": "call_p", "output": "aborted"}
+    assert out["payload"] == {
+        "type": "custom_tool_call_output",
+        "call_id": "call_p",
+        "output": "aborted",
+    }
 
 
 # False positives.
@@ -485,7 +538,10 @@ def test_vercel_ai_approval_at_the_end_is_resume_input_not_a_missing_result() ->
                 {"type": "tool-approval-request", "approvalId": "ap1", "toolCallId": "c1"},
             ],
         },
-        {"role": "tool", "content": [{"type": "tool-approval-response", "approvalId": "ap1", "approved": False}]},
+        {
+            "role": "tool",
+            "content": [{"type": "tool-approval-response", "approvalId": "ap1", "approved": False}],
+        },
     ]
     data = json.dumps(messages).encode()
     assert analyze(data, "v.json").faults == []
@@ -496,10 +552,32 @@ def test_vercel_ai_approval_at_the_end_is_resume_input_not_a_missing_result() ->
 def test_claude_code_parallel_results_parented_on_their_own_calls_are_not_missing() -> None:
     lines = [
         _cc_line("u0", None, "user", "read both"),
-        _cc_line("a1", "u0", "assistant", [{"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {}}], "msg_1"),
-        _cc_line("a2", "a1", "assistant", [{"type": "tool_use", "id": "toolu_2", "name": "Read", "input": {}}], "msg_1"),
-        _cc_line("r1", "a1", "user", [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "one"}]),
-        _cc_line("r2", "a2", "user", [{"type": "tool_result", "tool_use_id": "toolu_2", "content": "two"}]),
+        _cc_line(
+            "a1",
+            "u0",
+            "assistant",
+            [{"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {}}],
+            "msg_1",
+        ),
+        _cc_line(
+            "a2",
+            "a1",
+            "assistant",
+            [{"type": "tool_use", "id": "toolu_2", "name": "Read", "input": {}}],
+            "msg_1",
+        ),
+        _cc_line(
+            "r1",
+            "a1",
+            "user",
+            [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "one"}],
+        ),
+        _cc_line(
+            "r2",
+            "a2",
+            "user",
+            [{"type": "tool_result", "tool_use_id": "toolu_2", "content": "two"}],
+        ),
         _cc_line("a3", "r2", "assistant", [{"type": "text", "text": "both read"}], "msg_2"),
     ]
     data = _jsonl(lines)
@@ -515,7 +593,9 @@ def test_claude_code_parallel_results_parented_on_their_own_calls_are_not_missin
 
 def test_the_default_answers_in_the_agents_own_words_and_a_plain_list_gets_the_receipt() -> None:
     call = {"type": "tool_use", "id": "toolu_1", "name": "x", "input": {}}
-    anthropic = json.dumps([{"role": "user", "content": "go"}, {"role": "assistant", "content": [call]}])
+    anthropic = json.dumps(
+        [{"role": "user", "content": "go"}, {"role": "assistant", "content": [call]}]
+    )
     [op] = analyze(anthropic.encode(), "a.json").plan.ops
     assert op.text.startswith('{"ok":false,"error":"interrupted"')
     lines = [_cc_line("u0", None, "user", "go"), _cc_line("a1", "u0", "assistant", [call], "m")]
@@ -558,7 +638,9 @@ def shapes(draw: st.DrawFn, bad_ids: bool) -> list[Shape]:
         calls: list[str] = []
         for _ in range(draw(st.integers(1, 3))):
             counter += 1
-            kind = draw(st.sampled_from(["plain", "repeat", "bad"] if bad_ids else ["plain", "repeat"]))
+            kind = draw(
+                st.sampled_from(["plain", "repeat", "bad"] if bad_ids else ["plain", "repeat"])
+            )
             if kind == "repeat" and calls:
                 calls.append(calls[-1])
             elif kind == "bad":
@@ -656,7 +738,11 @@ def _chat(turns: list[Shape]) -> bytes:
     messages: list[dict] = [{"role": "user", "content": "start"}]
     for t, turn in enumerate(turns):
         calls = [
-            {"id": cid, "type": "function", "function": {"name": "run", "arguments": json.dumps({"n": f"{t}.{k}"})}}
+            {
+                "id": cid,
+                "type": "function",
+                "function": {"name": "run", "arguments": json.dumps({"n": f"{t}.{k}"})},
+            }
             for k, cid in enumerate(turn.calls)
         ]
         messages.append({"role": "assistant", "content": f"lead{t}", "tool_calls": calls})
@@ -681,7 +767,12 @@ def _openclaw(turns: list[Shape]) -> bytes:
         if turn.trailing:
             blocks.append({"type": "text", "text": turn.trailing})
         messages.append(
-            {"role": "assistant", "content": blocks, "stopReason": "toolUse", "api": "anthropic-messages"}
+            {
+                "role": "assistant",
+                "content": blocks,
+                "stopReason": "toolUse",
+                "api": "anthropic-messages",
+            }
         )
         messages += [
             {

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from transcripts.core.validate import validate
 from transcripts.core.policy import custom
+from transcripts.core.validate import validate
 from transcripts.engine import analyze
 from transcripts.formats import load
 
@@ -109,7 +109,11 @@ def test_a_cli_sessions_orphan_gets_its_result_on_the_call_itself() -> None:
     # Gemini CLI's own cancellation is the default in its own file; a policy with a text
     # of its own writes an error.
     receipt = custom("receipt", {"missing_result": "synthesize"}, "interrupted")
-    for policy, status in [("native", "cancelled"), ("synthesize", "cancelled"), (receipt, "error")]:
+    for policy, status in [
+        ("native", "cancelled"),
+        ("synthesize", "cancelled"),
+        (receipt, "error"),
+    ]:
         result = analyze(data, CLI.name, policy)
         lines = result.repaired.splitlines()
         original = data.splitlines()

@@ -38,8 +38,9 @@ from transcripts.api.serializers import (
     SessionSerializer,
     SessionUploadSerializer,
 )
-from transcripts.engine import DEFAULT_POLICY
+from transcripts.engine import DEFAULT_POLICY, PRESETS
 from transcripts.models import Job, Membership, Revision, Session
+from transcripts.policies import names_for, policy_for
 
 
 class Pagination(pagination.PageNumberPagination):
@@ -321,6 +322,17 @@ class SessionFaults(APIView):
         return Response(SessionFaultsSerializer(body).data)
 
 
+def _known_policy(name: str, workspace_id: int) -> None:
+    """Raise a 400 naming the policies when `name` is neither a preset nor the workspace's."""
+    try:
+        policy_for(name, workspace_id)
+    except KeyError:
+        names = [*PRESETS, *names_for([workspace_id])]
+        raise ValidationError(
+            {"policy": [f"There is no policy “{name}”; the policies are {', '.join(names)}."]}
+        ) from None
+
+
 class SessionRepair(APIView):
     @extend_schema(
         summary="Repair a session",
@@ -336,6 +348,7 @@ class SessionRepair(APIView):
         body = RepairSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
+        _known_policy(data["policy"], session.workspace_id)
         job = _start(
             actions.do_start_job,
             session.workspace,
@@ -415,6 +428,7 @@ class JobList(generics.ListAPIView[Job]):
         body = JobCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
+        _known_policy(data["policy"], permissions.workspace(request).pk)
         if data["kind"] != Job.Kind.EXPORT:
             permissions.require(request, Membership.Role.EDITOR)
         sessions = permissions.sessions(request)

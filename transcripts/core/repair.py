@@ -252,7 +252,10 @@ _ID_LIMIT = 64  # Anthropic's (and pi's) longest tool call id
 
 
 def _new_ids(
-    transcript: Transcript, faults: list[Fault], policy: Policy, calls: dict[tuple[int, int], ToolCall]
+    transcript: Transcript,
+    faults: list[Fault],
+    policy: Policy,
+    calls: dict[tuple[int, int], ToolCall],
 ) -> dict[ToolCall, str]:
     """Return the new tool call id of each call the plan renames.
 
@@ -299,7 +302,9 @@ def _new_ids(
     return new_ids
 
 
-def _renames(pairing: Pairing, fault: Fault, policy: Policy, call: ToolCall, new_id: str) -> list[Op]:
+def _renames(
+    pairing: Pairing, fault: Fault, policy: Policy, call: ToolCall, new_id: str
+) -> list[Op]:
     """Return the ops giving `call` and the result that answers it the id `new_id`."""
     row = f"{policy.name}: {fault.kind} -> rename"
     ops = [Op(OpKind.RENAME_ID, fault, row, call.record, call.block, call=call, text=new_id)]
@@ -338,7 +343,9 @@ def _split(
         record = records[index]
         first_call = min((c.block for c in record.calls), default=None)
         late = tuple(
-            j for j in other_blocks(record) if seen_call or (first_call is not None and j > first_call)
+            j
+            for j in other_blocks(record)
+            if seen_call or (first_call is not None and j > first_call)
         )
         if late:
             carried.append((index, late))
@@ -346,7 +353,10 @@ def _split(
     if not carried:
         return []
     if action is Action.DROP:
-        return [Op(OpKind.DROP_CONTENT, fault, row, index, blocks[0], blocks=blocks) for index, blocks in carried]
+        return [
+            Op(OpKind.DROP_CONTENT, fault, row, index, blocks[0], blocks=blocks)
+            for index, blocks in carried
+        ]
     reply = turn.run[-1] if turn.run else None
     if reply is None and transcript.inline_results and turn.follower is not None:
         # A synthetic result opens the next user message (formats.md §1): split that one.

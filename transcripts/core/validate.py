@@ -106,9 +106,7 @@ def request_positions(
     message as is. Records that one API response was split into (one
     `message_id`) are one message everywhere.
     """
-    merge = (provider or transcript.provider) in ("anthropic", "bedrock") and not _as_is(
-        transcript
-    )
+    merge = (provider or transcript.provider) in ("anthropic", "bedrock") and not _as_is(transcript)
     positions: dict[int, tuple[int, int]] = {}
     message, blocks, last_role = -1, 0, None
     last_id: str | None = None

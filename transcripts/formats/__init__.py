@@ -781,7 +781,8 @@ def _write_lines(
     last = _last_written(at, len(records))
     # A cut last line that the repair drops takes the open end with it: the agent's
     # next line must start on a line of its own.
-    ends_open = not data.endswith(b"\n") and last is not None and last[0] == len(records) - 1
+    cut = records[-1].error is not None and any(s.dropped for s in at.get(len(records) - 1, ()))
+    ends_open = not data.endswith(b"\n") and not cut
     writer.raw(0, records[0].start)
     for i, record in enumerate(records):
         here: Sequence[Slot | None] = at.get(i) or (None,)

@@ -38,8 +38,7 @@ class Codex(Format):
     native_text = "aborted"
     agent = True
     malformed_note = (
-        "Codex logs a warning and skips a rollout line it cannot parse when it resumes the "
-        "session."
+        "Codex logs a warning and skips a rollout line it cannot parse when it resumes the session."
     )
 
     def sniff(self, sample: list[Any], filename: str) -> bool:

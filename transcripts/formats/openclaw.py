@@ -48,7 +48,7 @@ class OpenClaw(Format):
     agent = True
     malformed_note = (
         "pi and OpenClaw skip a line that is not JSON when they load the session "
-        "(session-manager: \"Skip malformed lines\"); entries parented on it lose their branch."
+        '(session-manager: "Skip malformed lines"); entries parented on it lose their branch.'
     )
 
     def sniff(self, sample: list[Any], filename: str) -> bool:
@@ -187,6 +187,4 @@ class OpenClaw(Format):
         call = op.call
         # A split is named by the record it comes out of, too: one turn may split twice.
         split = (op.record,) if op.blocks else ()
-        return digest(transcript.records[call.record].uid, call.id, call.block, op.kind, *split)[
-            :8
-        ]
+        return digest(transcript.records[call.record].uid, call.id, call.block, op.kind, *split)[:8]
