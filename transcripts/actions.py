@@ -49,6 +49,7 @@ from transcripts import writeback
 from transcripts.core.model import FaultKind, Op, OpKind
 from transcripts.engine import ENGINE_VERSION, Analysis, analyze
 from transcripts.models import (
+    WorkspacePolicy,
     ApiToken,
     AuditRecord,
     Job,
@@ -1131,3 +1132,28 @@ def _op_audit_fields(op: Op, analysis: Analysis, *, job: Job, base: Revision) ->
         "span_end": end,
         "removed_bytes": removed,
     }
+
+
+def do_save_workspace_policy(
+    workspace: Workspace,
+    name: str,
+    table: dict[str, str],
+    synthetic_text: str,
+    description: str,
+    *,
+    instance: WorkspacePolicy | None = None,
+    acting_user: Any,
+) -> WorkspacePolicy:
+    """Create (or, given `instance`, change) a workspace policy, validated by the core.
+
+    Raises ValueError with the refused rows when a kind cannot take its action.
+    """
+    from transcripts.core.policy import custom
+
+    custom(name, table, synthetic_text or None, description)
+    with transaction.atomic(durable=True):
+        row = instance or WorkspacePolicy(workspace=workspace)
+        row.workspace, row.name, row.actions = workspace, name, table
+        row.synthetic_text, row.description = synthetic_text, description
+        row.save()
+    return row

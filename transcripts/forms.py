@@ -12,7 +12,8 @@ from django.db.models import F, Q, QuerySet
 from django.http import QueryDict
 from django.utils import timezone
 
-from transcripts.core.model import FaultKind
+from transcripts.core.model import Action, FaultKind
+from transcripts.core.policy import refused
 from transcripts.engine import DEFAULT_POLICY, PRESETS
 from transcripts.formats import FORMATS
 from transcripts.models import AuditRecord, Job, Membership, Session, SyncSource, Workspace
@@ -480,3 +481,63 @@ class MemberForm(forms.Form):
             return get_user_model().objects.get_by_natural_key(username)
         except get_user_model().DoesNotExist:
             raise forms.ValidationError(f"No user named {username!r}.") from None
+
+
+class WorkspacePolicyForm(forms.Form):
+    """A workspace's own policy: a name, an action per fault kind, the synthetic text.
+
+    Each kind offers every action; one the kind cannot take is refused with a
+    sentence naming those it can (core.policy.ALLOWED).
+    """
+
+    workspace = forms.ModelChoiceField(queryset=Workspace.objects.none())
+    name = forms.SlugField(max_length=40, help_text="Letters, digits, - and _.")
+    synthetic_text = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text=(
+            "The text of synthetic results. Empty: the agent's own interruption text in an "
+            "agent's session file, the generic receipt in a plain message list."
+        ),
+    )
+    description = forms.CharField(required=False, max_length=200)
+
+    def __init__(self, *args: Any, user: Any, instance: Any = None, **kwargs: Any) -> None:
+        if instance is not None and "initial" not in kwargs:
+            kwargs["initial"] = {
+                "workspace": instance.workspace_id,
+                "name": instance.name,
+                "synthetic_text": instance.synthetic_text,
+                "description": instance.description,
+                **{f"kind_{kind}": action for kind, action in instance.actions.items()},
+            }
+        super().__init__(*args, **kwargs)
+        self.instance = instance
+        self.fields["workspace"].queryset = Workspace.objects.for_user(user, Membership.Role.EDITOR)
+        actions = [("", "flag (report only)")] + [
+            (str(a), str(a)) for a in Action if a is not Action.FLAG
+        ]
+        for kind in FaultKind:
+            self.fields[f"kind_{kind}"] = forms.ChoiceField(
+                label=str(kind), choices=actions, required=False
+            )
+
+    def clean_name(self) -> str:
+        name: str = self.cleaned_data["name"]
+        if name in PRESETS:
+            raise forms.ValidationError(f"“{name}” is the name of a preset.")
+        return name
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        table: dict[str, str] = {}
+        for kind in FaultKind:
+            action = data.get(f"kind_{kind}") or ""
+            if not action:
+                continue
+            why = refused(kind, Action(action))
+            if why is not None:
+                self.add_error(f"kind_{kind}", why)
+            table[str(kind)] = action
+        data["actions"] = table
+        return data

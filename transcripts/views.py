@@ -31,11 +31,12 @@ from django.http import (
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import content_disposition_header
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRefresh, push_url
 
 from transcripts import actions, overview, sync, timeline
+from transcripts.engine import PRESETS
 from transcripts.formats import FORMATS
 from transcripts.forms import (
     ApiTokenForm,
@@ -48,6 +49,7 @@ from transcripts.forms import (
     StartJobForm,
     TimelineForm,
     UploadForm,
+    WorkspacePolicyForm,
     policy_choices,
 )
 from transcripts.models import (
@@ -61,6 +63,7 @@ from transcripts.models import (
     Timeline,
     TimelineRow,
     Workspace,
+    WorkspacePolicy,
 )
 from transcripts.policies import policy_for
 from transcripts.uploads import Limits, LimitUploadHandler
@@ -837,3 +840,64 @@ def revoke_api_token(request: HttpRequest, pk: int) -> HttpResponse:
     else:
         messages.error(request, f"Token “{token.name}” was already revoked.")
     return redirect("transcripts:api_tokens")
+
+
+def _policies_page(
+    request: HttpRequest, form: WorkspacePolicyForm | None = None, status: int = 200
+) -> HttpResponse:
+    workspaces = Workspace.objects.for_user(request.user)
+    rows = WorkspacePolicy.objects.filter(workspace__in=workspaces).select_related("workspace")
+    context = {
+        "form": form or WorkspacePolicyForm(user=request.user),
+        "policies": rows,
+        "presets": PRESETS.values(),
+    }
+    return render(request, "transcripts/policies.html", context, status=status)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def policies(request: HttpRequest) -> HttpResponse:
+    """List the presets and the workspaces' own policies; POST creates one (editors)."""
+    if request.method == "GET":
+        return _policies_page(request)
+    form = WorkspacePolicyForm(request.POST, user=request.user)
+    if not form.is_valid():
+        return _policies_page(request, form, status=400)
+    return _save_policy(request, form)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def policy_edit(request: HttpRequest, pk: int) -> HttpResponse:
+    """Show a workspace policy in its form; POST changes it (editors of its workspace)."""
+    row = get_object_or_404(
+        WorkspacePolicy.objects.filter(workspace__in=Workspace.objects.for_user(request.user)),
+        pk=pk,
+    )
+    if request.method == "GET":
+        return _policies_page(request, WorkspacePolicyForm(user=request.user, instance=row))
+    form = WorkspacePolicyForm(request.POST, user=request.user, instance=row)
+    if not form.is_valid():
+        return _policies_page(request, form, status=400)
+    return _save_policy(request, form)
+
+
+def _save_policy(request: HttpRequest, form: WorkspacePolicyForm) -> HttpResponse:
+    data = form.cleaned_data
+    clash = WorkspacePolicy.objects.filter(workspace=data["workspace"], name=data["name"])
+    if form.instance is not None:
+        clash = clash.exclude(pk=form.instance.pk)
+    if clash.exists():
+        form.add_error("name", "The workspace already has a policy of that name.")
+        return _policies_page(request, form, status=400)
+    actions.do_save_workspace_policy(
+        data["workspace"],
+        data["name"],
+        data["actions"],
+        data["synthetic_text"],
+        data["description"],
+        instance=form.instance,
+        acting_user=request.user,
+    )
+    return redirect("transcripts:policies")
