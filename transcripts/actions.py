@@ -49,7 +49,6 @@ from transcripts import writeback
 from transcripts.core.model import FaultKind, Op, OpKind
 from transcripts.engine import ENGINE_VERSION, Analysis, analyze
 from transcripts.models import (
-    WorkspacePolicy,
     ApiToken,
     AuditRecord,
     Job,
@@ -59,6 +58,7 @@ from transcripts.models import (
     Session,
     SyncedFile,
     Workspace,
+    WorkspacePolicy,
     blob_name,
     hash_token,
     store_blob,
