@@ -75,6 +75,10 @@ REMOVING_OPS = {
     OpKind.DROP_CALL,
     OpKind.DROP_RECORD,
     OpKind.RESULTS_FIRST,
+    OpKind.RENAME_ID,
+    OpKind.SPLIT_AFTER_CALL,
+    OpKind.SPLIT_REPLY,
+    OpKind.DROP_CONTENT,
 }
 
 # The job counter each finished item status adds to.
@@ -1131,7 +1135,17 @@ def _op_audit_fields(op: Op, analysis: Analysis, *, job: Job, base: Revision) ->
         "span_start": start,
         "span_end": end,
         "removed_bytes": removed,
+        "note": _op_note(op),
     }
+
+
+def _op_note(op: Op) -> str:
+    """Return what an op does beyond its kind: the new id of a rename, the blocks a split takes."""
+    if op.kind is OpKind.RENAME_ID:
+        return f"tool call id {op.tool_call_id} -> {op.text}"
+    if op.blocks:
+        return f"blocks {', '.join(map(str, op.blocks))} of record {op.record}"
+    return ""
 
 
 def do_save_workspace_policy(
