@@ -525,6 +525,35 @@ def test_a_codex_custom_tool_call_gets_a_custom_tool_call_output() -> None:
     }
 
 
+def test_a_function_call_output_does_not_answer_a_custom_tool_call() -> None:
+    # Codex's normalize.rs pairs a custom call with a custom output only: it answers
+    # the call "aborted" and drops the other output as an orphan. So does the repair.
+    lines = [
+        {"timestamp": "2026-01-01T00:00:00Z", "type": "session_meta", "payload": {"id": "x"}},
+        {
+            "timestamp": "2026-01-01T00:00:01Z",
+            "type": "response_item",
+            "payload": {
+                "type": "custom_tool_call",
+                "call_id": "call_q",
+                "name": "apply_patch",
+                "input": "p",
+            },
+        },
+        {
+            "timestamp": "2026-01-01T00:00:02Z",
+            "type": "response_item",
+            "payload": {"type": "function_call_output", "call_id": "call_q", "output": "done"},
+        },
+    ]
+    result = _check(_jsonl(lines), "rollout-2.jsonl")
+    assert _faults(result) == [("missing_result", "call_q", 1), ("orphaned_result", "call_q", 2)]
+    out = [json.loads(line)["payload"] for line in result.repaired.splitlines()]
+    assert len(out) == 3
+    assert out[1]["type"] == "custom_tool_call"
+    assert out[2] == {"type": "custom_tool_call_output", "call_id": "call_q", "output": "aborted"}
+
+
 # False positives.
 
 

@@ -253,24 +253,24 @@ def _pair_scope(transcript: Transcript, context: list[int], result: Pairing, liv
                 continue
         faults.extend(_call_faults(transcript, turn, message, earlier_ids, unique_ids))
         earlier_ids.update(call.id for call in turn.calls)
-        pending: dict[str, deque[ToolCall]] = {}
+        pending: dict[tuple[str, str], deque[ToolCall]] = {}
         for call in turn.calls:
-            pending.setdefault(call.id, deque()).append(call)
+            pending.setdefault((call.id, call.family), deque()).append(call)
             result.turn_of[call] = turn
         # Results written on the calls themselves (Gemini CLI) answer in place too.
         for index in turn.records + turn.run:
             for res in records[index].results:
-                queue = pending.get(res.tool_call_id)
+                queue = pending.get((res.tool_call_id, res.family))
                 if queue:
                     result.answer[queue.popleft()] = res
                     in_place.add(res)
         faults.extend(_run_faults(transcript, turn, result, at))
-    open_calls: dict[str, list[ToolCall]] = {}
+    open_calls: dict[tuple[str, str], list[ToolCall]] = {}
     for turn in found:
         for call in turn.calls:
             if call not in result.answer:
-                open_calls.setdefault(call.id, []).append(call)
-    ever_called = {call.id for turn in found for call in turn.calls}
+                open_calls.setdefault((call.id, call.family), []).append(call)
+    ever_called = {(call.id, call.family) for turn in found for call in turn.calls}
     order = {index: k for k, index in enumerate(context)}
     answered_at = {res.tool_call_id: res.record for res in result.answer.values()}
     for index in context:
@@ -294,7 +294,8 @@ def _pair_scope(transcript: Transcript, context: list[int], result: Pairing, liv
             if res in in_place:
                 continue
             message, first = at(index)
-            candidates = open_calls.get(res.tool_call_id, [])
+            key = (res.tool_call_id, res.family)
+            candidates = open_calls.get(key, [])
             if len(candidates) == 1:
                 call = candidates.pop()
                 result.answer[call] = res
@@ -314,7 +315,7 @@ def _pair_scope(transcript: Transcript, context: list[int], result: Pairing, liv
                     )
                 )
             elif not candidates and (
-                res.tool_call_id in ever_called or _replayed(res.tool_call_id, ever_called)
+                key in ever_called or _replayed(res.tool_call_id, ever_called)
             ):
                 first_answer = answered_at.get(res.tool_call_id)
                 same = first_answer is not None and at(first_answer)[0] == message
@@ -334,9 +335,13 @@ def _pair_scope(transcript: Transcript, context: list[int], result: Pairing, liv
                 # The request continues a stored response: the call lives server-side.
                 continue
             else:
+                other = {f for cid, f in ever_called if cid == res.tool_call_id}
                 why = (
                     "several unanswered calls share this id; ownership is ambiguous"
                     if candidates
+                    else f"the call with this id is a {'/'.join(sorted(other))} call, which a "
+                    "result of this type does not answer"
+                    if other
                     else "no call on the live branch has this id"
                 )
                 faults.append(
@@ -372,7 +377,7 @@ def _pair_scope(transcript: Transcript, context: list[int], result: Pairing, liv
             )
 
 
-def _replayed(tool_call_id: str, ever_called: set[str]) -> bool:
+def _replayed(tool_call_id: str, ever_called: set[tuple[str, str]]) -> bool:
     """Return True for a positional response (`@name#k`) beyond its name's calls.
 
     Gemini without ids pairs by name and rank: a resume that replays each
@@ -382,7 +387,7 @@ def _replayed(tool_call_id: str, ever_called: set[str]) -> bool:
     if not tool_call_id.startswith(POSITIONAL):
         return False
     name = tool_call_id[len(POSITIONAL) :].rpartition("#")[0]
-    return f"{POSITIONAL}{name}#0" in ever_called
+    return (f"{POSITIONAL}{name}#0", "") in ever_called
 
 
 def _call_faults(

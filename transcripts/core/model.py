@@ -99,7 +99,10 @@ class ToolCall:
 
     `args` is the call's arguments as canonical JSON text (equal calls, equal text);
     `problem` says why the call is malformed (no id, bad name, partial arguments),
-    empty when it is well formed.
+    empty when it is well formed. `family` names the kind of exchange where a
+    format has several that do not answer each other (Codex: a
+    `custom_tool_call` is answered by a `custom_tool_call_output` only, never
+    by a `function_call_output`); "" elsewhere.
     """
 
     id: str
@@ -108,17 +111,22 @@ class ToolCall:
     block: int
     args: str = ""
     problem: str = ""
+    family: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class ToolResult:
-    """A tool result answering the call whose id is `tool_call_id`; `text` is a preview."""
+    """A tool result answering the call whose id is `tool_call_id`; `text` is a preview.
+
+    It answers only a call of its own `family` (see ToolCall).
+    """
 
     tool_call_id: str
     record: int
     block: int
     is_error: bool = False
     text: str = ""
+    family: str = ""
 
 
 @dataclass(slots=True)

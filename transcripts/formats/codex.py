@@ -9,6 +9,7 @@ history before it.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from transcripts.core.model import Op, Record, Role, ToolResult, Transcript
@@ -28,6 +29,7 @@ _OUTPUT_FOR = {
     "local_shell_call": "function_call_output",
 }
 _ROLES = {"user": Role.USER, "assistant": Role.ASSISTANT}
+_CUSTOM = "custom"  # the family of custom tool calls and their outputs
 _ENVELOPE = ("response_item", "event_msg", "turn_context", "compacted", "session_meta")
 
 
@@ -97,13 +99,18 @@ class Codex(Format):
                 args = {"input": payload.get("input")}  # free-form text, not JSON
             else:
                 args = payload.get("action")
-            add_call(record, 0, call_id, name, args)
+            call = add_call(record, 0, call_id, name, args)
+            if item == "custom_tool_call":
+                record.calls[-1] = replace(call, family=_CUSTOM)
             record.text = preview(f"{name}({preview(canonical(args), 200)})")
         elif item in _OUTPUTS:
             record.role = Role.TOOL
             text = preview(payload.get("output"))
+            # normalize.rs pairs a custom call with a custom output only, and drops any
+            # other output as an orphan.
+            family = _CUSTOM if item == "custom_tool_call_output" else ""
             record.results.append(
-                ToolResult(str(payload.get("call_id") or ""), record.index, 0, False, text)
+                ToolResult(str(payload.get("call_id") or ""), record.index, 0, False, text, family)
             )
             record.text = text
         elif item == "compaction":

@@ -5,31 +5,67 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('transcripts', '0011_api_tokens'),
+        ("transcripts", "0011_api_tokens"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='auditrecord',
-            name='op',
-            field=models.CharField(choices=[('ingest', 'Ingest'), ('insert_result', 'Insert Result'), ('drop_result', 'Drop Result'), ('move_result', 'Move Result'), ('drop_call', 'Drop Call'), ('drop_record', 'Drop Record'), ('results_first', 'Results First'), ('rename_id', 'rename id'), ('split_after_call', 'split after call'), ('split_reply', 'split reply'), ('drop_content', 'drop content'), ('rollback', 'Rollback'), ('append', 'Append'), ('rewrite', 'Rewrite'), ('rename', 'Rename'), ('delete', 'Delete'), ('write_back', 'write back')], max_length=20),
+            model_name="auditrecord",
+            name="op",
+            field=models.CharField(
+                choices=[
+                    ("ingest", "Ingest"),
+                    ("insert_result", "Insert Result"),
+                    ("drop_result", "Drop Result"),
+                    ("move_result", "Move Result"),
+                    ("drop_call", "Drop Call"),
+                    ("drop_record", "Drop Record"),
+                    ("results_first", "Results First"),
+                    ("rename_id", "rename id"),
+                    ("split_after_call", "split after call"),
+                    ("split_reply", "split reply"),
+                    ("drop_content", "drop content"),
+                    ("rollback", "Rollback"),
+                    ("append", "Append"),
+                    ("rewrite", "Rewrite"),
+                    ("rename", "Rename"),
+                    ("delete", "Delete"),
+                    ("write_back", "write back"),
+                ],
+                max_length=20,
+            ),
         ),
         migrations.CreateModel(
-            name='WorkspacePolicy',
+            name="WorkspacePolicy",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.SlugField(max_length=40)),
-                ('actions', models.JSONField(default=dict)),
-                ('synthetic_text', models.TextField(blank=True)),
-                ('description', models.CharField(blank=True, max_length=200)),
-                ('updated', models.DateTimeField(auto_now=True)),
-                ('workspace', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='policies', to='transcripts.workspace')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.SlugField(max_length=40)),
+                ("actions", models.JSONField(default=dict)),
+                ("synthetic_text", models.TextField(blank=True)),
+                ("description", models.CharField(blank=True, max_length=200)),
+                ("updated", models.DateTimeField(auto_now=True)),
+                (
+                    "workspace",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="policies",
+                        to="transcripts.workspace",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['name'],
-                'constraints': [models.UniqueConstraint(fields=('workspace', 'name'), name='one_policy_name_per_workspace')],
+                "ordering": ["name"],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("workspace", "name"), name="one_policy_name_per_workspace"
+                    )
+                ],
             },
         ),
     ]
