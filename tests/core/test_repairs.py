@@ -617,6 +617,31 @@ def test_claude_code_parallel_results_parented_on_their_own_calls_are_not_missin
     assert live_path(result.transcript) == [0, 1, 2, 4, 3, 5]
 
 
+def test_a_result_of_a_rewound_branch_is_not_re_attached() -> None:
+    call = [{"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {}}]
+    lines = [
+        _cc_line("u0", None, "user", "read"),
+        _cc_line("a1", "u0", "assistant", call, "msg_1"),
+        _cc_line(
+            "old",
+            "a1",
+            "user",
+            [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "v1"}],
+        ),
+        _cc_line(
+            "new",
+            "a1",
+            "user",
+            [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "v2"}],
+        ),
+        _cc_line("a2", "new", "assistant", [{"type": "text", "text": "read"}], "msg_2"),
+    ]
+    result = _check(_jsonl(lines), "c.jsonl")
+    assert result.faults == []
+    assert result.transcript is not None
+    assert live_path(result.transcript) == [0, 1, 3, 4]
+
+
 # Policies.
 
 

@@ -35,8 +35,9 @@ def _reattached(records: list[Record], path: list[int]) -> list[int]:
     line: the results then form a DAG, the branch to the last line passing
     through one of them only. Its loader re-attaches the others to the chain
     (reproduced here: a user line of results off the path, parented on a call
-    line of the path, whose every result answers a call of that message, joins
-    after the message's results), so they are not missing.
+    line of the path, whose every result answers a call of that message not
+    answered on the path, joins after the message's results), so they are not
+    missing.
     """
     on = set(path)
     hanging: dict[str, list[int]] = {}
@@ -52,6 +53,9 @@ def _reattached(records: list[Record], path: list[int]) -> list[int]:
             hanging.setdefault(record.parent, []).append(record.index)
     if not hanging:
         return path
+    # A result whose call is answered on the path already belongs to another branch
+    # (a rewind), not to this one.
+    answered = {res.tool_call_id for index in path for res in records[index].results}
     out: list[int] = []
     extra: list[int] = []
     group: str | None = None
@@ -69,7 +73,9 @@ def _reattached(records: list[Record], path: list[int]) -> list[int]:
         if record.role is Role.ASSISTANT:
             called.update(call.id for call in record.calls)
         for child in hanging.pop(record.uid or "", ()) if record.calls else ():
-            if all(res.tool_call_id in called for res in records[child].results):
+            ids = {res.tool_call_id for res in records[child].results}
+            if ids <= called and not ids & answered:
+                answered |= ids
                 extra.append(child)
     out.extend(extra)
     return out
