@@ -35,9 +35,8 @@ def test_it_refuses_an_action_a_fault_kind_cannot_take(api):
 def test_it_refuses_a_policy_no_one_defined(api, workspace, ingest):
     session = ingest(workspace, "claude_code.jsonl", sample("formats/claude_code.jsonl"))
     response = api.post(f"/api/sessions/{session.pk}/repair", {"policy": "nope"}, format="json")
-    assert response.status_code == 400
-    assert "There is no policy “nope”" in str(response.json())
-    assert error_of(response) == (400, "bad_request")
+    assert error_of(response) == (404, "not_found")
+    assert "There is no policy “nope” in this workspace" in response.json()["error"]["message"]
 
 
 def test_it_hides_other_workspaces_policies(api, other_workspace):

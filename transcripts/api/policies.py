@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.validators import validate_slug
 from django.db import IntegrityError, transaction
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
@@ -17,16 +18,60 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from transcripts.api import errors, permissions
-from transcripts.core.model import Action, FaultKind
-from transcripts.core.policy import PRESETS, custom
+from transcripts.api.serializers import ErrorSerializer, TextField
+from transcripts.core.model import FaultKind
+from transcripts.core.policy import ALLOWED, PRESETS, custom
 from transcripts.models import Membership, WorkspacePolicy
 
 
-class WorkspacePolicySerializer(serializers.ModelSerializer[WorkspacePolicy]):
-    actions = serializers.DictField(
-        child=serializers.ChoiceField(choices=[str(a) for a in Action]),
-        help_text="{fault kind id: action id}; kinds not listed are only flagged.",
+def _allowed(kind: FaultKind) -> list[str]:
+    return sorted(str(a) for a in ALLOWED[kind])
+
+
+# The distinct sets of actions a row may take, named for the schema (ENUM_NAME_OVERRIDES).
+ANSWER_ACTIONS = _allowed(FaultKind.MISSING_RESULT)
+DROP_ACTIONS = _allowed(FaultKind.ORPHANED_RESULT)
+DUPLICATE_ACTIONS = _allowed(FaultKind.DUPLICATE_RESULT)
+CALL_ID_ACTIONS = _allowed(FaultKind.DUPLICATE_CALL_ID)
+MOVE_ACTIONS = _allowed(FaultKind.DISPLACED_RESULT)
+REPORT_ACTIONS = _allowed(FaultKind.MISORDERED_RESULTS)
+SPLIT_ACTIONS = _allowed(FaultKind.CONTENT_AFTER_CALL)
+MALFORMED_CALL_ACTIONS = _allowed(FaultKind.MALFORMED_CALL)
+
+
+def _action_field(kind: FaultKind) -> serializers.ChoiceField:
+    """Return the field of one row: the actions `kind` can take, any other refused by name."""
+    allowed = _allowed(kind)
+    return serializers.ChoiceField(
+        choices=allowed,
+        required=False,
+        error_messages={
+            "invalid_choice": f"{kind} cannot take the action {{input}}; it can take "
+            + ", ".join(allowed)
+        },
     )
+
+
+class ActionsSerializer(serializers.Serializer[dict[str, str]]):
+    """The table {fault kind id: action id}; kinds not listed are only flagged."""
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        return {str(kind): _action_field(kind) for kind in FaultKind}
+
+
+class WorkspacePolicySerializer(serializers.ModelSerializer[WorkspacePolicy]):
+    name = TextField(
+        allow_blank=False,
+        max_length=40,
+        validators=[validate_slug],
+        help_text="Letters, digits, - and _; not a preset's name.",
+    )
+    synthetic_text = TextField(
+        required=False,
+        help_text="The text of synthetic results; empty: the agent's own, else the receipt.",
+    )
+    description = TextField(required=False, max_length=200)
+    actions = ActionsSerializer(help_text="{fault kind id: action id}; others are only flagged.")
 
     class Meta:
         model = WorkspacePolicy
@@ -39,14 +84,11 @@ class WorkspacePolicySerializer(serializers.ModelSerializer[WorkspacePolicy]):
         return value
 
     def validate_actions(self, value: dict[str, str]) -> dict[str, str]:
-        unknown = sorted(set(value) - {str(kind) for kind in FaultKind})
-        if unknown:
-            raise serializers.ValidationError(f"unknown fault kind: {', '.join(unknown)}")
         try:
             custom("check", value, None)
         except ValueError as exc:
             raise serializers.ValidationError(str(exc)) from None
-        return value
+        return dict(value)
 
 
 def _policy(request: Request, pk: int) -> WorkspacePolicy:
@@ -77,7 +119,7 @@ class PolicyList(APIView):
         summary="Create a policy",
         description="A table fault kind -> action, offered beside the presets for repairs.",
         request=WorkspacePolicySerializer,
-        responses={201: WorkspacePolicySerializer},
+        responses={201: WorkspacePolicySerializer, 400: ErrorSerializer, 409: ErrorSerializer},
     )
     def post(self, request: Request) -> Response:
         permissions.require(request, Membership.Role.EDITOR)
@@ -88,14 +130,21 @@ class PolicyList(APIView):
 
 
 class PolicyDetail(APIView):
-    @extend_schema(summary="Read a policy", responses={200: WorkspacePolicySerializer})
+    @extend_schema(
+        summary="Read a policy", responses={200: WorkspacePolicySerializer, 404: ErrorSerializer}
+    )
     def get(self, request: Request, pk: int) -> Response:
         return Response(WorkspacePolicySerializer(_policy(request, pk)).data)
 
     @extend_schema(
         summary="Change a policy",
         request=WorkspacePolicySerializer,
-        responses={200: WorkspacePolicySerializer},
+        responses={
+            200: WorkspacePolicySerializer,
+            400: ErrorSerializer,
+            404: ErrorSerializer,
+            409: ErrorSerializer,
+        },
     )
     def put(self, request: Request, pk: int) -> Response:
         permissions.require(request, Membership.Role.EDITOR)
@@ -103,7 +152,7 @@ class PolicyDetail(APIView):
         body.is_valid(raise_exception=True)
         return Response(WorkspacePolicySerializer(_save(body)).data)
 
-    @extend_schema(summary="Delete a policy", responses={204: None})
+    @extend_schema(summary="Delete a policy", responses={204: None, 404: ErrorSerializer})
     def delete(self, request: Request, pk: int) -> Response:
         permissions.require(request, Membership.Role.EDITOR)
         _policy(request, pk).delete()

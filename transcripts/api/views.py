@@ -323,13 +323,17 @@ class SessionFaults(APIView):
 
 
 def _known_policy(name: str, workspace_id: int) -> None:
-    """Raise a 400 naming the policies when `name` is neither a preset nor the workspace's."""
+    """Raise a 404 naming the policies when `name` is neither a preset nor the workspace's.
+
+    A workspace policy is a row of the workspace, like a session: one it does
+    not have is not found.
+    """
     try:
         policy_for(name, workspace_id)
     except KeyError:
         names = [*PRESETS, *names_for([workspace_id])]
-        raise ValidationError(
-            {"policy": [f"There is no policy “{name}”; the policies are {', '.join(names)}."]}
+        raise errors.NotFound(
+            f"There is no policy “{name}” in this workspace; the policies are {', '.join(names)}."
         ) from None
 
 
