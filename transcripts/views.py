@@ -877,6 +877,8 @@ def policy_edit(request: HttpRequest, pk: int) -> HttpResponse:
     )
     if request.method == "GET":
         return _policies_page(request, WorkspacePolicyForm(user=request.user, instance=row))
+    if not Membership.has_role(request.user, row.workspace_id, Membership.Role.EDITOR):
+        raise PermissionDenied
     form = WorkspacePolicyForm(request.POST, user=request.user, instance=row)
     if not form.is_valid():
         return _policies_page(request, form, status=400)

@@ -32,6 +32,7 @@ UNSCOPED = {
     "workspace_list",
     "api_tokens",
     "create_api_token",
+    "policies",
 }
 
 
@@ -63,7 +64,11 @@ def bobs(bob: Any, other_workspace: Any, tmp_path: Any, settings: Any) -> dict[s
     (tmp_path / "bobs-folder").mkdir()
     source = sync.do_create_source(other_workspace, str(tmp_path / "bobs-folder"), acting_user=bob)
     token, _ = actions.do_create_api_token(other_workspace, "bobs-token", acting_user=bob)
+    policy = actions.do_save_workspace_policy(
+        other_workspace, "bobs-policy", {"missing_result": "drop"}, "", "", acting_user=bob
+    )
     return {
+        "policy": policy,
         "token": token,
         "session": session,
         "job": job,
@@ -93,6 +98,7 @@ def object_urls(objects: dict[str, Any]) -> dict[str, str]:
         "source_settings": (objects["source"].pk,),
         "workspace_members": (objects["workspace"].pk,),
         "revoke_api_token": (objects["token"].pk,),
+        "policy_edit": (objects["policy"].pk,),
     }
     missing = set(url_names()) - UNSCOPED - set(filled)
     assert not missing, f"decide the access of these URL names in test_access: {missing}"
@@ -116,6 +122,7 @@ def test_an_outsider_sees_nothing_of_another_workspace_in_the_lists(alice_client
         assert b"bob.jsonl" not in body, name
         assert bobs["source"].path.encode() not in body, name
         assert b"bobs-token" not in body, name
+        assert b"bobs-policy" not in body, name
 
 
 def test_a_viewer_is_refused_every_write(client, alice, bobs):
@@ -133,6 +140,7 @@ def test_a_viewer_is_refused_every_write(client, alice, bobs):
         "source_settings",
         "workspace_members",
         "revoke_api_token",
+        "policy_edit",
     }
     session = bobs["session"]
     upload = client.post("/sessions/upload/", {"workspace": bobs["workspace"].pk})
