@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import secrets
 import shutil
 import statistics
 import subprocess
@@ -36,11 +37,44 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-import jobs  # noqa: E402
 
 LIMIT = 1.5
+BENCH_DATABASE = "pairfix_bench_page"  # not the job benchmark's, which may be running
+
+
+def bench_database_url(server_url: str | None) -> tuple[str, Callable[[], None]]:
+    """Return the DATABASE_URL of a fresh database for this benchmark, and how to drop it.
+
+    A temporary SQLite file, or with `server_url` (PostgreSQL) the database
+    BENCH_DATABASE on that server, created empty.
+    """
+    if not server_url:
+        folder = tempfile.mkdtemp(prefix="pairfix-bench-page-")
+        return f"sqlite:///{folder}/bench.sqlite3", lambda: shutil.rmtree(folder)
+    import dj_database_url
+    import psycopg
+
+    db = dj_database_url.parse(server_url)
+    if db["ENGINE"] != "django.db.backends.postgresql":
+        raise SystemExit("DATABASE_URL: only PostgreSQL (or nothing, for SQLite) is supported")
+    server = {
+        "host": db["HOST"] or None,
+        "port": db["PORT"] or None,
+        "user": db["USER"] or None,
+        "password": db["PASSWORD"] or None,
+        "dbname": "postgres",
+    }
+
+    def sql(statement: str) -> None:
+        with psycopg.connect(**server, autocommit=True) as connection:
+            connection.execute(statement)
+
+    sql(f"DROP DATABASE IF EXISTS {BENCH_DATABASE} WITH (FORCE)")
+    sql(f"CREATE DATABASE {BENCH_DATABASE}")
+    password = f":{db['PASSWORD']}" if db["PASSWORD"] else ""
+    host, port = db["HOST"] or "127.0.0.1", db["PORT"] or 5432
+    url = f"postgres://{db['USER']}{password}@{host}:{port}/{BENCH_DATABASE}"
+    return url, lambda: sql(f"DROP DATABASE IF EXISTS {BENCH_DATABASE} WITH (FORCE)")
 
 
 def workload(records: int, fault_rate: float, result_bytes: str) -> Path:
@@ -96,8 +130,7 @@ def main() -> None:
 
     files = {n: workload(n, args.fault_rate, args.result_bytes) for n in (args.small, args.large)}
     server_url = os.getenv("DATABASE_URL")
-    jobs.BENCH_DATABASE = "pairfix_bench_page"  # not the job benchmark's, which may be running
-    url, drop = jobs.bench_database_url(server_url)
+    url, drop = bench_database_url(server_url)
     media = tempfile.mkdtemp(prefix="pairfix-bench-media-")
     static = tempfile.mkdtemp(prefix="pairfix-bench-static-")
     os.environ.update(
@@ -106,6 +139,11 @@ def main() -> None:
             "MEDIA_ROOT": media,
             "STATIC_ROOT": static,
             "DEBUG": "False",
+            "SECRET_KEY": os.getenv("SECRET_KEY") or secrets.token_urlsafe(50),
+            # The test client speaks plain HTTP: no redirect to https, cookies sent over it.
+            "SECURE_SSL_REDIRECT": "False",
+            "SESSION_COOKIE_SECURE": "False",
+            "CSRF_COOKIE_SECURE": "False",
             "ALLOWED_HOSTS": "testserver",
             "LOG_LEVEL": "ERROR",
         }

@@ -8,6 +8,7 @@ uploaded blobs in `var/media` and Celery's filesystem broker in `var/broker`, so
 
 import logging
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -83,6 +84,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "axes",
     "transcripts",
 ]
 
@@ -94,11 +96,15 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "transcripts.outages.user_lookup_once",
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "django_structlog.middlewares.RequestMiddleware",
+    "transcripts.middleware.no_store",
+    # Last, as django-axes asks: it turns a lockout raised by its backend into a response.
+    "axes.middleware.AxesMiddleware",
 ]
 
 # Transcript content is untrusted: no inline script or style, nothing from another
@@ -151,9 +157,10 @@ if database_url := os.getenv("DATABASE_URL"):
     if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         DATABASES["default"]["OPTIONS"] = SQLITE_OPTIONS
     elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-        # A server that does not answer fails a request (and /healthz) in seconds.
+        # A server that does not answer fails a request (a 503 page) and /healthz in about
+        # two seconds: libpq's shortest timeout, which it takes for each address it tries.
         DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
-            "connect_timeout", envint("DATABASE_CONNECT_TIMEOUT", "5")
+            "connect_timeout", envint("DATABASE_CONNECT_TIMEOUT", "2")
         )
 else:
     DATABASES = {
@@ -176,7 +183,45 @@ LOGOUT_REDIRECT_URL = "login"
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+
+# Login throttling (django-axes), on the dashboard's login and the admin's alike: after
+# AXES_FAILURE_LIMIT wrong passwords for one username from one address, that pair is
+# refused (429, templates/registration/locked_out.html) for AXES_COOLOFF_MINUTES, even
+# with the right password. Keyed on the pair, so nobody can lock a user out from
+# elsewhere; `manage.py axes_reset_username NAME` lifts a lockout early.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = envint("AXES_FAILURE_LIMIT", "5")
+AXES_COOLOFF_TIME = timedelta(minutes=envint("AXES_COOLOFF_MINUTES", "15"))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+# Behind a proxy, REMOTE_ADDR is the proxy's: AXES_IPWARE_* or a callable would say more.
+AXES_CLIENT_IP_CALLABLE = None
+
+# Mail, for password reset: Django's own settings, from the environment. Without
+# EMAIL_HOST no mail can be sent, so the reset pages are not served (404) and the
+# login page does not offer them.
+EMAIL_HOST = os.getenv("EMAIL_HOST", "")
+EMAIL_PORT = envint("EMAIL_PORT", "587")
+EMAIL_HOST_USER = os.getenv("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.getenv("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_SSL = envbool("EMAIL_USE_SSL", "False")
+EMAIL_USE_TLS = envbool("EMAIL_USE_TLS", str(not EMAIL_USE_SSL))
+if EMAIL_USE_TLS and EMAIL_USE_SSL:
+    raise ImproperlyConfigured("EMAIL_USE_TLS and EMAIL_USE_SSL cannot both be True")
+EMAIL_TIMEOUT = envint("EMAIL_TIMEOUT", "10")
+DEFAULT_FROM_EMAIL = os.getenv("DEFAULT_FROM_EMAIL", "pairfix@localhost")
+SERVER_EMAIL = DEFAULT_FROM_EMAIL
+PASSWORD_RESET_ENABLED = bool(EMAIL_HOST)
+
+# Days a workspace invitation link stays open (transcripts/invitations.py).
+INVITATION_DAYS = envint("INVITATION_DAYS", "7")
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -199,17 +244,20 @@ STORAGES = {
     },
 }
 
-# Uploads are read whole by the analyzer anyway; this bounds one request's form fields.
+# A request body's form fields (and an append's JSON lines) are held in memory up to this.
 DATA_UPLOAD_MAX_MEMORY_SIZE = envint("DATA_UPLOAD_MAX_MEMORY_SIZE", str(50 * 1024 * 1024))
-FILE_UPLOAD_MAX_MEMORY_SIZE = DATA_UPLOAD_MAX_MEMORY_SIZE
-# The upload form's limits (transcripts/uploads.py), in bytes after decompression:
-# each session, all sessions of one upload together, and how many sessions (files,
-# or members of a .zip) one upload may hold. Past DATA_UPLOAD_MAX_NUMBER_FILES Django
-# itself refuses the request before the form sees it.
-UPLOAD_MAX_FILE_SIZE = envint("UPLOAD_MAX_FILE_SIZE", str(100 * 1024 * 1024))
-UPLOAD_MAX_TOTAL_SIZE = envint("UPLOAD_MAX_TOTAL_SIZE", str(200 * 1024 * 1024))
+# Uploaded files are never held in memory: each is written to FILE_UPLOAD_TEMP_DIR as it
+# arrives and hashed on the way (transcripts/uploads.py), then copied to storage.
+FILE_UPLOAD_HANDLERS = ["transcripts.uploads.StagingUploadHandler"]
+FILE_UPLOAD_TEMP_DIR = str(envpath("FILE_UPLOAD_TEMP_DIR", VAR_DIR / "tmp"))
+# The limits of every way in (the form, the API, `manage.py ingest`), in bytes after
+# decompression: each session, all sessions of one upload together, and how many
+# sessions (files, or members of a .zip) one upload may hold; checked while the bytes
+# arrive. Django's own file count stays one above, so the upload's message speaks first.
+UPLOAD_MAX_FILE_SIZE = envint("UPLOAD_MAX_FILE_SIZE", str(1024**3))
+UPLOAD_MAX_TOTAL_SIZE = envint("UPLOAD_MAX_TOTAL_SIZE", str(max(2 * 1024**3, UPLOAD_MAX_FILE_SIZE)))
 UPLOAD_MAX_FILES = envint("UPLOAD_MAX_FILES", "100")
-DATA_UPLOAD_MAX_NUMBER_FILES = envint("DATA_UPLOAD_MAX_NUMBER_FILES", "1000")
+DATA_UPLOAD_MAX_NUMBER_FILES = UPLOAD_MAX_FILES + 1
 
 # Redis hands a task whose worker died without acknowledging it (acks_late) to
 # another worker after this many seconds; it must exceed the longest task.

@@ -144,3 +144,65 @@ def claude_code_session(*, big_line: bool = False, nested_depth: int = 0) -> byt
 def deeply_nested(depth: int = 100_000) -> bytes:
     """Return a JSON document of arrays nested `depth` deep: no parser's stack holds it."""
     return b"[" * depth + b"]" * depth
+
+
+# Text no database column takes as it is: NUL (as agents write binary tool output),
+# lone surrogates, ids and names longer than any column.
+NUL = "\u0000"
+LONG_ID = "toolu_" + "x" * 300 + NUL + "end"
+
+
+def unstorable_session() -> bytes:
+    """Return a Claude Code JSONL session whose text only a careful store keeps.
+
+    NUL in user and assistant text, in tool call ids (one of more than
+    300 characters), a tool name (a malformed call), inputs and results;
+    the long id's result comes twice, one call is left unanswered, a line
+    has a lone surrogate escape
+    (not JSON orjson reads) and one with a raw NUL byte and bytes that are
+    not UTF-8. Repairing it inserts, drops and audits results of those ids.
+    """
+
+    def record(uid: str, parent: str | None, role: str, content: object) -> str:
+        kind = "assistant" if role == "assistant" else "user"
+        message: dict[str, object] = {"role": role, "content": content}
+        if role == "assistant":
+            message["id"] = f"msg_{uid}"
+        return _line(
+            {
+                "type": kind,
+                "uuid": uid,
+                "parentUuid": parent,
+                "sessionId": f"nul{NUL}",
+                "message": message,
+            }
+        )
+
+    def use(call_id: str, name: str = "Bash") -> dict[str, object]:
+        return {
+            "type": "tool_use",
+            "id": call_id,
+            "name": name,
+            "input": {"command": f"cat /bin/ls{NUL}", "bytes": "\x00\x01\x7f" + "\ufffe"},
+        }
+
+    def answer(call_id: str) -> dict[str, object]:
+        return {"type": "tool_result", "tool_use_id": call_id, "content": f"ELF{NUL}{NUL}\x02"}
+
+    lines = [
+        record("u1", None, "user", f"show me{NUL} the binary"),
+        record("a1", "u1", "assistant", [{"type": "text", "text": f"ok{NUL}"}, use(LONG_ID)]),
+        record("u2", "a1", "user", [answer(LONG_ID)]),
+        record("u3", "u2", "user", [answer(LONG_ID)]),
+        record(
+            "a2",
+            "u3",
+            "assistant",
+            [use(f"toolu_2{NUL}"), use("toolu_3\u202e"), use("toolu_4", f"Bash{NUL}")],
+        ),
+        record("u4", "a2", "user", [answer("toolu_3\u202e")]),
+        '{"type":"user","uuid":"u5","message":{"role":"user","content":"lone \\ud800 half"}}',
+        '{"type":"user","uuid":"u6","message":{"content":"raw \x00 byte \udcff"}}',
+        record("a3", "u4", "assistant", [{"type": "text", "text": f"done{NUL}"}]),
+    ]
+    return ("\n".join(lines) + "\n").encode("utf-8", "surrogateescape")

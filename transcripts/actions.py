@@ -20,6 +20,7 @@ once its lease has passed.
 from __future__ import annotations
 
 import difflib
+import functools
 import hashlib
 import json
 import logging
@@ -30,7 +31,8 @@ import time
 import uuid
 import zipfile
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -39,7 +41,7 @@ from celery import Task
 from django.conf import settings
 from django.core.files import File
 from django.core.files.storage import default_storage
-from django.db import DatabaseError, IntegrityError, transaction
+from django.db import DatabaseError, DataError, IntegrityError, transaction
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 from kombu.exceptions import OperationalError
@@ -59,12 +61,14 @@ from transcripts.models import (
     SyncedFile,
     Workspace,
     WorkspacePolicy,
+    blob_chunks,
     blob_name,
     hash_token,
     store_blob,
+    store_blob_file,
 )
 from transcripts.policies import policy_for
-from transcripts.uploads import printable_name
+from transcripts.uploads import Staged, printable_name, store
 
 logger = logging.getLogger(__name__)
 
@@ -99,6 +103,7 @@ TOKEN_USE_RESOLUTION = timedelta(minutes=1)
 
 # A dry run keeps this much of each session's diff: enough to judge the change.
 DIFF_LINES = 60
+DIFF_MAX_BYTES = 16 << 20  # a dry run diffs sessions up to this size (it reads them whole)
 DIFF_LINE_CHARS = 300
 
 
@@ -127,27 +132,48 @@ def fit_name(name: str, limit: int) -> str:
     return stem[: limit - 1 - len(extension)] + "…" + extension
 
 
-def analyze_revision(
+@contextmanager
+def open_analysis(
     revision: Revision,
     policy: str,
     *,
     last_write: datetime | None = None,
     format: str | None = None,
-) -> Analysis:
-    """Return the analysis of `revision`'s bytes under `policy` (KeyError if unknown).
+    summaries: bool = False,
+) -> Iterator[Analysis]:
+    """Yield the analysis of `revision`'s bytes under `policy` (KeyError if unknown).
 
     With `last_write` (when the session's source was last written) the
     session is checked for being live now: its unanswered tail calls are
     then `pending_result` while within the engine's grace period. `format`
     (a format id) overrides the session's sniffed format.
+
+    The revision is read through a FileSource (`Revision.source`), so a JSON-lines
+    session is never held whole; the source stays open inside the `with`. Its
+    records keep no preview texts unless `summaries` (see `analyze`): enough
+    for repairs, exports and downloads, not for showing rows or previews.
     """
     session = revision.session
     known_format = session.format if session.format != "unknown" and not session.error else None
-    known_format = format or known_format
-    chosen = policy_for(policy, session.workspace_id)
-    return analyze(
-        revision.read(), session.name, chosen, format=known_format, **live_fields(last_write)
-    )
+    with revision.source() as source:
+        yield analyze(
+            source,
+            session.name,
+            policy_for(policy, session.workspace_id),
+            format=format or known_format,
+            **live_fields(last_write),
+            summaries=summaries,
+        )
+
+
+def store_repaired(analysis: Analysis) -> tuple[str, int]:
+    """Store the repaired file of `analysis` as a blob, streamed through a temporary file.
+
+    Returns (sha256, size in bytes).
+    """
+    with tempfile.TemporaryFile() as f:
+        analysis.write_repaired(f)
+        return store_blob_file(f)
 
 
 def do_create_workspace(name: str, *, acting_user: Any) -> Workspace:
@@ -225,7 +251,7 @@ def live_until(last_write: datetime | None) -> datetime | None:
 def create_session(
     workspace: Workspace,
     name: str,
-    data: bytes,
+    data: bytes | Staged,
     *,
     acting_user: Any,
     last_write: datetime | None = None,
@@ -239,8 +265,14 @@ def create_session(
     """
     name = printable_name(name)
     name = fit_name(name, Session._meta.get_field("name").max_length or len(name))
-    analysis = analyze(data, name, format=format or None, **live_fields(last_write))
-    sha256 = store_blob(data)
+    if isinstance(data, Staged):
+        # Read from its file and copied to storage a chunk at a time: never whole in memory.
+        with data.source() as source:
+            analysis = analyze(source, name, format=format or None, **live_fields(last_write))
+        sha256, size = store(data), data.size
+    else:
+        analysis = analyze(data, name, format=format or None, **live_fields(last_write))
+        sha256, size = store_blob(data), len(data)
     session = Session.objects.create(
         workspace=workspace,
         name=name,
@@ -257,7 +289,7 @@ def create_session(
         session=session,
         number=0,
         sha256=sha256,
-        size=len(data),
+        size=size,
         engine_version=ENGINE_VERSION,
         origin=origin,
         created_by=acting_user,
@@ -265,12 +297,13 @@ def create_session(
     session.head = raw
     session.save(update_fields=["head"])
     AuditRecord.objects.create(
+        source=fields.get("source"),
         acting_user=acting_user,
         session=session,
         revision_to=raw,
         op=AuditRecord.Action.INGEST,
         engine_version=ENGINE_VERSION,
-        note=f"{origin}: {len(data)} bytes",
+        note=f"{origin}: {size} bytes",
     )
     return session
 
@@ -278,7 +311,7 @@ def create_session(
 def do_ingest_session(
     workspace: Workspace,
     name: str,
-    data: bytes,
+    data: bytes | Staged,
     *,
     acting_user: Any,
     last_write: datetime | None = None,
@@ -287,10 +320,12 @@ def do_ingest_session(
 ) -> Session:
     """Store `data` (any bytes, readable or not) as revision 0 of a new session.
 
-    The bytes are kept exactly as given; an unreadable file becomes a session
-    whose `error` says why (file, line, reason). The name loses its control
-    and format characters (bidi overrides among them); one too long for the
-    database is shortened with `fit_name`. `last_write` is when the source
+    `data` is the bytes, or a `Staged` file (an upload), which is analysed
+    and stored a chunk at a time. The bytes are kept exactly as given; an
+    unreadable file becomes a session whose `error` says why (file, line,
+    reason). The name loses its control and format characters (bidi
+    overrides among them); one too long for the database is shortened with
+    `fit_name`. `last_write` is when the source
     file was last written, if known (a file read from disk; not an upload):
     within settings.LIVE_GRACE of it the session is live. `api_token` is the
     token of an upload through the API (its revision's origin is then "api").
@@ -307,14 +342,14 @@ def do_ingest_session(
 
 def do_ingest_sessions(
     workspace: Workspace,
-    files: Iterable[tuple[str, bytes]],
+    files: Iterable[tuple[str, bytes | Staged]],
     *,
     acting_user: Any,
     last_write: datetime | None = None,
     format: str | None = None,
     api_token: ApiToken | None = None,
 ) -> list[Session]:
-    """Store each (name, bytes) of `files` as `do_ingest_session` does, all or none.
+    """Store each (name, bytes or staged file) of `files` as `do_ingest_session` does, all or none.
 
     One transaction holds every session; if anything fails, it rolls back and
     the blobs this call wrote that no revision uses are deleted, so a failed
@@ -322,7 +357,10 @@ def do_ingest_sessions(
     `files`; re-raises what failed.
     """
     files = list(files)
-    hashes = {hashlib.sha256(data).hexdigest() for _, data in files}
+    hashes = {
+        data.sha256 if isinstance(data, Staged) else hashlib.sha256(data).hexdigest()
+        for _, data in files
+    }
     # Blobs that are not there yet are this call's to take back if it fails.
     new = [sha256 for sha256 in hashes if not default_storage.exists(blob_name(sha256))]
     try:
@@ -667,7 +705,8 @@ class NewHead:
     `revision` holds the Revision's fields, `session` the session fields that
     go with the new head, `audit` the fields of each audit record (all of them
     from `fence` to the new revision). `write_back`, when set, replaces the
-    session's source file with `data` in the same transaction.
+    session's source file in the same transaction with the bytes `content`
+    yields (streamed from storage).
     """
 
     fence: Revision
@@ -675,7 +714,7 @@ class NewHead:
     session: dict[str, Any]
     audit: list[dict[str, Any]]
     write_back: writeback.WriteBack | None = None
-    data: bytes = b""
+    content: Callable[[], Iterator[bytes]] | None = None
 
 
 @dataclass
@@ -722,7 +761,7 @@ def _run_claimed(job: Job, claim: uuid.UUID, items: list[JobItem]) -> list[int]:
         (alone if writes_back else together).append(outcome)
     try:
         written = _write(job, claim, together)
-    except IntegrityError:
+    except (IntegrityError, DataError):
         alone, written = outcomes, []
     for outcome in alone:
         written.extend(_write_alone(job, claim, outcome))
@@ -730,16 +769,28 @@ def _run_claimed(job: Job, claim: uuid.UUID, items: list[JobItem]) -> list[int]:
 
 
 def _write_alone(job: Job, claim: uuid.UUID, outcome: Outcome) -> list[int]:
-    """Write one outcome in its own transaction; a write that fails is recorded as fence_lost."""
+    """Write one outcome in its own transaction; one that cannot be written costs only itself.
+
+    A refused write-back, or another writer that took the session's next
+    revision, makes it fence_lost; a row the database refuses (IntegrityError,
+    DataError) makes it failed, with the database's reason. Any other
+    database error (the server gone) is raised: the task is retried.
+    """
     try:
         return _write(job, claim, [outcome])
     except (writeback.WriteBackRefused, OSError) as exc:
-        error = str(exc)
-    except IntegrityError:
+        status, error = JobItem.Status.FENCE_LOST, str(exc)
+    except (IntegrityError, DataError) as exc:
         assert outcome.head is not None
-        error = f"another writer took revision {outcome.head.fence.number + 1} of the session"
-    lost = Outcome(outcome.item, JobItem.Status.FENCE_LOST, {"error": error})
-    return _write(job, claim, [lost])
+        fence = outcome.head.fence
+        taken = Revision.objects.filter(session=outcome.item.session_id, number=fence.number + 1)
+        if taken.exists():
+            status = JobItem.Status.FENCE_LOST
+            error = f"another writer took revision {fence.number + 1} of the session"
+        else:
+            status = JobItem.Status.FAILED
+            error = f"the database refused the session's new revision: {exc}".strip()
+    return _write(job, claim, [Outcome(outcome.item, status, {"error": error})])
 
 
 def _write(job: Job, claim: uuid.UUID, outcomes: list[Outcome]) -> list[int]:
@@ -831,7 +882,8 @@ def _write_heads(job: Job, outcomes: list[Outcome]) -> list[Revision]:
     for o, head, revision in zip(outcomes, heads, revisions, strict=True):
         if head.write_back is not None:
             revision.session = o.item.session
-            _write_back(head.write_back, head.data, job, head.fence, revision)
+            assert head.content is not None
+            _write_back(head.write_back, head.content, job, head.fence, revision)
     return revisions
 
 
@@ -859,7 +911,13 @@ def _repair_item(item: JobItem, job: Job, writes_back: bool) -> Outcome:
     except FenceLost as exc:
         return Outcome(item, JobItem.Status.FENCE_LOST, {"error": str(exc)})
     last_write = None if job.force else session.last_write
-    analysis = analyze_revision(base, job.policy, last_write=last_write)
+    with open_analysis(base, job.policy, last_write=last_write) as analysis:
+        return _repair_analysed(item, job, writes_back, analysis)
+
+
+def _repair_analysed(item: JobItem, job: Job, writes_back: bool, analysis: Analysis) -> Outcome:
+    """The rest of `_repair_item`, once the fenced head is analysed (its source open)."""
+    session, base = item.session, item.base
     if analysis.error:
         return Outcome(item, JobItem.Status.FAILED, {"error": analysis.error})
     pending = analysis.fault_counts.get(FaultKind.PENDING_RESULT, 0)
@@ -879,7 +937,10 @@ def _repair_item(item: JobItem, job: Job, writes_back: bool) -> Outcome:
         "op_counts": dict(Counter(str(op.kind) for op in ops)),
     }
     if job.kind == Job.Kind.DRY_RUN:
-        diff = _diff(base.read(), analysis.repaired, session.name)
+        if base.size > DIFF_MAX_BYTES:
+            diff = f"(no diff: the session is {base.size / 1e6:.0f} MB)"
+        else:
+            diff = _diff(base.read(), analysis.repaired, session.name)
         return Outcome(item, JobItem.Status.WOULD_REPAIR, {"diff": diff, **plan_fields})
     try:
         write_back = writeback.check(session, base) if writes_back else None
@@ -887,11 +948,12 @@ def _repair_item(item: JobItem, job: Job, writes_back: bool) -> Outcome:
         return Outcome(item, JobItem.Status.FENCE_LOST, {"error": str(exc)})
     # The new head's own faults, for the session list.
     record_count, fault_counts = analysis.repaired_counts()
+    sha256, size = store_repaired(analysis)
     revision = {
         "session": session,
         "number": base.number + 1,
-        "sha256": store_blob(analysis.repaired),
-        "size": len(analysis.repaired),
+        "sha256": sha256,
+        "size": size,
         "policy": job.policy,
         "engine_version": ENGINE_VERSION,
         "origin": "repair",
@@ -904,16 +966,20 @@ def _repair_item(item: JobItem, job: Job, writes_back: bool) -> Outcome:
         {"record_count": record_count, "fault_counts": fault_counts},
         [_op_audit_fields(op, analysis, job=job, base=base) for op in ops],
         write_back,
-        analysis.repaired,
+        functools.partial(blob_chunks, sha256),
     )
     return Outcome(item, JobItem.Status.REPAIRED, plan_fields, head)
 
 
 def _write_back(
-    write_back: writeback.WriteBack, data: bytes, job: Job, base: Revision, revision: Revision
+    write_back: writeback.WriteBack,
+    content: Callable[[], Iterator[bytes]],
+    job: Job,
+    base: Revision,
+    revision: Revision,
 ) -> None:
-    """Replace the session's source file with `revision` (`data`) and audit it; see writeback."""
-    backup = write_back.replace(data, revision, now=timezone.now())
+    """Replace the session's source file with `revision` (`content`) and audit it; see writeback."""
+    backup = write_back.replace(content, revision, now=timezone.now())
     write_back.synced.save()
     AuditRecord.objects.create(
         job=job,
@@ -924,7 +990,7 @@ def _write_back(
         op=AuditRecord.Action.WRITE_BACK,
         policy=job.policy,
         engine_version=ENGINE_VERSION,
-        note=f"wrote {write_back.path} ({len(data)} bytes); the file before is {backup}",
+        note=f"wrote {write_back.path} ({revision.size} bytes); the file before is {backup}",
     )
 
 
@@ -944,8 +1010,8 @@ def _rollback_item(item: JobItem, job: Job, writes_back: bool) -> Outcome:
             f"{session.head.number}, not the job's revision {undone.number}"
         )
         return Outcome(item, JobItem.Status.FENCE_LOST, {"error": error})
-    restored_bytes = previous.read()
-    restored = analyze(restored_bytes, session.name, format=session.format)
+    with previous.source() as source:
+        restored = analyze(source, session.name, format=session.format, summaries=False)
     try:
         write_back = writeback.check(session, undone) if writes_back else None
     except writeback.WriteBackRefused as exc:
@@ -974,7 +1040,7 @@ def _rollback_item(item: JobItem, job: Job, writes_back: bool) -> Outcome:
         {"record_count": restored.record_count, "fault_counts": restored.fault_counts},
         [audit],
         write_back,
-        restored_bytes,
+        previous.chunks,
     )
     return Outcome(item, JobItem.Status.ROLLED_BACK, {}, head)
 
@@ -985,13 +1051,14 @@ def _export_item(item: JobItem, job: Job, writes_back: bool) -> Outcome:
     Nothing is written to the session or its source file; as the
     single-session download does, the export ignores whether the session is live.
     """
-    analysis = analyze_revision(item.base, job.policy)
-    if analysis.error:
-        return Outcome(item, JobItem.Status.FAILED, {"error": analysis.error})
+    with open_analysis(item.base, job.policy) as analysis:
+        if analysis.error:
+            return Outcome(item, JobItem.Status.FAILED, {"error": analysis.error})
+        # Stored even when unchanged: a revision made by an append may keep only its delta.
+        sha256_after, _ = store_repaired(analysis)
     ops = analysis.plan.ops
     fields = {
-        # Stored even when unchanged: a revision made by an append may keep only its delta.
-        "sha256_after": store_blob(analysis.repaired),
+        "sha256_after": sha256_after,
         "op_count": len(ops),
         "op_counts": dict(Counter(str(op.kind) for op in ops)),
         "ops": [

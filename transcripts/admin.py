@@ -1,9 +1,20 @@
 from typing import Any
 
+from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
-from transcripts.models import AuditRecord, Job, JobItem, Membership, Revision, Session, Workspace
+from transcripts.models import (
+    AuditRecord,
+    Job,
+    JobItem,
+    Membership,
+    Revision,
+    Session,
+    SyncGrant,
+    Workspace,
+)
+from transcripts.sync import SyncError, check_source_path
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -24,10 +35,42 @@ class MembershipInline(admin.TabularInline):
     extra = 1
 
 
+class SyncGrantForm(forms.ModelForm):
+    class Meta:
+        model = SyncGrant
+        fields = ["path"]
+
+    def clean_path(self) -> str:
+        # Stored as the sync check compares it: resolved, and under one of SYNC_ROOTS.
+        try:
+            return str(check_source_path(self.cleaned_data["path"]))
+        except SyncError as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+
+class SyncGrantInline(admin.TabularInline):
+    """The folders of SYNC_ROOTS that a site admin lets the workspace's admins follow."""
+
+    model = SyncGrant
+    form = SyncGrantForm
+    extra = 1
+    fields = ["path", "granted_by", "created"]
+    readonly_fields = ["granted_by", "created"]
+
+
 @admin.register(Workspace)
 class WorkspaceAdmin(admin.ModelAdmin):
     list_display = ["name", "created"]
-    inlines = [MembershipInline]
+    inlines = [MembershipInline, SyncGrantInline]
+
+    def save_formset(self, request: HttpRequest, form: Any, formset: Any, change: bool) -> None:
+        for obj in formset.save(commit=False):
+            if isinstance(obj, SyncGrant) and obj.granted_by_id is None:
+                obj.granted_by = request.user
+            obj.save()
+        for obj in formset.deleted_objects:
+            obj.delete()
+        formset.save_m2m()
 
 
 @admin.register(Session)

@@ -7,6 +7,8 @@ Repair is a pure function of (bytes, format, policy, ENGINE_VERSION).
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -107,8 +109,19 @@ class Analysis:
                 Counter({str(k): n for k, n in counts.items()})
             )
         again = self.policy if self.policy is not None else self.plan.policy
-        after = analyze(self.repaired, self.filename, again, format=self.format)
-        return after.record_count, after.fault_counts
+        if isinstance(self.raw, bytes):
+            after = analyze(self.repaired, self.filename, again, format=self.format)
+            return after.record_count, after.fault_counts
+        # A streamed file's repair is read back streamed too, from a temporary file.
+        fd, path = tempfile.mkstemp(prefix="pairfix-repaired-")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                self.write_repaired(f)
+            with FileSource(path) as repaired:
+                after = analyze(repaired, self.filename, again, format=self.format)
+                return after.record_count, after.fault_counts
+        finally:
+            os.unlink(path)
 
 
 def count_faults(counts: Counter[str]) -> dict[str, int]:
@@ -125,8 +138,13 @@ def analyze(
     now: float | None = None,
     last_write: float | None = None,
     grace: float = DEFAULT_GRACE,
+    summaries: bool = True,
 ) -> Analysis:
     """Parse `data`, detect its faults and plan a repair under `policy`.
+
+    `summaries` False keeps no preview texts of a streamed file's records
+    (see `formats.load`): for a repair that shows no rows (`rows` then have
+    empty summaries), at less memory per record.
 
     `data` is the file's bytes, or a FileSource for a file too large to hold
     in memory (JSON lines are then streamed; keep the source open while the
@@ -141,7 +159,7 @@ def analyze(
     chosen = PRESETS[policy] if isinstance(policy, str) else policy
     policy = chosen.name
     try:
-        transcript = formats.load(data, filename, format)
+        transcript = formats.load(data, filename, format, summaries=summaries)
         pairing = pair(
             transcript,
             live=is_live(now, last_write, grace),

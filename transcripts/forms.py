@@ -19,7 +19,7 @@ from transcripts.formats import FORMATS
 from transcripts.models import AuditRecord, Job, Membership, Session, SyncSource, Workspace
 from transcripts.policies import names_for
 from transcripts.sync import SyncError, check_source_path
-from transcripts.uploads import Limits, UploadRefused, clean_name, unpack
+from transcripts.uploads import Limits, Staged, Unpacker, UploadRefused, clean_name
 
 
 def policy_choices(workspace_ids: Iterable[int | None] = ()) -> list[tuple[str, str]]:
@@ -87,6 +87,7 @@ class UploadForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.fields["workspace"].queryset = Workspace.objects.for_user(user, Membership.Role.EDITOR)
         self.limits = Limits.from_settings()
+        self.unpacker = Unpacker(self.limits)
         self.refused = refused or []
         if self.refused:
             # The files skipped are why the field may be empty: say that, not "required".
@@ -96,19 +97,26 @@ class UploadForm(forms.Form):
             f"each file in a .zip. {self.limits.describe()}"
         )
 
-    def clean_files(self) -> list[tuple[str, bytes]]:
-        """Return the (name, bytes) of every session uploaded, archives unpacked.
+    def clean_files(self) -> list[tuple[str, Staged]]:
+        """Return the (name, staged file) of every session uploaded, archives unpacked.
 
         Files the upload handler skipped (`refused`, its reasons) or any limit
         passed while unpacking refuse the whole upload: nothing is stored.
+        The staged files of archives stay until `close`.
         """
         if self.refused:
             raise forms.ValidationError([*dict.fromkeys(self.refused), "Nothing was stored."])
-        files = self.cleaned_data["files"]
         try:
-            return unpack(((clean_name(f.name), f) for f in files), self.limits)
+            for f in self.cleaned_data["files"]:
+                self.unpacker.add(clean_name(f.name), f)
         except UploadRefused as exc:
+            self.unpacker.close()
             raise forms.ValidationError([str(exc), "Nothing was stored."]) from None
+        return [(staged.name, staged) for staged in self.unpacker.sessions]
+
+    def close(self) -> None:
+        """Delete the files staged while unpacking archives (stored or not by now)."""
+        self.unpacker.close()
 
 
 class IdMultipleChoiceField(forms.ModelMultipleChoiceField):
@@ -470,17 +478,38 @@ class SourceSettingsForm(forms.ModelForm):
 
 
 class MemberForm(forms.Form):
-    """Add a user to a workspace, change their role, or remove them (role "remove")."""
+    """Change a member's role, or remove them (role "remove"); members of `workspace` only.
+
+    Nobody is added here (that takes an invitation they accept), and the
+    error for a name is the same whether or not such a user exists.
+    """
 
     username = forms.CharField(max_length=150)
     role = forms.ChoiceField(choices=[*Membership.Role.choices, ("remove", "remove")])
 
+    def __init__(self, *args: Any, workspace: Workspace, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.workspace = workspace
+
     def clean_username(self) -> Any:
         username = self.cleaned_data["username"]
-        try:
-            return get_user_model().objects.get_by_natural_key(username)
-        except get_user_model().DoesNotExist:
-            raise forms.ValidationError(f"No user named {username!r}.") from None
+        membership = (
+            self.workspace.memberships.select_related("user")
+            .filter(**{f"user__{get_user_model().USERNAME_FIELD}": username})
+            .first()
+        )
+        if membership is None:
+            raise forms.ValidationError(
+                f"{username!r} is not a member of {self.workspace}. To add someone, "
+                "make an invitation below and send them its link."
+            )
+        return membership.user
+
+
+class InvitationForm(forms.Form):
+    """Invite someone to a workspace with a role."""
+
+    role = forms.ChoiceField(choices=Membership.Role.choices, initial=Membership.Role.VIEWER)
 
 
 class WorkspacePolicyForm(forms.Form):

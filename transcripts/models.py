@@ -10,16 +10,22 @@ import base64
 import hashlib
 import hmac
 import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
-from typing import Any
+from typing import IO, Any
 
 from django.conf import settings
+from django.core.files import File
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import models
 from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
+
+from transcripts.fields import StorableJSONField, StorableTextField
+from transcripts.formats.source import FileSource
 
 # How much of the bytes an op removed the job page shows; the audit row keeps them all.
 REMOVED_PREVIEW_BYTES = 80
@@ -40,6 +46,31 @@ def store_blob(data: bytes) -> str:
     if not default_storage.exists(name):
         default_storage.save(name, ContentFile(data))
     return sha256
+
+
+BLOB_CHUNK = 1 << 20  # bytes per read or write when a blob is streamed
+
+
+def store_blob_file(f: IO[bytes]) -> tuple[str, int]:
+    """Store the seekable file `f`'s content as `store_blob` does, streamed: (sha256, size)."""
+    f.seek(0)
+    digest, size = hashlib.sha256(), 0
+    while chunk := f.read(BLOB_CHUNK):
+        digest.update(chunk)
+        size += len(chunk)
+    sha256 = digest.hexdigest()
+    name = blob_name(sha256)
+    if not default_storage.exists(name):
+        f.seek(0)
+        default_storage.save(name, File(f))
+    return sha256, size
+
+
+def blob_chunks(sha256: str) -> Iterator[bytes]:
+    """Yield the bytes of the blob `sha256` (hex) a MiB at a time."""
+    with default_storage.open(blob_name(sha256), "rb") as f:
+        while chunk := f.read(BLOB_CHUNK):
+            yield chunk
 
 
 def roles_at_least(role: str) -> list[str]:
@@ -114,6 +145,38 @@ class Membership(models.Model):
 def hash_token(token: str) -> str:
     """Return the sha256 (hex) of an API token: all that is stored of its secret."""
     return hashlib.sha256(token.encode()).hexdigest()
+
+
+class Invitation(models.Model):
+    """A link that makes whoever opens it, logged in, and accepts it a member of a workspace.
+
+    A workspace admin makes one for a role; its secret is shown to them once
+    and only its sha256 (`hash_token`) is kept. It works once, until
+    `expires`, unless revoked; nobody becomes a member without accepting.
+    """
+
+    workspace = models.ForeignKey(Workspace, models.CASCADE, related_name="invitations")
+    role = models.CharField(max_length=20, choices=Membership.Role.choices)
+    hashed_key = models.CharField(max_length=64, unique=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created = models.DateTimeField(default=timezone.now)
+    expires = models.DateTimeField()
+    accepted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    accepted_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"invitation {self.pk} to {self.workspace} ({self.role})"
+
+    def is_open(self) -> bool:
+        """Return True while the invitation can be accepted: not used, revoked or expired."""
+        return (
+            self.accepted_at is None and self.revoked_at is None and self.expires > timezone.now()
+        )
 
 
 class ApiTokenQuerySet(models.QuerySet["ApiToken"]):
@@ -206,7 +269,7 @@ class Session(models.Model):
     record_count = models.PositiveIntegerField(default=0)
     # Denormalised from the head revision's analysis so the list needs no parsing.
     fault_counts = models.JSONField(default=dict)
-    error = models.TextField(blank=True, help_text="Why the file could not be read.")
+    error = StorableTextField(blank=True, help_text="Why the file could not be read.")
     head = models.ForeignKey("Revision", models.PROTECT, null=True, blank=True, related_name="+")
     # Known only for files read from disk (their modification time); a browser
     # upload carries none. A session written to within the engine's grace period
@@ -343,6 +406,37 @@ class Revision(models.Model):
                 pk=revision.appended_to_id
             )
         return read_blob(revision.sha256) + b"".join(reversed(deltas))
+
+    def chunks(self) -> Iterator[bytes]:
+        """Yield the exact bytes of this revision a MiB at a time, streamed from storage."""
+        blobs = []
+        revision = self
+        while revision.appended_to_id is not None:
+            blobs.append(revision.delta)
+            revision = Revision.objects.only("sha256", "delta", "appended_to").get(
+                pk=revision.appended_to_id
+            )
+        blobs.append(revision.sha256)
+        for sha256 in reversed(blobs):
+            yield from blob_chunks(sha256)
+
+    @contextmanager
+    def source(self) -> Iterator[FileSource]:
+        """Yield this revision's bytes as a FileSource, read by range, never whole in memory.
+
+        The blob's own file where the storage has local paths; otherwise (object
+        storage, or a chain of appended deltas) the bytes streamed into an
+        unlinked temporary file. Raises OSError when storage cannot be read.
+        """
+        path = None
+        if self.appended_to_id is None:
+            try:
+                path = default_storage.path(blob_name(self.sha256))
+            except NotImplementedError:  # object storage: no local file to read from
+                path = None
+        source = FileSource(path) if path is not None else FileSource.spooled(self.chunks())
+        with source:
+            yield source
 
     def storage_fields(self) -> dict[str, Any]:
         """Return the fields that say where this revision's bytes are, to share them."""
@@ -514,9 +608,9 @@ class JobItem(models.Model):
     op_counts = models.JSONField(default=dict, blank=True)
     # An export's repaired bytes (a blob) and the ops applied, for the manifest.
     sha256_after = models.CharField(max_length=64, blank=True)
-    ops = models.JSONField(default=list, blank=True)
-    diff = models.TextField(blank=True, help_text="A dry run's unified diff, cut short.")
-    error = models.TextField(blank=True)
+    ops = StorableJSONField(default=list, blank=True)
+    diff = StorableTextField(blank=True, help_text="A dry run's unified diff, cut short.")
+    error = StorableTextField(blank=True)
 
     class Meta:
         ordering = ["job", "id"]
@@ -572,6 +666,14 @@ class AuditRecord(models.Model):
         WRITE_BACK = "write_back", "write back"
 
     job = models.ForeignKey(Job, models.PROTECT, null=True, blank=True, related_name="audit")
+    source = models.ForeignKey(
+        "SyncSource",
+        models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="The sync source whose sync made the change (its creator acted).",
+    )
     acting_user = models.ForeignKey(
         settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
     )
@@ -584,7 +686,8 @@ class AuditRecord(models.Model):
     )
     op = models.CharField(max_length=20, choices=Action.choices)
     fault_kind = models.CharField(max_length=40, blank=True)
-    tool_call_id = models.CharField(max_length=255, blank=True)
+    # Any length: an id is whatever the transcript holds (see transcripts.fields).
+    tool_call_id = StorableTextField(blank=True)
     record = models.IntegerField(null=True, blank=True, help_text="Raw record index (0-based).")
     block = models.IntegerField(null=True, blank=True)
     anchor = models.IntegerField(
@@ -599,7 +702,7 @@ class AuditRecord(models.Model):
     span_start = models.PositiveBigIntegerField(null=True, blank=True)
     span_end = models.PositiveBigIntegerField(null=True, blank=True)
     removed_bytes = models.BinaryField(null=True, blank=True)
-    note = models.TextField(
+    note = StorableTextField(
         blank=True, help_text="What a sync or write-back did: paths, sizes, the backup's name."
     )
     created_at = models.DateTimeField(auto_now_add=True)
@@ -625,6 +728,7 @@ class AuditRecord(models.Model):
         "id",
         "created_at",
         "job",
+        "source",
         "acting_user",
         "workspace",
         "session",
@@ -660,6 +764,7 @@ class AuditRecord(models.Model):
             "id": self.pk,
             "created_at": self.created_at.isoformat(),
             "job": self.job_id,
+            "source": self.source_id,
             "acting_user": self.acting_user.get_username() if self.acting_user else None,
             "workspace": self.session.workspace_id,
             "session": self.session_id,
@@ -753,7 +858,7 @@ class Timeline(models.Model):
     row_count = models.PositiveIntegerField(default=0)
     fault_counts = models.JSONField(default=dict, blank=True)
     op_count = models.PositiveIntegerField(default=0)
-    error = models.TextField(blank=True, help_text="Why the file could not be read.")
+    error = StorableTextField(blank=True, help_text="Why the file could not be read.")
     created_at = models.DateTimeField(auto_now_add=True)
     used_at = models.DateTimeField(default=timezone.now)
 
@@ -816,6 +921,31 @@ class TimelineRow(models.Model):
         return f"{self.timeline} row {self.position}"
 
 
+class SyncGrant(models.Model):
+    """A folder under settings.SYNC_ROOTS whose folders one workspace's admins may follow.
+
+    Granted by a site admin (the Django admin's workspace page) or by whoever
+    runs `manage.py sync --add` on the server. A workspace with no grant can
+    follow nothing; every followed folder belongs to one workspace only.
+    """
+
+    workspace = models.ForeignKey(Workspace, models.CASCADE, related_name="sync_grants")
+    path = models.TextField(help_text="An absolute folder under one of SYNC_ROOTS.")
+    granted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["workspace", "path"]
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "path"], name="one_grant_per_folder")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.path} for {self.workspace}"
+
+
 class SyncSourceQuerySet(models.QuerySet["SyncSource"]):
     def for_user(self, user: Any, role: str | None = None) -> SyncSourceQuerySet:
         """Return the sync sources of the workspaces of `user` (with at least `role`, if given)."""
@@ -838,7 +968,7 @@ class SyncSource(models.Model):
 
     workspace = models.ForeignKey(Workspace, models.CASCADE, related_name="sources")
     name = models.CharField(max_length=100)
-    path = models.CharField(max_length=1024)
+    path = models.TextField()
     format = models.CharField(max_length=40, blank=True, choices=Format.choices)
     write_back = models.BooleanField(
         default=False,
@@ -852,7 +982,7 @@ class SyncSource(models.Model):
     claim = models.UUIDField(null=True, blank=True)
     claimed_at = models.DateTimeField(null=True, blank=True)
     last_sync = models.DateTimeField(null=True, blank=True)
-    last_error = models.TextField(blank=True)
+    last_error = StorableTextField(blank=True)
     file_count = models.PositiveIntegerField(default=0)
     error_count = models.PositiveIntegerField(default=0)
 
@@ -861,7 +991,8 @@ class SyncSource(models.Model):
     class Meta:
         ordering = ["workspace", "name"]
         constraints = [
-            models.UniqueConstraint(fields=["workspace", "path"], name="one_source_per_path")
+            # Across workspaces: a folder is one workspace's (see sync.do_create_source).
+            models.UniqueConstraint(fields=["path"], name="one_source_per_folder")
         ]
 
     def __str__(self) -> str:
@@ -886,7 +1017,7 @@ class SyncedFile(models.Model):
     FINGERPRINT_BYTES = 4096
 
     source = models.ForeignKey(SyncSource, models.CASCADE, related_name="files")
-    path = models.CharField(max_length=1024, help_text="Relative to the source's folder.")
+    path = models.TextField(help_text="Relative to the source's folder.")
     session = models.OneToOneField(Session, models.CASCADE, related_name="synced_file")
     size = models.PositiveBigIntegerField(default=0)
     mtime_ns = models.BigIntegerField(default=0)
@@ -896,7 +1027,7 @@ class SyncedFile(models.Model):
     head_hash = models.CharField(max_length=64, blank=True)
     tail_hash = models.CharField(max_length=64, blank=True)
     revision = models.ForeignKey(Revision, models.PROTECT, null=True, blank=True, related_name="+")
-    error = models.TextField(blank=True, help_text="Why the last sync could not read the file.")
+    error = StorableTextField(blank=True, help_text="Why the last sync could not read the file.")
     missing_since = models.DateTimeField(
         null=True, blank=True, help_text="When a sync first found the file gone."
     )

@@ -28,17 +28,19 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import structlog
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from transcripts import formats
 from transcripts.actions import (
-    analyze_revision,
     create_session,
+    fit_name,
     live_fields,
     live_until,
+    open_analysis,
     send_task,
 )
 from transcripts.engine import ENGINE_VERSION, analyze
@@ -47,11 +49,14 @@ from transcripts.models import (
     Revision,
     Session,
     SyncedFile,
+    SyncGrant,
     SyncSource,
     Workspace,
     store_blob,
 )
 from transcripts.writeback import fingerprints, is_own_file
+
+logger = structlog.get_logger(__name__)
 
 # File names each kind of source holds sessions in.
 PATTERNS = {
@@ -116,14 +121,18 @@ class SyncReport:
         )
 
 
-def check_source_path(path: str) -> Path:
+def check_source_path(path: str, workspace: Workspace | None = None) -> Path:
     """Return `path` resolved, if it is a folder under one of settings.SYNC_ROOTS.
 
-    Raises SyncError when it is relative, holds a `..` component, does not
-    exist, is not a folder, or resolves (through symlinks) outside every root.
+    With `workspace`, it must also lie under a folder granted to that
+    workspace (`SyncGrant`). Raises SyncError when it is relative, holds a
+    `..` component, NUL or bytes that are not UTF-8, does not exist, is not a
+    folder, or resolves (through symlinks) outside every root or grant.
     """
     if not path or not os.path.isabs(path):
         raise SyncError(f"{path!r}: give an absolute path")
+    if "\x00" in path or not _is_utf8(path):
+        raise SyncError(f"{path!r}: a path must be UTF-8 text without NUL")
     if ".." in Path(path).parts:
         raise SyncError(f"{path}: a path with '..' is not accepted")
     if not settings.SYNC_ROOTS:
@@ -137,7 +146,44 @@ def check_source_path(path: str) -> Path:
         raise SyncError(f"{path}: not under an allowed sync root ({roots})")
     if not resolved.is_dir():
         raise SyncError(f"{path}: no such folder")
+    if workspace is not None:
+        granted = [Path(p) for p in workspace.sync_grants.values_list("path", flat=True)]
+        if not any(resolved.is_relative_to(folder) for folder in granted):
+            raise SyncError(
+                f"{path}: not under a folder granted to {workspace} "
+                f"({', '.join(map(str, granted)) or 'none yet'}); a site admin grants "
+                "folders of the sync roots to a workspace"
+            )
     return resolved
+
+
+def do_grant_folder(workspace: Workspace, path: str, *, acting_user: Any) -> SyncGrant:
+    """Let `workspace`'s admins follow folders under `path` (a site admin's or operator's act).
+
+    `path` must be a folder under settings.SYNC_ROOTS (SyncError otherwise);
+    granting it twice keeps one grant.
+    """
+    resolved = check_source_path(path)
+    with transaction.atomic(durable=True):
+        grant, _ = SyncGrant.objects.get_or_create(
+            workspace=workspace, path=str(resolved), defaults={"granted_by": acting_user}
+        )
+    return grant
+
+
+# One key for every transaction that adds a source, whichever workspace's.
+SOURCES_LOCK = 0x50414952  # "PAIR"
+
+
+def _lock_sources() -> None:
+    """Hold the lock that adding a source takes, until the caller's transaction ends.
+
+    PostgreSQL: a transaction-scoped advisory lock. SQLite needs none: its
+    IMMEDIATE transactions hold the database's write lock from their start.
+    """
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [SOURCES_LOCK])
 
 
 def do_create_source(
@@ -149,23 +195,38 @@ def do_create_source(
     format: str = "",
     write_back: bool = False,
 ) -> SyncSource:
-    """Add the folder `path` as a sync source of `workspace`; raise SyncError if not allowed."""
-    resolved = check_source_path(path)
+    """Add the folder `path` as a sync source of `workspace`; raise SyncError if not allowed.
+
+    The folder must lie under a folder granted to `workspace`
+    (`check_source_path`), and neither be, hold nor lie in a folder that any
+    source follows, of any workspace: a file is one session of one
+    workspace. The check and the insert hold one lock (`_lock_sources`), so
+    two admins adding overlapping folders at once cannot both succeed.
+    """
+    resolved = check_source_path(path, workspace)
     if format not in PATTERNS:
         raise SyncError(f"unknown source format {format!r}")
     with transaction.atomic(durable=True):
-        for other in SyncSource.objects.filter(workspace=workspace):
+        _lock_sources()
+        for other in SyncSource.objects.all():
             existing = Path(other.path)
+            if not (resolved.is_relative_to(existing) or existing.is_relative_to(resolved)):
+                continue
+            # Another workspace's source is not named: its existence is all that is said.
+            where = (
+                f"the source {other.name} ({existing}) of {workspace}"
+                if other.workspace_id == workspace.pk
+                else "a folder another workspace follows"
+            )
             if existing == resolved:
-                raise SyncError(f"{resolved} is already a source of {workspace}")
-            if resolved.is_relative_to(existing) or existing.is_relative_to(resolved):
-                raise SyncError(
-                    f"{resolved} overlaps the source {other.name} ({existing}) of {workspace}: "
-                    "a file would become two sessions"
-                )
+                raise SyncError(f"{resolved} is already {where}")
+            raise SyncError(
+                f"{resolved} overlaps {where}: a file would become two sessions; "
+                "each folder belongs to one workspace"
+            )
         return SyncSource.objects.create(
             workspace=workspace,
-            name=name or resolved.name,
+            name=fit_name(name or resolved.name, SyncSource._meta.get_field("name").max_length),
             path=str(resolved),
             format=format,
             write_back=write_back,
@@ -184,6 +245,21 @@ def is_line_oriented(session: Session) -> bool:
 # Appends: shared by sync and the API.
 
 
+def lock_session(pk: int) -> tuple[Session, Revision]:
+    """Lock the session `pk` for the caller's transaction; return it and its head, read after.
+
+    The session row is locked alone and the head read once the lock is held:
+    on PostgreSQL a row locked by `FOR UPDATE` through an outer join is
+    re-checked after the wait without its joined row, so a head joined in
+    would read as NULL once another writer has moved it.
+    """
+    session = Session.objects.select_for_update().get(pk=pk)
+    assert session.head_id is not None, "every session has a head from its creation"
+    head = Revision.objects.get(pk=session.head_id)
+    session.head = head
+    return session, head
+
+
 def append_records(
     session: Session,
     data: bytes,
@@ -193,18 +269,16 @@ def append_records(
     now: datetime,
     note: str = "",
     expected_head: int | None = None,
+    source: SyncSource | None = None,
 ) -> Revision:
     """Add `data` (whole JSON lines) onto `session`'s head as a new head; caller's transaction.
 
     Locks the session row, writes revision n+1 = head bytes + `data` (a newline
-    first if the head lacks one), one `append` audit record, and the session's
-    new counts with the live rules (`now` is the last write).
+    first if the head lacks one), one `append` audit record (naming `source`,
+    the sync source it came from, if any), and the session's new counts with
+    the live rules (`now` is the last write).
     """
-    session = (
-        Session.objects.select_for_update(of=("self",)).select_related("head").get(pk=session.pk)
-    )
-    head = session.head
-    assert head is not None
+    session, head = lock_session(session.pk)
     if expected_head is not None and head.number != expected_head:
         raise AppendError(
             "head_moved",
@@ -225,6 +299,7 @@ def append_records(
     )
     records = data.count(b"\n")
     AuditRecord.objects.create(
+        source=source,
         acting_user=acting_user,
         session=session,
         revision_from=head,
@@ -375,16 +450,11 @@ def refresh_live(session: Session, now: datetime | None = None) -> bool:
     if session.is_live(now) or "pending_result" not in session.fault_counts:
         return False
     with transaction.atomic():
-        locked = (
-            Session.objects.select_for_update(of=("self",))
-            .select_related("head")
-            .get(pk=session.pk)
-        )
+        locked, head = lock_session(session.pk)
         if locked.is_live(now) or "pending_result" not in locked.fault_counts:
             return False
-        assert locked.head is not None
-        analysis = analyze_revision(locked.head, "synthesize")
-        locked.fault_counts = analysis.fault_counts
+        with open_analysis(head, "synthesize") as analysis:
+            locked.fault_counts = analysis.fault_counts
         locked.save(update_fields=["fault_counts"])
     session.fault_counts = analysis.fault_counts
     return True
@@ -422,22 +492,38 @@ def do_sync_source(
     if not taken:
         report.skipped = True
         return report
-    source = SyncSource.objects.select_related("workspace").get(pk=source_id)
+    last_error = ""
     try:
+        source = SyncSource.objects.select_related("workspace", "created_by").get(pk=source_id)
         _sync(source, report, progress)
-        last_error = ""
     except SyncError as exc:
         last_error = str(exc)
-    counts = source.files.filter(missing_since__isnull=True)
-    SyncSource.objects.filter(pk=source_id, claim=claim).update(
-        claim=None,
-        claimed_at=None,
-        last_sync=timezone.now(),
-        last_error=last_error or "\n".join(report.errors[:20]),
-        file_count=counts.count(),
-        error_count=len(report.errors),
-    )
+    except Exception as exc:  # whatever stopped it, the claim is released below
+        logger.exception("sync_failed", source=source_id)
+        last_error = f"the sync stopped: {type(exc).__name__}: {exc}"
+        report.errors.append(last_error)
+    finally:
+        # Released whatever happened, so the next sync is not told one is running.
+        SyncSource.objects.filter(pk=source_id, claim=claim).update(
+            claim=None,
+            claimed_at=None,
+            last_sync=timezone.now(),
+            last_error=last_error or "\n".join(report.errors[:20]),
+            file_count=SyncedFile.objects.filter(
+                source_id=source_id, missing_since__isnull=True
+            ).count(),
+            error_count=len(report.errors),
+        )
     return report
+
+
+def _is_utf8(name: str) -> bool:
+    """Return True when `name` (from the file system, surrogate-escaped) is UTF-8 text."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _scan(source: SyncSource, root: Path, report: SyncReport) -> dict[str, os.stat_result]:
@@ -451,6 +537,12 @@ def _scan(source: SyncSource, root: Path, report: SyncReport) -> dict[str, os.st
                 continue
             path = Path(folder) / name
             rel = str(path.relative_to(root))
+            if not _is_utf8(rel):
+                shown = os.fsencode(rel).decode("utf-8", "backslashreplace")
+                report.errors.append(
+                    f"{shown}: the file name is not UTF-8; rename the file to sync it"
+                )
+                continue
             try:
                 if path.is_symlink() and not path.resolve().is_relative_to(root):
                     report.errors.append(f"{rel}: a symlink that leads out of the source's folder")
@@ -469,10 +561,13 @@ def _sync(
     report: SyncReport,
     progress: Callable[[int, int, str], None] | None,
 ) -> None:
-    root = check_source_path(source.path)
+    # A grant taken back stops the source's syncs.
+    root = check_source_path(source.path, source.workspace)
     found = _scan(source, root, report)
     report.files = len(found)
     known = {f.path: f for f in source.files.select_related("session", "revision")}
+    for synced in known.values():
+        synced.source = source  # its audit records name it and the user who added it
     gone = {p: f for p, f in known.items() if p not in found and f.missing_since is None}
     for rel in sorted(p for p in found if p not in known):
         renamed = _find_rename(root / rel, found[rel], gone)
@@ -493,6 +588,10 @@ def _sync(
             report.errors.append(f"{rel}: {exc.strerror or exc}")
             if rel in known:
                 SyncedFile.objects.filter(pk=known[rel].pk).update(error=exc.strerror or str(exc))
+            outcome = ""
+        except DatabaseError as exc:  # e.g. a path longer than an index takes: this file only
+            logger.warning("sync_file_refused", source=source.pk, path=rel, error=str(exc))
+            report.errors.append(f"{rel}: the database refused it: {exc}".strip())
             outcome = ""
         if outcome:
             setattr(report, outcome, getattr(report, outcome) + 1)
@@ -560,7 +659,7 @@ def _sync_file(
                 source.workspace,
                 rel,
                 content,
-                acting_user=None,
+                acting_user=source.created_by,
                 last_write=_mtime(stat),
                 format=source.format or None,
                 origin="sync",
@@ -632,7 +731,8 @@ def _grow(
         revision = append_records(
             synced.session,
             added,
-            acting_user=None,
+            acting_user=synced.source.created_by,
+            source=synced.source,
             origin="sync",
             now=_mtime(stat),
             note=(
@@ -656,13 +756,7 @@ def _rewrite(
     content = _complete(raw, lines)
     fields = _file_fields(stat, raw, content, now)
     with transaction.atomic(durable=True):
-        session = (
-            Session.objects.select_for_update(of=("self",))
-            .select_related("head")
-            .get(pk=synced.session_id)
-        )
-        head = session.head
-        assert head is not None
+        session, head = lock_session(synced.session_id)
         if head.sha256 == hashlib.sha256(content).hexdigest():
             # Touched, or written back by us: nothing new to store.
             SyncedFile.objects.filter(pk=synced.pk).update(revision=head, **fields)
@@ -673,10 +767,13 @@ def _rewrite(
             how = "shrank"
         else:
             how = "changed before its old end" if lines else "changed"
+        added_by = synced.source.created_by
         revision = _new_head(
-            session, head, content, origin="rewrite", acting_user=None, now=_mtime(stat)
+            session, head, content, origin="rewrite", acting_user=added_by, now=_mtime(stat)
         )
         AuditRecord.objects.create(
+            source=synced.source,
+            acting_user=added_by,
             session=session,
             revision_from=head,
             revision_to=revision,
@@ -713,6 +810,8 @@ def _rename(synced: SyncedFile, rel: str) -> None:
         synced.missing_since = None
         synced.save(update_fields=["path", "missing_since"])
         AuditRecord.objects.create(
+            source=synced.source,
+            acting_user=synced.source.created_by,
             session=synced.session,
             op=AuditRecord.Action.RENAME,
             engine_version=ENGINE_VERSION,
@@ -725,6 +824,8 @@ def _mark_gone(synced: SyncedFile, now: datetime) -> None:
         synced.missing_since = now
         synced.save(update_fields=["missing_since"])
         AuditRecord.objects.create(
+            source=synced.source,
+            acting_user=synced.source.created_by,
             session=synced.session,
             op=AuditRecord.Action.DELETE,
             engine_version=ENGINE_VERSION,

@@ -6,11 +6,15 @@ leaves its message to be delivered again); the actions make that harmless.
 
 from typing import Any
 
+import structlog
 from celery import Task, shared_task
 from django.conf import settings
+from django.db import DatabaseError
 
 from transcripts import actions, sync, timeline
 from transcripts.models import Job
+
+logger = structlog.get_logger(__name__)
 
 
 @shared_task(name="transcripts.start_job", bind=True, acks_late=True, max_retries=30)
@@ -27,8 +31,17 @@ def start_job(self: Task, job_id: int) -> None:
 
 @shared_task(name="transcripts.run_job_items", bind=True, acks_late=True, max_retries=None)
 def run_job_items(self: Task, job_id: int, item_ids: list[int]) -> Any:
-    """Process one chunk of job `job_id`; retry the items another worker holds later."""
-    busy = actions.do_run_job_items(job_id, item_ids)
+    """Process one chunk of job `job_id`; retry the items another worker holds later.
+
+    A database error the chunk's write could not survive (the server gone, a
+    statement cancelled) retries the whole chunk once the claim's lease has
+    passed, so the retry takes over the items this run had claimed.
+    """
+    try:
+        busy = actions.do_run_job_items(job_id, item_ids)
+    except DatabaseError as exc:
+        logger.warning("job_chunk_retried", job=job_id, items=len(item_ids), error=str(exc))
+        raise self.retry(countdown=settings.JOB_CLAIM_LEASE, exc=exc) from None
     if busy:
         # Their worker may have died: once its lease has passed, the retry takes them over.
         raise self.retry(args=(job_id, busy), countdown=settings.JOB_CLAIM_LEASE)

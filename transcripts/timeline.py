@@ -32,9 +32,11 @@ from django.db import connection, transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from transcripts.actions import send_task
 from transcripts.core.align import Cell, Row, RowStatus
 from transcripts.core.model import OpKind, Record
 from transcripts.engine import ENGINE_VERSION, Analysis, FileSource, analyze
+from transcripts.fields import storable, storable_text
 from transcripts.formats.display import Shown, ShownKind, read_record, timestamp
 from transcripts.models import Revision, Session, Timeline, TimelineRow, blob_name
 from transcripts.policies import policy_for
@@ -84,11 +86,15 @@ def timeline_for(session: Session, policy: str, read_as: str = "") -> Timeline:
         return timeline
     lease = timedelta(seconds=settings.JOB_CLAIM_LEASE)
     if created or timeline.claimed_at is None or timeline.claimed_at < now - lease:
-        # Marked as asked for now, so that the polls in between do not send it again.
-        Timeline.objects.filter(pk=timeline.pk).update(claimed_at=now)
         from transcripts import tasks
 
-        transaction.on_commit(lambda: tasks.build_timeline.delay(timeline.pk))
+        def send() -> None:
+            # BrokerUnavailable while the broker is down (a 503 page); marked as asked
+            # for once sent, so that the polls in between do not send it again.
+            send_task(tasks.build_timeline, timeline.pk)
+            Timeline.objects.filter(pk=timeline.pk).update(claimed_at=now)
+
+        transaction.on_commit(send)
     return timeline
 
 
@@ -112,7 +118,7 @@ def do_build_timeline(timeline_id: int) -> bool:
         return False
     timeline = Timeline.objects.select_related("revision__session").get(pk=timeline_id)
     try:
-        with _open_source(timeline.revision) as data:
+        with timeline.revision.source() as data:
             analysis = _analyze(timeline, data)
             rows = list(_rows(analysis)) if analysis.error is None else []
     except Exception as exc:  # an engine bug shows on the page instead of a build retried forever
@@ -160,29 +166,6 @@ def _insert(timeline_id: int, rows: list[tuple[Any, ...]]) -> None:
                 f"INSERT INTO {table} ({columns}) VALUES ({values})",
                 [(timeline_id, *row) for row in rows[start : start + BUILD_BATCH]],
             )
-
-
-class _Bytes:
-    """The revision's bytes read whole, for storage that has no local path."""
-
-    def __init__(self, revision: Revision) -> None:
-        self.data = revision.read()
-
-    def __enter__(self) -> bytes:
-        return self.data
-
-    def __exit__(self, *exc: object) -> None:
-        del self.data
-
-
-def _open_source(revision: Revision) -> FileSource | _Bytes:
-    if revision.appended_to_id is not None:  # a delta chain: no one file holds it all
-        return _Bytes(revision)
-    try:
-        path = default_storage.path(blob_name(revision.sha256))
-    except NotImplementedError:  # object storage: no local file to stream from
-        return _Bytes(revision)
-    return FileSource(path)
 
 
 class RevisionBytes:
@@ -313,9 +296,17 @@ def _row(position: int, row: Row, records: list[Record]) -> tuple[Any, ...]:
         record.end if record is not None else None,
         bool(row.faults),
         any(c.calls or c.results for c in cells),
-        orjson.dumps(data).decode(),
-        _search_text(row, record),
+        _json_text(data),
+        storable_text(_search_text(row, record)),
     )
+
+
+def _json_text(data: dict[str, Any]) -> str:
+    """Return `data` as JSON text; strings that cannot be UTF-8 are spelled out first."""
+    try:
+        return orjson.dumps(data).decode()
+    except orjson.JSONEncodeError:  # a lone surrogate, e.g. from a file name
+        return orjson.dumps(storable(data)).decode()
 
 
 def _search_text(row: Row, record: Record | None) -> str:
@@ -352,7 +343,8 @@ class Filters:
         if self.tools:
             rows = rows.filter(tool=True)
         if self.q:
-            rows = rows.filter(text__icontains=self.q)
+            # Spelled as the stored text is (a pattern lookup skips the field's own).
+            rows = rows.filter(text__icontains=storable_text(self.q))
         return rows
 
 

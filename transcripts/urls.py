@@ -26,6 +26,12 @@ urlpatterns = [
     path("jobs/<int:pk>/archive/", views.download_archive, name="download_archive"),
     path("workspaces/", views.workspace_list, name="workspace_list"),
     path("workspaces/<int:pk>/members/", views.workspace_members, name="workspace_members"),
+    path("workspaces/<int:pk>/invitations/", views.create_invitation, name="create_invitation"),
+    path(
+        "workspaces/<int:pk>/invitations/<int:invitation>/revoke/",
+        views.revoke_invitation,
+        name="revoke_invitation",
+    ),
     path("sources/", views.source_list, name="source_list"),
     path("sources/<int:pk>/", views.source_detail, name="source_detail"),
     path("sources/<int:pk>/sync/", views.sync_source_now, name="sync_source_now"),

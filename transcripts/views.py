@@ -9,7 +9,9 @@ from __future__ import annotations
 import csv
 import itertools
 import json
+import tempfile
 from collections import Counter
+from collections.abc import Iterable
 from typing import Any
 
 import structlog
@@ -29,18 +31,20 @@ from django.http import (
     StreamingHttpResponse,
 )
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils.http import content_disposition_header
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRefresh, push_url
 
-from transcripts import actions, overview, sync, timeline
+from transcripts import actions, invitations, overview, sync, timeline
 from transcripts.engine import PRESETS
 from transcripts.formats import FORMATS
 from transcripts.forms import (
     ApiTokenForm,
     AuditFilterForm,
+    InvitationForm,
     MemberForm,
     PolicyForm,
     SessionFilterForm,
@@ -66,7 +70,7 @@ from transcripts.models import (
     WorkspacePolicy,
 )
 from transcripts.policies import policy_for
-from transcripts.uploads import Limits, LimitUploadHandler
+from transcripts.uploads import Limits, LimitUploadHandler, keep_unusable_names
 
 logger = structlog.get_logger(__name__)
 
@@ -81,10 +85,11 @@ FAILED_SHOWN = 50
 DIFF_SAMPLES = 5
 
 
-def _attachment(data: bytes, filename: str) -> HttpResponse:
+def _attachment(chunks: Iterable[bytes], filename: str, size: int) -> StreamingHttpResponse:
     # octet-stream: the bytes go out exactly as stored, whatever the file claims to be.
-    response = HttpResponse(data, content_type="application/octet-stream")
+    response = StreamingHttpResponse(chunks, content_type="application/octet-stream")
     response["Content-Disposition"] = content_disposition_header(True, filename)
+    response["Content-Length"] = str(size)
     return response
 
 
@@ -161,12 +166,20 @@ def upload(request: HttpRequest) -> HttpResponse:
         raise PermissionDenied
     limiter = LimitUploadHandler(request, Limits.from_settings())
     request.upload_handlers.insert(0, limiter)
+    keep_unusable_names(request)
     return _upload(request, limiter)
 
 
 @csrf_protect
 def _upload(request: HttpRequest, limiter: LimitUploadHandler) -> HttpResponse:
     form = UploadForm(request.POST, request.FILES, user=request.user, refused=limiter.refused)
+    try:
+        return _store_upload(request, form)
+    finally:
+        form.close()
+
+
+def _store_upload(request: HttpRequest, form: UploadForm) -> HttpResponse:
     if not form.is_valid():
         logger.info("upload_refused", errors=form.errors.get_json_data())
         return _session_list_page(request, upload_form=form, status=400)
@@ -392,7 +405,7 @@ def download_revision(request: HttpRequest, pk: int, number: int) -> HttpRespons
     """Return the exact bytes of one revision (number 0 is the upload) as the session's file."""
     session = get_object_or_404(Session.objects.for_user(request.user), pk=pk)
     revision = get_object_or_404(session.revisions, number=number)
-    return _attachment(revision.read(), session.name)
+    return _attachment(revision.chunks(), session.name, revision.size)
 
 
 @login_required
@@ -406,13 +419,22 @@ def download_repaired(request: HttpRequest, pk: int) -> HttpResponse:
     if not form.is_valid():
         return _unknown_policy(request, session)
     assert session.head is not None
-    analysis = actions.analyze_revision(
+    with actions.open_analysis(
         session.head,
         form.cleaned_data["policy"],
         format=form.cleaned_data["format"] or None,
         last_write=session.last_write,
+    ) as analysis:
+        repaired = tempfile.TemporaryFile()  # noqa: SIM115 (FileResponse closes it once sent)
+        analysis.write_repaired(repaired)
+    repaired.seek(0)
+    # octet-stream: the bytes go out exactly as repaired, whatever the file claims to be.
+    return FileResponse(
+        repaired,
+        as_attachment=True,
+        filename=session.name,
+        content_type="application/octet-stream",
     )
-    return _attachment(analysis.repaired, session.name)
 
 
 @login_required
@@ -748,37 +770,84 @@ def workspace_list(request: HttpRequest) -> HttpResponse:
     return render(request, "transcripts/workspace_list.html", {"memberships": memberships})
 
 
-@login_required
-def workspace_members(request: HttpRequest, pk: int) -> HttpResponse:
-    """Show a workspace's members; its admins add, change and remove them (POST)."""
-    workspace = get_object_or_404(Workspace.objects.for_user(request.user), pk=pk)
+def _members_page(
+    request: HttpRequest,
+    workspace: Workspace,
+    *,
+    form: MemberForm | None = None,
+    invitation_form: InvitationForm | None = None,
+    invitation_link: str = "",
+    status: int = 200,
+) -> HttpResponse:
     is_admin = Membership.has_role(request.user, workspace.pk, Membership.Role.ADMIN)
-    form = MemberForm(request.POST or None)
-    status = 200
-    if request.method == "POST":
-        if not is_admin:
-            raise PermissionDenied
-        if form.is_valid():
-            role = form.cleaned_data["role"]
-            user = form.cleaned_data["username"]
-            try:
-                actions.do_set_member_role(
-                    workspace, user, None if role == "remove" else role, acting_user=request.user
-                )
-            except actions.LastAdmin as exc:
-                form.add_error(None, str(exc))
-            else:
-                messages.success(request, f"{user}: {role}.")
-                return redirect("transcripts:workspace_members", pk=workspace.pk)
-        status = 400
+    open_invitations = [i for i in workspace.invitations.order_by("-created") if i.is_open()]
     context = {
         "workspace": workspace,
         "members": workspace.memberships.select_related("user").order_by("user__username"),
         "is_admin": is_admin,
-        "form": form,
+        "form": form or MemberForm(workspace=workspace),
+        "invitation_form": invitation_form or InvitationForm(),
+        "invitations": open_invitations if is_admin else [],
+        "invitation_link": invitation_link,
         "roles": Membership.Role.choices,
     }
     return render(request, "transcripts/workspace_members.html", context, status=status)
+
+
+@login_required
+def workspace_members(request: HttpRequest, pk: int) -> HttpResponse:
+    """Show a workspace's members; its admins change roles and remove members (POST)."""
+    workspace = get_object_or_404(Workspace.objects.for_user(request.user), pk=pk)
+    if request.method != "POST":
+        return _members_page(request, workspace)
+    if not Membership.has_role(request.user, workspace.pk, Membership.Role.ADMIN):
+        raise PermissionDenied
+    form = MemberForm(request.POST, workspace=workspace)
+    if form.is_valid():
+        role = form.cleaned_data["role"]
+        user = form.cleaned_data["username"]
+        try:
+            actions.do_set_member_role(
+                workspace, user, None if role == "remove" else role, acting_user=request.user
+            )
+        except actions.LastAdmin as exc:
+            form.add_error(None, str(exc))
+        else:
+            messages.success(request, f"{user}: {role}.")
+            return redirect("transcripts:workspace_members", pk=workspace.pk)
+    return _members_page(request, workspace, form=form, status=400)
+
+
+@login_required
+@require_POST
+def create_invitation(request: HttpRequest, pk: int) -> HttpResponse:
+    """Make an invitation link to the workspace and show it, this once; admins only."""
+    workspace = get_object_or_404(Workspace.objects.for_user(request.user), pk=pk)
+    if not Membership.has_role(request.user, workspace.pk, Membership.Role.ADMIN):
+        raise PermissionDenied
+    form = InvitationForm(request.POST)
+    if not form.is_valid():
+        return _members_page(request, workspace, invitation_form=form, status=400)
+    _, secret = invitations.do_create_invitation(
+        workspace, form.cleaned_data["role"], acting_user=request.user
+    )
+    link = request.build_absolute_uri(reverse("accept_invitation", args=[secret]))
+    return _members_page(request, workspace, invitation_link=link, status=201)
+
+
+@login_required
+@require_POST
+def revoke_invitation(request: HttpRequest, pk: int, invitation: int) -> HttpResponse:
+    """Revoke an open invitation of the workspace; admins only."""
+    workspace = get_object_or_404(Workspace.objects.for_user(request.user), pk=pk)
+    if not Membership.has_role(request.user, workspace.pk, Membership.Role.ADMIN):
+        raise PermissionDenied
+    found = get_object_or_404(workspace.invitations, pk=invitation)
+    if invitations.do_revoke_invitation(found, acting_user=request.user):
+        messages.success(request, "Invitation revoked: its link no longer works.")
+    else:
+        messages.error(request, "That invitation had already been used or revoked.")
+    return redirect("transcripts:workspace_members", pk=workspace.pk)
 
 
 # API tokens: workspace admins create and revoke them; every member sees them.

@@ -3,43 +3,53 @@
 A write-back happens only where the source opted in (`SyncSource.write_back`)
 and only while the file is still exactly what the repaired revision was made
 from: same size and modification time as the last sync saw, no partial line
-waiting beyond the synced bytes, and the same sha256 as that revision. The new
-bytes go to a temporary file in the same folder, are fsynced, the original is
-kept as a timestamped backup beside it (a hard link: no copy, no window without
-a file), and the temporary file is renamed over the original; the folder is
-fsynced last. An agent that writes between the check and the rename is caught
-by a second stat just before the rename; the remaining window is the few
-microseconds of that rename.
+waiting beyond the synced bytes, and the same sha256 as that revision. The
+steps (a temporary file in the same folder, fsynced, the original kept as a
+timestamped backup, a rename, the folder fsynced) are `transcripts.replace`'s,
+which `pairfix fix --in-place` shares; an agent that writes between the check
+and the rename is caught by a second stat just before the rename.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 from transcripts.models import Revision, Session, SyncedFile
+from transcripts.replace import BACKUP_MARK, TEMP_PREFIX, is_own_file, replace_file, sha256_of
 
-BACKUP_MARK = ".pairfix-backup-"
-TEMP_PREFIX = ".pairfix-tmp-"
+__all__ = [
+    "BACKUP_MARK",
+    "TEMP_PREFIX",
+    "WriteBack",
+    "WriteBackRefused",
+    "check",
+    "fingerprints",
+    "is_own_file",
+]
 
 
 class WriteBackRefused(Exception):
     """The source file is not what the revision was made from: writing it would lose data."""
 
 
-def is_own_file(name: str) -> bool:
-    """Return True for the backups and temporary files a write-back leaves in a source folder."""
-    return BACKUP_MARK in name or name.startswith(TEMP_PREFIX)
-
-
 def fingerprints(data: bytes) -> tuple[str, str]:
     """Return sha256 (hex) of the first and of the last SyncedFile.FINGERPRINT_BYTES of `data`."""
     n = SyncedFile.FINGERPRINT_BYTES
     return hashlib.sha256(data[:n]).hexdigest(), hashlib.sha256(data[-n:]).hexdigest()
+
+
+def file_fingerprints(path: Path, size: int) -> tuple[str, str]:
+    """Return `fingerprints` of the file at `path` (`size` bytes), reading only its ends."""
+    n = SyncedFile.FINGERPRINT_BYTES
+    with open(path, "rb") as f:
+        head = f.read(n)
+        f.seek(max(0, size - n))
+        tail = f.read(n)
+    return hashlib.sha256(head).hexdigest(), hashlib.sha256(tail).hexdigest()
 
 
 @dataclass
@@ -49,33 +59,24 @@ class WriteBack:
     synced: SyncedFile
     path: Path
 
-    def replace(self, data: bytes, revision: Revision, *, now: datetime) -> str:
-        """Write `data` (the bytes of `revision`) over the file; return the backup's name.
+    def replace(
+        self, content: Callable[[], Iterable[bytes]], revision: Revision, *, now: datetime
+    ) -> str:
+        """Write the bytes `content()` yields (`revision`'s) over the file; return the backup.
 
         Records the new file's stat and fingerprints on the SyncedFile (save it
         in the caller's transaction, which also writes `revision`). Raises
         WriteBackRefused if the file changed since `check`, OSError if the
         folder cannot be written; either way the original file is untouched.
         """
-        stamp = now.strftime("%Y%m%dT%H%M%S%fZ")
-        backup = self.path.with_name(f"{self.path.name}{BACKUP_MARK}{stamp}")
-        fd, temp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=self.path.parent)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.chmod(temp, self.path.stat().st_mode & 0o7777)
-            _check_stat(self.synced, self.path)
-            os.link(self.path, backup)
-            os.replace(temp, self.path)
-        except BaseException:
-            if os.path.exists(temp):
-                os.unlink(temp)
-            raise
-        _fsync_dir(self.path.parent)
+        backup = replace_file(
+            self.path,
+            lambda f: f.writelines(content()),
+            lambda: _check_stat(self.synced, self.path),
+            now=now,
+        )
         stat = self.path.stat()
-        head, tail = fingerprints(data)
+        head, tail = file_fingerprints(self.path, stat.st_size)
         synced = self.synced
         synced.size = synced.offset = stat.st_size
         synced.mtime_ns, synced.inode, synced.device = stat.st_mtime_ns, stat.st_ino, stat.st_dev
@@ -107,11 +108,7 @@ def check(session: Session, base: Revision) -> WriteBack | None:
     _check_stat(synced, path)
     if synced.offset != synced.size:
         raise WriteBackRefused(f"{path}: the file ends in a line still being written")
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    if digest.hexdigest() != base.sha256:
+    if sha256_of(path) != base.sha256:
         raise WriteBackRefused(f"{path}: the file's bytes differ from revision {base.number}")
     return WriteBack(synced, path)
 
@@ -130,11 +127,3 @@ def _check_stat(synced: SyncedFile, path: Path) -> None:
             f"{path}: the file changed since the last sync "
             f"({synced.size} → {stat.st_size} bytes); sync it and repair again"
         )
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -35,9 +35,11 @@ def test_it_sends_a_revisions_exact_bytes(api, repaired):
     assert raw.status_code == 200
     assert raw["Content-Type"] == "application/octet-stream"
     assert raw["Content-Disposition"] == 'attachment; filename="faulty.jsonl"'
-    assert raw.content == sample("formats/claude_code.jsonl")
+    assert raw.streaming
+    raw_bytes = b"".join(raw.streaming_content)
+    assert raw_bytes == sample("formats/claude_code.jsonl")
     fixed = api.get(url % 1, HTTP_ACCEPT="application/octet-stream")
-    assert fixed.content == repaired.head.read() != raw.content
+    assert b"".join(fixed.streaming_content) == repaired.head.read() != raw_bytes
 
 
 def test_it_answers_a_missing_revision_in_json(api, repaired):

@@ -51,6 +51,7 @@ def test_the_schema_is_openapi_json_and_public():
         "/api/sessions/{id}/faults",
         "/api/sessions/{id}/records",
         "/api/sessions/{id}/repair",
+        "/api/sessions/{id}/resume-preview",
         "/api/sessions/{id}/revisions",
         "/api/sessions/{id}/revisions/{number}/content",
         "/api/jobs",

@@ -1,3 +1,5 @@
+import hashlib
+
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
@@ -170,3 +172,61 @@ def test_it_hides_other_workspaces_sessions(api, other_workspace, ingest, bob):
     for path in ("", "/faults", "/revisions", "/revisions/0/content"):
         assert error_of(api.get(f"{URL}/{theirs.pk}{path}")) == (404, "not_found")
     assert error_of(api.post(f"{URL}/{theirs.pk}/repair", {}, format="json")) == (404, "not_found")
+
+
+# One set of upload limits for every way in, applied while the bytes arrive.
+
+
+def test_it_refuses_a_file_over_the_size_limit_unstored(api, settings):
+    settings.UPLOAD_MAX_FILE_SIZE = 1000
+    response = upload(api, b"x" * 5000, filename="big.jsonl")
+    assert error_of(response) == (413, "too_large")
+    assert response.json()["error"]["message"] == (
+        "“big.jsonl” is more than 1000 bytes; each session may be at most 1000 bytes. "
+        "Nothing was stored."
+    )
+    assert Session.objects.count() == 0
+
+
+def test_an_archive_is_stored_as_sent_within_the_size_of_one_session(api, settings):
+    settings.UPLOAD_MAX_FILE_SIZE = 1000
+    settings.UPLOAD_MAX_TOTAL_SIZE = 100_000
+    assert error_of(upload(api, b"z" * 5000, filename="s.zip")) == (413, "too_large")
+    body = upload(api, b"z" * 900, filename="s.zip").json()
+    assert (body["name"], body["format"]) == ("s.zip", "unknown")
+    assert Session.objects.get().head.read() == b"z" * 900
+
+
+def test_it_refuses_more_files_than_the_limit(api, settings):
+    settings.UPLOAD_MAX_FILES = 1
+    body = {"file": [SimpleUploadedFile(f"{n}.jsonl", b"{}\n") for n in range(2)]}
+    response = api.post(URL, body, format="multipart")
+    assert error_of(response) == (413, "too_large")
+    assert (
+        "This upload holds more than 1 files; one upload may hold at most 1."
+        in (response.json()["error"]["message"])
+    )
+    assert Session.objects.count() == 0
+
+
+def test_it_says_what_is_wrong_with_a_name_that_names_nothing(api):
+    boundary = "pairfix-boundary"
+    body = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename=".."\r\n'
+        "Content-Type: application/octet-stream\r\n\r\n{}\n\r\n"
+        f"--{boundary}--\r\n"
+    ).encode()
+    response = api.generic(
+        "POST", URL, body, content_type=f"multipart/form-data; boundary={boundary}"
+    )
+    assert error_of(response) == (400, "bad_request")
+    assert "“..” is not a usable file name" in response.json()["error"]["message"]
+    assert Session.objects.count() == 0
+
+
+def test_an_upload_is_stored_with_the_hash_taken_on_the_way(api):
+    data = sample("formats/claude_code.jsonl")
+    upload(api, data)
+    head = Session.objects.get().head
+    assert head.sha256 == hashlib.sha256(data).hexdigest()
+    assert (head.size, head.read()) == (len(data), data)

@@ -116,3 +116,22 @@ def test_a_result_after_a_pi_compaction_whose_call_was_summarised_is_orphaned() 
     out = [json.loads(line) for line in result.repaired.splitlines()]
     assert [line["id"] for line in out] == ["s", "e1", "e2", "e3", "e4", "e6"]
     assert out[-1]["parentId"] == "e4"
+
+
+def test_a_parallel_result_parented_on_its_own_call_line_answers_that_call() -> None:
+    # Claude Code writes parallel calls as one line each, chained, and may parent
+    # each result on its own call's line; it re-attaches them on resume.
+    lines = [
+        _cc("u1", None, "user", "two at once"),
+        _cc("a1", "u1", "assistant", _use("toolu_a")),
+        _cc("a2", "a1", "assistant", _use("toolu_b")),
+        _cc("r1", "a1", "user", _result("toolu_a")),
+        _cc("r2", "a2", "user", _result("toolu_b")),
+        _cc("a3", "r2", "assistant", [{"type": "text", "text": "both done"}]),
+    ]
+    for line in lines[1:3]:
+        line["message"]["id"] = "msg_shared"
+    data = _jsonl(lines)
+    result = analyze(data, "s.jsonl")
+    assert result.faults == []
+    assert result.repaired == data

@@ -141,7 +141,7 @@ def test_a_tail_call_becomes_missing_once_the_grace_passes() -> None:
     assert analyze(data, "o.jsonl").faults == result.faults
 
 
-def test_a_call_cut_off_mid_stream_is_dropped_with_its_result() -> None:
+def _cut_off_call_session(answered: bool) -> bytes:
     call = {"type": "toolCall", "id": "t1", "name": "exec", "partialJson": '{"cmd":"ru'}
     lines = [
         {"type": "session", "version": 3, "id": "s", "cwd": "/w"},
@@ -161,6 +161,79 @@ def test_a_call_cut_off_mid_stream_is_dropped_with_its_result() -> None:
                 "stopReason": "toolUse",
             },
         },
+    ]
+    if answered:
+        lines.append(
+            {
+                "type": "message",
+                "id": "a3",
+                "parentId": "a2",
+                "message": {
+                    "role": "toolResult",
+                    "toolCallId": "t1",
+                    "toolName": "exec",
+                    "content": [],
+                    "isError": True,
+                },
+            }
+        )
+    lines.append(
+        {
+            "type": "message",
+            "id": "a4",
+            "parentId": lines[-1]["id"],
+            "message": {"role": "user", "content": "and?"},
+        }
+    )
+    return "".join(json.dumps(line) + "\n" for line in lines).encode()
+
+
+def test_a_call_cut_off_mid_stream_with_no_result_is_dropped() -> None:
+    data = _cut_off_call_session(answered=False)
+    result = analyze(data, "o.jsonl")
+    assert [(str(f.kind), f.tool_call_id) for f in result.faults] == [
+        ("malformed_call", "t1"),
+        ("missing_result", "t1"),
+    ]
+    out = [json.loads(line) for line in result.repaired.splitlines()]
+    assert [line["id"] for line in out] == ["s", "a1", "a2", "a4"]
+    assert out[2]["message"]["content"] == [{"type": "text", "text": "ok"}]
+    assert out[3]["parentId"] == "a2"
+    assert not analyze(result.repaired, "o.jsonl").plan
+
+
+def test_a_call_cut_off_mid_stream_that_a_result_answers_is_kept() -> None:
+    # pi replays it (`input: arguments ?? {}`) with its result, so the repair keeps both.
+    data = _cut_off_call_session(answered=True)
+    result = analyze(data, "o.jsonl")
+    assert result.faults == []
+    assert result.repaired == data
+
+
+def test_a_completed_call_with_a_leftover_partial_json_is_kept_with_its_result() -> None:
+    # pi leaves its streaming buffer on calls that completed (issue 12): pi replays
+    # them and their results, so a repair must not drop them as malformed.
+    call = {
+        "type": "toolCall",
+        "id": "t1",
+        "name": "read",
+        "arguments": {"path": "a.py"},
+        "partialJson": '{"path": "a.py"}',
+    }
+    lines = [
+        {"type": "session", "version": 3, "id": "s", "cwd": "/w"},
+        {
+            "type": "message",
+            "id": "a1",
+            "parentId": None,
+            "message": {"role": "user", "content": "go"},
+        },
+        {
+            "type": "message",
+            "id": "a2",
+            "parentId": "a1",
+            "message": {"role": "assistant", "content": [call], "stopReason": "toolUse"},
+        },
         {
             "type": "message",
             "id": "a3",
@@ -168,25 +241,54 @@ def test_a_call_cut_off_mid_stream_is_dropped_with_its_result() -> None:
             "message": {
                 "role": "toolResult",
                 "toolCallId": "t1",
-                "toolName": "exec",
-                "content": [],
-                "isError": True,
+                "toolName": "read",
+                "content": [{"type": "text", "text": "x = 1"}],
+                "isError": False,
             },
-        },
-        {
-            "type": "message",
-            "id": "a4",
-            "parentId": "a3",
-            "message": {"role": "user", "content": "and?"},
         },
     ]
     data = "".join(json.dumps(line) + "\n" for line in lines).encode()
     result = analyze(data, "o.jsonl")
-    assert [(str(f.kind), f.tool_call_id) for f in result.faults] == [("malformed_call", "t1")]
+    assert result.faults == []
+    assert result.repaired == data
+
+
+def test_a_compactions_first_kept_entry_dropped_by_a_repair_moves_to_the_next_entry() -> None:
+    # pi keeps nothing before a compaction whose firstKeptEntryId it cannot find,
+    # so dropping that entry (an orphaned result) must re-point the compaction.
+    def entry(eid: str, parent: str | None, message: dict[str, object]) -> dict[str, object]:
+        return {"type": "message", "id": eid, "parentId": parent, "message": message}
+
+    lines = [
+        {"type": "session", "version": 3, "id": "s", "cwd": "/w"},
+        entry("a1", None, {"role": "user", "content": "profile it"}),
+        entry(
+            "a2",
+            "a1",
+            {
+                "role": "toolResult",
+                "toolCallId": "gone",
+                "toolName": "bash",
+                "content": [{"type": "text", "text": "120 s"}],
+                "isError": False,
+            },
+        ),
+        entry("a3", "a2", {"role": "assistant", "content": [{"type": "text", "text": "slow"}]}),
+        {
+            "type": "compaction",
+            "id": "a4",
+            "parentId": "a3",
+            "summary": "s",
+            "firstKeptEntryId": "a2",
+        },
+        entry("a5", "a4", {"role": "user", "content": "speed it up"}),
+    ]
+    data = "".join(json.dumps(line) + "\n" for line in lines).encode()
+    result = analyze(data, "o.jsonl")
+    assert [(str(f.kind), f.tool_call_id) for f in result.faults] == [("orphaned_result", "gone")]
     out = [json.loads(line) for line in result.repaired.splitlines()]
-    assert [line["id"] for line in out] == ["s", "a1", "a2", "a4"]
-    assert out[2]["message"]["content"] == [{"type": "text", "text": "ok"}]
-    assert out[3]["parentId"] == "a2"
+    assert [line["id"] for line in out] == ["s", "a1", "a3", "a4", "a5"]
+    assert out[3]["firstKeptEntryId"] == "a3"
     assert not analyze(result.repaired, "o.jsonl").plan
 
 

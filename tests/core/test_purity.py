@@ -12,7 +12,10 @@ PURE = sorted(
     [
         *ROOT.joinpath("core").rglob("*.py"),
         *ROOT.joinpath("formats").rglob("*.py"),
+        *ROOT.joinpath("replay").rglob("*.py"),
         ROOT / "engine.py",
+        ROOT / "cli.py",
+        ROOT / "replace.py",
     ]
 )
 

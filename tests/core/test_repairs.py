@@ -614,7 +614,7 @@ def test_claude_code_parallel_results_parented_on_their_own_calls_are_not_missin
     assert result.faults == []
     assert result.repaired == data
     assert result.transcript is not None
-    assert live_path(result.transcript) == [0, 1, 2, 4, 3, 5]
+    assert live_path(result.transcript) == [0, 1, 2, 3, 4, 5]
 
 
 def test_a_result_of_a_rewound_branch_is_not_re_attached() -> None:

@@ -22,8 +22,15 @@ from transcripts.formats.display import (
 )
 
 SAMPLES = Path(__file__).resolve().parents[2] / "demo" / "samples"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+# Streams are refused; Cline's text results are paired by the parser but shown as the text they are.
 FILES = sorted(
-    p for p in SAMPLES.rglob("*") if p.suffix in (".json", ".jsonl") and ".expect" not in p.name
+    p
+    for p in [*SAMPLES.rglob("*"), *FIXTURES.rglob("*")]
+    if p.suffix in (".json", ".jsonl")
+    and ".expect" not in p.name
+    and "stream_" not in p.name
+    and p.parent.name != "cline_native_text_results"
 )
 
 

@@ -22,9 +22,15 @@ from transcripts.engine import PRESETS, analyze
 from transcripts.formats import FORMATS, FormatError, load
 
 SAMPLES = Path(__file__).resolve().parents[2] / "demo" / "samples"
+# Sessions in real agents' layouts (agent output streams, which are refused, aside).
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
 FILES = sorted(
     p
-    for p in [*SAMPLES.glob("formats/*"), *SAMPLES.glob("cases/*")]
+    for p in [
+        *SAMPLES.glob("formats/*"),
+        *SAMPLES.glob("cases/*"),
+        *(p for p in FIXTURES.rglob("*.json*") if not p.name.startswith("stream_")),
+    ]
     if not p.name.endswith(".expect.json")
 )
 
@@ -153,15 +159,18 @@ def test_found_tool_calls_in_a_message_not_the_assistants() -> None:
 def test_a_mutated_session_is_read_or_refused_but_never_raises(
     path: Path, data: st.DataObject, policy: str
 ) -> None:
+    check_repair(with_a_value_replaced(path, data), path.name, policy)
+
+
+def with_a_value_replaced(path: Path, data: st.DataObject) -> bytes:
+    """Return the sample at `path` with one JSON value anywhere in it replaced by a drawn one."""
     jsonl, docs = _documents(path)
     k = data.draw(st.integers(0, len(docs) - 1))
     target = data.draw(st.sampled_from(_paths(docs[k])))
     docs[k] = _replace(docs[k], target, data.draw(json_values))
     if jsonl:
-        raw = "".join(json.dumps(doc) + "\n" for doc in docs).encode()
-    else:
-        raw = json.dumps(docs[0], indent=2).encode()
-    check_repair(raw, path.name, policy)
+        return "".join(json.dumps(doc) + "\n" for doc in docs).encode()
+    return json.dumps(docs[0], indent=2).encode()
 
 
 def _mutate_bytes(data: bytes, draw: st.DataObject) -> bytes:
@@ -190,10 +199,15 @@ def _mutate_bytes(data: bytes, draw: st.DataObject) -> bytes:
 def test_a_session_with_broken_bytes_is_read_or_refused_and_repaired_validly(
     path: Path, data: st.DataObject, policy: str
 ) -> None:
+    check_repair(with_broken_bytes(path, data), path.name, policy)
+
+
+def with_broken_bytes(path: Path, data: st.DataObject) -> bytes:
+    """Return the sample at `path` with one to three byte-level edits (`_mutate_bytes`)."""
     raw = path.read_bytes()
     for _ in range(data.draw(st.integers(1, 3))):
         raw = _mutate_bytes(raw, data)
-    check_repair(raw, path.name, policy)
+    return raw
 
 
 @fuzz

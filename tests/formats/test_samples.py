@@ -20,7 +20,7 @@ ORPHANS = {
     "openhands_v1_events.json": ("openhands", "call_OOOOOOOOOOOOOOOOOOOOOO02", 3),
     "openai_chat.json": ("openai_chat", "call_CCCCCCCCCCCCCCCCCCCCCCCC", 6),
     "anthropic_messages.json": ("anthropic", "toolu_01CCCCCCCCCCCCCCCCCCCCCC", 3),
-    "cline_api_conversation_history.json": ("anthropic", "toolu_01LLLLLLLLLLLLLLLLLLLLLL", 3),
+    "cline_api_conversation_history.json": ("cline", "toolu_01LLLLLLLLLLLLLLLLLLLLLL", 3),
 }
 
 

@@ -204,21 +204,21 @@ def test_cancel_stops_the_items_not_yet_written(alice, workspace, faulty):
 
 
 def test_retry_runs_the_failed_items_again(alice, workspace, faulty, monkeypatch):
-    real = actions.analyze_revision
+    real = Revision.source
 
-    def flaky(revision, policy, **kwargs):
+    def flaky(revision):
         if revision.session_id == faulty[1].pk:
             raise RuntimeError("storage hiccup")
-        return real(revision, policy, **kwargs)
+        return real(revision)
 
-    monkeypatch.setattr(actions, "analyze_revision", flaky)
+    monkeypatch.setattr(Revision, "source", flaky)
     job = run_inline(
         actions.do_start_job(workspace, faulty, policy="synthesize", acting_user=alice)
     )
     assert (job.status, job.done, job.failed) == ("done", 2, 1)
     assert job.items.get(session=faulty[1]).error == "RuntimeError: storage hiccup"
 
-    monkeypatch.setattr(actions, "analyze_revision", real)
+    monkeypatch.setattr(Revision, "source", real)
     assert actions.do_retry_failed_items(job, acting_user=alice) == 1
     job.refresh_from_db()
     assert (job.status, job.failed, job.finished_at) == ("queued", 0, None)

@@ -50,9 +50,9 @@ def test_each_new_head_has_the_counts_of_its_own_bytes(alice, workspace, faulty,
 def test_a_head_that_moved_costs_only_its_own_session(alice, workspace, faulty, monkeypatch):
     job = actions.do_start_job(workspace, faulty, policy="synthesize", acting_user=alice)
     moved = faulty[1]
-    store_blob = actions.store_blob
+    store_blob_file = actions.store_blob_file
 
-    def meanwhile(data):
+    def meanwhile(f):
         # Another writer moves one session's head while the chunk is being repaired.
         if not moved.revisions.filter(number=1).exists():
             raw = moved.revisions.get(number=0)
@@ -60,9 +60,9 @@ def test_a_head_that_moved_costs_only_its_own_session(alice, workspace, faulty, 
                 session=moved, number=1, sha256=raw.sha256, size=raw.size, parent=raw
             )
             Session.objects.filter(pk=moved.pk).update(head=other)
-        return store_blob(data)
+        return store_blob_file(f)
 
-    monkeypatch.setattr(actions, "store_blob", meanwhile)
+    monkeypatch.setattr(actions, "store_blob_file", meanwhile)
     job = run_inline(job)
 
     assert (job.done, job.fence_lost) == (len(FAULTY) - 1, 1)
@@ -86,9 +86,9 @@ def test_a_revision_number_taken_under_the_chunk_costs_only_its_session(
 ):
     job = actions.do_start_job(workspace, faulty, policy="synthesize", acting_user=alice)
     taken = faulty[2]
-    store_blob = actions.store_blob
+    store_blob_file = actions.store_blob_file
 
-    def meanwhile(data):
+    def meanwhile(f):
         # A writer that takes revision 1 without moving the head: the chunk's
         # transaction fails on (session, number), and each session is written alone.
         if not taken.revisions.filter(number=1).exists():
@@ -96,9 +96,9 @@ def test_a_revision_number_taken_under_the_chunk_costs_only_its_session(
             Revision.objects.create(
                 session=taken, number=1, sha256=raw.sha256, size=raw.size, parent=raw
             )
-        return store_blob(data)
+        return store_blob_file(f)
 
-    monkeypatch.setattr(actions, "store_blob", meanwhile)
+    monkeypatch.setattr(actions, "store_blob_file", meanwhile)
     job = run_inline(job)
 
     assert (job.done, job.fence_lost) == (len(FAULTY) - 1, 1)

@@ -8,12 +8,13 @@ from transcripts.models import Session, Workspace
 pytestmark = pytest.mark.django_db
 
 
-def test_it_creates_the_demo_login_and_sessions_once(capsys, tmp_path, settings):
+def test_it_creates_the_demo_login_and_sessions_once(capsys, tmp_path, settings, rf):
     settings.SYNC_ROOTS = [tmp_path]
     call_command("demo")
     call_command("demo")
 
-    user = authenticate(username="demo", password="pairfix-demo")
+    # The login throttling backend (django-axes) needs the request a login comes with.
+    user = authenticate(rf.post("/accounts/login/"), username="demo", password="pairfix-demo")
     assert user is not None
     workspace = Workspace.objects.for_user(user).get()
     names = sorted(

@@ -112,15 +112,15 @@ def test_a_session_name_is_one_safe_path_in_the_archive(alice, workspace):
 
 @pytest.mark.django_db
 def test_retrying_failed_items_rebuilds_the_archive(alice, workspace, sessions, monkeypatch):
-    real = actions.analyze_revision
+    real = Revision.source
     flaky = sessions[FAULTY[0]]
 
-    def analyze_revision(revision, policy, **kwargs):
+    def source(revision):
         if revision.session_id == flaky.pk:
             raise OSError("storage unavailable")
-        return real(revision, policy, **kwargs)
+        return real(revision)
 
-    monkeypatch.setattr(actions, "analyze_revision", analyze_revision)
+    monkeypatch.setattr(Revision, "source", source)
     job = actions.do_start_job(
         workspace, list(sessions.values()), kind="export", policy="synthesize", acting_user=alice
     )
@@ -130,7 +130,7 @@ def test_retrying_failed_items_rebuilds_the_archive(alice, workspace, sessions, 
     [failed] = [e for e in manifest["sessions"] if e["error"]]
     assert (failed["session"], failed["error"]) == (flaky.pk, "OSError: storage unavailable")
 
-    monkeypatch.setattr(actions, "analyze_revision", real)
+    monkeypatch.setattr(Revision, "source", real)
     actions.do_retry_failed_items(job, acting_user=alice)
     job = run_inline(job)
 

@@ -140,9 +140,9 @@ def test_a_head_that_moves_while_the_job_repairs_it_is_not_overwritten(
 ):
     session = ingest(workspace, "claude_code.jsonl", sample("formats/claude_code.jsonl"))
     job = actions.do_start_job(workspace, [session], policy="synthesize", acting_user=alice)
-    store_blob = actions.store_blob
+    store_blob_file = actions.store_blob_file
 
-    def meanwhile(data):
+    def meanwhile(f):
         # Another writer commits revision 1 after the job read the head.
         raw = session.revisions.get(number=0)
         other = Revision.objects.create(
@@ -154,9 +154,9 @@ def test_a_head_that_moves_while_the_job_repairs_it_is_not_overwritten(
             parent=raw,
         )
         Session.objects.filter(pk=session.pk).update(head=other)
-        return store_blob(data)
+        return store_blob_file(f)
 
-    monkeypatch.setattr(actions, "store_blob", meanwhile)
+    monkeypatch.setattr(actions, "store_blob_file", meanwhile)
     job = run_inline(job)
 
     item = job.items.get()

@@ -115,8 +115,55 @@ def test_it_stores_nothing_of_an_archive_past_the_limit(tmp_path, capsys):
     with zipfile.ZipFile(tmp_path / "bomb.zip", "w", zipfile.ZIP_DEFLATED) as archive:
         archive.writestr("ok.jsonl", sample("formats/openclaw.jsonl"))
         archive.writestr("big.jsonl", b"\0" * 2**21)
-    with pytest.raises(CommandError, match="1 file"):
+    with pytest.raises(CommandError, match="breaks the upload limits .*: nothing was stored"):
         call_command("ingest", str(tmp_path / "bomb.zip"), "--max-size", str(2**20))
     assert Session.objects.count() == 0
     err = capsys.readouterr().err
     assert "bomb.zip: not stored: “big.jsonl” in “bomb.zip” decompresses to more than 1.0 MB" in err
+
+
+def test_a_plain_file_obeys_the_size_limit(tmp_path, capsys, settings):
+    settings.UPLOAD_MAX_FILE_SIZE = 1000
+    (tmp_path / "big.jsonl").write_bytes(b"x" * 5000)
+    (tmp_path / "small.jsonl").write_bytes(b"{}\n")
+    with pytest.raises(CommandError, match="nothing was stored"):
+        call_command("ingest", str(tmp_path / "small.jsonl"), str(tmp_path / "big.jsonl"))
+    assert Session.objects.count() == 0
+    assert not Workspace.objects.exists()
+    err = capsys.readouterr().err
+    assert "big.jsonl: not stored: “big.jsonl” is more than 1000 bytes; each session" in err
+    # --max-size raises the limit for one run.
+    call_command("ingest", str(tmp_path / "big.jsonl"), "--max-size", "5000")
+    assert Session.objects.get().head.size == 5000
+
+
+def test_one_run_obeys_the_file_count(tmp_path, capsys, settings):
+    settings.UPLOAD_MAX_FILES = 2
+    paths = []
+    for n in range(3):
+        paths.append(tmp_path / f"{n}.jsonl")
+        paths[-1].write_bytes(b"{}\n")
+    with pytest.raises(CommandError, match="nothing was stored"):
+        call_command("ingest", *map(str, paths))
+    assert Session.objects.count() == 0
+    assert "This upload holds more than 2 files; one upload may hold at most 2." in (
+        capsys.readouterr().err
+    )
+    call_command("ingest", *map(str, paths), "--max-files", "3")
+    assert Session.objects.count() == 3
+
+
+def test_the_total_counts_every_file_of_a_run(tmp_path, capsys):
+    for n in range(3):
+        (tmp_path / f"{n}.jsonl").write_bytes(b"x" * 600)
+    with pytest.raises(CommandError, match="nothing was stored"):
+        call_command(
+            "ingest",
+            *(str(tmp_path / f"{n}.jsonl") for n in range(3)),
+            "--max-total",
+            "1500",
+            "--max-size",
+            "1000",
+        )
+    assert Session.objects.count() == 0
+    assert "This upload holds more than 1.5 KB of sessions" in capsys.readouterr().err

@@ -1,3 +1,5 @@
+import json
+
 import pytest
 from django.core.management import CommandError, call_command
 
@@ -106,3 +108,50 @@ def test_it_rejects_an_out_path_that_is_a_file(tmp_path):
     with pytest.raises(CommandError, match=f"--out {out}: exists and is not a directory"):
         call_command("repair", str(SAMPLES / "formats/claude_code.jsonl"), "--out", out)
     assert out.read_bytes() == b"keep me"
+
+
+def test_it_writes_the_report_pairfix_prints(tmp_path):
+    case = SAMPLES / "cases" / "01_cc-compaction-orphan-result.jsonl"
+    report = tmp_path / "report.json"
+    with pytest.raises(CommandError, match="1 file"):
+        call_command(
+            "repair",
+            str(case),
+            str(tmp_path / "absent.jsonl"),
+            "--out",
+            tmp_path / "out",
+            "--report",
+            report,
+        )
+    document = json.loads(report.read_bytes())
+    assert document["policy"] == "synthesize"
+    fixed, missing = document["files"]
+    assert (fixed["path"], fixed["format"], fixed["error"]) == (str(case), "claude_code", None)
+    assert fixed["written"] == str(tmp_path / "out" / case.name)
+    assert [(f["kind"], f["tool_call_id"], f["record"]) for f in fixed["faults"]] == [
+        ("orphaned_result", "toolu_syn_out_02", 9)
+    ]
+    assert fixed["faults"][0]["error"].startswith("messages.0.content.1: unexpected `tool_use_id`")
+    assert fixed["ops"] == [
+        {
+            "op": "drop_result",
+            "fault": "orphaned_result",
+            "fault_index": 0,
+            "tool_call_id": "toolu_syn_out_02",
+            "record": 9,
+            "block": 0,
+        }
+    ]
+    assert missing == {
+        "path": str(tmp_path / "absent.jsonl"),
+        "error": "cannot read: No such file or directory",
+    }
+
+
+def test_it_walks_a_folder(tmp_path):
+    folder = tmp_path / "in" / "project"
+    folder.mkdir(parents=True)
+    (folder / "a.jsonl").write_bytes((SAMPLES / "formats/claude_code.jsonl").read_bytes())
+    call_command("repair", str(tmp_path / "in"), "--out", tmp_path / "out")
+    repaired = (tmp_path / "out" / "project" / "a.jsonl").read_bytes()
+    assert repaired == analyze((folder / "a.jsonl").read_bytes(), "a.jsonl").repaired

@@ -26,8 +26,15 @@ def root(tmp_path: Path, settings: Any) -> Path:
 
 
 @pytest.fixture
-def source(root: Path, workspace: Workspace, alice: Any) -> SyncSource:
-    return sync.do_create_source(workspace, str(root), acting_user=alice, format="claude_code")
+def granted(root: Path, workspace: Workspace) -> Path:
+    """Return `root`, granted to alice's workspace (as a site admin does)."""
+    sync.do_grant_folder(workspace, str(root), acting_user=None)
+    return root
+
+
+@pytest.fixture
+def source(granted: Path, workspace: Workspace, alice: Any) -> SyncSource:
+    return sync.do_create_source(workspace, str(granted), acting_user=alice, format="claude_code")
 
 
 def line(**fields: Any) -> bytes:

@@ -241,7 +241,7 @@ def test_a_folder_that_is_gone_is_the_sources_error(source, root):
     assert source.claim is None
 
 
-def test_codex_sources_take_rollout_files_only(workspace, alice, root):
+def test_codex_sources_take_rollout_files_only(workspace, alice, root, granted):
     codex = sync.do_create_source(workspace, str(root), acting_user=alice, format="codex")
     (root / "2026" / "11").mkdir(parents=True)
     write(root / "2026" / "11" / "rollout-2026-11-30T01-00-00-abc.jsonl", b'{"type":"x"}\n')
@@ -366,6 +366,7 @@ def test_a_new_file_on_a_freed_inode_is_a_new_session(source, root, monkeypatch)
 
 
 def test_a_folder_overlapping_another_source_is_refused(source, root, workspace, alice):
+    sync.do_grant_folder(workspace, str(root.parent), acting_user=None)
     (root / "inner").mkdir()
     for path in (root / "inner", root.parent):
         with pytest.raises(sync.SyncError, match="overlaps the source"):

@@ -23,9 +23,9 @@ BROKEN = (
 
 
 @pytest.fixture
-def writing_source(root: Path, workspace, alice) -> SyncSource:
+def writing_source(granted: Path, workspace, alice) -> SyncSource:
     return sync.do_create_source(
-        workspace, str(root), acting_user=alice, format="claude_code", write_back=True
+        workspace, str(granted), acting_user=alice, format="claude_code", write_back=True
     )
 
 

@@ -14,7 +14,7 @@ import pytest
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from tests.helpers import run_inline, sample
-from transcripts import actions, sync
+from transcripts import actions, invitations, sync
 from transcripts.models import Membership
 
 pytestmark = pytest.mark.django_db
@@ -62,14 +62,17 @@ def bobs(bob: Any, other_workspace: Any, tmp_path: Any, settings: Any) -> dict[s
         )
     )
     (tmp_path / "bobs-folder").mkdir()
+    sync.do_grant_folder(other_workspace, str(tmp_path / "bobs-folder"), acting_user=None)
     source = sync.do_create_source(other_workspace, str(tmp_path / "bobs-folder"), acting_user=bob)
     token, _ = actions.do_create_api_token(other_workspace, "bobs-token", acting_user=bob)
     policy = actions.do_save_workspace_policy(
         other_workspace, "bobs-policy", {"missing_result": "drop"}, "", "", acting_user=bob
     )
+    invitation, _ = invitations.do_create_invitation(other_workspace, "admin", acting_user=bob)
     return {
         "policy": policy,
         "token": token,
+        "invitation": invitation,
         "session": session,
         "job": job,
         "export": export,
@@ -99,6 +102,8 @@ def object_urls(objects: dict[str, Any]) -> dict[str, str]:
         "workspace_members": (objects["workspace"].pk,),
         "revoke_api_token": (objects["token"].pk,),
         "policy_edit": (objects["policy"].pk,),
+        "create_invitation": (objects["workspace"].pk,),
+        "revoke_invitation": (objects["workspace"].pk, objects["invitation"].pk),
     }
     missing = set(url_names()) - UNSCOPED - set(filled)
     assert not missing, f"decide the access of these URL names in test_access: {missing}"
@@ -141,6 +146,8 @@ def test_a_viewer_is_refused_every_write(client, alice, bobs):
         "workspace_members",
         "revoke_api_token",
         "policy_edit",
+        "create_invitation",
+        "revoke_invitation",
     }
     session = bobs["session"]
     upload = client.post("/sessions/upload/", {"workspace": bobs["workspace"].pk})

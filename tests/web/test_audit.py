@@ -150,6 +150,7 @@ def test_it_exports_json_lines(alice_client, trail):
         "id": audit.pk,
         "created_at": audit.created_at.isoformat(),
         "job": trail["first"].pk,
+        "source": None,
         "acting_user": "alice",
         "workspace": trail["claude"].workspace_id,
         "session": trail["claude"].pk,

@@ -13,6 +13,12 @@ def url(session):
     return reverse("transcripts:download_repaired", args=[session.pk])
 
 
+def body(response):
+    """Return the bytes of a download, which streams."""
+    assert response.streaming
+    return b"".join(response.streaming_content)
+
+
 def tool_ids(data):
     calls, results = [], []
     for line in data.decode().splitlines():
@@ -31,11 +37,14 @@ def test_it_answers_every_tool_call(alice_client, workspace, ingest):
     response = alice_client.get(url(session))
     assert response.status_code == 200
     assert response["Content-Disposition"] == 'attachment; filename="claude_code.jsonl"'
-    calls, results = tool_ids(response.content)
+    assert response["Content-Type"] == "application/octet-stream"
+    data = body(response)
+    assert response["Content-Length"] == str(len(data))
+    calls, results = tool_ids(data)
     assert ORPHANED_CALL in calls
     assert sorted(calls) == sorted(results)
-    assert len(response.content.splitlines()) == len(raw.splitlines()) + 1
-    again = analyze(response.content, "claude_code.jsonl")
+    assert len(data.splitlines()) == len(raw.splitlines()) + 1
+    again = analyze(data, "claude_code.jsonl")
     assert not again.plan
     # The default answers in Claude Code's own interrupt text: nothing is left to report.
     assert again.faults == []
@@ -45,7 +54,7 @@ def test_it_answers_every_tool_call(alice_client, workspace, ingest):
 def test_it_repairs_under_the_chosen_policy(alice_client, workspace, ingest):
     session = ingest(workspace, "claude_code.jsonl", sample("formats/claude_code.jsonl"))
     response = alice_client.get(url(session), {"policy": "discard"})
-    calls, results = tool_ids(response.content)
+    calls, results = tool_ids(body(response))
     assert ORPHANED_CALL not in calls
     assert sorted(calls) == sorted(results)
 
@@ -53,7 +62,7 @@ def test_it_repairs_under_the_chosen_policy(alice_client, workspace, ingest):
 def test_it_returns_a_healthy_file_unchanged(alice_client, workspace, ingest):
     raw = sample("cases/02_cc-parallel-results-split-lines.jsonl")
     session = ingest(workspace, "healthy.jsonl", raw)
-    assert alice_client.get(url(session)).content == raw
+    assert body(alice_client.get(url(session))) == raw
 
 
 def test_it_rejects_an_unknown_policy(alice_client, workspace, ingest):

@@ -15,7 +15,9 @@ def test_it_returns_the_uploaded_bytes(alice_client, workspace, ingest):
     session = ingest(workspace, "openclaw.jsonl", data)
     response = alice_client.get(url(session))
     assert response.status_code == 200
-    assert response.content == data
+    assert response.streaming
+    assert b"".join(response.streaming_content) == data
+    assert response["Content-Length"] == str(len(data))
     assert response["Content-Type"] == "application/octet-stream"
     assert response["Content-Disposition"] == 'attachment; filename="openclaw.jsonl"'
 

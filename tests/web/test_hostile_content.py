@@ -190,3 +190,80 @@ def test_no_template_needs_what_the_csp_forbids(template):
     assert re.findall(r"\sstyle\s*=", text) == []
     assert "<style" not in text
     assert "javascript:" not in text
+
+
+# What no column takes as it is (NUL, lone surrogates, ids and names of any length)
+# still stores, on PostgreSQL too (CI): ingest, timeline, jobs, pages, exports.
+
+UNSTORABLE_NAME = f"bin{hostile_session.NUL}\udcff" + "n" * 400 + ".jsonl"
+
+
+@pytest.fixture
+def unstorable(workspace, ingest):
+    return ingest(workspace, UNSTORABLE_NAME, hostile_session.unstorable_session())
+
+
+def test_text_no_column_takes_as_it_is_still_stores_and_shows(alice_client, unstorable):
+    assert (unstorable.format, unstorable.error) == ("claude_code", "")
+    assert unstorable.name.startswith("binn") and len(unstorable.name) <= 255
+    assert unstorable.head.read() == hostile_session.unstorable_session()
+    response = alice_client.get(unstorable.get_absolute_url())
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "toolu_xxxxxxxxxx" in html
+    assert "the id &#x27;toolu_2\\x00&#x27; has characters Anthropic refuses" in html
+    for index in range(unstorable.record_count):
+        url = reverse("transcripts:record_detail", args=[unstorable.pk, index])
+        assert alice_client.get(url).status_code == 200
+    for policy in ("discard", "native", "openclaw"):
+        response = alice_client.get(unstorable.get_absolute_url(), {"policy": policy})
+        assert response.status_code == 200
+    # The search looks in text that held NUL and finds it by its other words.
+    rows = reverse("transcripts:session_rows", args=[unstorable.pk])
+    found = alice_client.get(rows, {"q": "the binary"})
+    assert found.status_code == 200
+    assert "show me" in found.content.decode()
+
+
+def test_jobs_on_it_repair_audit_and_export_every_id(alice_client, alice, workspace, unstorable):
+    dry = run_inline(
+        actions.do_start_job(
+            workspace, [unstorable], policy="synthesize", kind="dry_run", acting_user=alice
+        )
+    )
+    assert (dry.done, dry.failed) == (1, 0)
+    assert dry.items.get().diff
+    job = run_inline(
+        actions.do_start_job(workspace, [unstorable], policy="synthesize", acting_user=alice)
+    )
+    assert (job.done, job.failed) == (1, 0)
+    audit = AuditRecord.objects.filter(job=job).order_by("id")
+    assert [a.op for a in audit] == ["drop_result", "insert_result", "drop_call"]
+    # Ids keep every character a column takes; a NUL is spelled out as JSON does.
+    long_id = hostile_session.LONG_ID.replace("\0", "\\u0000")
+    assert [a.tool_call_id for a in audit] == [long_id, "toolu_2\\u0000", "toolu_4"]
+    # The dropped bytes are kept exactly, NUL escapes and all.
+    assert b"ELF\\u0000\\u0000" in bytes(audit[0].removed_bytes)
+    export = run_inline(
+        actions.do_start_job(
+            workspace, [unstorable], policy="synthesize", kind="export", acting_user=alice
+        )
+    )
+    assert (export.done, export.failed) == (1, 0)
+    for url in [
+        reverse("transcripts:session_list"),
+        reverse("transcripts:audit_list"),
+        reverse("transcripts:audit_export_csv"),
+        reverse("transcripts:audit_export_jsonl"),
+        job.get_absolute_url(),
+        dry.get_absolute_url(),
+        export.get_absolute_url(),
+        reverse("transcripts:download_archive", args=[export.pk]),
+        unstorable.get_absolute_url(),
+    ]:
+        response = alice_client.get(url)
+        assert response.status_code == 200, url
+        if response.streaming:  # read to the end, which closes a download's file
+            assert b"".join(response.streaming_content)
+    unstorable.refresh_from_db()
+    assert unstorable.head.number == 1

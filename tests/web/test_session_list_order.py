@@ -82,6 +82,7 @@ def test_it_filters_by_source_and_names_it(
 ):
     settings.SYNC_ROOTS = [tmp_path]
     (tmp_path / "s.jsonl").write_bytes(sample("formats/claude_code.jsonl"))
+    sync.do_grant_folder(workspace, str(tmp_path), acting_user=None)
     source = sync.do_create_source(workspace, str(tmp_path), acting_user=alice, name="laptop")
     sync.do_sync_source(source.pk)
     html = alice_client.get(URL, {"source": source.pk}).content.decode()

@@ -2,7 +2,7 @@ import pytest
 
 from tests.sync.conftest import call, user
 from transcripts import sync
-from transcripts.models import Membership, Session, SyncSource
+from transcripts.models import Membership, Session, SyncSource, Workspace
 
 pytestmark = pytest.mark.django_db
 
@@ -12,9 +12,12 @@ START = user("u1", None, "hi") + call("a1", "u1", "toolu_1")
 
 @pytest.fixture
 def root(tmp_path, settings):
+    """Return a folder under the only sync root, granted to every workspace made before it."""
     settings.SYNC_ROOTS = [tmp_path.resolve()]
     folder = tmp_path / "projects"
     folder.mkdir()
+    for granted_to in Workspace.objects.all():
+        sync.do_grant_folder(granted_to, str(folder), acting_user=None)
     return folder
 
 

@@ -37,7 +37,9 @@ def test_a_large_session_is_built_by_a_task_while_the_page_polls(
 ):
     settings.TIMELINE_INLINE_BYTES = 0
     sent = []
-    monkeypatch.setattr("transcripts.tasks.build_timeline.delay", sent.append)
+    monkeypatch.setattr(
+        "transcripts.tasks.build_timeline.apply_async", lambda args, **_: sent.append(*args)
+    )
     with django_capture_on_commit_callbacks(execute=True):
         html = alice_client.get(session.get_absolute_url()).content.decode()
     built = Timeline.objects.get()
@@ -67,7 +69,9 @@ def test_a_build_asked_for_long_ago_is_sent_again(
 ):
     settings.TIMELINE_INLINE_BYTES = 0
     sent = []
-    monkeypatch.setattr("transcripts.tasks.build_timeline.delay", sent.append)
+    monkeypatch.setattr(
+        "transcripts.tasks.build_timeline.apply_async", lambda args, **_: sent.append(*args)
+    )
     with django_capture_on_commit_callbacks(execute=True):
         alice_client.get(session.get_absolute_url())
     lease = timedelta(seconds=settings.JOB_CLAIM_LEASE + 1)

@@ -3,6 +3,7 @@ import hashlib
 import io
 import uuid
 import zipfile
+from pathlib import Path
 
 import pytest
 from django.core.files.storage import default_storage
@@ -188,6 +189,7 @@ def test_the_handler_drops_files_past_the_limits_while_reading(rf):
     handler = LimitUploadHandler(request, limits)
     request.upload_handlers.insert(0, handler)
     assert [f.name for f in request.FILES.getlist("files")] == ["small.jsonl", "sessions.zip"]
+    request.close()  # deletes the staged files
     assert handler.refused == [
         "“big.jsonl” is more than 1000 bytes; each session may be at most 1000 bytes.",
         "This upload holds more than 3 files; one upload may hold at most 3.",
@@ -201,6 +203,7 @@ def test_the_handler_stops_reading_past_the_total(rf):
     handler = LimitUploadHandler(request, limits)
     request.upload_handlers.insert(0, handler)
     assert [f.name for f in request.FILES.getlist("files")] == ["0.jsonl"]
+    request.close()
     assert handler.refused == [
         "This upload is more than 1.5 KB; one upload may hold at most 1.5 KB."
     ]
@@ -369,3 +372,113 @@ def test_a_storage_failure_removes_the_blobs_already_written(alice_client, works
     assert "nothing was kept" in response.content.decode()
     assert Session.objects.count() == 0
     assert not _blob_exists(first)
+
+
+# Damaged archives: every failure to unpack is a refusal that says why, never a 500.
+
+ARCHIVED = sample("formats/claude_code.jsonl")
+
+
+def _non_utf8_name() -> bytes:
+    archive = bytearray(_zip({"a.jsonl": ARCHIVED}))
+    # Flag the name as UTF-8 (bit 11) in both headers, and make it bytes that are not.
+    for signature, flags, name in ((b"PK\x03\x04", 6, 30), (b"PK\x01\x02", 8, 46)):
+        at = archive.index(signature)
+        archive[at + flags + 1] |= 0x08
+        archive[at + name : at + name + 7] = b"\xff\xfe.json"
+    return bytes(archive)
+
+
+def _damaged_member(method: int) -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", method) as archive:
+        archive.writestr("a.jsonl", ARCHIVED)
+    data = bytearray(out.getvalue())
+    start = 30 + len("a.jsonl")  # the member's compressed bytes follow its local header
+    for at in range(start + 8, start + 40):
+        data[at] ^= 0x55
+    return bytes(data)
+
+
+def _bad_central_directory_offset() -> bytes:
+    archive = bytearray(_zip({"a.jsonl": ARCHIVED}))
+    end = archive.rindex(b"PK\x05\x06")
+    archive[end + 16 : end + 20] = (0xFFFFFF00).to_bytes(4, "little")
+    return bytes(archive)
+
+
+@pytest.mark.parametrize(
+    ("archive", "reason"),
+    [
+        (_non_utf8_name(), "a file name in it is not valid UTF-8."),
+        (_damaged_member(zipfile.ZIP_BZIP2), "Invalid data stream."),
+        (_damaged_member(zipfile.ZIP_LZMA), "Corrupt input data."),
+        (_bad_central_directory_offset(), ""),
+    ],
+    ids=["name-not-utf-8", "bzip2", "lzma", "central-directory-offset"],
+)
+def test_it_refuses_a_damaged_zip_saying_why(alice_client, workspace, archive, reason):
+    response = upload(alice_client, workspace, SimpleUploadedFile("damaged.zip", archive))
+    html = _refusal(response)
+    assert f"“damaged.zip” is not a valid zip archive: {reason}" in html
+
+
+# Clear refusals: too many files, names that name nothing.
+
+
+def test_it_says_the_file_limit_when_a_thousand_and_one_files_come(alice_client, workspace):
+    files = [SimpleUploadedFile(f"{n}.jsonl", b"{}\n") for n in range(1001)]
+    html = _refusal(upload(alice_client, workspace, *files))
+    assert "This upload holds more than 100 files; one upload may hold at most 100." in html
+
+
+def _upload_named(client, workspace, filename: str, data: bytes):
+    """Post one file named `filename` exactly (the test client's files refuse such names)."""
+    boundary = "pairfix-boundary"
+    body = (
+        (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="workspace"\r\n\r\n'
+            f"{workspace.pk}\r\n"
+            f'--{boundary}\r\nContent-Disposition: form-data; name="files"; filename="{filename}"'
+            "\r\nContent-Type: application/octet-stream\r\n\r\n"
+        ).encode()
+        + data
+        + f"\r\n--{boundary}--\r\n".encode()
+    )
+    return client.generic(
+        "POST", URL, body, content_type=f"multipart/form-data; boundary={boundary}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "shown"),
+    [
+        ("..", ".."),
+        ("\u200b", "[U+200B]"),
+        ("\u200b\u200d.", "[U+200B][U+200D]."),
+        ("a/..", "a/.."),
+    ],
+)
+def test_it_says_what_is_wrong_with_a_name_that_names_nothing(alice_client, workspace, name, shown):
+    response = _upload_named(alice_client, workspace, name, b"{}\n")
+    html = _refusal(response)
+    assert "This field is required." not in html
+    assert f"“{shown}” is not a usable file name" in html
+    assert "Rename the file and upload it again." in html
+
+
+def test_an_empty_file_input_is_still_required(alice_client, workspace):
+    # A form sent with no file chosen has a file part named "": not a file at all.
+    response = _upload_named(alice_client, workspace, "", b"")
+    assert response.status_code == 400
+    assert "This field is required." in response.content.decode()
+
+
+def test_a_staged_upload_leaves_no_temporary_file(alice_client, workspace, settings):
+    staging = Path(settings.FILE_UPLOAD_TEMP_DIR)
+    before = set(staging.iterdir())
+    archive = _zip({"a.jsonl": sample("formats/claude_code.jsonl"), "b.jsonl": b"{}\n"})
+    upload(alice_client, workspace, SimpleUploadedFile("s.zip", archive))
+    upload(alice_client, workspace, SimpleUploadedFile("s.jsonl.gz", _gz(b"{}\n")))
+    assert Session.objects.count() == 3
+    assert set(staging.iterdir()) == before

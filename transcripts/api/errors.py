@@ -46,6 +46,12 @@ class NotAppendable(Conflict):
     default_detail = "Records cannot be appended to this session."
 
 
+class TooLarge(ApiError):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_code = "too_large"
+    default_detail = "The upload is larger than the limits allow."
+
+
 class BrokerUnavailable(ApiError):
     status_code = status.HTTP_503_SERVICE_UNAVAILABLE
     default_code = "broker_unavailable"

@@ -304,3 +304,51 @@ class JobSerializer(serializers.ModelSerializer):
 
     def get_archive(self, job: Job) -> bool:
         return bool(job.archive)
+
+
+class PreviewQuerySerializer(serializers.Serializer):
+    policy = TextField(
+        default=DEFAULT_POLICY,
+        max_length=40,
+        help_text="A preset's name or one of the workspace's own policies (/api/policies).",
+    )
+
+
+class PreviewMessageSerializer(serializers.Serializer):
+    role = serializers.CharField(help_text="user, assistant or tool, as the provider reads it.")
+    texts = serializers.ListField(child=serializers.CharField())
+    calls = serializers.ListField(child=serializers.CharField(), help_text="Tool call ids.")
+    results = serializers.ListField(
+        child=serializers.CharField(), help_text="Tool call ids answered."
+    )
+
+
+class PreviewViolationSerializer(serializers.Serializer):
+    record = serializers.IntegerField()
+    tool_call_id = serializers.CharField()
+    error = serializers.CharField(help_text="What the provider answers, in its own words.")
+
+
+class PreviewDroppedSerializer(serializers.Serializer):
+    record = serializers.IntegerField(help_text="Record index (0-based) in that file.")
+    what = serializers.CharField(help_text="call, result, text or record.")
+    reason = serializers.CharField()
+    tool_call_id = serializers.CharField(allow_null=True)
+
+
+class PreviewSideSerializer(serializers.Serializer):
+    valid = serializers.BooleanField(help_text="The provider accepts the request.")
+    violations = PreviewViolationSerializer(many=True)
+    messages = PreviewMessageSerializer(many=True)
+    dropped = PreviewDroppedSerializer(many=True)
+    added = PreviewMessageSerializer(many=True)
+
+
+class ResumePreviewSerializer(serializers.Serializer):
+    session = serializers.IntegerField()
+    revision = serializers.IntegerField(help_text="The head revision previewed.")
+    policy = serializers.CharField()
+    agent = serializers.CharField()
+    provider = serializers.CharField()
+    raw = PreviewSideSerializer(help_text="On resuming the head revision as it is.")
+    repaired = PreviewSideSerializer(help_text="On resuming it repaired under `policy`.")

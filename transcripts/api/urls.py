@@ -55,6 +55,11 @@ urlpatterns = [
     path("sessions/<id:pk>", _public(views.SessionDetail.as_view()), name="session"),
     path("sessions/<id:pk>/faults", _public(views.SessionFaults.as_view()), name="faults"),
     path("sessions/<id:pk>/records", _public(views.SessionRecords.as_view()), name="records"),
+    path(
+        "sessions/<id:pk>/resume-preview",
+        _public(views.SessionResumePreview.as_view()),
+        name="resume_preview",
+    ),
     path("sessions/<id:pk>/repair", _public(views.SessionRepair.as_view()), name="repair"),
     path("sessions/<id:pk>/revisions", _public(views.RevisionList.as_view()), name="revisions"),
     path(

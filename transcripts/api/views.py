@@ -14,24 +14,27 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.core.files.storage import default_storage
 from django.db.models import QuerySet
-from django.http import FileResponse, HttpResponse
+from django.http import FileResponse, StreamingHttpResponse
+from django.http.multipartparser import MultiPartParserError
 from django.utils import timezone
 from django.utils.http import content_disposition_header
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import generics, pagination, parsers, renderers, status
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import ParseError, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from transcripts import actions, sync
+from transcripts import actions, formats, replay, sync
 from transcripts.api import errors, permissions
 from transcripts.api.serializers import (
     ErrorSerializer,
     JobCreateSerializer,
     JobSerializer,
+    PreviewQuerySerializer,
     RepairSerializer,
+    ResumePreviewSerializer,
     RevisionSerializer,
     SessionFaultsSerializer,
     SessionFilterSerializer,
@@ -41,6 +44,13 @@ from transcripts.api.serializers import (
 from transcripts.engine import DEFAULT_POLICY, PRESETS
 from transcripts.models import Job, Membership, Revision, Session
 from transcripts.policies import names_for, policy_for
+from transcripts.uploads import (
+    Limits,
+    LimitUploadHandler,
+    NameKeepingParser,
+    Unpacker,
+    UploadRefused,
+)
 
 
 class Pagination(pagination.PageNumberPagination):
@@ -138,10 +148,29 @@ def _start(start: Any, *args: Any, **kwargs: Any) -> Job:
     return job
 
 
+class UploadParser(parsers.MultiPartParser):
+    """DRF's multipart parser over `NameKeepingParser`: an unusable file name is refused, not lost.
+
+    Refused by `LimitUploadHandler`, which the upload puts in place first.
+    """
+
+    def parse(self, stream: Any, media_type: Any = None, parser_context: Any = None) -> Any:
+        request = (parser_context or {})["request"]
+        meta = request.META.copy()
+        meta["CONTENT_TYPE"] = media_type
+        encoding = (parser_context or {}).get("encoding", settings.DEFAULT_CHARSET)
+        try:
+            parser = NameKeepingParser(meta, stream, request.upload_handlers, encoding)
+            data, files = parser.parse()
+        except MultiPartParserError as exc:
+            raise ParseError(f"Multipart form parse error - {exc}") from None
+        return parsers.DataAndFiles(data, files)
+
+
 class SessionList(generics.ListAPIView[Session]):
     serializer_class = SessionSerializer
     pagination_class = Pagination
-    parser_classes = [parsers.MultiPartParser]
+    parser_classes = [UploadParser]
 
     def get_queryset(self) -> QuerySet[Session]:
         query = SessionFilterSerializer(data=self.request.query_params)
@@ -174,18 +203,33 @@ class SessionList(generics.ListAPIView[Session]):
         responses={201: SessionSerializer, 400: ErrorSerializer},
     )
     def post(self, request: Request) -> Response:
+        # The limits apply while the body is read: a handler in place before request.data.
+        limiter = LimitUploadHandler(request, Limits.from_settings(), archives=False)
+        request.upload_handlers.insert(0, limiter)
         upload = SessionUploadSerializer(data=request.data)
+        if limiter.refused:
+            message = " ".join(dict.fromkeys(limiter.refused)) + " Nothing was stored."
+            if limiter.unusable:
+                raise errors.ApiError(message)
+            raise errors.TooLarge(message)
         upload.is_valid(raise_exception=True)
         data = upload.validated_data
-        session = actions.do_ingest_session(
-            permissions.workspace(request),
-            data["name"],
-            data["file"].read(),
-            acting_user=permissions.acting_user(request),
-            format=data.get("format"),
-            last_write=timezone.now() if data["live"] else None,
-            api_token=request.auth,
-        )
+        with Unpacker(limiter.limits) as unpacker:
+            try:
+                # Stored as sent: the API does not unpack archives.
+                unpacker.add(data["name"], data["file"], unpack=False)
+            except UploadRefused as exc:
+                raise errors.TooLarge(f"{exc} Nothing was stored.") from None
+            [staged] = unpacker.sessions
+            session = actions.do_ingest_session(
+                permissions.workspace(request),
+                data["name"],
+                staged,
+                acting_user=permissions.acting_user(request),
+                format=data.get("format"),
+                last_write=timezone.now() if data["live"] else None,
+                api_token=request.auth,
+            )
         return Response(SessionSerializer(session).data, status=status.HTTP_201_CREATED)
 
 
@@ -297,9 +341,10 @@ class SessionFaults(APIView):
     def get(self, request: Request, pk: int) -> Response:
         session = _session(request, pk)
         assert session.head is not None
-        analysis = actions.analyze_revision(
+        with actions.open_analysis(
             session.head, DEFAULT_POLICY, last_write=session.last_write
-        )
+        ) as analysis:
+            pass  # the faults are all this needs: the file can close
         faults = [
             {
                 "kind": str(fault.kind),
@@ -335,6 +380,67 @@ def _known_policy(name: str, workspace_id: int) -> None:
         raise errors.NotFound(
             f"There is no policy “{name}” in this workspace; the policies are {', '.join(names)}."
         ) from None
+
+
+def _preview_side(shown: replay.Preview) -> dict[str, Any]:
+    def message(m: replay.Message) -> dict[str, Any]:
+        return {"role": m.role, "texts": m.texts, "calls": m.calls, "results": m.results}
+
+    return {
+        "valid": shown.valid,
+        "violations": [
+            {"record": v.record, "tool_call_id": v.tool_call_id, "error": v.error}
+            for v in shown.violations
+        ],
+        "messages": [message(m) for m in shown.messages],
+        "dropped": [
+            {"record": d.record, "what": d.what, "reason": d.reason, "tool_call_id": d.tool_call_id}
+            for d in shown.dropped
+        ],
+        "added": [message(m) for m in shown.added],
+    }
+
+
+class SessionResumePreview(APIView):
+    @extend_schema(
+        summary="Preview what the session's agent sends on resume",
+        description=(
+            "What the agent that wrote the session (Claude Code, Codex, ...) sends its "
+            "provider on resuming the head revision, raw and repaired under `policy`: the "
+            "messages after the agent's own loader and recovery, the provider's verdict, "
+            "and what the agent silently drops or adds. 404 `no_preview` for a format no "
+            "agent resumes (a plain message list) or a file that cannot be read."
+        ),
+        parameters=[PreviewQuerySerializer],
+        responses={200: ResumePreviewSerializer, 400: ErrorSerializer, 404: ErrorSerializer},
+    )
+    def get(self, request: Request, pk: int) -> Response:
+        session = _session(request, pk)
+        query = PreviewQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        policy = query.validated_data["policy"]
+        _known_policy(policy, session.workspace_id)
+        assert session.head is not None
+        # The agent's loader sends texts: the records keep theirs.
+        with actions.open_analysis(session.head, policy, summaries=True) as analysis:
+            if analysis.transcript is None or analysis.format not in replay.AGENTS:
+                raise errors.NotFound(
+                    f"no agent resumes {analysis.format_label or 'this'} files", code="no_preview"
+                )
+            raw = replay.preview(analysis.transcript)
+            fixed = formats.load(analysis.repaired, session.name, analysis.format)
+            repaired = replay.preview(fixed)
+        assert raw is not None and repaired is not None
+        body = {
+            "session": session.pk,
+            "revision": session.head.number,
+            "policy": policy,
+            "agent": raw.agent,
+            "provider": raw.provider,
+            "raw": _preview_side(raw),
+            "repaired": _preview_side(repaired),
+        }
+        return Response(ResumePreviewSerializer(body).data)
 
 
 class SessionRepair(APIView):
@@ -390,13 +496,14 @@ class RevisionContent(APIView):
             (404, "application/json"): ErrorSerializer,
         },
     )
-    def get(self, request: Request, pk: int, number: int) -> HttpResponse:
+    def get(self, request: Request, pk: int, number: int) -> StreamingHttpResponse:
         session = _session(request, pk)
         revision = session.revisions.filter(number=number).first()
         if revision is None:
             raise errors.NotFound(f"Session {pk} has no revision {number}.")
-        response = HttpResponse(revision.read(), content_type="application/octet-stream")
+        response = StreamingHttpResponse(revision.chunks(), content_type="application/octet-stream")
         response["Content-Disposition"] = content_disposition_header(True, session.name)
+        response["Content-Length"] = str(revision.size)
         return response
 
 

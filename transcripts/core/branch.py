@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from transcripts.core.model import Record, Role, Transcript
+from transcripts.core.model import Record, Transcript
 
 
 def live_path(transcript: Transcript) -> list[int]:
@@ -12,6 +12,11 @@ def live_path(transcript: Transcript) -> list[int]:
     outside sidechains) back to its root through `parent` links; a record
     logged twice under one `uid` counts once. Other formats: every record in
     file order.
+
+    A tool result parented on its own call's line rather than on the line
+    before it (Claude Code writes parallel calls' results so) is off the
+    chain; like Claude Code on resume, it is re-attached after the lines of
+    its call's message.
     """
     records = transcript.records
     if not transcript.tree:
@@ -23,61 +28,42 @@ def live_path(transcript: Transcript) -> list[int]:
     )
     if leaf is None:
         return [r.index for r in records]
-    path = _path_to(by_uid, leaf)
-    return _reattached(records, path) if transcript.reattaches else path
+    return _reattach(records, _path_to(by_uid, leaf))
 
 
-def _reattached(records: list[Record], path: list[int]) -> list[int]:
-    """Return `path` with the parallel tool results that hang off it put back in place.
-
-    Claude Code writes each block of one API response as a line of its own
-    (one `message.id`), and may parent each tool result on its own call's
-    line: the results then form a DAG, the branch to the last line passing
-    through one of them only. Its loader re-attaches the others to the chain
-    (reproduced here: a user line of results off the path, parented on a call
-    line of the path, whose every result answers a call of that message not
-    answered on the path, joins after the message's results), so they are not
-    missing.
-    """
-    on = set(path)
-    hanging: dict[str, list[int]] = {}
+def _reattach(records: list[Record], path: list[int]) -> list[int]:
+    """Return `path` with the off-path results of its unanswered calls put back after them."""
+    on_path = set(path)
+    uids = {records[i].uid for i in path}
+    call_at = {call.id: k for k, i in enumerate(path) for call in records[i].calls}
+    answered = {result.tool_call_id for i in path for result in records[i].results}
+    extra: dict[int, list[int]] = {}
     for record in records:
         if (
-            record.results
-            and record.role is Role.USER
-            and not record.other_blocks
-            and not record.sidechain
-            and record.parent is not None
-            and record.index not in on
+            record.index in on_path
+            or record.sidechain
+            or not record.results
+            or record.calls
+            or record.parent not in uids
         ):
-            hanging.setdefault(record.parent, []).append(record.index)
-    if not hanging:
+            continue
+        ids = [result.tool_call_id for result in record.results]
+        if len(set(ids)) < len(ids) or not all(i in call_at and i not in answered for i in ids):
+            continue
+        at = call_at[ids[0]]
+        group = records[path[at]].message_id
+        while (
+            group is not None and at + 1 < len(path) and records[path[at + 1]].message_id == group
+        ):
+            at += 1
+        extra.setdefault(at, []).append(record.index)
+        answered.update(ids)
+    if not extra:
         return path
-    # A result whose call is answered on the path already belongs to another branch
-    # (a rewind), not to this one.
-    answered = {res.tool_call_id for index in path for res in records[index].results}
     out: list[int] = []
-    extra: list[int] = []
-    group: str | None = None
-    called: set[str] = set()
-    for index in path:
-        record = records[index]
-        same = record.role is Role.ASSISTANT and group is not None and record.message_id == group
-        answers = record.role is Role.USER and bool(record.results) and not record.other_blocks
-        if not (same or answers):
-            out.extend(extra)
-            extra = []
-            called = set()
-            group = record.message_id if record.role is Role.ASSISTANT else None
+    for k, index in enumerate(path):
         out.append(index)
-        if record.role is Role.ASSISTANT:
-            called.update(call.id for call in record.calls)
-        for child in hanging.pop(record.uid or "", ()) if record.calls else ():
-            ids = {res.tool_call_id for res in records[child].results}
-            if ids <= called and not ids & answered:
-                answered |= ids
-                extra.append(child)
-    out.extend(extra)
+        out.extend(extra.get(k, ()))
     return out
 
 

@@ -264,6 +264,7 @@ def _pair_scope(transcript: Transcript, context: list[int], result: Pairing, liv
                 if queue:
                     result.answer[queue.popleft()] = res
                     in_place.add(res)
+        faults.extend(_relinked_faults(transcript, turn, result))
         faults.extend(_run_faults(transcript, turn, result, at))
     open_calls: dict[tuple[str, str], list[ToolCall]] = {}
     for turn in found:
@@ -388,6 +389,39 @@ def _replayed(tool_call_id: str, ever_called: set[tuple[str, str]]) -> bool:
         return False
     name = tool_call_id[len(POSITIONAL) :].rpartition("#")[0]
     return (f"{POSITIONAL}{name}#0", "") in ever_called
+
+
+def _relinked_faults(transcript: Transcript, turn: Turn, pairing: Pairing) -> list[Fault]:
+    """Return a `displaced_result` for each in-place result whose parent link the reader mended.
+
+    A pi result whose `parentId` names its call's tool call id, not the entry
+    holding the call, is read under that entry (as OpenClaw's import re-links
+    it; `Record.relinked_from`), but pi walks `parentId` from the leaf and stops
+    there (session-manager.js `buildSessionContext`): its request opens with the
+    result, which the provider refuses, and holds nothing written before it.
+    """
+    records = transcript.records
+    faults = []
+    for call in turn.calls:
+        res = pairing.answer.get(call)
+        if res is None or res not in pairing.in_place:
+            continue
+        written = records[res.record].relinked_from
+        if written is None:
+            continue
+        faults.append(
+            Fault(
+                FaultKind.DISPLACED_RESULT,
+                res.tool_call_id,
+                res.record,
+                res.block,
+                turn.head,
+                unexpected_text(transcript.provider, 0, res.block, res.tool_call_id),
+                f"its parentId names the call's id {written}, not the entry holding the call "
+                f"(record {call.record}): pi's branch stops here and sends nothing before it",
+            )
+        )
+    return faults
 
 
 def _call_faults(

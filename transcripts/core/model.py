@@ -149,6 +149,9 @@ class Record:
     Responses `reasoning` item): it goes when everything it leads goes.
     `attached` lists blocks that belong to a call rather than being content of
     their own (a Vercel AI SDK `tool-approval-request`): never content after it.
+    `relinked_from` is the parent id as written when the reader re-linked the
+    record (`parent` then holds the entry it belongs under): a pi result whose
+    `parentId` names its call's tool call id rather than the call's entry.
     """
 
     index: int
@@ -173,6 +176,7 @@ class Record:
     inactive: bool = False
     leads: bool = False
     attached: tuple[int, ...] = ()
+    relinked_from: str | None = None
     error: str | None = None
     line: int = 0
     source: Any = None
@@ -210,9 +214,7 @@ class Transcript:
     `server_history` is True for a Responses request that continues a stored
     response (`previous_response_id` or `conversation`): outputs may answer
     calls that live server-side. `malformed_note` says what the agent does
-    with a line it cannot read. `reattaches` is True when the agent's loader
-    puts parallel tool results parented on their own call's line back on the
-    branch (Claude Code).
+    with a line it cannot read.
     """
 
     format: str
@@ -229,7 +231,6 @@ class Transcript:
     agent: bool = False
     server_history: bool = False
     malformed_note: str = ""
-    reattaches: bool = False
 
 
 @dataclass(frozen=True, slots=True)

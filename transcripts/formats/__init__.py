@@ -11,6 +11,7 @@ import copy
 import dataclasses
 import io
 import json
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,9 +21,11 @@ import orjson
 
 from transcripts.core.branch import branch_paths
 from transcripts.core.layout import SPLITS, Slot, layout, sparse_layout
+from transcripts.core.markers import synthetic_marker
 from transcripts.core.model import Op, OpKind, Plan, RawSource, Record, Role, Transcript
 from transcripts.formats._json import (
     ScanError,
+    array_spans,
     member_span,
     scan_array,
     scan_object,
@@ -30,12 +33,13 @@ from transcripts.formats._json import (
     sniff_style,
 )
 from transcripts.formats.anthropic import Anthropic
-from transcripts.formats.base import Format
+from transcripts.formats.base import Format, linked
 from transcripts.formats.bedrock import Bedrock
 from transcripts.formats.claude_code import ClaudeCode
+from transcripts.formats.cline import Cline
 from transcripts.formats.codex import Codex
 from transcripts.formats.gemini import Gemini, GeminiCheckpoint
-from transcripts.formats.gemini_cli import GeminiCli
+from transcripts.formats.gemini_cli import GeminiCli, GeminiCliSession
 from transcripts.formats.langchain import LangChain
 from transcripts.formats.openai_chat import OpenAIChat
 from transcripts.formats.openai_functions import OpenAIFunctions
@@ -43,19 +47,23 @@ from transcripts.formats.openclaw import OpenClaw
 from transcripts.formats.openhands import OpenHands
 from transcripts.formats.responses import Responses
 from transcripts.formats.source import CHUNK, FileSource, iter_lines
+from transcripts.formats.streams import stream_refusal
 from transcripts.formats.vercel_ai import VercelAI
 
 __all__ = ["FORMATS", "FormatError", "Rewrite", "label", "load", "render", "rewrite"]
 
 # Order matters: the first format whose sniff accepts the sample wins. Documents
 # follow formats.md §9; legacy functions come before Chat Completions, which they
-# extend, and Bedrock before Anthropic, whose loose sniff would take its blocks.
+# extend, Cline before Anthropic, which it specialises, and Bedrock before
+# Anthropic, whose loose sniff would take its blocks.
 FORMATS: dict[str, Format] = {
     f.id: f
     for f in (
         OpenClaw(),
         Codex(),
         ClaudeCode(),
+        GeminiCliSession(),
+        Cline(),
         LangChain(),
         Responses(),
         OpenAIFunctions(),
@@ -72,7 +80,8 @@ FORMATS: dict[str, Format] = {
 _SNIFF_LINES = 50
 _UNKNOWN_DOCUMENT = (
     "unknown format: a JSON document of none of the formats Pairfix reads (message arrays "
-    "of OpenAI, Anthropic, Bedrock, Gemini, LangChain, Vercel AI, Responses or OpenHands)"
+    "of OpenAI, Anthropic, Bedrock, Gemini, LangChain, Vercel AI, Responses or OpenHands, "
+    "or a Gemini CLI session)"
 )
 _JSON_TYPES = {
     dict: "object",
@@ -122,8 +131,15 @@ def _line_col(text: str, pos: int) -> tuple[int, int]:
     return line, pos - (text.rfind("\n", 0, pos) + 1) + 1
 
 
-def load(data: bytes | FileSource, filename: str, format: str | None = None) -> Transcript:
+def load(
+    data: bytes | FileSource, filename: str, format: str | None = None, *, summaries: bool = True
+) -> Transcript:
     """Parse `data` (the bytes of `filename`, or the file itself) into a Transcript.
+
+    With `summaries` False, a streamed file's messages keep no preview text
+    (`Record.text`, and `ToolResult.text` but for an earlier repair's marker):
+    what detecting and repairing need, not what showing rows needs, so a long
+    session costs less memory per record.
 
     `format` (a FORMATS id) skips sniffing. Raises FormatError when the file
     is empty, not JSON or JSONL, not valid UTF-8 as a whole document, or of no
@@ -135,14 +151,19 @@ def load(data: bytes | FileSource, filename: str, format: str | None = None) -> 
         raise FormatError(filename, 1, f"unknown format {format!r}")
     if isinstance(data, FileSource):
         if _streams(data, format):
-            return _load_jsonl(data, filename, format, None)
+            return _load_jsonl(data, filename, format, None, summaries)
         data = data[0 : len(data)]
+    elif (format is None or FORMATS[format].jsonl) and _streams(data, None):
+        # A JSON object followed by more lines is never one JSON document: not parsed as one.
+        return _load_jsonl(data, filename, format, None)
     body = data[len(_BOM) :] if data.startswith(_BOM) else data
-    if not body.strip():
+    # Where the content starts and ends, found without copying a large file.
+    begin, end = _content_bounds(body)
+    if begin == end:
         raise FormatError(filename, 1, "the file is empty")
     root: Any = None
     doc_error: tuple[int, int, str] | None = None
-    first = body.lstrip()[:1]
+    first = body[begin : begin + 1]
     if first in (b"[", b"{"):
         try:
             root = orjson.loads(body)
@@ -157,7 +178,7 @@ def load(data: bytes | FileSource, filename: str, format: str | None = None) -> 
                 reason = f"{chosen.label} is one JSON document, and this file is not one"
                 raise FormatError(filename, 1, reason, format)
             return _load_document(data, filename, root, format)
-        if root is not None and body.strip().count(b"\n"):
+        if root is not None and body.count(b"\n", begin, end):
             reason = f"{chosen.label} is JSON lines, and this file is one JSON document"
             raise FormatError(filename, 1, reason, format)
         return _load_jsonl(data, filename, format, doc_error)
@@ -165,16 +186,24 @@ def load(data: bytes | FileSource, filename: str, format: str | None = None) -> 
         fmt = _sniff([root], filename, documents=True)
         if fmt is not None:
             return _load_document(data, filename, root, fmt.id)
-        if not (isinstance(root, dict) and body.strip().count(b"\n") == 0):
-            raise FormatError(
-                filename,
-                1,
-                _UNKNOWN_DOCUMENT,
-            )
+        if not (isinstance(root, dict) and body.count(b"\n", begin, end) == 0):
+            raise FormatError(filename, 1, stream_refusal([root]) or _UNKNOWN_DOCUMENT)
     return _load_jsonl(data, filename, format, doc_error)
 
 
-def _streams(source: FileSource, format: str | None) -> bool:
+_SPACE = re.compile(rb"[ \t\n\r\x0b\x0c]*")  # what bytes.strip() strips
+
+
+def _content_bounds(body: bytes) -> tuple[int, int]:
+    """Return (start, end) of `body` without leading and trailing ASCII whitespace."""
+    begin = _SPACE.match(body).end()  # type: ignore[union-attr]
+    end = len(body)
+    while end > begin and body[end - 1] in b" \t\n\r\x0b\x0c":
+        end -= 1
+    return begin, end
+
+
+def _streams(source: bytes | FileSource, format: str | None) -> bool:
     """Return True when `source` holds JSON lines (to stream) rather than one document."""
     if format is not None:
         return FORMATS[format].jsonl
@@ -296,6 +325,9 @@ def _load_document(data: bytes, filename: str, root: Any, format: str | None) ->
             1,
             _UNKNOWN_DOCUMENT,
         )
+    found = array_spans(data, _skip_blank(data), root, fmt.array_keys)
+    if found is not None:
+        return _document_records(data, filename, fmt, *found)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -345,6 +377,48 @@ def _load_document(data: bytes, filename: str, root: Any, format: str | None) ->
     return transcript
 
 
+def _skip_blank(data: bytes) -> int:
+    """Return the offset of a document's root value: after a BOM and whitespace."""
+    pos = len(_BOM) if data.startswith(_BOM) else 0
+    while data[pos : pos + 1] in (b" ", b"\t", b"\n", b"\r"):
+        pos += 1
+    return pos
+
+
+def _document_records(
+    data: bytes, filename: str, fmt: Format, values: list[Any], spans: list[tuple[int, int]]
+) -> Transcript:
+    """Return the Transcript of a document whose message array `values` lies at `spans`.
+
+    Each record's JSON is the value orjson decoded: the file is decoded once.
+    """
+    records: list[Record] = []
+    line, pos = 1, 0
+    for index, ((start, end), obj) in enumerate(zip(spans, values, strict=True)):
+        line += data.count(b"\n", pos, start)
+        record = Record(index, start, end, Role.META, "", parsed=obj, line=line)
+        line += data.count(b"\n", start, end)
+        pos = end
+        if isinstance(obj, dict):
+            _classify(fmt, obj, record, filename)
+        else:
+            record.error = f"{filename}: line {record.line}: element {index} is not a JSON object"
+        records.append(record)
+    fmt.finish(records)
+    style: dict[str, Any] = {}
+    if records:
+        first = records[0]
+        base_bytes = data[data.rfind(b"\n", 0, first.start) + 1 : first.start]
+        base = base_bytes.decode() if not base_bytes.strip() else ""
+        element = data[first.start : first.end].decode()
+        style["element"] = sniff_style(element, base, data.isascii())
+        if len(records) > 1:
+            style["sep"] = data[first.end : records[1].start]
+        else:
+            style["sep"] = b"," + data[first.start - len(base.encode()) - 1 : first.start]
+    return _transcript(fmt, records, data, filename, style)
+
+
 def _read_line(
     raw: bytes, index: int, start: int, end: int, line_no: int, terminated: bool, filename: str
 ) -> Record:
@@ -371,6 +445,7 @@ def _load_jsonl(
     filename: str,
     format: str | None,
     doc_error: tuple[int, int, str] | None,
+    summaries: bool = True,
 ) -> Transcript:
     """Read JSON lines in one pass; sniff on the first lines, classify as the rest stream by.
 
@@ -394,12 +469,12 @@ def _load_jsonl(
         if fmt is None or not checked:
             if len(records) < _SNIFF_LINES:
                 continue
-            fmt = _settled(fmt, records, data, filename, doc_error)
+            fmt = _settled(fmt, records, data, filename, doc_error, summaries)
             checked = True
         else:
-            _settle(fmt, record, data, filename)
+            _settle(fmt, record, data, filename, summaries)
     if fmt is None or not checked:
-        fmt = _settled(fmt, records, data, filename, doc_error)
+        fmt = _settled(fmt, records, data, filename, doc_error, summaries)
     fmt.finish(records)
     style: dict[str, Any] = {"eol": eol or b"\n"}
     first_obj = next((r for r in records if r.error is None), None)
@@ -424,7 +499,7 @@ def _transcript(
         records,
         data,
         filename=filename,
-        tree=fmt.tree,
+        tree=fmt.tree and linked(records),
         adjacent=fmt.adjacent(provider),
         inline_results=fmt.inline_results,
         results_on_calls=fmt.results_on_calls,
@@ -432,7 +507,6 @@ def _transcript(
         style=style,
         agent=fmt.agent,
         malformed_note=fmt.malformed_note,
-        reattaches=fmt.reattaches,
     )
 
 
@@ -442,6 +516,7 @@ def _settled(
     data: bytes | FileSource,
     filename: str,
     doc_error: tuple[int, int, str] | None,
+    summaries: bool = True,
 ) -> Format:
     """Sniff (or check the chosen format on) the first records, then classify them."""
     if fmt is None:
@@ -450,7 +525,7 @@ def _settled(
         sample = [r.parsed for r in records[:_SNIFF_LINES] if r.parsed is not None]
         _check_shape(fmt, sample, filename)
     for record in records:
-        _settle(fmt, record, data, filename)
+        _settle(fmt, record, data, filename, summaries)
     return fmt
 
 
@@ -462,6 +537,10 @@ def _sniff_lines(
     fmt = _sniff(sample, filename, documents=False)
     if fmt is not None:
         return fmt
+    refusal = stream_refusal(sample)
+    if refusal is not None:
+        first = next(r for r in records if r.parsed is not None)
+        raise FormatError(filename, first.line, refusal, records=len(records))
     if sample:
         raise FormatError(
             filename,
@@ -479,11 +558,23 @@ def _sniff_lines(
     raise FormatError(filename, bad.line, f"not JSON or JSON lines: {reason}")
 
 
-def _settle(fmt: Format, record: Record, data: bytes | FileSource, filename: str) -> None:
+def _settle(
+    fmt: Format, record: Record, data: bytes | FileSource, filename: str, summaries: bool = True
+) -> None:
     """Classify a parsed record, then let its JSON go: it is re-read from `data` on demand."""
     if record.parsed is not None:
         _classify(fmt, record.parsed, record, filename)
     record.parsed = None
+    if not summaries and record.role is not Role.META:
+        # Previews are for showing rows; a marker is how detect knows an earlier repair.
+        # (META records keep theirs: a format's `finish` may read them, as Gemini CLI's
+        # rewinds do.)
+        record.text = ""
+        if record.results:
+            record.results = [
+                r if synthetic_marker(r.text) else dataclasses.replace(r, text="")
+                for r in record.results
+            ]
     record.source = data
     # What a long session keeps per record is its index: no empty lists, no
     # timestamp (re-read from the source when shown).
@@ -538,7 +629,10 @@ def _relink_path(
                     own = index if slot is None or slot.record is None else slot.record
                     record = records[own]
                     unchanged = not moved and (record.boundary or before == previous)
-                    if not unchanged and record.parent != previous_uid:
+                    # A link the reader mended is written out as mended (pi's own walk
+                    # would stop at the id the record was written with).
+                    written_parent = record.relinked_from or record.parent
+                    if not unchanged and written_parent != previous_uid:
                         parents[own] = previous_uid
             if slot is None or slot.record is not None:
                 written = index if slot is None or slot.record is None else slot.record
@@ -547,6 +641,54 @@ def _relink_path(
                 previous = None
                 previous_uid = fmt.new_uid(transcript, slot.op) if slot.op else ""
     return parents
+
+
+def _rekeep(transcript: Transcript, fmt: Format, at: dict[int, list[Slot]]) -> dict[int, str]:
+    """Return new first-kept ids for compactions whose first kept record the repair drops.
+
+    pi keeps nothing before a compaction whose `firstKeptEntryId` it cannot
+    find, so the compaction is pointed at the next record written on its path.
+    Keys are raw record indexes of compactions.
+    """
+    records = transcript.records
+    keeps: dict[int, str] = {}
+    if not fmt.keep_key:
+        return keeps
+    for path in branch_paths(transcript):
+        for kc, compaction in enumerate(path):
+            keep = records[compaction].keep_from
+            first = next((k for k in range(kc) if keep and records[path[k]].uid == keep), None)
+            if first is None:
+                continue
+            for index in path[first:kc]:
+                uid = _first_written_uid(transcript, fmt, index, at.get(index) or (None,))
+                if uid is not None:
+                    if uid != keep:
+                        keeps[compaction] = uid
+                    break
+    return keeps
+
+
+def _first_written_uid(
+    transcript: Transcript, fmt: Format, index: int, placed: Sequence[Slot | None]
+) -> str | None:
+    """Return the uid of the first record written at `index`'s place (None: none is)."""
+    for slot in placed:
+        if slot is None:
+            return transcript.records[index].uid
+        if slot.written and slot.record is not None:
+            return transcript.records[slot.record].uid
+        if slot.written and slot.op is not None:
+            return fmt.new_uid(transcript, slot.op)
+    return None
+
+
+def _with_keep(text: str, fmt: Format, keep: str) -> str:
+    """Return a record's JSON text with its `fmt.keep_key` member set to `keep`."""
+    span = member_span(text, fmt.keep_key)
+    if span is None:
+        return json.dumps(dict(json.loads(text), **{fmt.keep_key: keep}))
+    return text[: span[0]] + json.dumps(keep) + text[span[1] :]
 
 
 def _new_record(transcript: Transcript, fmt: Format, slot: Slot) -> Any:
@@ -593,7 +735,11 @@ def _slot_value(
 
 
 def _record_bytes(
-    transcript: Transcript, fmt: Format, slot: Slot, parents: dict[int | Slot, str]
+    transcript: Transcript,
+    fmt: Format,
+    slot: Slot,
+    parents: dict[int | Slot, str],
+    keeps: dict[int, str] | None = None,
 ) -> bytes:
     obj = _slot_value(transcript, fmt, slot, parents)
     if obj is not None:
@@ -601,12 +747,15 @@ def _record_bytes(
     assert slot.record is not None
     record = transcript.records[slot.record]
     raw = transcript.raw[record.start : record.end]
+    keep = (keeps or {}).get(slot.record)
+    if keep is not None:
+        raw = _with_keep(raw.decode("utf-8"), fmt, keep).encode()
     new_parent = parents.get(slot.record)
     if new_parent is not None:
         text = raw.decode("utf-8")
         span = member_span(text, fmt.parent_key)
         if span is None:
-            return _encode(transcript, dict(record.obj, **{fmt.parent_key: new_parent}))
+            return _encode(transcript, dict(json.loads(text), **{fmt.parent_key: new_parent}))
         return (text[: span[0]] + json.dumps(new_parent) + text[span[1] :]).encode()
     return raw
 
@@ -660,7 +809,7 @@ def rewrite(transcript: Transcript, plan: Plan) -> Rewrite:
     fmt = FORMATS[transcript.format]
     transcript = _renamed(transcript, fmt, plan)
     at = sparse_layout(transcript, plan)
-    parents = _relink(transcript, fmt, at) if fmt.tree else {}
+    parents = _relink(transcript, fmt, at) if transcript.tree else {}
     count = len(transcript.records)
     replaced: set[int] = set()
     records: list[Record] = []
@@ -713,15 +862,13 @@ def render_to(transcript: Transcript, plan: Plan, out: BinaryIO) -> None:
     fmt = FORMATS[transcript.format]
     transcript = _renamed(transcript, fmt, plan)
     at = sparse_layout(transcript, plan)
-    parents = _relink(transcript, fmt, at) if fmt.tree else {}
+    parents = _relink(transcript, fmt, at) if transcript.tree else {}
+    keeps = _rekeep(transcript, fmt, at) if transcript.tree else {}
     if fmt.jsonl:
-        _write_lines(transcript, fmt, at, parents, writer)
+        _write_lines(transcript, fmt, at, parents, writer, keeps)
     else:
-        slots = layout(transcript, plan)
-        pieces = [
-            (slot, _record_bytes(transcript, fmt, slot, parents)) for slot in slots if slot.written
-        ]
-        writer.bytes(_join_elements(transcript, pieces))
+        slots = [slot for slot in layout(transcript, plan) if slot.written]
+        _write_elements(transcript, fmt, slots, parents, keeps, writer)
     writer.flush()
 
 
@@ -770,6 +917,7 @@ def _write_lines(
     at: dict[int, list[Slot]],
     parents: dict[int | Slot, str],
     writer: _Writer,
+    keeps: dict[int, str],
 ) -> None:
     """Write JSONL records, each followed by its own line end (and any blank lines after it).
 
@@ -790,10 +938,10 @@ def _write_lines(
             if slot is not None and not slot.written:
                 continue
             own = i if slot is None else _own(slot)
-            if slot is None and i not in parents:
+            if slot is None and i not in parents and i not in keeps:
                 writer.raw(record.start, record.end)
             else:
-                writer.bytes(_record_bytes(transcript, fmt, slot or Slot(i), parents))
+                writer.bytes(_record_bytes(transcript, fmt, slot or Slot(i), parents, keeps))
             if ends_open and (i, slot) == last:
                 continue  # the file had no final newline; neither has its repair
             if own is not None:
@@ -816,20 +964,32 @@ def _last_written(at: dict[int, list[Slot]], count: int) -> tuple[int, Slot | No
     return None
 
 
-def _join_elements(transcript: Transcript, pieces: list[tuple[Slot, bytes]]) -> bytes:
-    """Join array elements, keeping the original separator between neighbours that stay."""
-    data, records = transcript.raw, transcript.records
+def _write_elements(
+    transcript: Transcript,
+    fmt: Format,
+    slots: list[Slot],
+    parents: dict[int | Slot, str],
+    keeps: dict[int, str],
+    writer: _Writer,
+) -> None:
+    """Write array elements, keeping the original separator between neighbours that stay.
+
+    Untouched elements and separators are copied from the raw source in runs.
+    """
+    records = transcript.records
     sep: bytes = transcript.style["sep"]
-    out = [data[: records[0].start]]
+    writer.raw(0, records[0].start)
     previous: int | None = None
-    for k, (slot, element) in enumerate(pieces):
+    for k, slot in enumerate(slots):
         own = _own(slot)
         if k:
             if own is not None and previous is not None and own == previous + 1:
-                out.append(data[records[previous].end : records[own].start])
+                writer.raw(records[previous].end, records[own].start)
             else:
-                out.append(sep)
-        out.append(element)
+                writer.bytes(sep)
+        if own is not None and slot.block_order is None and own not in parents and own not in keeps:
+            writer.raw(records[own].start, records[own].end)
+        else:
+            writer.bytes(_record_bytes(transcript, fmt, slot, parents, keeps))
         previous = own
-    out.append(data[records[-1].end :])
-    return b"".join(out)
+    writer.raw(records[-1].end, len(transcript.raw))

@@ -4,11 +4,21 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 _WS = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
+# For bytes already decoded once (so known to be valid JSON): everything up to the
+# next bracket that is not inside a string, and that bracket.
+_TO_BRACKET = re.compile(rb'(?:[^"\[\]{}]++|"(?:[^"\\]++|\\.)*+")*+([\[\]{}])', re.S)
+_BLANK = re.compile(rb"[ \t\n\r]*")
+_COMMA = re.compile(rb"[ \t\n\r]*,[ \t\n\r]*")
+_KEY = re.compile(rb'"(?:[^"\\]++|\\.)*+"[ \t\n\r]*:[ \t\n\r]*')
+_SCALAR = re.compile(rb'"(?:[^"\\]++|\\.)*+"|[-+0-9.eE]++|true|false|null')
 
 
 class ScanError(ValueError):
@@ -56,6 +66,127 @@ def scan_array(text: str, pos: int) -> tuple[list[tuple[int, int, Any]], int]:
             return items, pos + 1
         else:
             raise ScanError("expected ',' or ']'", pos)
+
+
+def _container_end(data: bytes, pos: int) -> int:
+    """Return the offset just past the object or array opening at `pos` of valid JSON `data`."""
+    depth = 0
+    for match in _TO_BRACKET.finditer(data, pos):
+        if match.group(1) in b"[{":
+            depth += 1
+        else:
+            depth -= 1
+            if depth == 0:
+                return match.end()
+    raise ScanError("unterminated value", pos)
+
+
+class _Spans:
+    """Find the byte spans of values in JSON bytes that orjson has decoded, decoding nothing.
+
+    A value written as orjson writes it (compact, keys in order, UTF-8 kept) is
+    found by comparing its encoding with the bytes; any other is skipped
+    bracket by bracket. `None` from a method: a shape it does not follow
+    (a duplicate key, a scalar where an object was expected).
+    """
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.compact = True  # the file writes values as orjson does, so far
+
+    def value_end(self, pos: int, value: Any) -> int | None:
+        data = self.data
+        if data[pos : pos + 1] not in (b"{", b"["):
+            match = _SCALAR.match(data, pos)
+            return match.end() if match else None
+        if self.compact:
+            try:
+                dumped = orjson.dumps(value)
+            except TypeError:  # integers beyond 64 bits: found bracket by bracket
+                dumped = b""
+            if dumped and data.startswith(dumped, pos):
+                return pos + len(dumped)
+            self.compact = False
+        return _container_end(data, pos)
+
+    def member(self, pos: int, root: dict[str, Any], key: str) -> int | None:
+        """Return the offset of the value of `key` in the object `root` that opens at `pos`."""
+        data = self.data
+        pos = _BLANK.match(data, pos + 1).end()  # type: ignore[union-attr]
+        found = None
+        for k, (name, value) in enumerate(root.items()):
+            if k:
+                comma = _COMMA.match(data, pos)
+                if comma is None:
+                    return None
+                pos = comma.end()
+            match = _KEY.match(data, pos)
+            if match is None:
+                return None
+            written = data[pos : data.rindex(b'"', pos, match.end()) + 1]
+            if orjson.loads(written) != name:
+                return None  # a key written twice: orjson kept only the last
+            pos = match.end()
+            if name == key:
+                found = pos
+            end = self.value_end(pos, value)
+            if end is None:
+                return None
+            pos = end
+        if data[_BLANK.match(data, pos).end() :][:1] != b"}":  # type: ignore[union-attr]
+            return None  # more members than orjson kept: a key written twice
+        return found
+
+    def elements(self, pos: int, values: Sequence[Any]) -> list[tuple[int, int]] | None:
+        """Return the (start, end) of each element of the array `values` that opens at `pos`."""
+        data = self.data
+        pos = _BLANK.match(data, pos + 1).end()  # type: ignore[union-attr]
+        spans: list[tuple[int, int]] = []
+        for k, value in enumerate(values):
+            if k:
+                comma = _COMMA.match(data, pos)
+                if comma is None:
+                    return None
+                pos = comma.end()
+            end = self.value_end(pos, value)
+            if end is None:
+                return None
+            spans.append((pos, end))
+            pos = end
+        if data[_BLANK.match(data, pos).end() :][:1] != b"]":  # type: ignore[union-attr]
+            return None
+        return spans
+
+
+def array_spans(
+    data: bytes, start: int, root: Any, keys: tuple[str, ...]
+) -> tuple[list[Any], list[tuple[int, int]]] | None:
+    """Return the message array of a decoded document and its elements' byte spans.
+
+    `data` is the document (valid JSON: `root` is what orjson decoded from
+    it), `start` the offset of the root value. The array is the root itself
+    or the first member of `keys` that holds an array (as `scan_array` and
+    the formats read it). Decodes nothing again; returns None for a
+    document this cannot follow (a repeated key, a non-array root member),
+    which `scan_array` then reads.
+    """
+    spans = _Spans(data)
+    if isinstance(root, list):
+        values, pos = root, start
+    elif isinstance(root, dict):
+        key = next((k for k in keys if isinstance(root.get(k), list)), None)
+        if key is None:
+            return None
+        found = spans.member(start, root, key)
+        if found is None:
+            return None
+        values, pos = root[key], found
+    else:
+        return None
+    if data[pos : pos + 1] != b"[":
+        return None
+    elements = spans.elements(pos, values)
+    return (values, elements) if elements is not None else None
 
 
 def scan_object(text: str, pos: int) -> list[tuple[str, int, int]]:

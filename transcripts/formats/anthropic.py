@@ -1,8 +1,8 @@
 """Anthropic Messages API messages: a bare array or a request body, formats.md §1 and §8.3.
 
-Also Cline/Roo's `api_conversation_history.json` (the same array with extra
-keys such as `ts`). A `tool_use` in an assistant message is answered by a
-`tool_result` block at the start of the next user message.
+Cline/Roo's `api_conversation_history.json` is the same array with extra keys
+such as `ts`, read by `cline.Cline`. A `tool_use` in an assistant message is
+answered by a `tool_result` block at the start of the next user message.
 """
 
 from __future__ import annotations

@@ -26,13 +26,14 @@ class Format:
     tree: ClassVar[bool] = False
     uid_key: ClassVar[str] = ""
     parent_key: ClassVar[str] = ""
+    # The member of a compaction record naming the first record it keeps (pi
+    # `firstKeptEntryId`): re-pointed when a repair drops that record.
+    keep_key: ClassVar[str] = ""
     provider: ClassVar[str] = "anthropic"
     # What the agent itself writes as the result of an interrupted call (formats.md §0.7).
     native_text: ClassVar[str] = "[Request interrupted by user for tool use]"
     # A session file an agent writes itself: the default policy answers in its words.
     agent: ClassVar[bool] = False
-    # The loader re-attaches tool results parented on their call's line (Transcript.reattaches).
-    reattaches: ClassVar[bool] = False
     # What the agent (or the provider, for a request body) does with a record it cannot read.
     malformed_note: ClassVar[str] = (
         "Sent as it is, an element that is not a message object makes the provider refuse "
@@ -153,6 +154,18 @@ def set_id(part: dict[str, Any], new_id: str) -> None:
 
 
 Placed = tuple[tuple[int, Any], ...]
+
+
+def linked(records: list[Record]) -> bool:
+    """Return True when some record's `parent` names another record's `uid`.
+
+    A tree format's file without one link (Claude Code lines that lack
+    `uuid`/`parentUuid`, written by older versions or other tools, or a pi v1
+    session) has no chain to follow: it is read in file order, and a repair
+    writes no links into it.
+    """
+    uids = {r.uid for r in records if r.uid is not None}
+    return any(r.parent is not None and r.parent != r.uid and r.parent in uids for r in records)
 
 
 def merge_blocks(blocks: list[Any], order: list[int], placed: Placed) -> list[Any]:
@@ -276,5 +289,23 @@ def preview(value: Any, limit: int = 160, depth: int = 0) -> str:
         text = ""
     else:
         text = str(value)
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return _collapsed(text, limit)
+
+
+def _collapsed(text: str, limit: int) -> str:
+    """Return `text` with whitespace runs collapsed, cut to `limit` characters.
+
+    Collapses a prefix, doubling it until it yields more than `limit`
+    characters: the collapsed prefix is a prefix of the collapsed whole, so
+    the result is the same as collapsing all of a long text, at the cost of
+    its start.
+    """
+    size = 2 * limit + 64
+    while True:
+        part = text[:size]
+        collapsed = " ".join(part.split())
+        if len(collapsed) > limit:
+            return collapsed[: limit - 1] + "…"
+        if len(part) == len(text):
+            return collapsed
+        size *= 4

@@ -4,6 +4,13 @@ One line per content block of an API message (lines share `message.id`),
 linked by `uuid`/`parentUuid`; a `compact_boundary` system line restarts the
 chain. A synthetic result is a `user` line holding one `tool_result`, linked
 after the call's line, with the child re-pointed to it.
+
+Lines without the chain (older versions, and files other tools write or trim:
+no `uuid`, or no `parentUuid` linking one line to another) are read in file
+order, and a repair adds no link to them. In a file where some lines link and
+some do not, the chain is followed as Claude Code's loader follows it: it keys
+lines by `uuid` and walks `parentUuid` back from the leaf, so a line that no
+chain reaches is kept in the file but is not part of the conversation.
 """
 
 from __future__ import annotations
@@ -15,10 +22,18 @@ from typing import Any
 from transcripts.core.model import Op, Record, Role, Transcript
 from transcripts.formats._blocks import find_result_block, picked, read_blocks, result_block
 from transcripts.formats._json import ordered_like
-from transcripts.formats.base import Format, Placed, digest, preview
+from transcripts.formats.base import Format, Placed, digest, linked, preview
 
 _NAMESPACE = uuid.UUID("5b0f3a36-8f6e-4d3e-9a57-0d3a1f9b2c11")
 _NOT_CONTEXT = ("message", "requestId", "uuid", "parentUuid", "type", "timestamp", "toolUseResult")
+
+
+def _api_error(obj: dict[str, Any], message: Any) -> bool:
+    return (
+        obj.get("isApiErrorMessage") is True
+        and isinstance(message, dict)
+        and message.get("model") == "<synthetic>"
+    )
 
 
 class ClaudeCode(Format):
@@ -29,7 +44,6 @@ class ClaudeCode(Format):
     parent_key = "parentUuid"
     provider = "anthropic"
     agent = True
-    reattaches = True
     malformed_note = (
         "Claude Code skips a line it cannot parse when it loads the session; the lines "
         "parented on it then start a chain of their own."
@@ -39,8 +53,28 @@ class ClaudeCode(Format):
         return any(
             isinstance(obj, dict)
             and obj.get("type") in ("user", "assistant")
-            and {"sessionId", "uuid", "parentUuid"} <= obj.keys()
+            and "sessionId" in obj
+            and ({"uuid", "parentUuid"} <= obj.keys() or isinstance(obj.get("message"), dict))
             for obj in sample
+        )
+
+    def sniff_loose(self, sample: list[Any], filename: str) -> bool:
+        """Return True for `{"type": "user"|"assistant", "message": {"role", ...}}` lines.
+
+        Such lines with neither `sessionId` nor a chain are what trimming tools
+        leave of a session; `claude -p --output-format stream-json` lines carry
+        `session_id` instead, and are not sessions (see `streams`).
+        """
+        messages = [
+            obj
+            for obj in sample
+            if isinstance(obj, dict) and obj.get("type") in ("user", "assistant")
+        ]
+        return bool(messages) and all(
+            isinstance(obj.get("message"), dict)
+            and "role" in obj["message"]
+            and "session_id" not in obj
+            for obj in messages
         )
 
     def classify(self, obj: Any, record: Record) -> None:
@@ -53,6 +87,12 @@ class ClaudeCode(Format):
         record.timestamp = obj.get("timestamp") if isinstance(obj.get("timestamp"), str) else None
         record.sidechain = obj.get("isSidechain") is True
         message = obj.get("message")
+        if kind == "assistant" and _api_error(obj, message):
+            # Claude Code's note of a failed request: shown, never sent to the model.
+            record.role = Role.META
+            record.kind = "assistant/api_error"
+            record.text = preview(message.get("content"))
+            return
         if kind in ("user", "assistant") and isinstance(message, dict):
             record.role = Role.USER if kind == "user" else Role.ASSISTANT
             if kind == "assistant" and isinstance(message.get("id"), str):
@@ -67,6 +107,13 @@ class ClaudeCode(Format):
         elif kind == "summary":
             record.text = preview(obj.get("summary"))
 
+    def finish(self, records: list[Record]) -> None:
+        """Keep a chainless file's sidechain lines (a subagent's) out of its conversation."""
+        if not linked(records):
+            for record in records:
+                if record.sidechain:
+                    record.inactive = True
+
     def synthetic(self, transcript: Transcript, op: Op) -> Any:
         assert op.call is not None
         call_line = transcript.records[op.call.record].obj
@@ -80,6 +127,8 @@ class ClaudeCode(Format):
             timestamp=call_line.get("timestamp"),
             toolUseResult="Error: " + op.text,
         )
+        if not transcript.tree:
+            del values["parentUuid"], values["uuid"]
         # Key order: an existing tool-result line's, else the call line's.
         sibling = next((r.obj for r in transcript.records if r.results and r.kind == "user"), None)
         return ordered_like(sibling or call_line, values)
@@ -89,7 +138,8 @@ class ClaudeCode(Format):
         source = copy.deepcopy(transcript.records[op.record].obj)
         content = source["message"]["content"]
         source["message"]["content"] = [content[op.block]]
-        source["uuid"] = self.new_uid(transcript, op)
+        if transcript.tree:
+            source["uuid"] = self.new_uid(transcript, op)
         source.pop("toolUseResult", None)
         return source
 

@@ -31,6 +31,32 @@ _OUTPUT_FOR = {
 _ROLES = {"user": Role.USER, "assistant": Role.ASSISTANT}
 _CUSTOM = "custom"  # the family of custom tool calls and their outputs
 _ENVELOPE = ("response_item", "event_msg", "turn_context", "compacted", "session_meta")
+# Keys no direct-layout header has: other formats' first lines, and the events
+# `codex exec --json` printed (`{"id", "msg"}`, see streams.py).
+_NOT_HEADER = frozenset({"type", "payload", "msg", "sessionId", "record_type"})
+
+
+def _is_header(obj: Any) -> bool:
+    """Return True for the direct layout's first line: SessionMeta (then SessionMetaWithGit).
+
+    That is `{id, timestamp}`, with `instructions`, `git` and more as
+    versions added them, and never a `type`.
+    """
+    return (
+        isinstance(obj, dict)
+        and isinstance(obj.get("id"), str)
+        and isinstance(obj.get("timestamp"), str)
+        and not _NOT_HEADER & obj.keys()
+    )
+
+
+def _is_direct(obj: Any) -> bool:
+    """Return True for a later line of the direct layout: a bare item or a state snapshot."""
+    return (
+        isinstance(obj, dict)
+        and "payload" not in obj
+        and (obj.get("record_type") == "state" or isinstance(obj.get("type"), str))
+    )
 
 
 class Codex(Format):
@@ -47,13 +73,10 @@ class Codex(Format):
         first = sample[0] if sample else None
         if isinstance(first, dict) and first.get("type") == "session_meta" and "payload" in first:
             return True
-        # The older "direct" layout: a bare {id, timestamp, instructions} header, then
-        # bare Responses items (and, older still, `record_type: "state"` lines).
-        if (
-            isinstance(first, dict)
-            and {"id", "timestamp", "instructions"} <= first.keys()
-            and "type" not in first
-        ):
+        # The older "direct" layout (codex-rs before the RolloutItem envelope): a bare
+        # header `{id, timestamp}` (with `instructions` and `git` from some versions
+        # on), then bare Responses items and `{"record_type": "state", ...}` lines.
+        if _is_header(first) and all(_is_direct(obj) for obj in sample[1:]):
             return True
         return any(
             isinstance(obj, dict) and obj.get("type") in _ENVELOPE[:3] and "payload" in obj
@@ -68,6 +91,10 @@ class Codex(Format):
         record.timestamp = obj.get("timestamp") if isinstance(obj.get("timestamp"), str) else None
         record.role = Role.META
         record.kind = str(kind)
+        if kind is None:
+            # The direct layout's header and state snapshots: settings, not model input.
+            record.kind = "state" if obj.get("record_type") == "state" else "session_meta"
+            return
         if not isinstance(payload, dict):
             return
         item = payload.get("type")

@@ -226,6 +226,8 @@ def _call(node: dict[str, Any]) -> Shown:
     function = node.get("function") if isinstance(node.get("function"), dict) else {}
     assert isinstance(function, dict)
     name = node.get("name") or node.get("toolName") or function.get("name") or ""
+    if not name and node.get("type") == "local_shell_call":
+        name = "local_shell"  # Codex names the tool so (formats/codex.py); the item does not
     for key in ("input", "arguments", "args", "action"):
         if key in node:
             args = node[key]
@@ -265,8 +267,14 @@ def _result(node: dict[str, Any], out: list[Shown], tool_call_id: str = "") -> N
     out.extend(images)
 
 
+def _type(node: dict[str, Any], key: str = "type") -> str:
+    """Return `node[key]` if it is text, else "": a list or an object there is no kind."""
+    value = node.get(key)
+    return value if isinstance(value, str) else ""
+
+
 def _is_image(node: dict[str, Any]) -> bool:
-    kind = node.get("type")
+    kind = _type(node)
     if kind in _IMAGE_TYPES:
         return True
     media = _media_type(node)
@@ -370,7 +378,7 @@ def _walk(node: Any, out: list[Shown], depth: int) -> None:
 
 def _block(node: dict[str, Any], out: list[Shown]) -> bool:
     """Append `node` as one block if it is one; return False for a message or envelope."""
-    kind = node.get("type")
+    kind = _type(node)
     if kind in _CALL_TYPES or isinstance(node.get("function"), dict):
         out.append(_call(node))
     elif isinstance(node.get("functionCall"), dict):
@@ -401,11 +409,11 @@ def _block(node: dict[str, Any], out: list[Shown]) -> bool:
 
 def _message(node: dict[str, Any], out: list[Shown], depth: int) -> None:
     """Append the blocks of a message, an event or a line wrapping one."""
-    role = node.get("role") or node.get("type")
+    role = _type(node, "role") or _type(node)
     if role in _RESULT_ROLES and not isinstance(node.get("data"), dict):
         # A tool message whose parts are result blocks (Vercel AI) is walked like any other.
         parts = _list(node.get("content"))
-        if not any(isinstance(p, dict) and p.get("type") in _RESULT_TYPES for p in parts):
+        if not any(isinstance(p, dict) and _type(p) in _RESULT_TYPES for p in parts):
             _result(node, out)
             return
     for key in ("content", "parts"):

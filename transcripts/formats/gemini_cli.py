@@ -5,7 +5,17 @@ A metadata line, then message records `{id, timestamp, type, content, ...}`;
 call itself (`result`: functionResponse parts, with a final `status`). A
 message is re-appended under the same `id` whenever it changes: the last write
 wins. `{"$rewindTo": id}` drops the messages from that id on; `{"$set": ...}`
-updates metadata. An orphan is a call with no result whose status is not final.
+updates metadata.
+
+Before JSONL (gemini-cli #23749) a session was one document written with
+`JSON.stringify(conversation, null, 2)`: `{sessionId, projectHash, startTime,
+lastUpdated, messages: [...]}`, the same message records in an array
+(`GeminiCliSession`). The CLI migrates such a file to JSONL on resume.
+
+A call is answered when its `result` is a non-empty value: the CLI's own
+`convertSessionToClientHistory` (packages/core/src/services/chatRecordingService.ts)
+sends a functionResponse only for `if (toolCall.result)`, whatever the status,
+so a call without one is an orphan and Gemini answers 400.
 """
 
 from __future__ import annotations
@@ -17,9 +27,19 @@ from transcripts.core.model import Op, Record, Role, ToolResult, Transcript
 from transcripts.formats.base import Format, Placed, add_call, canonical, preview
 from transcripts.formats.gemini import CANCELLED
 
-# A call in one of these states needs no result written by anyone else: the CLI
-# sends its own response for it.
-_FINAL = ("success", "error", "cancelled")
+# A call in one of these states ended in error: its result is an error response.
+_ERRORED = ("error", "cancelled")
+
+
+def _answered(result: Any) -> bool:
+    """Return True when the CLI sends a functionResponse for a call's `result`.
+
+    A string becomes `{output: result}`, a list its parts, an object itself;
+    "" and null send nothing, and an empty list sends no part.
+    """
+    if isinstance(result, (str, list)):
+        return bool(result)
+    return isinstance(result, dict)
 
 
 class GeminiCli(Format):
@@ -70,10 +90,9 @@ class GeminiCli(Format):
             call_id, name = call.get("id"), call.get("name")
             add_call(record, k + 1, call_id, name, call.get("args", {}))
             texts.append(f"{name}({preview(canonical(call.get('args')), 200)})")
-            answered = call.get("result") is not None or call.get("status") in _FINAL
-            if answered:
-                text = preview(call.get("result") or call.get("status"))
-                error = call.get("status") in ("error", "cancelled")
+            if _answered(call.get("result")):
+                text = preview(call.get("result"))
+                error = call.get("status") in _ERRORED
                 results.append(ToolResult(str(call_id or ""), record.index, 0, error, text))
         n = len(record.calls)
         record.results = [
@@ -108,8 +127,8 @@ class GeminiCli(Format):
                     call = copy.deepcopy(calls[b - 1])
                     if b in answers:
                         text, parts = answers[b]
-                        call["result"] = parts
-                        call["status"] = "cancelled" if text == CANCELLED else "error"
+                        status = "cancelled" if text == CANCELLED else "error"
+                        call = _with_result(call, parts, status)
                     kept.append(call)
             if kept:
                 out["toolCalls"] = kept
@@ -121,3 +140,39 @@ class GeminiCli(Format):
         assert op.call is not None
         response = {"id": op.call.id, "name": op.call.name, "response": {"error": op.text}}
         return (op.text, [{"functionResponse": response}])
+
+
+def _with_result(call: dict[str, Any], parts: Any, status: str) -> dict[str, Any]:
+    """Return `call` answered by `parts`, keys where the CLI writes them (`result` after `args`)."""
+    out: dict[str, Any] = {}
+    for key, value in call.items():
+        if key == "result":
+            continue
+        out[key] = value
+        if key == "args":
+            out["result"] = parts
+    out.setdefault("result", parts)
+    out["status"] = status
+    return out
+
+
+class GeminiCliSession(GeminiCli):
+    """A legacy Gemini CLI session: one JSON document holding the message array.
+
+    Written by gemini-cli before 0.39 (`chats/session-<time>-<id>.json`);
+    the records are the JSONL format's, so is everything about pairing.
+    """
+
+    id = "gemini_cli_json"
+    label = "Gemini CLI session JSON (legacy)"
+    jsonl = False
+    array_keys = ("messages",)
+
+    def sniff(self, sample: list[Any], filename: str) -> bool:
+        root = sample[0] if len(sample) == 1 else None
+        return (
+            isinstance(root, dict)
+            and isinstance(root.get("sessionId"), str)
+            and "projectHash" in root
+            and isinstance(root.get("messages"), list)
+        )

@@ -4,11 +4,26 @@ A header line, then entries linked by `id`/`parentId` into a tree; the live
 conversation is the path from the last entry to the root, and a `compaction`
 entry keeps only what follows its `firstKeptEntryId`. Results are separate
 `toolResult` messages.
+
+Two things the agents keep are kept here too. pi's converters replay a
+`toolCall` from its `arguments` (`input: block.arguments ?? {}` for
+Anthropic), never from the streaming scratch `partialJson` a crash may leave
+beside them, so a call with a whole arguments object is not malformed, and
+one that a result answers is kept whatever its arguments: the tool ran, and
+pi sends both. Only a call with unusable arguments and no result is malformed.
+A `toolResult` entry whose `parentId` names its call's tool call id instead
+of the call's entry is re-linked to that entry, as OpenClaw's session import
+re-links it (observed resuming such files, issue 12). pi alone stops its
+branch there (session-manager.js `buildSessionContext` walks `parentId` from the leaf
+and finds no entry of that id), so the record keeps the id it was written with
+in `relinked_from`: detect reports it as a displaced result and the repair
+writes the call's entry id into that `parentId`.
 """
 
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from typing import Any
 
 from transcripts.core.markers import OPENCLAW_SENTENCE
@@ -24,6 +39,7 @@ from transcripts.formats.base import (
 )
 
 _CALL_TYPES = ("toolCall", "toolUse", "functionCall")
+_ARGS = "argument"  # in every problem `call_problem` finds with a call's arguments
 _CONTEXT_ENTRIES = ("custom_message", "branch_summary")
 _PROVIDERS = {
     "anthropic-messages": "anthropic",
@@ -43,6 +59,7 @@ class OpenClaw(Format):
     tree = True
     uid_key = "id"
     parent_key = "parentId"
+    keep_key = "firstKeptEntryId"
     provider = "anthropic"
     native_text = "[openclaw] " + OPENCLAW_SENTENCE
     agent = True
@@ -99,7 +116,9 @@ class OpenClaw(Format):
                 kind = block.get("type") if isinstance(block, dict) else None
                 if kind in _CALL_TYPES and isinstance(block, dict):
                     args = block.get("arguments", block.get("input"))
-                    partial = "partialJson" in block
+                    # pi keeps its streaming buffer on calls that completed: with their
+                    # arguments parsed, a leftover `partialJson` is no cut-off (issue 12).
+                    partial = "partialJson" in block and not isinstance(args, dict)
                     call = add_call(
                         record, j, block.get("id"), block.get("name"), args, partial=partial
                     )
@@ -128,6 +147,28 @@ class OpenClaw(Format):
             record.role = Role.USER
             record.other_blocks = 1
             record.text = preview(content)
+
+    def finish(self, records: list[Record]) -> None:
+        """Re-link results parented on a tool call id; keep answered calls with odd arguments."""
+        uids = {r.uid for r in records if r.uid is not None}
+        entry_of: dict[str, str] = {}
+        for record in records:
+            if record.role is Role.ASSISTANT and record.uid is not None:
+                for call in record.calls:
+                    entry_of.setdefault(call.id, record.uid)
+        answered: set[str] = set()
+        for record in records:
+            if record.parent is not None and record.parent not in uids:
+                entry = entry_of.get(record.parent)
+                if entry is not None:
+                    record.relinked_from, record.parent = record.parent, entry
+            answered.update(r.tool_call_id for r in record.results)
+        for record in records:
+            if any(c.problem and c.id in answered and _ARGS in c.problem for c in record.calls):
+                record.calls[:] = [
+                    replace(c, problem="") if c.id in answered and _ARGS in c.problem else c
+                    for c in record.calls
+                ]
 
     def provider_of(self, records: list[Record]) -> str:
         for record in reversed(records):

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import TracebackType
 
@@ -22,6 +23,23 @@ class FileSource:
         self.path = Path(path)
         self._fd = os.open(self.path, os.O_RDONLY)
         self._size = os.fstat(self._fd).st_size
+
+    @classmethod
+    def spooled(cls, chunks: Iterable[bytes]) -> FileSource:
+        """Return a FileSource of `chunks` written to a temporary file, already unlinked.
+
+        For bytes that arrive as a stream (standard input, object storage):
+        they are held on disk, not in memory, and the file goes when closed.
+        Raises OSError when the temporary folder cannot be written.
+        """
+        fd, path = tempfile.mkstemp(prefix="pairfix-spool-")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                for chunk in chunks:
+                    f.write(chunk)
+            return cls(path)
+        finally:
+            os.unlink(path)  # the open FileSource keeps reading it
 
     def __len__(self) -> int:
         return self._size

@@ -63,6 +63,7 @@ class Command(BaseCommand):
         root = folder.parent
         source = SyncSource.objects.filter(workspace=workspace, path=str(root.resolve())).first()
         if source is None:
+            sync.do_grant_folder(workspace, str(root), acting_user=None)
             source = sync.do_create_source(
                 workspace,
                 str(root),

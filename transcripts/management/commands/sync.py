@@ -12,7 +12,7 @@ class Command(BaseCommand):
     help = (
         "Sync the session folders of every enabled source (or of --source), then turn the "
         "pending results of sessions whose grace ran out into missing ones. With --add, "
-        "first add a folder as a source."
+        "first grant a folder to --workspace and add it as a source."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -62,12 +62,12 @@ class Command(BaseCommand):
                 self.stderr.write(f"  {error}")
             if source.last_error and not report.errors:
                 self.stderr.write(f"  {source.last_error}")
-                failed = True
+            failed = failed or bool(report.errors or source.last_error)
         expired = sync.do_expire_live_sessions()
         if expired:
             self.stdout.write(f"{expired} session(s) no longer live: pending results now missing")
         if failed:
-            raise CommandError("a source could not be synced")
+            raise CommandError("a source, or a file of one, could not be synced")
 
     def _add(self, options: dict[str, Any]) -> SyncSource:
         user = None
@@ -82,6 +82,8 @@ class Command(BaseCommand):
         elif user is not None:
             actions.do_add_member(workspace, user, role=Membership.Role.ADMIN)
         try:
+            # Whoever runs this on the server is its operator: the folder is granted first.
+            sync.do_grant_folder(workspace, options["add"], acting_user=user)
             return sync.do_create_source(
                 workspace,
                 options["add"],

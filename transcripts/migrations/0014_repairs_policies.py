@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("transcripts", "0011_api_tokens"),
+        ("transcripts", "0013_secdb_storable_text_and_grants"),
     ]
 
     operations = [

@@ -1,0 +1,289 @@
+"""`pairfix`: exit codes, reports, --out, --in-place and its fence, folders, stdin, --dry-run."""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from transcripts import cli
+from transcripts.engine import analyze
+from transcripts.replace import BACKUP_MARK, TEMP_PREFIX
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLES = ROOT / "demo" / "samples"
+CASES = SAMPLES / "cases"
+BROKEN = SAMPLES / "formats" / "claude_code.jsonl"  # one call orphaned by an interruption
+HEALTHY = CASES / "02_cc-parallel-results-split-lines.jsonl"  # a valid guard case
+
+
+def run(*argv: str, stdin: bytes = b"") -> tuple[int, bytes, str]:
+    """Return (exit status, stdout bytes, stderr text) of `pairfix argv` run in this process."""
+    out, err = io.BytesIO(), io.StringIO()
+    status = cli.main(list(argv), stdin=io.BytesIO(stdin), stdout=out, stderr=err)  # type: ignore[arg-type]
+    return status, out.getvalue(), err.getvalue()
+
+
+def leftovers(folder: Path) -> list[str]:
+    return sorted(
+        p.name for p in folder.iterdir() if BACKUP_MARK in p.name or TEMP_PREFIX in p.name
+    )
+
+
+def test_check_exits_0_for_a_healthy_session() -> None:
+    status, out, err = run("check", str(HEALTHY))
+    assert status == 0, err
+    assert out.decode().startswith(f"{HEALTHY}: claude_code, faults: none")
+
+
+def test_check_exits_1_and_names_each_fault_with_the_providers_error() -> None:
+    status, out, _ = run("check", str(CASES / "01_cc-compaction-orphan-result.jsonl"))
+    assert status == 1
+    text = out.decode()
+    assert "orphaned_result toolu_syn_out_02 at record 9" in text
+    assert "unexpected `tool_use_id` found in `tool_result` blocks: toolu_syn_out_02" in text
+
+
+def test_check_exits_2_when_any_file_is_unreadable_or_missing(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b"not json at all\n")
+    status, out, err = run("check", str(BROKEN), str(bad))
+    assert status == 2
+    assert f"{bad}: unreadable: bad.jsonl: line 1: not JSON or JSON lines" in err
+    assert "missing_result" in out.decode()  # the readable file is still reported
+    status, _, err = run("check", str(tmp_path / "absent.jsonl"))
+    assert (status, err) == (
+        2,
+        f"{tmp_path / 'absent.jsonl'}: cannot read: No such file or directory\n",
+    )
+
+
+FAULTY_CASES = sorted(
+    p.name
+    for p in CASES.iterdir()
+    if p.suffix in (".json", ".jsonl")
+    and not p.name.endswith(".expect.json")
+    and orjson.loads(p.with_suffix(".expect.json").read_bytes())["faults"]
+)
+
+
+@pytest.mark.parametrize("case", FAULTY_CASES)
+def test_json_report_counts_records_as_the_cases_do(case: str) -> None:
+    expect = orjson.loads((CASES / case).with_suffix(".expect.json").read_bytes())
+    status, out, _ = run("check", "--json", str(CASES / case))
+    document = orjson.loads(out)
+    assert (status, document["status"], document["policy"]) == (1, 1, "synthesize")
+    [entry] = document["files"]
+    assert (entry["path"], entry["error"]) == (str(CASES / case), None)
+    reported = {(f["kind"], f["tool_call_id"]): f for f in entry["faults"]}
+    for fault in expect["faults"]:
+        kinds = [fault["kind"], *fault.get("also_acceptable_kinds", [])]
+        found = [
+            reported[(k, fault["tool_call_id"])]
+            for k in kinds
+            if (k, fault["tool_call_id"]) in reported
+        ]
+        assert found, (fault, entry["faults"])
+        assert found[0]["record"] == fault["message_index"]
+        if "block_index" in fault:
+            assert found[0]["block"] == fault["block_index"]
+    if expect["expected_provider_error"]:
+        assert any(f["error"] for f in entry["faults"])  # worded as the provider words it
+    for op in entry["ops"]:
+        mended = entry["faults"][op["fault_index"]]
+        assert (op["fault"], op["tool_call_id"]) == (mended["kind"], mended["tool_call_id"])
+        assert isinstance(op["record"], int)
+
+
+def test_a_blank_line_counts_in_the_record_index(tmp_path: Path) -> None:
+    lines = BROKEN.read_bytes().split(b"\n")
+    spaced = tmp_path / "spaced.jsonl"
+    spaced.write_bytes(b"\n".join([lines[0], b"", *lines[1:]]))
+    before = orjson.loads(run("check", "--json", str(BROKEN))[1])["files"][0]["faults"]
+    after = orjson.loads(run("check", "--json", str(spaced))[1])["files"][0]["faults"]
+    assert [f["record"] + 1 for f in before] == [f["record"] for f in after]
+
+
+def test_fix_out_writes_the_repair_and_leaves_the_input(tmp_path: Path) -> None:
+    status, out, _ = run("fix", str(BROKEN), "--out", str(tmp_path / "fixed"))
+    assert status == 0
+    repaired = (tmp_path / "fixed" / BROKEN.name).read_bytes()
+    assert repaired == analyze(BROKEN.read_bytes(), BROKEN.name).repaired != BROKEN.read_bytes()
+    assert out.decode() == (
+        f"{BROKEN}: claude_code, faults: missing_result=1; ops: insert_result=1 "
+        f"-> {tmp_path / 'fixed' / BROKEN.name}\n"
+    )
+    assert run("check", str(tmp_path / "fixed" / BROKEN.name))[0] == 0
+
+
+def test_fix_in_place_keeps_a_backup_and_replaces_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "session.jsonl"
+    shutil.copyfile(BROKEN, path)
+    os.chmod(path, 0o640)
+    status, out, err = run("fix", "--in-place", "--json", str(path))
+    assert status == 0, err
+    [entry] = orjson.loads(out)["files"]
+    backup = Path(entry["backup"])
+    assert backup.parent == tmp_path and backup.name.startswith(f"session.jsonl{BACKUP_MARK}")
+    assert backup.read_bytes() == BROKEN.read_bytes()
+    assert path.read_bytes() == analyze(BROKEN.read_bytes(), path.name).repaired
+    assert path.stat().st_mode & 0o777 == 0o640
+    assert leftovers(tmp_path) == [backup.name]
+    # Repaired, it is healthy: a second run leaves it as it is, with no new backup.
+    status, out, _ = run("fix", "--in-place", str(path))
+    assert status == 0 and out.decode().endswith("; left as it was\n")
+    assert leftovers(tmp_path) == [backup.name]
+
+
+def _changing_analyze(monkeypatch: pytest.MonkeyPatch, change: object) -> None:
+    real = cli.analyze
+
+    def analyze_while_the_agent_writes(*args: object, **kwargs: object) -> object:
+        result = real(*args, **kwargs)  # type: ignore[arg-type]
+        change()  # type: ignore[operator]
+        return result
+
+    monkeypatch.setattr(cli, "analyze", analyze_while_the_agent_writes)
+
+
+def test_fix_in_place_refuses_a_file_that_grew_while_it_was_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "session.jsonl"
+    shutil.copyfile(BROKEN, path)
+    line = b'{"type":"user","message":{"role":"user","content":"still here"}}\n'
+
+    def append() -> None:
+        with open(path, "ab") as f:
+            f.write(line)
+
+    _changing_analyze(monkeypatch, append)
+    status, _, err = run("fix", "--in-place", str(path))
+    assert status == 2
+    assert "changed while it was read" in err and "nothing was written" in err
+    assert path.read_bytes() == BROKEN.read_bytes() + line
+    assert leftovers(tmp_path) == []
+
+
+def test_fix_in_place_refuses_a_file_rewritten_with_its_size_and_time_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "session.jsonl"
+    shutil.copyfile(BROKEN, path)
+    stat = path.stat()
+    changed = BROKEN.read_bytes().replace(b"a", b"b", 1)
+
+    def rewrite_in_place() -> None:
+        with open(path, "r+b") as f:
+            f.write(changed)
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+    _changing_analyze(monkeypatch, rewrite_in_place)
+    status, _, err = run("fix", "--in-place", str(path))
+    assert status == 2 and "bytes changed while it was read" in err
+    assert path.read_bytes() == changed
+    assert leftovers(tmp_path) == []
+
+
+def test_a_folder_is_walked_for_every_session_and_subagent_file(tmp_path: Path) -> None:
+    project = tmp_path / "projects" / "-home-alice-app"
+    (project / "s1" / "subagents").mkdir(parents=True)
+    shutil.copyfile(BROKEN, project / "s1.jsonl")
+    shutil.copyfile(HEALTHY, project / "s1" / "subagents" / "agent-a1.jsonl")
+    shutil.copyfile(BROKEN, project / f"s1.jsonl{BACKUP_MARK}20260101T000000000000Z")
+    (project / "notes.txt").write_text("not a session")
+    status, out, _ = run("check", "--json", str(tmp_path / "projects"))
+    assert status == 1
+    files = orjson.loads(out)["files"]
+    assert [(f["path"], len(f["faults"])) for f in files] == [
+        (str(project / "s1" / "subagents" / "agent-a1.jsonl"), 0),
+        (str(project / "s1.jsonl"), 1),
+    ]
+    status, _, _ = run("fix", str(tmp_path / "projects"), "--out", str(tmp_path / "fixed"))
+    assert status == 0
+    fixed = tmp_path / "fixed" / "-home-alice-app"
+    assert (fixed / "s1" / "subagents" / "agent-a1.jsonl").read_bytes() == HEALTHY.read_bytes()
+    assert (fixed / "s1.jsonl").read_bytes() == analyze(BROKEN.read_bytes(), "s1.jsonl").repaired
+
+
+def test_standard_input_is_read_and_the_repair_written_to_standard_output() -> None:
+    status, out, err = run("fix", "-", "--out", "-", stdin=BROKEN.read_bytes())
+    assert status == 0
+    assert out == analyze(BROKEN.read_bytes(), BROKEN.name).repaired
+    assert "<stdin>: claude_code, faults: missing_result=1" in err
+    status, out, _ = run("check", "-", stdin=HEALTHY.read_bytes())
+    assert status == 0 and out.decode().startswith("<stdin>: claude_code, faults: none")
+
+
+def test_standard_input_cannot_be_repaired_in_place() -> None:
+    status, _, err = run("fix", "--in-place", "-", stdin=BROKEN.read_bytes())
+    assert status == 2 and "cannot be repaired in place" in err
+
+
+def test_dry_run_prints_the_plan_and_a_diff_and_writes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    shutil.copyfile(BROKEN, path)
+    status, out, _ = run("fix", "--dry-run", "--in-place", str(path))
+    assert status == 1
+    text = out.decode()
+    assert "  insert_result toolu_01CCCCCCCCCCCCCCCCCCCCCC at record" in text
+    assert f"--- {path} (before)" in text and f"+++ {path} (after)" in text
+    assert '+{"parentUuid"' in text or "+{" in text
+    assert path.read_bytes() == BROKEN.read_bytes() and leftovers(tmp_path) == []
+    status, _, _ = run("fix", "--dry-run", str(path), "--out", str(tmp_path / "nowhere"))
+    assert status == 1 and not (tmp_path / "nowhere").exists()
+
+
+def test_policy_and_format_are_applied(tmp_path: Path) -> None:
+    status, out, _ = run("fix", "--policy", "discard", str(BROKEN), "--out", str(tmp_path))
+    assert status == 0 and "ops: drop_call=1" in out.decode()
+    status, _, err = run("check", "--format", "openai_chat", str(BROKEN))
+    assert status == 2 and "one JSON document" in err
+
+
+def test_preview_says_so_for_a_format_no_agent_loads() -> None:
+    status, _, err = run("preview", str(SAMPLES / "formats" / "openai_chat.json"))
+    assert status == 2
+    assert "no agent loads it, so there is no resume to preview" in err
+
+
+def test_preview_shows_what_the_agent_sends_on_resume() -> None:
+    status, out, _ = run("preview", str(BROKEN))
+    text = out.decode()
+    assert status == 0
+    assert text.startswith(f"{BROKEN}: Claude Code resumes it with ")
+    assert "  user 'Run the unit tests and show me failures.'" in text
+    assert "dropped: call toolu_01CCCCCCCCCCCCCCCCCCCCCC of record 8" in text
+    assert text.endswith("  anthropic accepts the request\n")
+    status, out, _ = run("preview", "--json", str(BROKEN))
+    document = orjson.loads(out)
+    assert (status, document["agent"], document["valid"]) == (0, "Claude Code", True)
+    assert [(d["record"], d["tool_call_id"]) for d in document["dropped"]] == [
+        (8, "toolu_01CCCCCCCCCCCCCCCCCCCCCC")
+    ]
+
+
+def test_the_console_script_runs_as_installed() -> None:
+    script = Path(sys.executable).with_name("pairfix")
+    done = subprocess.run(
+        [str(script), "check", str(BROKEN)], capture_output=True, timeout=60, check=False
+    )
+    assert done.returncode == 1
+    assert b"missing_result toolu_01CCCCCCCCCCCCCCCCCCCCCC" in done.stdout
+
+
+def test_it_loads_no_django_at_all() -> None:
+    code = (
+        "import sys; from transcripts import cli;"
+        f"status = cli.main(['check', {str(BROKEN)!r}]);"
+        "sys.stdout.flush();"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'django'))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60, check=True)
+    assert done.stdout.decode().splitlines()[-1] == "[]"

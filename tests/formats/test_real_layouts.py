@@ -1,0 +1,557 @@
+"""The layouts agents and other tools really write: read, faults found, repaired, round-tripped.
+
+Fixtures (tests/formats/fixtures/) are written in each agent's own layout,
+studied from its session writer: Gemini CLI's legacy `.json` sessions, Codex's
+direct rollout layout, Claude Code lines without the uuid chain, Cline's text
+tool protocol, pi/OpenClaw calls with leftover `partialJson` and results
+parented on a tool call id, and agent output streams (refused).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.formats.test_fuzz import check_repair
+from transcripts.core.branch import live_context
+from transcripts.core.validate import validate
+from transcripts.engine import PRESETS, analyze
+from transcripts.formats import FORMATS, FormatError, load
+from transcripts.formats.cline import TextPair, text_pairs
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+# fixture -> (format, [(fault kind, tool call id, record)])
+EXPECTED = {
+    "gemini_cli_legacy_healthy.json": ("gemini_cli_json", []),
+    "gemini_cli_legacy_orphan.json": (
+        "gemini_cli_json",
+        [("missing_result", "run_shell_command-1753180381215-9a8b7c6d5e4f3", 5)],
+    ),
+    "codex_direct_healthy.jsonl": ("codex", []),
+    "codex_direct_orphan.jsonl": (
+        "codex",
+        [("missing_result", "call_Vb6nQ2sD8fG4hJ1kL3zX5cM7", 8)],
+    ),
+    "codex_direct_header_only.jsonl": (
+        "codex",
+        [("missing_result", "call_Q1w2E3r4T5y6U7i8O9p0A1s2", 3)],
+    ),
+    "claude_code_no_chain_healthy.jsonl": ("claude_code", []),
+    "claude_code_no_chain_orphan.jsonl": (
+        "claude_code",
+        [("missing_result", "toolu_01Sm9tW4oX7zC0dF3gJ6kM8r", 6)],
+    ),
+    "claude_code_trimmed_orphan.jsonl": (
+        "claude_code",
+        [("missing_result", "toolu_01Sm9tW4oX7zC0dF3gJ6kM8r", 5)],
+    ),
+    "claude_code_mixed_chain.jsonl": ("claude_code", []),
+    "cline_text_results/api_conversation_history.json": ("cline", []),
+    "cline_interrupted/api_conversation_history.json": ("cline", []),
+    "cline_native_text_results/api_conversation_history.json": ("cline", []),
+    "openclaw_partial_json_completed.jsonl": ("openclaw", []),
+    # pi cuts its branch at a result whose parentId names the call's id (issue 12).
+    "openclaw_result_parented_on_call_id.jsonl": (
+        "openclaw",
+        [
+            ("displaced_result", "toolu_01Xy7Zw6Vu5Ts4Rq3Po2Nm1L", 4),
+            ("displaced_result", "toolu_01Kj9Hg8Fe7Dc6Ba5Zy4Xw3V", 6),
+        ],
+    ),
+    "openclaw_partial_json_orphan.jsonl": (
+        "openclaw",
+        [("missing_result", "toolu_01Qw2Er3Ty4Ui5Op6As7Df8G", 3)],
+    ),
+}
+HEALTHY = sorted(name for name, (_, faults) in EXPECTED.items() if not faults)
+FAULTY = sorted(name for name, (_, faults) in EXPECTED.items() if faults)
+
+
+def _read(name: str) -> tuple[bytes, str]:
+    path = FIXTURES / name
+    return path.read_bytes(), path.name
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_it_reads_the_layout_and_finds_exactly_its_faults(name: str) -> None:
+    data, filename = _read(name)
+    result = analyze(data, filename)
+    fmt, faults = EXPECTED[name]
+    assert result.error is None
+    assert result.format == fmt
+    assert [(str(f.kind), f.tool_call_id, f.record) for f in result.faults] == faults
+
+
+@pytest.mark.parametrize("policy", sorted(PRESETS))
+@pytest.mark.parametrize("name", HEALTHY)
+def test_a_healthy_file_round_trips_byte_for_byte(name: str, policy: str) -> None:
+    data, filename = _read(name)
+    result = analyze(data, filename, policy)
+    assert not result.plan
+    assert result.repaired == data
+
+
+@pytest.mark.parametrize("policy", sorted(PRESETS))
+@pytest.mark.parametrize("name", FAULTY)
+def test_a_faulty_file_is_repaired_validly_and_to_itself(name: str, policy: str) -> None:
+    data, filename = _read(name)
+    check_repair(data, filename, policy)
+    result = analyze(data, filename, policy)
+    assert result.repaired != data
+    assert validate(load(result.repaired, filename)) == []
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_the_file_sniffs_alone_as_its_format(name: str) -> None:
+    """Read under another name, the file is still its format: its content says so."""
+    data, filename = _read(name)
+    other = "session.json" if filename.endswith(".json") else "session.jsonl"
+    assert analyze(data, other).format == EXPECTED[name][0]
+
+
+def test_a_legacy_gemini_session_gets_its_result_on_the_call_in_the_clis_own_style() -> None:
+    data, filename = _read("gemini_cli_legacy_orphan.json")
+    for policy, status, text in [
+        ("native", "cancelled", "[Operation Cancelled] Reason: User did not allow tool call"),
+        ("synthesize", "error", PRESETS["synthesize"].synthetic_text),
+    ]:
+        out = analyze(data, filename, policy).repaired
+        call = json.loads(out)["messages"][5]["toolCalls"][0]
+        assert list(call)[:5] == ["id", "name", "args", "result", "status"]
+        assert call["status"] == status
+        assert call["result"] == [
+            {
+                "functionResponse": {
+                    "id": "run_shell_command-1753180381215-9a8b7c6d5e4f3",
+                    "name": "run_shell_command",
+                    "response": {"error": text},
+                }
+            }
+        ]
+        # Only the call's own lines change, written as JSON.stringify(x, null, 2) writes them.
+        before, after = data.decode().splitlines(), out.decode().splitlines()
+        assert after[:104] == before[:104] and after[-12:] == before[-12:]
+        assert '          "result": [\n            {\n' in out.decode()
+        assert not out.endswith(b"\n")
+
+
+def test_a_legacy_gemini_call_with_a_final_status_but_no_result_is_an_orphan() -> None:
+    doc = json.loads(_read("gemini_cli_legacy_healthy.json")[0])
+    call = doc["messages"][1]["toolCalls"][0]
+    call["result"] = None  # the CLI then sends its functionCall with no functionResponse
+    data = json.dumps(doc, indent=2).encode()
+    result = analyze(data, "session-2025-07-22T10-31-9f4c1a2e.json")
+    assert [(str(f.kind), f.tool_call_id) for f in result.faults] == [
+        ("missing_result", "read_file-1753180312004-4b1c2e0f9a7d8")
+    ]
+
+
+def test_a_gemini_cli_session_with_messages_is_not_taken_for_another_message_array() -> None:
+    data, _ = _read("gemini_cli_legacy_healthy.json")
+    assert analyze(data, "chat.json").format == "gemini_cli_json"
+    assert analyze(data.replace(b'"projectHash"', b'"project"'), "chat.json").error is not None
+
+
+def test_a_chainless_claude_code_repair_adds_no_link() -> None:
+    for name in ("claude_code_no_chain_orphan.jsonl", "claude_code_trimmed_orphan.jsonl"):
+        data, filename = _read(name)
+        out = analyze(data, filename).repaired.splitlines()
+        new = [json.loads(line) for line in out if line not in data.splitlines()]
+        assert len(new) == 1
+        assert "uuid" not in new[0] and "parentUuid" not in new[0]
+        assert new[0]["message"]["content"][0]["tool_use_id"] == "toolu_01Sm9tW4oX7zC0dF3gJ6kM8r"
+        assert len(out) == len(data.splitlines()) + 1
+
+
+def test_a_claude_code_line_no_chain_reaches_is_kept_but_not_sent() -> None:
+    data, filename = _read("claude_code_mixed_chain.jsonl")
+    transcript = load(data, filename)
+    assert transcript.tree
+    assert live_context(transcript) == [0, 1, 2, 3]
+
+
+def test_a_claude_code_chainless_sidechain_is_not_part_of_the_conversation() -> None:
+    data, filename = _read("claude_code_no_chain_healthy.jsonl")
+    lines = data.decode().splitlines()
+    side = json.loads(lines[2])
+    side["isSidechain"] = True
+    side["message"]["content"][1]["id"] = "toolu_01Side0000000000000000"
+    text = "\n".join([*lines, json.dumps(side, separators=(",", ":"))]) + "\n"
+    result = analyze(text.encode(), filename)
+    assert result.faults == []
+
+
+def test_cline_text_tool_calls_pair_with_their_text_results_and_are_no_fault() -> None:
+    data, filename = _read("cline_text_results/api_conversation_history.json")
+    result = analyze(data, filename)
+    assert result.provider == "anthropic"
+    assert result.transcript is not None
+    assert text_pairs(result.transcript) == [
+        TextPair("read_file", 1, 2),
+        TextPair("execute_command", 3, 4),
+        TextPair("attempt_completion", 5, None),
+    ]
+    assert [r.kind for r in result.transcript.records][1:3] == [
+        "assistant/read_file",
+        "user/read_file result",
+    ]
+    interrupted = analyze(*_read("cline_interrupted/api_conversation_history.json"))
+    assert interrupted.transcript is not None
+    assert text_pairs(interrupted.transcript)[-1] == TextPair("replace_in_file", 3, None)
+    assert interrupted.faults == [] and not interrupted.plan
+
+
+def test_a_native_cline_call_answered_by_clines_result_text_is_paired() -> None:
+    data, filename = _read("cline_native_text_results/api_conversation_history.json")
+    transcript = load(data, filename)
+    reply = transcript.records[2]
+    assert [(r.tool_call_id, r.block) for r in reply.results] == [
+        ("toolu_01Ncl4Ab7Cd0Ef3Gh6Ij9Kl2", 0)
+    ]
+    assert reply.other_blocks == 2
+    assert validate(transcript) == []
+    # Without Cline's header the same reply answers nothing: the call is unanswered.
+    doc = json.loads(data)
+    doc[2]["content"][0]["text"] = "Output follows."
+    result = analyze(json.dumps(doc).encode(), filename)
+    assert [(str(f.kind), f.tool_call_id) for f in result.faults] == [
+        ("missing_result", "toolu_01Ncl4Ab7Cd0Ef3Gh6Ij9Kl2")
+    ]
+
+
+def test_a_cline_file_with_native_tool_use_keeps_anthropics_rules() -> None:
+    sample = FIXTURES.parents[2] / "demo" / "samples" / "formats"
+    data = (sample / "cline_api_conversation_history.json").read_bytes()
+    result = analyze(data, "api_conversation_history.json")
+    assert result.format == "cline"
+    assert [(str(f.kind), f.tool_call_id) for f in result.faults] == [
+        ("missing_result", "toolu_01LLLLLLLLLLLLLLLLLLLLLL")
+    ]
+
+
+def test_six_completed_pi_calls_with_leftover_partial_json_keep_their_results() -> None:
+    data, filename = _read("openclaw_partial_json_completed.jsonl")
+    transcript = load(data, filename)
+    calls = [c for r in transcript.records for c in r.calls]
+    assert len(calls) == 6 and all(c.problem == "" for c in calls)
+    assert analyze(data, filename).repaired == data
+
+
+def _pi_call(block: dict, result_text: str | None) -> bytes:
+    lines: list[dict] = [
+        {"type": "session", "version": 3, "id": "s", "cwd": "/w"},
+        {
+            "type": "message",
+            "id": "u1",
+            "parentId": None,
+            "message": {"role": "user", "content": "."},
+        },
+        {
+            "type": "message",
+            "id": "a1",
+            "parentId": "u1",
+            "message": {"role": "assistant", "content": [block], "stopReason": "toolUse"},
+        },
+    ]
+    if result_text is not None:
+        content = [{"type": "text", "text": result_text}] if result_text else []
+        lines.append(
+            {
+                "type": "message",
+                "id": "r1",
+                "parentId": "a1",
+                "message": {
+                    "role": "toolResult",
+                    "toolCallId": block["id"],
+                    "toolName": "exec",
+                    "content": content,
+                    "isError": not result_text,
+                },
+            }
+        )
+    return "".join(json.dumps(line) + "\n" for line in lines).encode()
+
+
+def test_a_pi_call_is_malformed_only_when_its_arguments_are_unusable_and_unanswered() -> None:
+    cut = {"type": "toolCall", "id": "t1", "name": "exec", "partialJson": '{"cmd":"ru'}
+    whole = dict(cut, arguments={"cmd": "ru"})
+    kinds = {
+        "whole args, no result": (_pi_call(whole, None), ["missing_result"]),
+        "cut args, no result": (_pi_call(cut, None), ["malformed_call", "missing_result"]),
+        "cut args, a result with content": (_pi_call(cut, "ran: 3 files"), []),
+        "cut args, an empty error result": (_pi_call(cut, ""), []),
+    }
+    for label, (data, expected) in kinds.items():
+        assert [str(f.kind) for f in analyze(data, "p.jsonl").faults] == expected, label
+
+
+def test_an_openclaw_result_parented_on_its_call_id_stays_on_the_branch() -> None:
+    data, filename = _read("openclaw_result_parented_on_call_id.jsonl")
+    transcript = load(data, filename)
+    assert transcript.records[4].parent == "d4000001"
+    assert transcript.records[4].relinked_from == "toolu_01Xy7Zw6Vu5Ts4Rq3Po2Nm1L"
+    assert live_context(transcript) == list(range(1, 8))
+    # A repair elsewhere also writes the links the import would have made; the rest stays.
+    lines = data.decode().splitlines()
+    lines.insert(
+        8,
+        json.dumps(
+            {
+                "type": "message",
+                "id": "d4000006",
+                "parentId": "d4000005",
+                "timestamp": "2026-02-11T08:15:09.000Z",
+                "message": {
+                    "role": "assistant",
+                    "content": [
+                        {
+                            "type": "toolCall",
+                            "id": "toolu_01Late",
+                            "name": "bash",
+                            "arguments": {"command": "wc -l notes/*"},
+                        }
+                    ],
+                    "stopReason": "toolUse",
+                },
+            },
+            separators=(",", ":"),
+        ),
+    )
+    faulty = ("\n".join(lines) + "\n").encode()
+    result = analyze(faulty, filename)
+    assert [(str(f.kind), f.tool_call_id) for f in result.faults] == [
+        ("displaced_result", "toolu_01Xy7Zw6Vu5Ts4Rq3Po2Nm1L"),
+        ("displaced_result", "toolu_01Kj9Hg8Fe7Dc6Ba5Zy4Xw3V"),
+        ("missing_result", "toolu_01Late"),
+    ]
+    relinked = (
+        faulty.replace(b'"parentId":"toolu_01Xy7Zw6Vu5Ts4Rq3Po2Nm1L"', b'"parentId":"d4000001"')
+        .replace(b'"parentId":"toolu_01Kj9Hg8Fe7Dc6Ba5Zy4Xw3V"', b'"parentId":"d4000003"')
+        .splitlines()
+    )
+    assert result.repaired.splitlines()[:9] == relinked[:9]
+
+
+@pytest.mark.parametrize("policy", sorted(PRESETS))
+def test_an_openclaw_result_parented_on_its_call_id_is_relinked_in_the_file(policy: str) -> None:
+    """pi walks `parentId` from the leaf and stops at the call's id: the repair writes the entry."""
+    data, filename = _read("openclaw_result_parented_on_call_id.jsonl")
+    result = analyze(data, filename, policy)
+    first = result.faults[0]
+    assert first.detail == (
+        "its parentId names the call's id toolu_01Xy7Zw6Vu5Ts4Rq3Po2Nm1L, not the entry "
+        "holding the call (record 3): pi's branch stops here and sends nothing before it"
+    )
+    # What pi's request, opening with that result, gets from Anthropic.
+    assert first.error.startswith(
+        "messages.0.content.0: unexpected `tool_use_id` found in `tool_result` blocks: "
+        "toolu_01Xy7Zw6Vu5Ts4Rq3Po2Nm1L."
+    )
+    assert [(str(op.kind), op.record, op.anchor) for op in result.plan.ops] == [
+        ("move_result", 4, 3),
+        ("move_result", 6, 5),
+    ]
+    # Only the two parentId values change, every other byte stays.
+    assert result.repaired == data.replace(
+        b'"parentId":"toolu_01Xy7Zw6Vu5Ts4Rq3Po2Nm1L"', b'"parentId":"d4000001"'
+    ).replace(b'"parentId":"toolu_01Kj9Hg8Fe7Dc6Ba5Zy4Xw3V"', b'"parentId":"d4000003"')
+    again = analyze(result.repaired, filename, policy)
+    assert again.faults == []
+    assert not again.plan
+    assert result.repaired_counts() == (again.record_count, {})
+    assert all(r.relinked_from is None for r in load(result.repaired, filename).records)
+
+
+def test_parallel_results_parented_on_their_call_ids_are_chained_as_pi_writes_them() -> None:
+    """pi links parallel results one after another; two siblings would lose the first."""
+
+    def entry(uid: str, parent: str | None, message: dict[str, object]) -> str:
+        line = {"type": "message", "id": uid, "parentId": parent, "timestamp": "t"}
+        return json.dumps(dict(line, message=message), separators=(",", ":"))
+
+    def result(call_id: str, text: str) -> dict[str, object]:
+        content = [{"type": "text", "text": text}]
+        return {"role": "toolResult", "toolCallId": call_id, "toolName": "read", "content": content}
+
+    calls = [{"type": "toolCall", "id": i, "name": "read", "arguments": {}} for i in ("x1", "y1")]
+    lines = [
+        json.dumps({"type": "session", "version": 3, "id": "s", "cwd": "/w"}),
+        entry("u1", None, {"role": "user", "content": "read both"}),
+        entry("a1", "u1", {"role": "assistant", "content": calls, "stopReason": "toolUse"}),
+        entry("r1", "x1", result("x1", "X")),
+        entry("r2", "y1", result("y1", "Y")),
+        entry("a2", "r2", {"role": "assistant", "content": "both read", "stopReason": "stop"}),
+    ]
+    data = ("\n".join(lines) + "\n").encode()
+    analysis = analyze(data, "p.jsonl")
+    assert [(str(f.kind), f.record) for f in analysis.faults] == [
+        ("displaced_result", 3),
+        ("displaced_result", 4),
+    ]
+    assert analysis.repaired == data.replace(b'"parentId":"x1"', b'"parentId":"a1"').replace(
+        b'"parentId":"y1"', b'"parentId":"r1"'
+    )
+    assert not analyze(analysis.repaired, "p.jsonl").plan
+
+
+@pytest.mark.parametrize(
+    ("name", "tool", "where"),
+    [
+        (
+            "stream_claude_p.jsonl",
+            "`claude -p --output-format stream-json` (Claude Code)",
+            "~/.claude/projects/-home-dev-shop/6a1d3f7e-2b9c-4d8e-a5f1-0c3b7e9d2a41.jsonl",
+        ),
+        (
+            "stream_codex_exec.jsonl",
+            "`codex exec --json` (Codex)",
+            "~/.codex/sessions/YYYY/MM/DD/rollout-<time>-0199a3c2-7d4e-7f10-9b2a-5c6d7e8f9012.jsonl",
+        ),
+        (
+            "stream_gemini.jsonl",
+            "`gemini --output-format stream-json` (Gemini CLI)",
+            "~/.gemini/tmp/<project>/chats/session-<time>-c81f4e2a.jsonl",
+        ),
+    ],
+)
+def test_an_agent_output_stream_is_refused_with_where_the_session_is(
+    name: str, tool: str, where: str
+) -> None:
+    data, filename = _read(name)
+    result = analyze(data, filename)
+    assert not result.repairable
+    assert result.error is not None
+    assert tool in result.error and where in result.error
+    assert "not a session file" in result.error
+    with pytest.raises(FormatError) as caught:
+        load(data, filename)
+    assert caught.value.filename == filename
+    first_json = next(k for k, line in enumerate(data.splitlines(), 1) if line.startswith(b"{"))
+    assert caught.value.line == first_json
+
+
+SAMPLES = FIXTURES.parents[2] / "demo" / "samples"
+# Formats that specialise another, ordered before it: both sniffs accept their files.
+SPECIALISES = {"cline": "anthropic"}
+
+
+def _first_lines(path: Path) -> tuple[bool, list[object]]:
+    text = path.read_text()
+    try:
+        return False, [json.loads(text)]
+    except json.JSONDecodeError:
+        parsed = []
+        for line in text.splitlines():
+            try:
+                parsed.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue  # a stray stderr line
+        return True, parsed[:50]
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted(
+        p
+        for p in [*SAMPLES.rglob("*.json*"), *FIXTURES.rglob("*.json*")]
+        if ".expect" not in p.name
+    ),
+    ids=lambda p: p.name,
+)
+def test_no_two_formats_are_sure_of_one_file(path: Path) -> None:
+    jsonl, sample = _first_lines(path)
+    sure = [f.id for f in FORMATS.values() if f.jsonl == jsonl and f.sniff(sample, path.name)]
+    for special, general in SPECIALISES.items():
+        if special in sure and general in sure:
+            sure.remove(general)
+    assert len(sure) <= 1, sure
+    result = analyze(path.read_bytes(), path.name)
+    if sure:
+        assert result.format == sure[0]
+    elif path.name.startswith("stream_"):
+        assert result.format == "unknown" and result.error is not None
+    else:
+        # Only what trimming tools leave of a Claude Code session needs the loose sniff.
+        assert (path.name, result.format) == ("claude_code_trimmed_orphan.jsonl", "claude_code")
+
+
+def test_claude_p_json_output_is_refused_as_what_it_is() -> None:
+    result_line = json.loads(_read("stream_claude_p.jsonl")[0].splitlines()[-1])
+    analysis = analyze(json.dumps(result_line).encode(), "out.json")
+    assert analysis.error is not None
+    assert "`claude -p --output-format json` (Claude Code)" in analysis.error
+    assert "6a1d3f7e-2b9c-4d8e-a5f1-0c3b7e9d2a41.jsonl" in analysis.error
+
+
+def test_a_pi_v1_session_without_ids_is_repaired_without_linking_its_lines() -> None:
+    lines = [
+        {
+            "type": "session",
+            "id": "3f2a9c1e-0b4d-4e6f-8a7b-9c0d1e2f3a4b",
+            "cwd": "/w",
+            "timestamp": "2025-06-01T10:00:00.000Z",
+        },
+        {
+            "type": "message",
+            "timestamp": "2025-06-01T10:00:01.000Z",
+            "message": {"role": "user", "content": [{"type": "text", "text": "ls"}]},
+        },
+        {
+            "type": "message",
+            "timestamp": "2025-06-01T10:00:02.000Z",
+            "message": {
+                "role": "assistant",
+                "stopReason": "toolUse",
+                "content": [
+                    {
+                        "type": "toolCall",
+                        "id": "toolu_01V1",
+                        "name": "bash",
+                        "arguments": {"command": "ls"},
+                    }
+                ],
+            },
+        },
+        {
+            "type": "message",
+            "timestamp": "2025-06-01T10:00:09.000Z",
+            "message": {"role": "user", "content": [{"type": "text", "text": "hello?"}]},
+        },
+    ]
+    data = "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines).encode()
+    transcript = load(data, "v1.jsonl")
+    assert transcript.format == "openclaw" and not transcript.tree
+    result = analyze(data, "v1.jsonl")
+    assert [(str(f.kind), f.tool_call_id) for f in result.faults] == [
+        ("missing_result", "toolu_01V1")
+    ]
+    out = result.repaired.splitlines()
+    assert out[:3] == data.splitlines()[:3] and out[4:] == data.splitlines()[3:]
+    assert json.loads(out[3])["message"]["toolCallId"] == "toolu_01V1"
+
+
+def test_a_direct_codex_header_with_fields_of_later_versions_still_sniffs() -> None:
+    data, _ = _read("codex_direct_header_only.jsonl")
+    lines = data.decode().splitlines()
+    header = json.loads(lines[0])
+    header.update(instructions=None, cwd="/home/dev/ledger", originator="codex_cli_rs")
+    text = "\n".join([json.dumps(header), *lines[1:]]) + "\n"
+    assert analyze(text.encode(), "rollout.jsonl").format == "codex"
+    # The events `codex exec --json` printed before 0.44 are no header.
+    events = '{"id":"0","msg":{"type":"task_started"}}\n{"id":"0","msg":{"type":"agent_message"}}\n'
+    assert "codex exec --json" in (analyze(events.encode(), "out.jsonl").error or "")
+
+
+def test_gemini_json_output_is_refused_as_what_it_is() -> None:
+    output = {
+        "session_id": "c81f4e2a-9d3b-4a6c-8e1f-2b7d5a9c0e34",
+        "response": "All three tests pass.",
+        "stats": {"models": {}, "tools": {"totalCalls": 1}, "files": {}},
+    }
+    analysis = analyze(json.dumps(output, indent=2).encode(), "out.json")
+    assert analysis.error is not None
+    assert "`gemini --output-format json` (Gemini CLI)" in analysis.error
+    assert "session-<time>-c81f4e2a.jsonl" in analysis.error

@@ -1,0 +1,660 @@
+"""The `pairfix` command: check, fix and preview session files, with no server or database.
+
+Pure engine (no Django): every file is read through a `FileSource`, so a
+JSON-lines session streams in one pass and its repair streams out again;
+nothing reads a session whole but a JSON document, which is one value.
+
+    pairfix check PATH...                    faults per file, with the provider's error text
+    pairfix fix PATH... --out DIR            write each repaired file to DIR
+    pairfix fix PATH... --in-place           replace each file, a backup beside it
+    pairfix preview PATH                     what the agent sends when it resumes the file
+
+A PATH may be a folder (walked for `*.jsonl` and `*.json` session files) or
+`-` (standard input); `--out -` writes the repaired file to standard output.
+Exit status: 0 when every file is healthy (or was written), 1 when a file has
+faults (`check`, `fix --dry-run`) or its resume request would be refused
+(`preview`), 2 when a file is unreadable or could not be written, or has no
+resume model (`preview`).
+
+`manage.py repair` is a thin wrapper over `repair_files`; `report` gives the
+machine-readable shape of one file that `--json` and `--report` print.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import functools
+import io
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import orjson
+from tqdm import tqdm  # type: ignore[import-untyped]
+
+from transcripts import formats
+from transcripts.core.model import INFORMATIONAL, Op, Transcript
+from transcripts.engine import DEFAULT_POLICY, PRESETS, Analysis, FileSource, analyze
+from transcripts.replace import (
+    FileChanged,
+    Stamp,
+    check_unchanged,
+    is_own_file,
+    replace_file,
+    sha256_of,
+)
+
+__all__ = [
+    "Input",
+    "Run",
+    "check_files",
+    "inputs",
+    "main",
+    "missing_reports",
+    "repair_files",
+    "report",
+]
+
+OK, FAULTS, BAD = 0, 1, 2
+SESSION_SUFFIXES = (".jsonl", ".json")
+BAR_BYTES = 32 << 20  # files at least this large get a progress bar of their own
+DIFF_BYTES = 32 << 20  # --dry-run prints a diff of files up to this size
+DIFF_LINE_CHARS = 200
+
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Input:
+    """One session file to read: `path` on disk (None for standard input).
+
+    `name` is shown in messages and reports; `relative` is where its repair
+    goes under `--out DIR` (its path below the folder it was found in).
+    """
+
+    path: Path | None
+    name: str
+    relative: Path
+
+
+def inputs(paths: Sequence[str], say_error: Say) -> tuple[list[Input], int]:
+    """Return the files `paths` name (folders walked, `-` for stdin) and how many are missing.
+
+    A folder gives every `*.jsonl` and `*.json` file below it, sorted, but
+    the backups and temporary files of an in-place repair.
+    """
+    found: list[Input] = []
+    missing = 0
+    for given in paths:
+        if given == "-":
+            found.append(Input(None, "<stdin>", Path("stdin")))
+            continue
+        path = Path(given).expanduser()
+        if path.is_dir():
+            for child in sorted(path.rglob("*")):
+                if (
+                    child.suffix in SESSION_SUFFIXES
+                    and not is_own_file(child.name)
+                    and child.is_file()
+                ):
+                    found.append(Input(child, str(child), child.relative_to(path)))
+        elif path.exists():
+            found.append(Input(path, given, Path(path.name)))
+        else:
+            say_error(f"{given}: cannot read: No such file or directory")
+            missing += 1
+    return found, missing
+
+
+class _Progress(FileSource):
+    """A FileSource that advances a progress bar as its bytes stream by."""
+
+    def __init__(self, path: Path, bar: tqdm[Any]) -> None:
+        super().__init__(path)
+        self.bar = bar
+
+    def chunks(self, start: int, stop: int) -> Iterator[bytes]:
+        for chunk in super().chunks(start, stop):
+            self.bar.update(len(chunk))
+            yield chunk
+
+
+def _open(item: Input, stdin: BinaryIO, bars: bool) -> tuple[FileSource, tqdm[Any] | None]:
+    """Open `item` as a FileSource (standard input is first spooled to an unlinked file)."""
+    if item.path is None:
+        return FileSource.spooled(iter(functools.partial(stdin.read, 1 << 20), b"")), None
+    size = item.path.stat().st_size
+    if bars and size >= BAR_BYTES:
+        bar = tqdm(
+            total=size, unit="B", unit_scale=True, desc=item.path.name, leave=False, disable=None
+        )
+        return _Progress(item.path, bar), bar
+    return FileSource(item.path), None
+
+
+def _case_index(transcript: Transcript | None, index: int | None) -> int | None:
+    """Return a record index as the sample cases count it: the line (0-based) of a JSONL file."""
+    if index is None or transcript is None or index < 0:
+        return index
+    if formats.FORMATS[transcript.format].jsonl:
+        return transcript.records[index].line - 1
+    return index
+
+
+def _op_record(op: Op) -> int | None:
+    """Return the record an op removes or moves, else the one its result goes into or after."""
+    if op.record is not None:
+        return op.record
+    return op.target if op.target is not None else op.anchor
+
+
+def report(analysis: Analysis, name: str) -> dict[str, Any]:
+    """Return the machine-readable report of one analysed file.
+
+    Shape: `{"path", "format", "provider", "records", "error", "faults": [{"kind",
+    "tool_call_id", "record", "block", "error", "detail"}], "ops": [{"op", "fault",
+    "fault_index", "tool_call_id", "record", "block"}]}`. Record indices count as
+    the sample cases' `message_index` does: the 0-based line number of a
+    JSON-lines file, the index into the message array of a JSON document;
+    `fault_index` is the position in `faults` of the fault an op mends; `error`
+    is the provider's own error text for the fault.
+    """
+    transcript = analysis.transcript
+    faults = analysis.faults
+    position = {id(fault): n for n, fault in enumerate(faults)}
+    return {
+        "path": name,
+        "format": analysis.format,
+        "provider": analysis.provider,
+        "records": analysis.record_count,
+        "error": analysis.error,
+        "faults": [
+            {
+                "kind": str(fault.kind),
+                "tool_call_id": fault.tool_call_id,
+                "record": _case_index(transcript, fault.record),
+                "block": fault.block,
+                "error": fault.error,
+                "detail": fault.detail,
+            }
+            for fault in faults
+        ],
+        "ops": [
+            {
+                "op": str(op.kind),
+                "fault": str(op.fault.kind),
+                "fault_index": position.get(id(op.fault)),
+                "tool_call_id": op.tool_call_id,
+                "record": _case_index(transcript, _op_record(op)),
+                "block": op.block,
+            }
+            for op in analysis.plan.ops
+        ],
+    }
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{kind}={n}" for kind, n in counts.items()) or "none"
+
+
+def _summary(analysis: Analysis) -> str:
+    """Return "format, faults: kind=n, ...; ops: kind=n, ..." for one analysed file."""
+    ops: dict[str, int] = {}
+    for op in analysis.plan.ops:
+        ops[str(op.kind)] = ops.get(str(op.kind), 0) + 1
+    counts = analysis.fault_counts
+    facts = {kind: n for kind, n in counts.items() if kind in INFORMATIONAL}
+    faults = {kind: n for kind, n in counts.items() if kind not in INFORMATIONAL}
+    noted = f" (informational: {_counts(facts)})" if facts else ""
+    return f"{analysis.format}, faults: {_counts(faults)}{noted}; ops: {_counts(ops)}"
+
+
+def _has_faults(analysis: Analysis) -> bool:
+    return any(fault.kind not in INFORMATIONAL for fault in analysis.faults)
+
+
+def _fault_lines(analysis: Analysis) -> Iterator[str]:
+    for fault in analysis.faults:
+        where = f"record {_case_index(analysis.transcript, fault.record)}"
+        if fault.block is not None:
+            where += f", block {fault.block}"
+        call = f" {fault.tool_call_id}" if fault.tool_call_id else ""
+        text = fault.error or fault.detail
+        yield f"  {fault.kind}{call} at {where}" + (f": {text}" if text else "")
+
+
+def _op_lines(analysis: Analysis) -> Iterator[str]:
+    for op in analysis.plan.ops:
+        call = f" {op.tool_call_id}" if op.tool_call_id else ""
+        where = _case_index(analysis.transcript, _op_record(op))
+        yield f"  {op.kind}{call} at record {where} (mends {op.fault.kind}, {op.policy_row})"
+
+
+def _diff(analysis: Analysis, name: str) -> Iterator[str]:
+    """Yield the unified diff of the raw and repaired file (cut for files over DIFF_BYTES)."""
+    size = len(analysis.raw)
+    if size > DIFF_BYTES:
+        yield f"  (no diff: {name} is {size / 1e6:.0f} MB, over {DIFF_BYTES / 1e6:.0f} MB)"
+        return
+    before = analysis.raw if isinstance(analysis.raw, bytes) else analysis.raw[0:size]
+    lines = difflib.unified_diff(
+        before.decode("utf-8", "replace").splitlines(),
+        analysis.repaired.decode("utf-8", "replace").splitlines(),
+        f"{name} (before)",
+        f"{name} (after)",
+        n=1,
+        lineterm="",
+    )
+    for line in lines:
+        yield line if len(line) <= DIFF_LINE_CHARS else line[:DIFF_LINE_CHARS] + "…"
+
+
+@dataclass
+class Run:
+    """One command's settings and where its messages go.
+
+    `say` takes the report's lines, `say_error` the errors; `bars` allows
+    progress bars (shown only on a terminal); `stdin` is read for `-`.
+    """
+
+    policy: str
+    format: str | None
+    say: Say
+    say_error: Say
+    stdin: BinaryIO = field(default_factory=lambda: sys.stdin.buffer)
+    bars: bool = True
+
+
+def _analyze(
+    run: Run, item: Input, *, summaries: bool = False
+) -> tuple[Analysis | None, FileSource | None]:
+    """Return the analysis of `item` (its source left open), or None when it cannot be read.
+
+    Records keep their preview texts only with `summaries` (see `analyze`).
+    """
+    try:
+        source, bar = _open(item, run.stdin, run.bars)
+    except OSError as exc:
+        run.say_error(f"{item.name}: cannot read: {exc.strerror}")
+        return None, None
+    try:
+        analysis = analyze(
+            source, item.relative.name, run.policy, format=run.format, summaries=summaries
+        )
+    except OSError as exc:
+        source.close()
+        run.say_error(f"{item.name}: cannot read: {exc.strerror}")
+        return None, None
+    finally:
+        if bar is not None:
+            bar.close()
+    return analysis, source
+
+
+def _files_bar(items: list[Input], bars: bool) -> Iterator[Input]:
+    if len(items) < 2 or not bars:
+        yield from items
+        return
+    yield from tqdm(items, unit="file", desc="sessions", leave=False, disable=None)
+
+
+def check_files(run: Run, items: list[Input], *, as_json: bool) -> tuple[int, list[Any]]:
+    """Report the faults of every file; return the exit status and the reports."""
+    status = OK
+    reports: list[Any] = []
+    for item in _files_bar(items, run.bars):
+        analysis, source = _analyze(run, item)
+        if analysis is None or source is None:
+            reports.append({"path": item.name, "error": "cannot read"})
+            status = BAD
+            continue
+        with source:
+            reports.append(report(analysis, item.name))
+            if analysis.error:
+                run.say_error(f"{item.name}: unreadable: {analysis.error}")
+                status = BAD
+                continue
+            if _has_faults(analysis):
+                status = max(status, FAULTS)
+            if not as_json:
+                run.say(f"{item.name}: {_summary(analysis)}")
+                for line in _fault_lines(analysis):
+                    run.say(line)
+    return status, reports
+
+
+def _stdout_writer(stdout: BinaryIO) -> Callable[[Analysis], None]:
+    def write(analysis: Analysis) -> None:
+        analysis.write_repaired(stdout)
+        stdout.flush()
+
+    return write
+
+
+def repair_files(
+    run: Run,
+    items: list[Input],
+    *,
+    out: Path | None,
+    in_place: bool = False,
+    dry_run: bool = False,
+    stdout: BinaryIO | None = None,
+) -> tuple[int, list[Any]]:
+    """Repair every file: into the folder `out`, to `stdout` (`out` None), or in place.
+
+    Returns the exit status (BAD when any file could not be read or written,
+    else, for a dry run, FAULTS when any file would change) and the reports,
+    each with `written` (the path written, or None) and, in place, `backup`.
+    Never overwrites an input through `out`; in place, a file is replaced
+    only if its size, modification time, inode and sha256 are what they were
+    when it was read (see `transcripts.replace`), and a healthy file is left
+    untouched.
+    """
+    status = OK
+    reports: list[Any] = []
+    written: dict[Path, str] = {}  # target -> the input whose repair it holds
+    for item in _files_bar(items, run.bars):
+        target = None if out is None or in_place else out / item.relative
+        if target is not None and target in written:
+            run.say_error(
+                f"{item.name}: same file name as {written[target]}, "
+                f"whose repair is already {target}; skipped"
+            )
+            reports.append({"path": item.name, "error": f"same output name as {written[target]}"})
+            status = BAD
+            continue
+        if (
+            target is not None
+            and item.path is not None
+            and target.exists()
+            and target.samefile(item.path)
+        ):
+            # Raw is sacred: never overwrite an input with its repair.
+            run.say_error(f"{item.name}: --out would overwrite the input; skipped")
+            reports.append({"path": item.name, "error": "--out would overwrite the input"})
+            status = BAD
+            continue
+        if in_place and item.path is None:
+            run.say_error(f"{item.name}: standard input cannot be repaired in place; use --out")
+            reports.append(
+                {"path": item.name, "error": "standard input cannot be repaired in place"}
+            )
+            status = BAD
+            continue
+        stamp = sha = None
+        if in_place and item.path is not None and not dry_run:
+            try:
+                stamp, sha = Stamp.of(item.path), sha256_of(item.path)
+            except (OSError, FileChanged) as exc:
+                run.say_error(f"{item.name}: cannot read: {exc}")
+                reports.append({"path": item.name, "error": "cannot read"})
+                status = BAD
+                continue
+        analysis, source = _analyze(run, item)
+        if analysis is None or source is None:
+            reports.append({"path": item.name, "error": "cannot read"})
+            status = BAD
+            continue
+        with source:
+            entry = report(analysis, item.name)
+            entry["written"] = None
+            reports.append(entry)
+            if analysis.error:
+                run.say_error(f"{item.name}: unreadable: {analysis.error}")
+                status = BAD
+                continue
+            if dry_run:
+                if analysis.plan:
+                    status = max(status, FAULTS)
+                run.say(f"{item.name}: {_summary(analysis)}")
+                for line in _op_lines(analysis):
+                    run.say(line)
+                if analysis.plan:
+                    for line in _diff(analysis, item.name):
+                        run.say(line)
+                continue
+            try:
+                if in_place:
+                    assert item.path is not None and stamp is not None and sha is not None
+                    if not analysis.plan:
+                        run.say(f"{item.name}: {_summary(analysis)}; left as it was")
+                        continue
+                    path = item.path
+                    backup = replace_file(
+                        path,
+                        analysis.write_repaired,
+                        functools.partial(check_unchanged, path, stamp, sha),
+                        now=datetime.now(UTC),
+                    )
+                    entry["written"], entry["backup"] = str(path), str(backup)
+                    run.say(f"{item.name}: {_summary(analysis)} -> {path} (backup {backup.name})")
+                elif target is None:
+                    assert stdout is not None
+                    _stdout_writer(stdout)(analysis)
+                    entry["written"] = "-"
+                    run.say(f"{item.name}: {_summary(analysis)} -> standard output")
+                else:
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    with open(target, "wb") as f:
+                        analysis.write_repaired(f)
+                    written[target] = item.name
+                    entry["written"] = str(target)
+                    run.say(f"{item.name}: {_summary(analysis)} -> {target}")
+            except FileChanged as exc:
+                run.say_error(f"{exc}")
+                entry["error"] = str(exc)
+                status = BAD
+            except OSError as exc:
+                where = item.path if in_place else target
+                run.say_error(f"{item.name}: cannot write {where}: {exc.strerror or exc}")
+                entry["error"] = f"cannot write {where}"
+                status = BAD
+    return status, reports
+
+
+def _message_line(message: Any) -> str:
+    parts = [message.role]
+    text = " ".join(" ".join(t.split()) for t in message.texts)
+    if text:
+        parts.append(repr(text if len(text) <= 80 else text[:79] + "…"))
+    if message.calls:
+        parts.append("calls " + ", ".join(message.calls))
+    if message.results:
+        parts.append("answers " + ", ".join(message.results))
+    return "  " + " ".join(parts)
+
+
+def preview_file(run: Run, item: Input, *, as_json: bool) -> int:
+    """Print what the file's agent sends on resuming it; return the exit status."""
+    from transcripts.replay import preview
+
+    # The agent's loader sends texts: the records keep theirs.
+    analysis, source = _analyze(run, item, summaries=True)
+    if analysis is None or source is None:
+        return BAD
+    with source:
+        if analysis.error or analysis.transcript is None:
+            run.say_error(f"{item.name}: unreadable: {analysis.error}")
+            return BAD
+        result = preview(analysis.transcript)
+        if result is None:
+            run.say_error(
+                f"{item.name}: {analysis.format_label} is a message list, not an agent's own "
+                "session file: no agent loads it, so there is no resume to preview "
+                "(`pairfix check` shows what its provider would refuse)"
+            )
+            return BAD
+        if as_json:
+            run.say(
+                orjson.dumps(
+                    {
+                        "path": item.name,
+                        "agent": result.agent,
+                        "provider": result.provider,
+                        "valid": result.valid,
+                        "messages": result.messages,
+                        "violations": result.violations,
+                        "dropped": [
+                            {
+                                "record": _case_index(analysis.transcript, d.record),
+                                "what": d.what,
+                                "reason": d.reason,
+                                "tool_call_id": d.tool_call_id,
+                            }
+                            for d in result.dropped
+                        ],
+                        "added": result.added,
+                    },
+                    option=orjson.OPT_INDENT_2,
+                ).decode()
+            )
+        else:
+            run.say(
+                f"{item.name}: {result.agent} resumes it with {len(result.messages)} messages "
+                f"to {result.provider}"
+            )
+            for message in result.messages:
+                run.say(_message_line(message))
+            for dropped in result.dropped:
+                call = f" {dropped.tool_call_id}" if dropped.tool_call_id else ""
+                record = _case_index(analysis.transcript, dropped.record)
+                run.say(f"  dropped: {dropped.what}{call} of record {record}: {dropped.reason}")
+            for added in result.added:
+                run.say(f"  added by the agent:{_message_line(added)[1:]}")
+            if result.valid:
+                run.say(f"  {result.provider} accepts the request")
+            for violation in result.violations:
+                run.say(f"  {result.provider} refuses it: {violation.error}")
+        return OK if result.valid else FAULTS
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pairfix",
+        description="Check and repair LLM agent sessions whose tool calls and results no "
+        "longer pair up.",
+        epilog="Exit status: 0 healthy or written, 1 faults found, 2 unreadable or not written.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--policy", choices=sorted(PRESETS), default=DEFAULT_POLICY)
+    common.add_argument(
+        "--format", choices=sorted(formats.FORMATS), help="read the file as this format"
+    )
+    common.add_argument(
+        "--json", action="store_true", help="print a machine-readable report on standard output"
+    )
+    check = commands.add_parser(
+        "check", parents=[common], help="report each file's faults with the provider's error text"
+    )
+    check.add_argument("paths", nargs="+", metavar="PATH", help="a file, a folder, or - (stdin)")
+    fix = commands.add_parser("fix", parents=[common], help="repair files")
+    fix.add_argument("paths", nargs="+", metavar="PATH", help="a file, a folder, or - (stdin)")
+    where = fix.add_mutually_exclusive_group(required=True)
+    where.add_argument(
+        "--out", metavar="DIR", help="write each repair to DIR under its name (- for stdout)"
+    )
+    where.add_argument(
+        "--in-place", action="store_true", help="replace each file, keeping a backup beside it"
+    )
+    fix.add_argument(
+        "--dry-run", action="store_true", help="print the plan and a diff; write nothing"
+    )
+    preview = commands.add_parser(
+        "preview", parents=[common], help="show what the agent sends when it resumes the file"
+    )
+    preview.add_argument("paths", nargs=1, metavar="PATH", help="a file, or - (stdin)")
+    return parser
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    stdin: BinaryIO | None = None,
+    stdout: BinaryIO | None = None,
+    stderr: io.TextIOBase | None = None,
+) -> int:
+    """Run `pairfix` with `argv` (default: the command line); return the exit status."""
+    args = _parser().parse_args(argv)
+    out_bytes = stdout if stdout is not None else sys.stdout.buffer
+    err = stderr if stderr is not None else sys.stderr
+    to_stdout = args.command == "fix" and args.out == "-"
+    text_out = err if to_stdout else None
+
+    def say(line: str) -> None:
+        if text_out is not None:
+            text_out.write(line + "\n")
+        else:
+            out_bytes.write((line + "\n").encode())
+
+    def say_error(line: str) -> None:
+        err.write(line + "\n")
+
+    run = Run(
+        policy=args.policy,
+        format=args.format,
+        say=(lambda line: None) if args.json else say,
+        say_error=say_error,
+    )
+    if stdin is not None:
+        run.stdin = stdin
+    items, missing = inputs(args.paths, say_error)
+    if to_stdout and len(items) + missing != 1:
+        say_error("--out - takes exactly one input file")
+        return BAD
+    if args.json and to_stdout:
+        say_error("--json and --out - both write to standard output; choose one")
+        return BAD
+    if args.command == "preview":
+        if missing:
+            return BAD
+        run.say = say
+        return preview_file(run, items[0], as_json=args.json)
+    if args.command == "check":
+        status, reports = check_files(run, items, as_json=args.json)
+    else:
+        target = None if args.in_place or to_stdout else Path(args.out).expanduser()
+        if target is not None and not args.dry_run:
+            try:
+                target.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                say_error(f"--out {target}: cannot create: {exc.strerror}")
+                return BAD
+        status, reports = repair_files(
+            run,
+            items,
+            out=target,
+            in_place=args.in_place,
+            dry_run=args.dry_run,
+            stdout=out_bytes if to_stdout else None,
+        )
+    if missing:
+        status = BAD
+        reports.extend(missing_reports(args.paths))
+    if args.json:
+        document = {"policy": args.policy, "status": status, "files": reports}
+        out_bytes.write(orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
+    out_bytes.flush()
+    return status
+
+
+def missing_reports(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
+    """Return the report entries of the `paths` that do not exist."""
+    return [
+        {"path": str(p), "error": "cannot read: No such file or directory"}
+        for p in paths
+        if str(p) != "-" and not Path(p).expanduser().exists()
+    ]
+
+
+def entry_point() -> None:
+    """The console script: run `main` and exit with its status."""
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry_point()

@@ -1,0 +1,89 @@
+"""The page for a request that failed because a service is down: 503, naming the service.
+
+Installed as Django's `handler500`: every uncaught exception reaches it,
+including those raised by middleware before any view (a database that is
+down fails the session lookup first). An error that is not an outage is
+still a 500. The page is rendered without a request context: the context
+processors would ask the database for the user again.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from django.contrib.auth.middleware import get_user
+from django.db import DatabaseError, InterfaceError
+from django.db import OperationalError as DatabaseOperationalError
+from django.http import HttpRequest, HttpResponse
+from django.template import loader
+from django.utils.functional import SimpleLazyObject
+from kombu.exceptions import OperationalError as BrokerOperationalError
+
+from transcripts.actions import BrokerUnavailable
+
+# What each kind of error says is down, and what that stops.
+OUTAGES: list[tuple[tuple[type[BaseException], ...], str, str]] = [
+    (
+        (DatabaseOperationalError, InterfaceError),
+        "database",
+        "Pairfix cannot reach its database, so no page can be shown.",
+    ),
+    (
+        (BrokerOperationalError, BrokerUnavailable),
+        "task queue",
+        "Pairfix cannot reach its task queue, so the work this page needs (building a long "
+        "session's timeline, starting a job) cannot be started.",
+    ),
+]
+
+
+def outage_of(exc: BaseException | None) -> tuple[str, str] | None:
+    """Return (what is down, what that stops) for an error that means a service is down."""
+    while exc is not None:
+        for kinds, service, effect in OUTAGES:
+            if isinstance(exc, kinds):
+                return service, effect
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """Answer 503 naming the service that is down, or Django's plain 500 for anything else."""
+    outage = outage_of(sys.exc_info()[1])
+    if outage is None:
+        html = loader.get_template("500.html").render({})
+        return HttpResponse(html, status=500)
+    service, effect = outage
+    html = loader.get_template("503.html").render({"service": service, "effect": effect})
+    response = HttpResponse(html, status=503)
+    response["Retry-After"] = "30"
+    return response
+
+
+def user_lookup_once(get_response: Callable[[HttpRequest], HttpResponse]) -> Callable[..., Any]:
+    """Middleware (after AuthenticationMiddleware): look the user up at most once a request.
+
+    With the database down, each look-up waits for the connect timeout; the
+    request logger asks for the user again while the request fails, which
+    would double the wait before the 503. A failed look-up raises its error
+    again at once instead.
+    """
+
+    def middleware(request: HttpRequest) -> HttpResponse:
+        failed: list[DatabaseError] = []
+
+        def user() -> Any:
+            if failed:
+                raise failed[0]
+            try:
+                return get_user(request)
+            except DatabaseError as exc:
+                failed.append(exc)
+                raise
+
+        request.user = SimpleLazyObject(user)  # type: ignore[assignment]
+        return get_response(request)
+
+    return middleware

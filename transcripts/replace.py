@@ -1,0 +1,121 @@
+"""Replace a session file in place, only while it is still the file that was read.
+
+Pure Python (no Django): shared by sync write-back (`transcripts.writeback`)
+and `pairfix fix --in-place` (`transcripts.cli`). The new bytes go to a
+temporary file in the same folder and are fsynced; the caller's fence check
+runs once they are on disk; the original is kept beside it as a timestamped
+backup (a hard link: no copy, no moment without a file), the temporary file
+is renamed over the original, and the folder is fsynced last. An agent that
+writes between the fence check and the rename goes unseen only for the few
+microseconds of that rename.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import BinaryIO
+
+BACKUP_MARK = ".pairfix-backup-"
+TEMP_PREFIX = ".pairfix-tmp-"
+_READ = 1 << 20  # bytes per read when hashing
+
+
+class FileChanged(Exception):
+    """The file is not what was read: replacing it would lose what was written since."""
+
+
+def is_own_file(name: str) -> bool:
+    """Return True for the backups and temporary files a replacement leaves in a folder."""
+    return BACKUP_MARK in name or name.startswith(TEMP_PREFIX)
+
+
+@dataclass(frozen=True, slots=True)
+class Stamp:
+    """What `stat` says of a file: size (bytes), modification time (ns) and inode."""
+
+    size: int
+    mtime_ns: int
+    inode: int
+
+    @classmethod
+    def of(cls, path: Path) -> Stamp:
+        """Return the stamp of `path`; raise FileChanged if it is gone."""
+        try:
+            stat = path.stat()
+        except FileNotFoundError:
+            raise FileChanged(f"{path}: the file is gone") from None
+        return cls(stat.st_size, stat.st_mtime_ns, stat.st_ino)
+
+
+def sha256_of(path: Path) -> str:
+    """Return the hex sha256 of the file at `path`, read a MiB at a time."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(_READ):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def check_unchanged(path: Path, stamp: Stamp, sha256: str) -> None:
+    """Raise FileChanged unless `path` still has `stamp` and bytes of digest `sha256`."""
+    now = Stamp.of(path)
+    if now != stamp:
+        raise FileChanged(
+            f"{path}: the file changed while it was read ({stamp.size} → {now.size} bytes); "
+            "nothing was written"
+        )
+    if sha256_of(path) != sha256:
+        raise FileChanged(
+            f"{path}: the file's bytes changed while it was read; nothing was written"
+        )
+    if Stamp.of(path) != stamp:
+        raise FileChanged(f"{path}: the file changed while it was read; nothing was written")
+
+
+def backup_path(path: Path, now: datetime) -> Path:
+    """Return where the backup of `path` made at `now` (UTC) goes: beside it, timestamped."""
+    return path.with_name(f"{path.name}{BACKUP_MARK}{now.strftime('%Y%m%dT%H%M%S%fZ')}")
+
+
+def replace_file(
+    path: Path, write: Callable[[BinaryIO], None], fence: Callable[[], None], *, now: datetime
+) -> Path:
+    """Replace `path` with what `write` writes, keeping the original as a backup; return it.
+
+    `write(f)` writes the new content to the temporary file `f`; `fence()`
+    runs once that content is on disk and raises if `path` must not be
+    replaced (its exception propagates). The new file keeps the original's
+    permission bits. Raises OSError if the folder cannot be written. Whatever
+    goes wrong, the original file is untouched and no temporary file is left.
+    """
+    backup = backup_path(path, now)
+    fd, temp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(temp, path.stat().st_mode & 0o7777)
+        fence()
+        os.link(path, backup)
+        os.replace(temp, path)
+    except BaseException:
+        if os.path.exists(temp):
+            os.unlink(temp)
+        raise
+    _fsync_dir(path.parent)
+    return backup
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
