@@ -327,7 +327,9 @@ def _load_document(data: bytes, filename: str, root: Any, format: str | None) ->
         )
     found = array_spans(data, _skip_blank(data), root, fmt.array_keys)
     if found is not None:
-        return _document_records(data, filename, fmt, *found)
+        transcript = _document_records(data, filename, fmt, *found)
+        transcript.server_history = fmt.continues(root)
+        return transcript
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -987,7 +989,14 @@ def _write_elements(
                 writer.raw(records[previous].end, records[own].start)
             else:
                 writer.bytes(sep)
-        if own is not None and slot.block_order is None and own not in parents and own not in keeps:
+        renamed = own is not None and own in transcript.style.get("renamed", ())
+        if (
+            own is not None
+            and slot.block_order is None
+            and own not in parents
+            and own not in keeps
+            and not renamed
+        ):
             writer.raw(records[own].start, records[own].end)
         else:
             writer.bytes(_record_bytes(transcript, fmt, slot, parents, keeps))
