@@ -48,7 +48,7 @@ def test_it_answers_every_tool_call(alice_client, workspace, ingest):
     assert not again.plan
     # The default answers in Claude Code's own interrupt text: nothing is left to report.
     assert again.faults == []
-    assert b"[Request interrupted by user for tool use]" in response.content
+    assert b"[Request interrupted by user for tool use]" in data
 
 
 def test_it_repairs_under_the_chosen_policy(alice_client, workspace, ingest):
