@@ -62,12 +62,14 @@ from transcripts.models import (
     SyncedFile,
     Timeline,
     Workspace,
+    WorkspacePolicy,
     blob_chunks,
     blob_name,
     hash_token,
     store_blob,
     store_blob_file,
 )
+from transcripts.policies import policy_for
 from transcripts.uploads import Staged, printable_name, store
 
 logger = logging.getLogger(__name__)
@@ -79,6 +81,10 @@ REMOVING_OPS = {
     OpKind.DROP_CALL,
     OpKind.DROP_RECORD,
     OpKind.RESULTS_FIRST,
+    OpKind.RENAME_ID,
+    OpKind.SPLIT_AFTER_CALL,
+    OpKind.SPLIT_REPLY,
+    OpKind.DROP_CONTENT,
 }
 
 # The job counter each finished item status adds to.
@@ -155,7 +161,7 @@ def open_analysis(
         yield analyze(
             source,
             session.name,
-            policy,
+            policy_for(policy, session.workspace_id),
             format=format or known_format,
             **live_fields(last_write),
             summaries=summaries,
@@ -1292,4 +1298,39 @@ def _op_audit_fields(op: Op, analysis: Analysis, *, job: Job, base: Revision) ->
         "span_start": start,
         "span_end": end,
         "removed_bytes": removed,
+        "note": _op_note(op),
     }
+
+
+def _op_note(op: Op) -> str:
+    """Return what an op does beyond its kind: the new id of a rename, the blocks a split takes."""
+    if op.kind is OpKind.RENAME_ID:
+        return f"tool call id {op.tool_call_id} -> {op.text}"
+    if op.blocks:
+        return f"blocks {', '.join(map(str, op.blocks))} of record {op.record}"
+    return ""
+
+
+def do_save_workspace_policy(
+    workspace: Workspace,
+    name: str,
+    table: dict[str, str],
+    synthetic_text: str,
+    description: str,
+    *,
+    instance: WorkspacePolicy | None = None,
+    acting_user: Any,
+) -> WorkspacePolicy:
+    """Create (or, given `instance`, change) a workspace policy, validated by the core.
+
+    Raises ValueError with the refused rows when a kind cannot take its action.
+    """
+    from transcripts.core.policy import custom
+
+    custom(name, table, synthetic_text or None, description)
+    with transaction.atomic(durable=True):
+        row = instance or WorkspacePolicy(workspace=workspace)
+        row.workspace, row.name, row.actions = workspace, name, table
+        row.synthetic_text, row.description = synthetic_text, description
+        row.save()
+    return row

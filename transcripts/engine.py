@@ -19,12 +19,12 @@ from transcripts.core.align import Row, align
 from transcripts.core.detect import DEFAULT_GRACE, detect, is_live, pair
 from transcripts.core.model import Fault, Plan, Transcript
 from transcripts.core.outcome import repaired_faults
-from transcripts.core.policy import DEFAULT_POLICY, PRESETS
+from transcripts.core.policy import DEFAULT_POLICY, PRESETS, Policy
 from transcripts.core.repair import repair
 from transcripts.formats import FormatError
 from transcripts.formats.source import FileSource
 
-ENGINE_VERSION = "1"
+ENGINE_VERSION = "2"
 
 __all__ = [
     "DEFAULT_POLICY",
@@ -57,6 +57,7 @@ class Analysis:
     raw: bytes | FileSource = field(repr=False)
     error: str | None = None
     transcript: Transcript | None = field(default=None, repr=False)
+    policy: Policy | None = field(default=None, repr=False)
 
     @cached_property
     def repaired(self) -> bytes:
@@ -107,8 +108,9 @@ class Analysis:
             return change.record_count, count_faults(
                 Counter({str(k): n for k, n in counts.items()})
             )
+        again = self.policy if self.policy is not None else self.plan.policy
         if isinstance(self.raw, bytes):
-            after = analyze(self.repaired, self.filename, self.plan.policy, format=self.format)
+            after = analyze(self.repaired, self.filename, again, format=self.format)
             return after.record_count, after.fault_counts
         # A streamed file's repair is read back streamed too, from a temporary file.
         fd, path = tempfile.mkstemp(prefix="pairfix-repaired-")
@@ -116,7 +118,7 @@ class Analysis:
             with os.fdopen(fd, "wb") as f:
                 self.write_repaired(f)
             with FileSource(path) as repaired:
-                after = analyze(repaired, self.filename, self.plan.policy, format=self.format)
+                after = analyze(repaired, self.filename, again, format=self.format)
                 return after.record_count, after.fault_counts
         finally:
             os.unlink(path)
@@ -130,7 +132,7 @@ def count_faults(counts: Counter[str]) -> dict[str, int]:
 def analyze(
     data: bytes | FileSource,
     filename: str,
-    policy: str = DEFAULT_POLICY,
+    policy: str | Policy = DEFAULT_POLICY,
     format: str | None = None,
     *,
     now: float | None = None,
@@ -149,11 +151,13 @@ def analyze(
     analysis is used). `format` overrides sniffing. `now` and `last_write`
     (seconds since the epoch) mark a session still being written: its
     unanswered tail calls are then `pending_result` (see `detect.detect`).
+    `policy` is a preset's name or a Policy (a workspace's own, say).
     Never raises for bad content: an unreadable file comes back with `error`
     set. Raises KeyError for an unknown policy name and OSError when a
     FileSource cannot be read.
     """
-    chosen = PRESETS[policy]
+    chosen = PRESETS[policy] if isinstance(policy, str) else policy
+    policy = chosen.name
     try:
         transcript = formats.load(data, filename, format, summaries=summaries)
         pairing = pair(
@@ -179,6 +183,7 @@ def analyze(
         plan=plan,
         raw=data,
         transcript=transcript,
+        policy=chosen,
     )
     if isinstance(data, bytes):
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from django import forms
@@ -11,18 +12,37 @@ from django.db.models import F, Q, QuerySet
 from django.http import QueryDict
 from django.utils import timezone
 
-from transcripts.core.model import FaultKind
+from transcripts.core.model import Action, FaultKind
+from transcripts.core.policy import refused
 from transcripts.engine import DEFAULT_POLICY, PRESETS
 from transcripts.formats import FORMATS
 from transcripts.models import AuditRecord, Job, Membership, Session, SyncSource, Workspace
+from transcripts.policies import names_for
 from transcripts.sync import SyncError, check_source_path
 from transcripts.uploads import Limits, Staged, Unpacker, UploadRefused, clean_name
 
 
-def policy_choices() -> list[tuple[str, str]]:
-    """Return (name, name) for every policy preset, the default first."""
+def policy_choices(workspace_ids: Iterable[int | None] = ()) -> list[tuple[str, str]]:
+    """Return (name, label) for every preset, the default first, then the workspaces' own.
+
+    The default's label says what it writes (DESIGN.md, issue 14): the agent's
+    own interruption text in an agent's session file, the generic receipt in a
+    plain message list.
+    """
     names = sorted(PRESETS, key=lambda name: (name != DEFAULT_POLICY, name))
-    return [(name, name) for name in names]
+    choices = [
+        (
+            name,
+            f"{name} (default: the agent's own interruption text in its own session files, "
+            "the generic receipt in plain message lists)"
+            if name == DEFAULT_POLICY
+            else name,
+        )
+        for name in names
+    ]
+    ids = [i for i in workspace_ids if i is not None]
+    own = [name for name in names_for(ids) if name not in PRESETS] if ids else []
+    return choices + [(name, f"{name} (workspace policy)") for name in own]
 
 
 def format_choices() -> list[tuple[str, str]]:
@@ -272,6 +292,8 @@ class StartJobForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.filter_form = SessionFilterForm(*args, user=user, **kwargs)
         self.fields["sessions"].queryset = Session.objects.for_user(user)
+        workspaces = Workspace.objects.for_user(user).values_list("pk", flat=True)
+        self.fields["policy"].choices = policy_choices(list(workspaces))
 
     def clean_kind(self) -> str:
         return self.cleaned_data["kind"] or Job.Kind.REPAIR
@@ -365,6 +387,11 @@ class ApiTokenForm(forms.Form):
 
 class PolicyForm(forms.Form):
     policy = forms.ChoiceField(choices=policy_choices, required=False)
+
+    def __init__(self, *args: Any, workspace_id: int | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["policy"].choices = policy_choices([workspace_id])
+
     format = forms.ChoiceField(
         choices=format_choices, required=False, label="Read as", help_text="Override sniffing."
     )
@@ -488,3 +515,63 @@ class InvitationForm(forms.Form):
     """Invite someone to a workspace with a role."""
 
     role = forms.ChoiceField(choices=Membership.Role.choices, initial=Membership.Role.VIEWER)
+
+
+class WorkspacePolicyForm(forms.Form):
+    """A workspace's own policy: a name, an action per fault kind, the synthetic text.
+
+    Each kind offers every action; one the kind cannot take is refused with a
+    sentence naming those it can (core.policy.ALLOWED).
+    """
+
+    workspace = forms.ModelChoiceField(queryset=Workspace.objects.none())
+    name = forms.SlugField(max_length=40, help_text="Letters, digits, - and _.")
+    synthetic_text = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text=(
+            "The text of synthetic results. Empty: the agent's own interruption text in an "
+            "agent's session file, the generic receipt in a plain message list."
+        ),
+    )
+    description = forms.CharField(required=False, max_length=200)
+
+    def __init__(self, *args: Any, user: Any, instance: Any = None, **kwargs: Any) -> None:
+        if instance is not None and "initial" not in kwargs:
+            kwargs["initial"] = {
+                "workspace": instance.workspace_id,
+                "name": instance.name,
+                "synthetic_text": instance.synthetic_text,
+                "description": instance.description,
+                **{f"kind_{kind}": action for kind, action in instance.actions.items()},
+            }
+        super().__init__(*args, **kwargs)
+        self.instance = instance
+        self.fields["workspace"].queryset = Workspace.objects.for_user(user, Membership.Role.EDITOR)
+        actions = [("", "flag (report only)")] + [
+            (str(a), str(a)) for a in Action if a is not Action.FLAG
+        ]
+        for kind in FaultKind:
+            self.fields[f"kind_{kind}"] = forms.ChoiceField(
+                label=str(kind), choices=actions, required=False
+            )
+
+    def clean_name(self) -> str:
+        name: str = self.cleaned_data["name"]
+        if name in PRESETS:
+            raise forms.ValidationError(f"“{name}” is the name of a preset.")
+        return name
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        table: dict[str, str] = {}
+        for kind in FaultKind:
+            action = data.get(f"kind_{kind}") or ""
+            if not action:
+                continue
+            why = refused(kind, Action(action))
+            if why is not None:
+                self.add_error(f"kind_{kind}", why)
+            table[str(kind)] = action
+        data["actions"] = table
+        return data

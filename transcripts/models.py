@@ -687,6 +687,10 @@ class AuditRecord(models.Model):
         DROP_CALL = "drop_call"
         DROP_RECORD = "drop_record"
         RESULTS_FIRST = "results_first"
+        RENAME_ID = "rename_id", "rename id"
+        SPLIT_AFTER_CALL = "split_after_call", "split after call"
+        SPLIT_REPLY = "split_reply", "split reply"
+        DROP_CONTENT = "drop_content", "drop content"
         ROLLBACK = "rollback"
         APPEND = "append"
         REWRITE = "rewrite"
@@ -1076,3 +1080,37 @@ class SyncedFile(models.Model):
 
     def __str__(self) -> str:
         return f"{self.source.name}: {self.path}"
+
+
+class WorkspacePolicy(models.Model):
+    """A workspace's own policy: a table fault kind -> action, plus the synthetic text.
+
+    `actions` is {fault kind id: action id}; kinds not listed are flagged. An
+    empty `synthetic_text` means the agent's own interruption text in an
+    agent's session file and the generic receipt in a plain message list.
+    Offered beside the presets wherever the workspace's sessions are repaired.
+    """
+
+    workspace = models.ForeignKey(Workspace, models.CASCADE, related_name="policies")
+    name = models.SlugField(max_length=40)
+    actions = models.JSONField(default=dict)
+    synthetic_text = models.TextField(blank=True)
+    description = models.CharField(max_length=200, blank=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workspace", "name"], name="one_policy_name_per_workspace"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.workspace})"
+
+    def as_policy(self) -> Any:
+        """Return the core Policy this row describes (ValueError when a row is refused)."""
+        from transcripts.core.policy import custom
+
+        return custom(self.name, self.actions, self.synthetic_text or None, self.description)

@@ -52,6 +52,7 @@ from transcripts.engine import (
 from transcripts.fields import storable, storable_text
 from transcripts.formats.display import Shown, ShownKind, read_record, timestamp
 from transcripts.models import Revision, Session, Timeline, TimelineRow, blob_name
+from transcripts.policies import policy_for
 from transcripts.verdict import Verdict, verdicts
 
 WINDOW_ROWS = 100
@@ -274,7 +275,8 @@ def _analyze(timeline: Timeline, data: bytes | FileSource) -> Analysis:
         # Analysed as at the last write: pending exactly when the key says live.
         moment = session.last_write.timestamp()
         live = {"now": moment, "last_write": moment, "grace": max(float(settings.LIVE_GRACE), 1.0)}
-    return analyze(data, session.name, timeline.policy, format=timeline.read_as or own, **live)
+    chosen = policy_for(timeline.policy, session.workspace_id)
+    return analyze(data, session.name, chosen, format=timeline.read_as or own, **live)
 
 
 def _prune(session: Session) -> None:

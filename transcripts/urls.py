@@ -45,6 +45,8 @@ urlpatterns = [
     path("audit/export.csv", views.audit_export, {"format": "csv"}, name="audit_export_csv"),
     path("audit/export.jsonl", views.audit_export, {"format": "jsonl"}, name="audit_export_jsonl"),
     path("tokens/", views.api_tokens, name="api_tokens"),
+    path("policies/", views.policies, name="policies"),
+    path("policies/<int:pk>/", views.policy_edit, name="policy_edit"),
     path("tokens/new/", views.create_api_token, name="create_api_token"),
     path("tokens/<int:pk>/revoke/", views.revoke_api_token, name="revoke_api_token"),
     path(

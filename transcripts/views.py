@@ -56,6 +56,7 @@ from transcripts.forms import (
     StartJobForm,
     TimelineForm,
     UploadForm,
+    WorkspacePolicyForm,
     policy_choices,
 )
 from transcripts.models import (
@@ -69,7 +70,9 @@ from transcripts.models import (
     Timeline,
     TimelineRow,
     Workspace,
+    WorkspacePolicy,
 )
+from transcripts.policies import policy_for
 from transcripts.uploads import Limits, LimitUploadHandler, keep_unusable_names
 from transcripts.verdict import Verdict, verdicts
 
@@ -95,7 +98,8 @@ def _attachment(chunks: Iterable[bytes], filename: str, size: int) -> StreamingH
 
 
 def _unknown_policy(request: HttpRequest, session: Session) -> HttpResponse:
-    if request.GET.get("policy", "") in dict(policy_choices()) or not request.GET.get("policy"):
+    names = [name for name, _ in policy_choices([session.workspace_id])]
+    if request.GET.get("policy", "") in names or not request.GET.get("policy"):
         title = "Unknown format"
         message = (
             f"There is no format named “{request.GET.get('format', '')}”. "
@@ -105,7 +109,7 @@ def _unknown_policy(request: HttpRequest, session: Session) -> HttpResponse:
         title = "Unknown policy"
         message = (
             f"There is no policy named “{request.GET.get('policy', '')}”. "
-            f"The policies are: {', '.join(name for name, _ in policy_choices())}."
+            f"The policies are: {', '.join(names)}."
         )
     context = {
         "title": title,
@@ -214,7 +218,7 @@ def _store_upload(request: HttpRequest, form: UploadForm) -> HttpResponse:
 
 def _timeline_form(request: HttpRequest, session: Session) -> TimelineForm | HttpResponse:
     """Return the valid view of the session page asked for, or the 400 response saying why not."""
-    form = TimelineForm(request.GET)
+    form = TimelineForm(request.GET, workspace_id=session.workspace_id)
     if form.is_valid():
         return form
     if "policy" in form.errors or "format" in form.errors:
@@ -290,11 +294,13 @@ def session_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "form": form,
         "filters": filters,
         "view_query": form.view_query(),
-        "policy_description": PRESETS[policy].description,
+        "policy_description": policy_for(policy, session.workspace_id).description,
         "timeline": tl,
         "revisions": session.revisions.select_related("created_by").order_by("number"),
         "can_edit": Membership.has_role(request.user, session.workspace_id, Membership.Role.EDITOR),
-        "policy_options": [(value, label, None) for value, label in policy_choices()],
+        "policy_options": [
+            (value, label, None) for value, label in policy_choices([session.workspace_id])
+        ],
     }
     if tl.status in (Timeline.Status.QUEUED, Timeline.Status.BUILDING):
         stages = timeline.BUILD_STAGES
@@ -311,7 +317,8 @@ def session_detail(request: HttpRequest, pk: int) -> HttpResponse:
         context["raw_verdict"], context["verdict"] = timeline.timeline_verdicts(tl)
         known = _policy_verdicts(session, tl)
         context["policy_options"] = [
-            (value, label, known.get(value)) for value, label in policy_choices()
+            (value, label, known.get(value))
+            for value, label in policy_choices([session.workspace_id])
         ]
         window = _window(tl, filters, data)
         if window is None:
@@ -475,7 +482,7 @@ def download_repaired(request: HttpRequest, pk: int) -> HttpResponse:
     session = get_object_or_404(
         Session.objects.for_user(request.user).select_related("head"), pk=pk
     )
-    form = PolicyForm(request.GET)
+    form = PolicyForm(request.GET, workspace_id=session.workspace_id)
     if not form.is_valid():
         return _unknown_policy(request, session)
     assert session.head is not None
@@ -1147,6 +1154,19 @@ def _editable_session(request: HttpRequest, pk: int) -> Session:
     return session
 
 
+def _policies_page(
+    request: HttpRequest, form: WorkspacePolicyForm | None = None, status: int = 200
+) -> HttpResponse:
+    workspaces = Workspace.objects.for_user(request.user)
+    rows = WorkspacePolicy.objects.filter(workspace__in=workspaces).select_related("workspace")
+    context = {
+        "form": form or WorkspacePolicyForm(user=request.user),
+        "policies": rows,
+        "presets": PRESETS.values(),
+    }
+    return render(request, "transcripts/policies.html", context, status=status)
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
 def delete_session(request: HttpRequest, pk: int) -> HttpResponse:
@@ -1182,6 +1202,16 @@ def _unreadable_uploads(request: HttpRequest) -> QuerySet[Session]:
         .filter(source__isnull=True)
         .exclude(error="")
     )
+
+
+def policies(request: HttpRequest) -> HttpResponse:
+    """List the presets and the workspaces' own policies; POST creates one (editors)."""
+    if request.method == "GET":
+        return _policies_page(request)
+    form = WorkspacePolicyForm(request.POST, user=request.user)
+    if not form.is_valid():
+        return _policies_page(request, form, status=400)
+    return _save_policy(request, form)
 
 
 @login_required
@@ -1233,3 +1263,39 @@ def content_search(request: HttpRequest) -> HttpResponse:
     shown = [(sessions[hit.session_id], hit) for hit in hits if hit.session_id in sessions]
     context = {"q": q, "hits": shown, "words": search.words(q)}
     return render(request, "transcripts/search.html", context)
+
+
+def policy_edit(request: HttpRequest, pk: int) -> HttpResponse:
+    """Show a workspace policy in its form; POST changes it (editors of its workspace)."""
+    row = get_object_or_404(
+        WorkspacePolicy.objects.filter(workspace__in=Workspace.objects.for_user(request.user)),
+        pk=pk,
+    )
+    if request.method == "GET":
+        return _policies_page(request, WorkspacePolicyForm(user=request.user, instance=row))
+    if not Membership.has_role(request.user, row.workspace_id, Membership.Role.EDITOR):
+        raise PermissionDenied
+    form = WorkspacePolicyForm(request.POST, user=request.user, instance=row)
+    if not form.is_valid():
+        return _policies_page(request, form, status=400)
+    return _save_policy(request, form)
+
+
+def _save_policy(request: HttpRequest, form: WorkspacePolicyForm) -> HttpResponse:
+    data = form.cleaned_data
+    clash = WorkspacePolicy.objects.filter(workspace=data["workspace"], name=data["name"])
+    if form.instance is not None:
+        clash = clash.exclude(pk=form.instance.pk)
+    if clash.exists():
+        form.add_error("name", "The workspace already has a policy of that name.")
+        return _policies_page(request, form, status=400)
+    actions.do_save_workspace_policy(
+        data["workspace"],
+        data["name"],
+        data["actions"],
+        data["synthetic_text"],
+        data["description"],
+        instance=form.instance,
+        acting_user=request.user,
+    )
+    return redirect("transcripts:policies")

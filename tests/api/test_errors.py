@@ -34,10 +34,11 @@ def test_malformed_json_is_a_bad_request(api):
 
 
 def test_a_validation_error_names_each_field(api):
-    response = api.post("/api/jobs", {"kind": "shred", "policy": "nope"}, format="json")
+    # (A policy the workspace lacks is a 404, like any other row it lacks.)
+    response = api.post("/api/jobs", {"kind": "shred", "force": "perhaps"}, format="json")
     assert error_of(response) == (400, "bad_request")
     fields = response.json()["error"]["fields"]
-    assert set(fields) == {"kind", "policy"}
+    assert set(fields) == {"kind", "force"}
     assert response.json()["error"]["message"].startswith("kind: ")
 
 

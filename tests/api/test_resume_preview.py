@@ -69,7 +69,9 @@ def test_it_refuses_a_format_no_agent_resumes(api, workspace, ingest):
 def test_it_rejects_an_unknown_policy(api, workspace, ingest):
     session = ingest(workspace, "claude_code.jsonl", sample("formats/claude_code.jsonl"))
     response = api.get(f"/api/sessions/{session.pk}/resume-preview?policy=shred")
-    assert error_of(response) == (400, "bad_request")
+    # A policy is a preset or a row of the workspace: one it lacks is not found.
+    assert error_of(response) == (404, "not_found")
+    assert "There is no policy “shred” in this workspace" in response.json()["error"]["message"]
 
 
 def test_it_hides_other_workspaces_sessions(other_api, workspace, ingest):

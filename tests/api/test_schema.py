@@ -59,6 +59,8 @@ def test_the_schema_is_openapi_json_and_public():
         "/api/jobs/{id}/rollback",
         "/api/jobs/{id}/apply",
         "/api/jobs/{id}/archive",
+        "/api/policies",
+        "/api/policies/{id}",
     }
 
 

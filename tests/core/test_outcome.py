@@ -176,14 +176,17 @@ def test_it_declines_a_fault_the_plan_leaves() -> None:
 
 
 def test_a_synthetic_result_counts_as_existing_synthetic() -> None:
-    data = (ROOT / "demo/samples/formats/claude_code.jsonl").read_bytes()
-    analysis = analyze(data, "claude_code.jsonl", "synthesize")
+    # A plain message list gets the generic receipt, a marker of a repair.
+    data = (ROOT / "demo/samples/formats/openai_chat.json").read_bytes()
+    analysis = analyze(data, "openai_chat.json", "synthesize")
     assert analysis.fault_counts == {str(FaultKind.MISSING_RESULT): 1}
     assert [op.kind for op in analysis.plan.ops] == [OpKind.INSERT_RESULT]
-    assert derived(analysis) == (12, {"existing_synthetic": 1})
-    # Claude Code's own interrupt text is no marker of a repair: nothing is left.
-    native = analyze(data, "claude_code.jsonl", "native")
-    assert derived(native) == (12, {})
+    assert derived(analysis) == (10, {"existing_synthetic": 1})
+    # Claude Code's own interrupt text, the default in its own file, is no marker of a
+    # repair: nothing is left.
+    data = (ROOT / "demo/samples/formats/claude_code.jsonl").read_bytes()
+    for policy in ("synthesize", "native"):
+        assert derived(analyze(data, "claude_code.jsonl", policy)) == (12, {})
 
 
 def test_an_insert_into_a_message_that_loses_its_orphan_is_counted_from_the_plan() -> None:

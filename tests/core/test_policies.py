@@ -294,7 +294,9 @@ def test_a_compactions_first_kept_entry_dropped_by_a_repair_moves_to_the_next_en
 
 def test_results_an_earlier_repair_made_are_recognised() -> None:
     data = (SAMPLES / "formats" / "openclaw.jsonl").read_bytes()
-    for policy, system in [("synthesize", "OpenMAIC"), ("openclaw", "OpenClaw ([openclaw])")]:
+    # The default answers in OpenClaw's own words in OpenClaw's own session file.
+    pairs = [("synthesize", "OpenClaw ([openclaw])"), ("openclaw", "OpenClaw ([openclaw])")]
+    for policy, system in pairs:
         repaired = analyze(data, "openclaw.jsonl", policy).repaired
         again = analyze(repaired, "openclaw.jsonl", policy)
         assert [str(f.kind) for f in again.faults] == ["existing_synthetic"]
@@ -400,11 +402,20 @@ def test_openclaw_replaces_a_result_beyond_the_next_assistant_with_a_synthetic_o
     assert moved[2]["content"][0]["text"] == "real c1"
 
 
-def test_an_id_anthropic_refuses_is_reported_but_the_exchange_is_kept() -> None:
+def test_an_id_anthropic_refuses_is_renamed_in_the_call_and_its_result() -> None:
     data = sessions.claude_code(sessions.Script([sessions.Turn(["functions.exec:0"], ["ok"])]))
     result = analyze(data, "c.jsonl")
     assert [(str(f.kind), f.tool_call_id) for f in result.faults] == [
         ("malformed_call", "functions.exec:0")
     ]
     assert "String should match pattern" in result.faults[0].error
-    assert not result.plan
+    assert [(str(op.kind), op.record, op.text) for op in result.plan.ops] == [
+        ("rename_id", 3, "functions_exec_0"),
+        ("rename_id", 4, "functions_exec_0"),
+    ]
+    assert result.plan.ops[0].policy_row == "synthesize: malformed_call -> rename"
+    lines = [json.loads(line) for line in result.repaired.splitlines()]
+    assert lines[3]["message"]["content"][0]["id"] == "functions_exec_0"
+    assert lines[4]["message"]["content"][0]["tool_use_id"] == "functions_exec_0"
+    assert b'"functions.exec:0"' not in result.repaired
+    assert not analyze(result.repaired, "c.jsonl").plan

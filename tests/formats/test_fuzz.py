@@ -109,16 +109,7 @@ def check_repair(raw: bytes, name: str, policy: str) -> None:
         return
     assert not again.plan, again.plan.ops
     drops_aborted = not PRESETS[policy].replays_aborted
-    left = validate(repaired, drops_aborted=drops_aborted)
-    # Two gaps the engine knows of (README, "Known gaps") and leaves as they were:
-    # distinct calls sharing one id (keep_first drops exact copies only), and a
-    # Responses reasoning item whose call was never written. Every other rule holds.
-    shared = {f.tool_call_id for f in result.faults if str(f.kind) == "duplicate_call_id"}
-    assert [v for v in left if v.tool_call_id and v.tool_call_id not in shared] == []
-    alone = [v for v in left if not v.tool_call_id]
-    if alone:
-        before = validate(result.transcript, drops_aborted=drops_aborted)
-        assert len(alone) <= len([v for v in before if not v.tool_call_id])
+    assert validate(repaired, drops_aborted=drops_aborted) == []
 
 
 def _broken_link(transcript: Any) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from transcripts.core.policy import custom
 from transcripts.core.validate import validate
 from transcripts.engine import analyze
 from transcripts.formats import load
@@ -105,7 +106,14 @@ def test_a_cli_session_reads_the_last_write_of_each_message() -> None:
 
 def test_a_cli_sessions_orphan_gets_its_result_on_the_call_itself() -> None:
     data = CLI.read_bytes()
-    for policy, status in [("native", "cancelled"), ("synthesize", "error")]:
+    # Gemini CLI's own cancellation is the default in its own file; a policy with a text
+    # of its own writes an error.
+    receipt = custom("receipt", {"missing_result": "synthesize"}, "interrupted")
+    for policy, status in [
+        ("native", "cancelled"),
+        ("synthesize", "cancelled"),
+        (receipt, "error"),
+    ]:
         result = analyze(data, CLI.name, policy)
         lines = result.repaired.splitlines()
         original = data.splitlines()

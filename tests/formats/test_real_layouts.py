@@ -16,6 +16,7 @@ import pytest
 
 from tests.formats.test_fuzz import check_repair
 from transcripts.core.branch import live_context
+from transcripts.core.policy import INTERRUPTED_TEXT, custom
 from transcripts.core.validate import validate
 from transcripts.engine import PRESETS, analyze
 from transcripts.formats import FORMATS, FormatError, load
@@ -114,9 +115,14 @@ def test_the_file_sniffs_alone_as_its_format(name: str) -> None:
 
 def test_a_legacy_gemini_session_gets_its_result_on_the_call_in_the_clis_own_style() -> None:
     data, filename = _read("gemini_cli_legacy_orphan.json")
+    cancelled = "[Operation Cancelled] Reason: User did not allow tool call"
+    # Gemini CLI's own file: the default answers in its own words; a policy with a text
+    # of its own (a workspace's) writes an error.
+    receipt = custom("receipt", {"missing_result": "synthesize"}, INTERRUPTED_TEXT)
     for policy, status, text in [
-        ("native", "cancelled", "[Operation Cancelled] Reason: User did not allow tool call"),
-        ("synthesize", "error", PRESETS["synthesize"].synthetic_text),
+        ("native", "cancelled", cancelled),
+        ("synthesize", "cancelled", cancelled),
+        (receipt, "error", INTERRUPTED_TEXT),
     ]:
         out = analyze(data, filename, policy).repaired
         call = json.loads(out)["messages"][5]["toolCalls"][0]

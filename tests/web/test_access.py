@@ -34,6 +34,7 @@ UNSCOPED = {
     "create_api_token",
     "content_search",
     "dismiss_unreadable",
+    "policies",
 }
 
 
@@ -66,8 +67,12 @@ def bobs(bob: Any, other_workspace: Any, tmp_path: Any, settings: Any) -> dict[s
     sync.do_grant_folder(other_workspace, str(tmp_path / "bobs-folder"), acting_user=None)
     source = sync.do_create_source(other_workspace, str(tmp_path / "bobs-folder"), acting_user=bob)
     token, _ = actions.do_create_api_token(other_workspace, "bobs-token", acting_user=bob)
+    policy = actions.do_save_workspace_policy(
+        other_workspace, "bobs-policy", {"missing_result": "drop"}, "", "", acting_user=bob
+    )
     invitation, _ = invitations.do_create_invitation(other_workspace, "admin", acting_user=bob)
     return {
+        "policy": policy,
         "token": token,
         "invitation": invitation,
         "session": session,
@@ -98,6 +103,7 @@ def object_urls(objects: dict[str, Any]) -> dict[str, str]:
         "source_settings": (objects["source"].pk,),
         "workspace_members": (objects["workspace"].pk,),
         "revoke_api_token": (objects["token"].pk,),
+        "policy_edit": (objects["policy"].pk,),
         "create_invitation": (objects["workspace"].pk,),
         "revoke_invitation": (objects["workspace"].pk, objects["invitation"].pk),
         "confirm_revoke_api_token": (objects["token"].pk,),
@@ -127,6 +133,7 @@ def test_an_outsider_sees_nothing_of_another_workspace_in_the_lists(alice_client
         assert b"bob.jsonl" not in body, name
         assert bobs["source"].path.encode() not in body, name
         assert b"bobs-token" not in body, name
+        assert b"bobs-policy" not in body, name
 
 
 def test_a_viewer_is_refused_every_write(client, alice, bobs):
@@ -144,6 +151,7 @@ def test_a_viewer_is_refused_every_write(client, alice, bobs):
         "source_settings",
         "workspace_members",
         "revoke_api_token",
+        "policy_edit",
         "create_invitation",
         "revoke_invitation",
         "delete_session",

@@ -46,9 +46,9 @@ def test_it_answers_every_tool_call(alice_client, workspace, ingest):
     assert len(data.splitlines()) == len(raw.splitlines()) + 1
     again = analyze(data, "claude_code.jsonl")
     assert not again.plan
-    assert [(str(f.kind), f.tool_call_id) for f in again.faults] == [
-        ("existing_synthetic", ORPHANED_CALL)
-    ]
+    # The default answers in Claude Code's own interrupt text: nothing is left to report.
+    assert again.faults == []
+    assert b"[Request interrupted by user for tool use]" in data
 
 
 def test_it_repairs_under_the_chosen_policy(alice_client, workspace, ingest):

@@ -239,12 +239,25 @@ def test_jobs_on_it_repair_audit_and_export_every_id(alice_client, alice, worksp
     )
     assert (job.done, job.failed) == (1, 0)
     audit = AuditRecord.objects.filter(job=job).order_by("id")
-    assert [a.op for a in audit] == ["drop_result", "insert_result", "drop_call"]
+    # Ids Anthropic refuses are renamed in the call and its result (the long one cut to
+    # 64 characters); the call with a control character in its name is dropped.
+    assert [a.op for a in audit] == [
+        "rename_id",
+        "rename_id",
+        "drop_result",
+        "rename_id",
+        "insert_result",
+        "rename_id",
+        "rename_id",
+        "drop_call",
+    ]
     # Ids keep every character a column takes; a NUL is spelled out as JSON does.
     long_id = hostile_session.LONG_ID.replace("\0", "\\u0000")
-    assert [a.tool_call_id for a in audit] == [long_id, "toolu_2\\u0000", "toolu_4"]
+    assert [a.tool_call_id for a in audit][2:5] == [long_id, "toolu_2\\u0000", "toolu_2\\u0000"]
+    assert audit[7].tool_call_id == "toolu_4"
+    assert audit[3].note == "tool call id toolu_2\\u0000 -> toolu_2_"
     # The dropped bytes are kept exactly, NUL escapes and all.
-    assert b"ELF\\u0000\\u0000" in bytes(audit[0].removed_bytes)
+    assert b"ELF\\u0000\\u0000" in bytes(audit[2].removed_bytes)
     export = run_inline(
         actions.do_start_job(
             workspace, [unstorable], policy="synthesize", kind="export", acting_user=alice

@@ -6,7 +6,8 @@ from django.urls import reverse
 
 from tests.helpers import ORPHANED_CALL, run_inline, sample
 from transcripts import actions
-from transcripts.models import TimelineRow
+from transcripts.core.policy import INTERRUPTED_TEXT
+from transcripts.models import TimelineRow, WorkspacePolicy
 
 pytestmark = pytest.mark.django_db
 
@@ -122,7 +123,15 @@ def test_it_labels_the_revision_the_left_side_shows_after_a_repair(
 def test_it_shows_an_earlier_repairs_synthetic_result_as_information(
     alice_client, alice, workspace, session
 ):
-    job = actions.do_start_job(workspace, [session], policy="synthesize", acting_user=alice)
+    # In Claude Code's own file the default writes Claude Code's interrupt text, no
+    # marker of a repair: a workspace policy writes the generic receipt instead.
+    WorkspacePolicy.objects.create(
+        workspace=workspace,
+        name="receipt",
+        actions={"missing_result": "synthesize"},
+        synthetic_text=INTERRUPTED_TEXT,
+    )
+    job = actions.do_start_job(workspace, [session], policy="receipt", acting_user=alice)
     run_inline(job)
     html = alice_client.get(session.get_absolute_url()).content.decode()
     assert '<div class="fault existing_synthetic info">' in html

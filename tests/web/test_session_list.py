@@ -82,7 +82,7 @@ def test_it_shows_done_failed_and_total_of_recent_jobs(alice_client, alice, work
 def test_it_shows_an_earlier_repairs_synthetic_result_as_information(
     alice_client, alice, workspace, ingest
 ):
-    session = ingest(workspace, "claude_code.jsonl", sample("formats/claude_code.jsonl"))
+    session = ingest(workspace, "openai_chat.json", sample("formats/openai_chat.json"))
     job = actions.do_start_job(workspace, [session], policy="synthesize", acting_user=alice)
     run_inline(job)
     html = alice_client.get(URL).content.decode()

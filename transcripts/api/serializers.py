@@ -11,7 +11,6 @@ from rest_framework.utils import html
 from transcripts.core.model import FaultKind
 from transcripts.engine import DEFAULT_POLICY
 from transcripts.formats import FORMATS
-from transcripts.forms import policy_choices
 from transcripts.models import Job, Revision, Session
 
 # Ids the database can hold: a larger one names nothing, and some backends fail on it.
@@ -225,7 +224,11 @@ def _base_name(name: str | None) -> str:
 
 
 class RepairSerializer(serializers.Serializer):
-    policy = ChoiceField(choices=policy_choices(), default=DEFAULT_POLICY)
+    policy = TextField(
+        default=DEFAULT_POLICY,
+        max_length=40,
+        help_text="A preset's name or one of the workspace's own policies (/api/policies).",
+    )
     dry_run = BooleanField(default=False, help_text="Plan the repair and write nothing.")
     force = BooleanField(
         default=False,
@@ -251,7 +254,11 @@ class JobCreateSerializer(serializers.Serializer):
     """
 
     kind = ChoiceField(choices=STARTABLE_KINDS)
-    policy = ChoiceField(choices=policy_choices(), default=DEFAULT_POLICY)
+    policy = TextField(
+        default=DEFAULT_POLICY,
+        max_length=40,
+        help_text="A preset's name or one of the workspace's own policies (/api/policies).",
+    )
     force = BooleanField(
         default=False, help_text="Also repair live sessions (pending results become missing)."
     )
@@ -300,7 +307,11 @@ class JobSerializer(serializers.ModelSerializer):
 
 
 class PreviewQuerySerializer(serializers.Serializer):
-    policy = ChoiceField(choices=policy_choices(), default=DEFAULT_POLICY)
+    policy = TextField(
+        default=DEFAULT_POLICY,
+        max_length=40,
+        help_text="A preset's name or one of the workspace's own policies (/api/policies).",
+    )
 
 
 class PreviewMessageSerializer(serializers.Serializer):

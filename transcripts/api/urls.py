@@ -15,7 +15,7 @@ from django.urls import path, re_path, register_converter
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.views import SpectacularJSONAPIView, SpectacularSwaggerSplitView
 
-from transcripts.api import errors, views
+from transcripts.api import errors, policies, views
 
 app_name = "api"
 
@@ -72,5 +72,7 @@ urlpatterns = [
     path("jobs/<id:pk>/rollback", _public(views.JobRollback.as_view()), name="job_rollback"),
     path("jobs/<id:pk>/apply", _public(views.JobApply.as_view()), name="job_apply"),
     path("jobs/<id:pk>/archive", _public(views.JobArchive.as_view()), name="job_archive"),
+    path("policies", _public(policies.PolicyList.as_view()), name="policies"),
+    path("policies/<id:pk>", _public(policies.PolicyDetail.as_view()), name="policy"),
     re_path(r"", _public(csrf_exempt(errors.not_found))),
 ]

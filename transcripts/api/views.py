@@ -41,8 +41,9 @@ from transcripts.api.serializers import (
     SessionSerializer,
     SessionUploadSerializer,
 )
-from transcripts.engine import DEFAULT_POLICY
+from transcripts.engine import DEFAULT_POLICY, PRESETS
 from transcripts.models import Job, Membership, Revision, Session
+from transcripts.policies import names_for, policy_for
 from transcripts.uploads import (
     Limits,
     LimitUploadHandler,
@@ -366,6 +367,21 @@ class SessionFaults(APIView):
         return Response(SessionFaultsSerializer(body).data)
 
 
+def _known_policy(name: str, workspace_id: int) -> None:
+    """Raise a 404 naming the policies when `name` is neither a preset nor the workspace's.
+
+    A workspace policy is a row of the workspace, like a session: one it does
+    not have is not found.
+    """
+    try:
+        policy_for(name, workspace_id)
+    except KeyError:
+        names = [*PRESETS, *names_for([workspace_id])]
+        raise errors.NotFound(
+            f"There is no policy “{name}” in this workspace; the policies are {', '.join(names)}."
+        ) from None
+
+
 def _preview_side(shown: replay.Preview) -> dict[str, Any]:
     def message(m: replay.Message) -> dict[str, Any]:
         return {"role": m.role, "texts": m.texts, "calls": m.calls, "results": m.results}
@@ -403,6 +419,7 @@ class SessionResumePreview(APIView):
         query = PreviewQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         policy = query.validated_data["policy"]
+        _known_policy(policy, session.workspace_id)
         assert session.head is not None
         # The agent's loader sends texts: the records keep theirs.
         with actions.open_analysis(session.head, policy, summaries=True) as analysis:
@@ -441,6 +458,7 @@ class SessionRepair(APIView):
         body = RepairSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
+        _known_policy(data["policy"], session.workspace_id)
         job = _start(
             actions.do_start_job,
             session.workspace,
@@ -521,6 +539,7 @@ class JobList(generics.ListAPIView[Job]):
         body = JobCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
+        _known_policy(data["policy"], permissions.workspace(request).pk)
         if data["kind"] != Job.Kind.EXPORT:
             permissions.require(request, Membership.Role.EDITOR)
         sessions = permissions.sessions(request)

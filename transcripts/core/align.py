@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from transcripts.core.layout import Slot, layout
+from transcripts.core.layout import SPLITS, Slot, layout
 from transcripts.core.model import Fault, Op, Plan, Record, Transcript
 
 
@@ -68,9 +68,18 @@ def _cell(
     )
 
 
-def _inserted_cell(slot: Slot) -> Cell:
+def _inserted_cell(transcript: Transcript, slot: Slot) -> Cell:
     op = slot.op
     assert op is not None and op.call is not None
+    if op.kind in SPLITS:
+        assert op.record is not None
+        record = transcript.records[op.record]
+        return Cell(
+            index=None,
+            role=str(record.role),
+            kind=f"split from record {op.record}",
+            summary=record.text,
+        )
     return Cell(
         index=None,
         role="tool",
@@ -93,7 +102,9 @@ def align(transcript: Transcript, faults: list[Fault], plan: Plan) -> list[Row]:
     rows: list[Row] = []
     for slot in layout(transcript, plan):
         if slot.op is not None and slot.record is None:
-            rows.append(Row(RowStatus.INSERTED, None, _inserted_cell(slot), ops=(slot.op,)))
+            rows.append(
+                Row(RowStatus.INSERTED, None, _inserted_cell(transcript, slot), ops=(slot.op,))
+            )
             continue
         assert slot.record is not None
         record = records[slot.record]

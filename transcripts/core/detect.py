@@ -27,6 +27,7 @@ from transcripts.core.model import (
     Transcript,
 )
 from transcripts.core.validate import (
+    bedrock_split_text,
     duplicate_text,
     missing_text,
     not_first_text,
@@ -56,8 +57,12 @@ def results_follow_content(record: Record) -> bool:
 
 
 def other_blocks(record: Record) -> list[int]:
-    """Return the indexes of the record's blocks that are neither calls nor results."""
+    """Return the indexes of the record's blocks that are neither calls nor results.
+
+    Blocks `attached` to a call (a Vercel AI SDK approval request) are not counted.
+    """
     taken = {r.block for r in record.results} | {c.block for c in record.calls}
+    taken.update(record.attached)
     total = len(record.calls) + len(record.results) + record.other_blocks
     return [j for j in range(total) if j not in taken]
 
@@ -205,6 +210,8 @@ def _pair_scope(transcript: Transcript, context: list[int], result: Pairing, liv
         return positions.get(index, (0, 0))
 
     in_place = result.in_place
+    if provider == "openai_responses":
+        faults.extend(_lone_reasoning(records, context))
     earlier_ids: set[str] = set()
     for turn in found:
         message, _ = at(turn.head)
@@ -246,25 +253,25 @@ def _pair_scope(transcript: Transcript, context: list[int], result: Pairing, liv
                 continue
         faults.extend(_call_faults(transcript, turn, message, earlier_ids, unique_ids))
         earlier_ids.update(call.id for call in turn.calls)
-        pending: dict[str, deque[ToolCall]] = {}
+        pending: dict[tuple[str, str], deque[ToolCall]] = {}
         for call in turn.calls:
-            pending.setdefault(call.id, deque()).append(call)
+            pending.setdefault((call.id, call.family), deque()).append(call)
             result.turn_of[call] = turn
         # Results written on the calls themselves (Gemini CLI) answer in place too.
         for index in turn.records + turn.run:
             for res in records[index].results:
-                queue = pending.get(res.tool_call_id)
+                queue = pending.get((res.tool_call_id, res.family))
                 if queue:
                     result.answer[queue.popleft()] = res
                     in_place.add(res)
         faults.extend(_relinked_faults(transcript, turn, result))
         faults.extend(_run_faults(transcript, turn, result, at))
-    open_calls: dict[str, list[ToolCall]] = {}
+    open_calls: dict[tuple[str, str], list[ToolCall]] = {}
     for turn in found:
         for call in turn.calls:
             if call not in result.answer:
-                open_calls.setdefault(call.id, []).append(call)
-    ever_called = {call.id for turn in found for call in turn.calls}
+                open_calls.setdefault((call.id, call.family), []).append(call)
+    ever_called = {(call.id, call.family) for turn in found for call in turn.calls}
     order = {index: k for k, index in enumerate(context)}
     answered_at = {res.tool_call_id: res.record for res in result.answer.values()}
     for index in context:
@@ -288,7 +295,8 @@ def _pair_scope(transcript: Transcript, context: list[int], result: Pairing, liv
             if res in in_place:
                 continue
             message, first = at(index)
-            candidates = open_calls.get(res.tool_call_id, [])
+            key = (res.tool_call_id, res.family)
+            candidates = open_calls.get(key, [])
             if len(candidates) == 1:
                 call = candidates.pop()
                 result.answer[call] = res
@@ -307,7 +315,9 @@ def _pair_scope(transcript: Transcript, context: list[int], result: Pairing, liv
                         f"answers the call at record {call.record}, but not right after it",
                     )
                 )
-            elif res.tool_call_id in ever_called and not candidates:
+            elif not candidates and (
+                key in ever_called or _replayed(res.tool_call_id, ever_called)
+            ):
                 first_answer = answered_at.get(res.tool_call_id)
                 same = first_answer is not None and at(first_answer)[0] == message
                 texts = duplicate_text if same else unexpected_text
@@ -322,10 +332,17 @@ def _pair_scope(transcript: Transcript, context: list[int], result: Pairing, liv
                         "a second result for a call that already has one",
                     )
                 )
+            elif transcript.server_history and not candidates:
+                # The request continues a stored response: the call lives server-side.
+                continue
             else:
+                other = {f for cid, f in ever_called if cid == res.tool_call_id}
                 why = (
                     "several unanswered calls share this id; ownership is ambiguous"
                     if candidates
+                    else f"the call with this id is a {'/'.join(sorted(other))} call, which a "
+                    "result of this type does not answer"
+                    if other
                     else "no call on the live branch has this id"
                 )
                 faults.append(
@@ -359,6 +376,19 @@ def _pair_scope(transcript: Transcript, context: list[int], result: Pairing, liv
                     + ("is still running" if pending_tail else "has no result"),
                 )
             )
+
+
+def _replayed(tool_call_id: str, ever_called: set[tuple[str, str]]) -> bool:
+    """Return True for a positional response (`@name#k`) beyond its name's calls.
+
+    Gemini without ids pairs by name and rank: a resume that replays each
+    `functionResponse` (reported against Gemini CLI) gives a name more
+    responses than calls, and the extra ones answer calls already answered.
+    """
+    if not tool_call_id.startswith(POSITIONAL):
+        return False
+    name = tool_call_id[len(POSITIONAL) :].rpartition("#")[0]
+    return (f"{POSITIONAL}{name}#0", "") in ever_called
 
 
 def _relinked_faults(transcript: Transcript, turn: Turn, pairing: Pairing) -> list[Fault]:
@@ -424,9 +454,11 @@ def _call_faults(
     counts: dict[str, int] = {}
     for call in turn.calls:
         counts[call.id] = counts.get(call.id, 0) + 1
-        repeated = counts[call.id] > 1 or call.id in earlier_ids
-        if unique_ids and call.id and repeated and call.id not in reported:
-            reported.add(call.id)
+        # Two distinct calls of one message sharing an id can never be answered apart
+        # (OpenAI-compatible servers write ids like `functions.edit:22`); Anthropic and
+        # Bedrock also refuse an id used by an earlier message of the request.
+        here = counts[call.id] > 1
+        if call.id and (here or (unique_ids and call.id in earlier_ids)):
             found.append(
                 Fault(
                     FaultKind.DUPLICATE_CALL_ID,
@@ -434,8 +466,12 @@ def _call_faults(
                     call.record,
                     call.block,
                     turn.head,
-                    f"messages.{message}.content.{call.block}: `tool_use` ids must be unique",
-                    "another call of the request already uses this id",
+                    f"messages.{message}.content.{call.block}: `tool_use` ids must be unique"
+                    if unique_ids
+                    else "",
+                    "another call of the same message already uses this id"
+                    if here
+                    else "a call of an earlier message of the request already uses this id",
                 )
             )
         problem, error = call.problem, ""
@@ -510,6 +546,23 @@ def _run_faults(
                 "text comes before the tool results in the user message",
             )
         )
+    if provider == "bedrock" and transcript.format == "bedrock" and len(turn.run) > 1:
+        # Bedrock, unlike Anthropic, does not merge consecutive user messages: every
+        # result of the call message must be in the one user message right after it.
+        message, _ = at(turn.head)
+        for index in turn.run[1:]:
+            for res in records[index].results:
+                found.append(
+                    Fault(
+                        FaultKind.DISPLACED_RESULT,
+                        res.tool_call_id,
+                        index,
+                        res.block,
+                        turn.head,
+                        bedrock_split_text(message + 1, [res.tool_call_id]),
+                        "the turn's results are split over two user messages",
+                    )
+                )
     if provider not in ORDER_SENSITIVE or not any(
         call.id.startswith(POSITIONAL) for call in turn.calls
     ):
@@ -532,6 +585,34 @@ def _run_faults(
                     turn.head,
                     "",
                     "the turn's results do not follow the order of its calls",
+                )
+            )
+    return found
+
+
+def _lone_reasoning(records: list[Record], context: list[int]) -> list[Fault]:
+    """Return a fault for each Responses `reasoning` item not followed by the item it produced.
+
+    A runtime that dropped an unanswered call kept its reasoning; the API
+    refuses the request (formats.md §3, invariant 4).
+    """
+    found = []
+    messages = [i for i in context if records[i].role is not Role.META]
+    for k, index in enumerate(messages):
+        if not records[index].leads:
+            continue
+        following = records[messages[k + 1]] if k + 1 < len(messages) else None
+        if following is None or following.role is not Role.ASSISTANT or following.leads:
+            found.append(
+                Fault(
+                    FaultKind.ORPHANED_REASONING,
+                    None,
+                    index,
+                    None,
+                    None,
+                    f"Item of type '{records[index].kind}' was provided without its required "
+                    "following item.",
+                    "a reasoning item whose call or message is gone",
                 )
             )
     return found
@@ -563,7 +644,7 @@ def detect(
             None,
             None,
             "",
-            record.error or "",
+            " ".join(part for part in (record.error or "", transcript.malformed_note) if part),
         )
         for record in transcript.records
         if record.error is not None

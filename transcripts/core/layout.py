@@ -6,8 +6,9 @@ this one layout, so what the timeline shows is exactly what the file holds.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from transcripts.core.model import Op, OpKind, Plan, Record, Transcript
 
@@ -24,7 +25,9 @@ class Slot:
     lands. `dropped` records are not written; `removed_blocks` are block indexes
     left out of a record that stays; `block_order`, when set, is the order of the
     blocks the record is written with (None: as it was); `inserted` are the ops
-    whose results join the record, each before its block `at`.
+    whose results join the record, each before its block `at`. A split
+    (`split_after_call`, `split_reply`) is a new record holding blocks
+    `op.blocks` of record `op.record`, which stays without them.
     """
 
     record: int | None
@@ -48,9 +51,16 @@ def block_count(record: Record) -> int:
     return len(record.calls) + len(record.results) + record.other_blocks
 
 
-def _placement_key(op: Op) -> tuple[int, int]:
+SPLITS = frozenset({OpKind.SPLIT_AFTER_CALL, OpKind.SPLIT_REPLY})
+
+
+def _placement_key(op: Op) -> tuple[int, int, int]:
+    if op.kind in SPLITS:
+        # Split-off content follows every result placed after the same record.
+        assert op.record is not None
+        return (sys.maxsize, op.kind is OpKind.SPLIT_REPLY, op.record)
     call = op.call
-    return (call.record, call.block) if call is not None else (-1, -1)
+    return (call.record, call.block, 0) if call is not None else (-1, -1, 0)
 
 
 @dataclass(slots=True)
@@ -62,6 +72,7 @@ class _Edits:
     results_first: set[int]
     inline: dict[int, list[Op]]
     group_inserts: bool = False
+    renamed: set[int] = field(default_factory=set)
 
 
 def _collect(transcript: Transcript, ops: Iterable[Op]) -> _Edits:
@@ -70,7 +81,16 @@ def _collect(transcript: Transcript, ops: Iterable[Op]) -> _Edits:
     for op in ops:
         if op.record is not None:
             edits.touching.setdefault(op.record, []).append(op)
-        if op.target is not None:
+        if op.kind is OpKind.RENAME_ID:
+            assert op.record is not None
+            edits.renamed.add(op.record)
+        elif op.kind in SPLITS or op.kind is OpKind.DROP_CONTENT:
+            assert op.record is not None
+            edits.removed.setdefault(op.record, set()).update(op.blocks)
+            if op.kind in SPLITS:
+                assert op.anchor is not None
+                edits.placed.setdefault(op.anchor, []).append(op)
+        elif op.target is not None:
             edits.inline.setdefault(op.target, []).append(op)
             if op.kind is OpKind.MOVE_RESULT:
                 assert op.record is not None and op.block is not None
@@ -183,6 +203,7 @@ def sparse_layout(transcript: Transcript, plan: Plan) -> dict[int, list[Slot]]:
         | edits.placed.keys()
         | edits.inline.keys()
         | edits.results_first
+        | edits.renamed
     )
     records = transcript.records
     return {i: _slots_at(records[i], edits) for i in sorted(affected)}

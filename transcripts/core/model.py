@@ -56,6 +56,7 @@ class FaultKind(StrEnum):
     MALFORMED_CALL = "malformed_call"
     MALFORMED_RECORD = "malformed_record"
     EXISTING_SYNTHETIC = "existing_synthetic"
+    ORPHANED_REASONING = "orphaned_reasoning"
 
 
 # Kinds that report a fact rather than something to fix (shown as information).
@@ -72,6 +73,7 @@ class Action(StrEnum):
     KEEP_LAST = "keep_last"
     KEEP = "keep"
     FLAG = "flag"
+    RENAME = "rename"
 
 
 class OpKind(StrEnum):
@@ -83,6 +85,12 @@ class OpKind(StrEnum):
     DROP_CALL = "drop_call"  # remove one tool call block (the record if nothing remains)
     DROP_RECORD = "drop_record"  # remove a whole record (an interrupted assistant frame)
     RESULTS_FIRST = "results_first"  # put a record's tool results before its other content
+    RENAME_ID = "rename_id"  # give the call or result at `record`/`block` the tool call id `text`
+    # Carry an assistant message's content after its calls (`blocks`) into a message of its
+    # own after the results; SPLIT_REPLY carries the user content after those results.
+    SPLIT_AFTER_CALL = "split_after_call"
+    SPLIT_REPLY = "split_reply"
+    DROP_CONTENT = "drop_content"  # leave the blocks `blocks` out of record `record`
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +99,10 @@ class ToolCall:
 
     `args` is the call's arguments as canonical JSON text (equal calls, equal text);
     `problem` says why the call is malformed (no id, bad name, partial arguments),
-    empty when it is well formed.
+    empty when it is well formed. `family` names the kind of exchange where a
+    format has several that do not answer each other (Codex: a
+    `custom_tool_call` is answered by a `custom_tool_call_output` only, never
+    by a `function_call_output`); "" elsewhere.
     """
 
     id: str
@@ -100,17 +111,22 @@ class ToolCall:
     block: int
     args: str = ""
     problem: str = ""
+    family: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class ToolResult:
-    """A tool result answering the call whose id is `tool_call_id`; `text` is a preview."""
+    """A tool result answering the call whose id is `tool_call_id`; `text` is a preview.
+
+    It answers only a call of its own `family` (see ToolCall).
+    """
 
     tool_call_id: str
     record: int
     block: int
     is_error: bool = False
     text: str = ""
+    family: str = ""
 
 
 @dataclass(slots=True)
@@ -131,6 +147,8 @@ class Record:
     conversation: superseded by a later write of the same message, or rewound.
     `leads` marks a record that must be followed by the item it produced (a
     Responses `reasoning` item): it goes when everything it leads goes.
+    `attached` lists blocks that belong to a call rather than being content of
+    their own (a Vercel AI SDK `tool-approval-request`): never content after it.
     `relinked_from` is the parent id as written when the reader re-linked the
     record (`parent` then holds the entry it belongs under): a pi result whose
     `parentId` names its call's tool call id rather than the call's entry.
@@ -157,6 +175,7 @@ class Record:
     interrupted: bool = False
     inactive: bool = False
     leads: bool = False
+    attached: tuple[int, ...] = ()
     relinked_from: str | None = None
     error: str | None = None
     line: int = 0
@@ -190,6 +209,12 @@ class Transcript:
     `results_on_calls` is True when a call's result is written on the call
     itself (Gemini CLI `toolCalls[].result`): a synthetic result goes there.
     `native_text` is the text the session's own agent writes for an interrupted call.
+    `agent` is True for a session file an agent writes itself (Claude Code,
+    Codex, OpenClaw/pi, Gemini CLI): the default policy answers in its words.
+    `server_history` is True for a Responses request that continues a stored
+    response (`previous_response_id` or `conversation`): outputs may answer
+    calls that live server-side. `malformed_note` says what the agent does
+    with a line it cannot read.
     """
 
     format: str
@@ -203,6 +228,9 @@ class Transcript:
     results_on_calls: bool = False
     native_text: str = "[Request interrupted by user for tool use]"
     style: dict[str, Any] = field(default_factory=dict)
+    agent: bool = False
+    server_history: bool = False
+    malformed_note: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,7 +259,8 @@ class Op:
     result goes either into a record of its own after record `anchor`, or, for
     formats whose messages hold several results, into record `target` before
     its block `at` (block numbers as read; past the last block: at the end).
-    `call` is the call answered; `text` the text of a synthetic result.
+    `call` is the call answered; `text` the text of a synthetic result, or the
+    new tool call id of a `rename_id`. `blocks` are the blocks a split carries.
     """
 
     kind: OpKind
@@ -244,6 +273,7 @@ class Op:
     text: str = ""
     target: int | None = None
     at: int = 0
+    blocks: tuple[int, ...] = ()
 
     @property
     def tool_call_id(self) -> str | None:

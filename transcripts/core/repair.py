@@ -6,6 +6,8 @@ I/O. Repairing a repaired transcript gives an empty plan (DESIGN.md contract 4).
 
 from __future__ import annotations
 
+import hashlib
+import re
 from dataclasses import replace
 
 from transcripts.core.detect import Pairing, Turn, other_blocks, pair
@@ -109,8 +111,10 @@ def repair(
     """
     if pairing is None:
         pairing = pair(transcript, replays_aborted=policy.replays_aborted)
-    text = policy.synthetic_text if policy.synthetic_text is not None else transcript.native_text
+    text = policy.text_for(transcript.native_text, transcript.agent)
     calls = {(call.record, call.block): call for call in pairing.turn_of}
+    new_ids = _new_ids(transcript, faults, policy, calls)
+    renamed: set[ToolCall] = set()
     owner = {(res.record, res.block): call for call, res in pairing.answer.items()}
     # Only a call broken in itself is dropped; an id that merely breaks one provider's
     # pattern is reported, since dropping it would throw away a real exchange.
@@ -129,6 +133,10 @@ def repair(
         row = policy.row(fault.kind)
         where = (fault.record, fault.block if fault.block is not None else 0)
         kind = fault.kind
+        call = calls.get(where)
+        if call is not None and call in new_ids and call not in renamed:
+            renamed.add(call)
+            ops.extend(_renames(pairing, fault, policy, call, new_ids[call]))
         if kind is FaultKind.ABORTED_FRAME and fault.tool_call_id is None:
             if policy.drops_interrupted_frames:
                 frames.append(Op(OpKind.DROP_RECORD, fault, row, fault.record))
@@ -140,7 +148,10 @@ def repair(
                 continue
             if action is Action.SYNTHESIZE:
                 insert = Op(OpKind.INSERT_RESULT, fault, row, call=call, text=text)
-                ops.append(_placed(transcript, pairing, call, insert))
+                insert = _placed(transcript, pairing, call, insert)
+                if call in new_ids:
+                    insert = replace(insert, call=replace(call, id=new_ids[call]))
+                ops.append(insert)
             elif action is Action.DROP:
                 ops.append(Op(OpKind.DROP_CALL, fault, row, call.record, call.block, call=call))
         elif kind is FaultKind.MALFORMED_CALL and where in dropped_calls:
@@ -164,7 +175,13 @@ def repair(
                 ops.append(_placed(transcript, pairing, call, insert))
         elif kind is FaultKind.RESULT_NOT_FIRST and action is Action.MOVE:
             ops.append(Op(OpKind.RESULTS_FIRST, fault, row, fault.record, fault.block))
-        elif kind is FaultKind.DUPLICATE_CALL_ID and action is Action.KEEP_FIRST:
+        elif (
+            kind is FaultKind.DUPLICATE_CALL_ID
+            and action in (Action.KEEP_FIRST, Action.RENAME)
+            and where not in calls
+        ):
+            # A repeat of a call's very block (id and arguments) is a streaming copy,
+            # not an exchange: the first is kept. Distinct calls are renamed above.
             turn = next(t for t in pairing.turns if t.head == fault.turn)
             ops.extend(
                 Op(OpKind.DROP_CALL, fault, row, copy.record, copy.block, call=copy)
@@ -175,6 +192,12 @@ def repair(
             kind is FaultKind.ORPHANED_RESULT and action is Action.DROP
         ):
             ops.append(Op(OpKind.DROP_RESULT, fault, row, fault.record, fault.block))
+        elif kind in (FaultKind.MALFORMED_RECORD, FaultKind.ORPHANED_REASONING) and (
+            action is Action.DROP
+        ):
+            ops.append(Op(OpKind.DROP_RECORD, fault, row, fault.record))
+        elif kind is FaultKind.CONTENT_AFTER_CALL and action in (Action.MOVE, Action.DROP):
+            ops.extend(_split(transcript, pairing, fault, row, action))
     # OpenMAIC drops interrupted frames only when a repair happens at all (§1A A4.2).
     if ops:
         ops.extend(frames)
@@ -222,3 +245,136 @@ def _dropped_whole(transcript: Transcript, ops: list[Op]) -> set[int]:
         for index, blocks in removed.items()
         if len(blocks) >= max(1, block_count(transcript.records[index]))
     }
+
+
+_ANTHROPIC_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
+_ID_LIMIT = 64  # Anthropic's (and pi's) longest tool call id
+
+
+def _new_ids(
+    transcript: Transcript,
+    faults: list[Fault],
+    policy: Policy,
+    calls: dict[tuple[int, int], ToolCall],
+) -> dict[ToolCall, str]:
+    """Return the new tool call id of each call the plan renames.
+
+    A call is renamed when it shares its id with another call where the
+    provider needs them apart (`duplicate_call_id` -> rename), or its id
+    breaks Anthropic's pattern `^[a-zA-Z0-9_-]+$` (`malformed_call` -> drop or
+    rename; the call itself is sound, so it is never dropped). The new id is
+    the old one with every refused character made `_`, cut to 64 characters
+    (a digest of the whole keeps it distinct), and given the first free
+    suffix `_2`, `_3`... when another id of the file already has it: a pure
+    function of the file.
+    """
+    wanted: list[ToolCall] = []
+    for fault in faults:
+        call = calls.get((fault.record, fault.block if fault.block is not None else 0))
+        if call is None or call in wanted:
+            continue
+        action = policy.action(fault.kind)
+        if (fault.kind is FaultKind.DUPLICATE_CALL_ID and action is Action.RENAME) or (
+            fault.kind is FaultKind.MALFORMED_CALL
+            and not call.problem
+            and action in (Action.DROP, Action.RENAME)
+        ):
+            wanted.append(call)
+    if not wanted:
+        return {}
+    strict = transcript.provider in ("anthropic", "bedrock")
+    taken = {c.id for r in transcript.records for c in r.calls}
+    taken.update(res.tool_call_id for r in transcript.records for res in r.results)
+    new_ids: dict[ToolCall, str] = {}
+    for call in sorted(wanted, key=lambda c: (c.record, c.block)):
+        base = call.id
+        if strict and not _ANTHROPIC_ID.match(base):
+            base = re.sub(r"[^a-zA-Z0-9_-]", "_", base)
+        if len(base) > _ID_LIMIT - 4:
+            whole = hashlib.sha256(call.id.encode("utf-8", "surrogatepass")).hexdigest()
+            base = f"{base[: _ID_LIMIT - 21]}_{whole[:16]}"
+        candidate, n = base, 1
+        while candidate in taken:
+            n += 1
+            candidate = f"{base}_{n}"
+        taken.add(candidate)
+        new_ids[call] = candidate
+    return new_ids
+
+
+def _renames(
+    pairing: Pairing, fault: Fault, policy: Policy, call: ToolCall, new_id: str
+) -> list[Op]:
+    """Return the ops giving `call` and the result that answers it the id `new_id`."""
+    row = f"{policy.name}: {fault.kind} -> rename"
+    ops = [Op(OpKind.RENAME_ID, fault, row, call.record, call.block, call=call, text=new_id)]
+    answer = pairing.answer.get(call)
+    if answer is not None:
+        ops.append(
+            Op(OpKind.RENAME_ID, fault, row, answer.record, answer.block, call=call, text=new_id)
+        )
+    return ops
+
+
+def _split(
+    transcript: Transcript, pairing: Pairing, fault: Fault, row: str, action: Action
+) -> list[Op]:
+    """Return the ops that take an assistant message's content after its calls out of it.
+
+    `move` (the default): the content after the first call becomes an assistant
+    message of its own right after the turn's results, and the content of the
+    user message holding those results that follows them becomes a user message
+    after that, so roles still alternate and every `tool_use` ends its message
+    (Anthropic; the Vercel AI SDK's providers). `drop`: the content is left out.
+    Formats that write results on the calls themselves keep it (there is no
+    message to split).
+    """
+    turn = next((t for t in pairing.turns if t.head == fault.turn), None)
+    if turn is None or transcript.results_on_calls:
+        return []
+    records = transcript.records
+    last_call = max(
+        (c for index in turn.records for c in records[index].calls),
+        key=lambda c: (c.record, c.block),
+    )
+    carried: list[tuple[int, tuple[int, ...]]] = []
+    seen_call = False
+    for index in turn.records:
+        record = records[index]
+        first_call = min((c.block for c in record.calls), default=None)
+        late = tuple(
+            j
+            for j in other_blocks(record)
+            if seen_call or (first_call is not None and j > first_call)
+        )
+        if late:
+            carried.append((index, late))
+        seen_call = seen_call or first_call is not None
+    if not carried:
+        return []
+    if action is Action.DROP:
+        return [
+            Op(OpKind.DROP_CONTENT, fault, row, index, blocks[0], blocks=blocks)
+            for index, blocks in carried
+        ]
+    reply = turn.run[-1] if turn.run else None
+    if reply is None and transcript.inline_results and turn.follower is not None:
+        # A synthetic result opens the next user message (formats.md §1): split that one.
+        follower = records[turn.follower]
+        if follower.role is Role.USER and not follower.calls:
+            reply = turn.follower
+    anchor = reply if reply is not None else turn.records[-1]
+    ops = [
+        Op(OpKind.SPLIT_AFTER_CALL, fault, row, index, blocks[0], anchor, last_call, blocks=blocks)
+        for index, blocks in carried
+    ]
+    if reply is not None and records[reply].role is Role.USER:
+        after = max((r.block for r in records[reply].results), default=-1)
+        rest = tuple(
+            j for j in other_blocks(records[reply]) if j > after or reply in turn.not_first
+        )
+        if rest:
+            ops.append(
+                Op(OpKind.SPLIT_REPLY, fault, row, reply, rest[0], anchor, last_call, blocks=rest)
+            )
+    return ops

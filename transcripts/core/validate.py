@@ -9,7 +9,7 @@ OpenAI Responses and Gemini.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from transcripts.core.branch import live_context
 from transcripts.core.model import Role, Transcript
@@ -70,6 +70,14 @@ def duplicate_text(provider: str, message: int, block: int, tool_call_id: str) -
     return unexpected_text(provider, message, block, tool_call_id)
 
 
+def bedrock_split_text(message: int, ids: Iterable[str]) -> str:
+    """Return Bedrock's error for call results missing from user message `message`."""
+    return (
+        f"Expected toolResult blocks at messages.{message}.content for the following Ids: "
+        + ", ".join(ids)
+    )
+
+
 def not_first_text(message: int, count: int) -> str:
     """Return Anthropic's error for tool results that do not open their user message."""
     return (
@@ -79,17 +87,26 @@ def not_first_text(message: int, count: int) -> str:
     )
 
 
+def _as_is(transcript: Transcript) -> bool:
+    """Return True for Bedrock Converse messages, which are sent as written.
+
+    Every other session reaches Bedrock through a converter (pi's, Claude
+    Code's) that merges consecutive messages of one role, as Anthropic does.
+    """
+    return transcript.format == "bedrock"
+
+
 def request_positions(
     transcript: Transcript, context: list[int], provider: str | None = None
 ) -> dict[int, tuple[int, int]]:
     """Map each record of `context` to (request message index, index of its first block).
 
     Anthropic merges consecutive messages of one role into one turn and takes
-    `system` out of `messages`; Chat Completions sends every message as is.
-    Records that one API response was split into (one `message_id`) are one
-    message everywhere.
+    `system` out of `messages`; Chat Completions and Bedrock Converse send every
+    message as is. Records that one API response was split into (one
+    `message_id`) are one message everywhere.
     """
-    merge = (provider or transcript.provider) in ("anthropic", "bedrock")
+    merge = (provider or transcript.provider) in ("anthropic", "bedrock") and not _as_is(transcript)
     positions: dict[int, tuple[int, int]] = {}
     message, blocks, last_role = -1, 0, None
     last_id: str | None = None
@@ -129,6 +146,7 @@ class _Message:
     results: list[tuple[int, int, str]]  # (record, block within the message, tool call id)
     late: set[tuple[int, int]]  # results written after other content of the message
     content_seen: bool = False
+    families: dict[tuple[int, int], str] = field(default_factory=dict)
 
 
 def _messages(transcript: Transcript, order: list[int], provider: str) -> list[_Message]:
@@ -151,6 +169,7 @@ def _messages(transcript: Transcript, order: list[int], provider: str) -> list[_
             or (record.role is Role.TOOL and last_role is Role.TOOL)
             or (
                 provider != "gemini"
+                and not (provider == "bedrock" and _as_is(transcript))
                 and bool(record.results)
                 and not record.calls
                 and not record.other_blocks
@@ -167,7 +186,13 @@ def _messages(transcript: Transcript, order: list[int], provider: str) -> list[_
         # result answers (and `detect` sees none there either).
         if record.role is Role.ASSISTANT:
             current.calls.extend((i, first + c.block, c.id) for c in record.calls)
+            current.families.update(
+                ((i, first + c.block), c.family) for c in record.calls if c.family
+            )
         current.results.extend((i, first + r.block, r.tool_call_id) for r in record.results)
+        current.families.update(
+            ((i, first + r.block), r.family) for r in record.results if r.family
+        )
         taken = {r.block for r in record.results} | {c.block for c in record.calls}
         total = len(record.calls) + len(record.results) + record.other_blocks
         others = [j for j in range(total) if j not in taken]
@@ -246,20 +271,25 @@ def validate(
     if provider == "openai_responses":
         violations.extend(_leaders_alone(transcript, order))
     if not adjacent:
-        open_calls: set[str] = set()
-        answered: set[str] = set()
+        # A result answers a call of its own family only (Codex custom tool calls).
+        open_calls: set[tuple[str, str]] = set()
+        answered: set[tuple[str, str]] = set()
         for message in messages:
-            open_calls.update(cid for _, _, cid in message.calls)
+            fam = message.families
+            open_calls.update((cid, fam.get((rec, b), "")) for rec, b, cid in message.calls)
             for rec, block, cid in message.results:
-                if cid in open_calls and cid not in answered:
-                    answered.add(cid)
+                key = (cid, fam.get((rec, block), ""))
+                if key in open_calls and key not in answered:
+                    answered.add(key)
+                elif transcript.server_history and key not in open_calls:
+                    continue  # answers a call of the stored response it continues
                 else:
                     violations.append(
                         Violation(rec, cid, unexpected_text(provider, message.index, block, cid))
                     )
         for message in messages:
-            for rec, _, cid in message.calls:
-                if cid not in answered:
+            for rec, b, cid in message.calls:
+                if (cid, message.families.get((rec, b), "")) not in answered:
                     violations.append(
                         Violation(rec, cid, missing_text(provider, message.index, [cid]))
                     )

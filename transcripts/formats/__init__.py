@@ -7,6 +7,7 @@ Sniffing follows formats.md §9.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import io
 import json
@@ -19,9 +20,9 @@ from typing import Any, BinaryIO
 import orjson
 
 from transcripts.core.branch import branch_paths
-from transcripts.core.layout import Slot, layout, sparse_layout
+from transcripts.core.layout import SPLITS, Slot, layout, sparse_layout
 from transcripts.core.markers import synthetic_marker
-from transcripts.core.model import Op, Plan, RawSource, Record, Role, Transcript
+from transcripts.core.model import Op, OpKind, Plan, RawSource, Record, Role, Transcript
 from transcripts.formats._json import (
     ScanError,
     array_spans,
@@ -326,7 +327,9 @@ def _load_document(data: bytes, filename: str, root: Any, format: str | None) ->
         )
     found = array_spans(data, _skip_blank(data), root, fmt.array_keys)
     if found is not None:
-        return _document_records(data, filename, fmt, *found)
+        transcript = _document_records(data, filename, fmt, *found)
+        transcript.server_history = fmt.continues(root)
+        return transcript
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -360,6 +363,7 @@ def _load_document(data: bytes, filename: str, root: Any, format: str | None) ->
             record.error = f"{filename}: line {record.line}: element {index} is not a JSON object"
         records.append(record)
     fmt.finish(records)
+    server_history = fmt.continues(root)
     style: dict[str, Any] = {}
     if items:
         first_start = items[0][0]
@@ -370,7 +374,9 @@ def _load_document(data: bytes, filename: str, root: Any, format: str | None) ->
             style["sep"] = data[records[0].end : records[1].start]
         else:
             style["sep"] = b"," + data[records[0].start - len(base.encode()) - 1 : records[0].start]
-    return _transcript(fmt, records, data, filename, style)
+    transcript = _transcript(fmt, records, data, filename, style)
+    transcript.server_history = server_history
+    return transcript
 
 
 def _skip_blank(data: bytes) -> int:
@@ -501,6 +507,8 @@ def _transcript(
         results_on_calls=fmt.results_on_calls,
         native_text=fmt.native_text,
         style=style,
+        agent=fmt.agent,
+        malformed_note=fmt.malformed_note,
     )
 
 
@@ -687,6 +695,8 @@ def _with_keep(text: str, fmt: Format, keep: str) -> str:
 
 def _new_record(transcript: Transcript, fmt: Format, slot: Slot) -> Any:
     assert slot.op is not None
+    if slot.op.kind in SPLITS:
+        return fmt.split(transcript, slot.op)
     if slot.op.record is None:
         if len(slot.ops) > 1:
             return fmt.synthetic_group(transcript, slot.ops)
@@ -710,9 +720,14 @@ def _slot_value(
         if slot in parents:
             obj[fmt.parent_key] = parents[slot]
         return obj
-    if slot.block_order is None:
-        return None
     record = transcript.records[slot.record]
+    if slot.block_order is None:
+        if slot.record not in transcript.style.get("renamed", ()):
+            return None
+        obj = dict(record.obj)
+        if slot.record in parents:
+            obj[fmt.parent_key] = parents[slot.record]
+        return obj
     placed = tuple((op.at, fmt.inline_result(transcript, op)) for op in slot.inserted)
     obj = fmt.keep(record.obj, list(slot.block_order), placed)
     new_parent = parents.get(slot.record)
@@ -764,6 +779,28 @@ class Rewrite:
     placed: frozenset[Op]
 
 
+def _renamed(transcript: Transcript, fmt: Format, plan: Plan) -> Transcript:
+    """Return `transcript` with the tool call ids the plan's `rename_id` ops give.
+
+    The renamed records hold their new JSON value (the raw one is untouched),
+    and `style["renamed"]` names them, so that they are written anew.
+    """
+    renames: dict[int, list[tuple[int, str]]] = {}
+    for op in plan.ops:
+        if op.kind is OpKind.RENAME_ID and op.record is not None:
+            renames.setdefault(op.record, []).append((op.block or 0, op.text))
+    if not renames:
+        return transcript
+    records = list(transcript.records)
+    for index, items in renames.items():
+        obj = copy.deepcopy(records[index].obj)
+        for block, new_id in items:
+            fmt.rename_id(obj, block, new_id)
+        records[index] = dataclasses.replace(records[index], parsed=obj, source=None)
+    style = {**transcript.style, "renamed": frozenset(renames)}
+    return dataclasses.replace(transcript, records=records, style=style)
+
+
 def rewrite(transcript: Transcript, plan: Plan) -> Rewrite:
     """Return what repairing `transcript` by `plan` changes, without rendering or reading the file.
 
@@ -772,6 +809,7 @@ def rewrite(transcript: Transcript, plan: Plan) -> Rewrite:
     replaced nor listed.
     """
     fmt = FORMATS[transcript.format]
+    transcript = _renamed(transcript, fmt, plan)
     at = sparse_layout(transcript, plan)
     parents = _relink(transcript, fmt, at) if transcript.tree else {}
     count = len(transcript.records)
@@ -824,6 +862,7 @@ def render_to(transcript: Transcript, plan: Plan, out: BinaryIO) -> None:
         writer.flush()
         return
     fmt = FORMATS[transcript.format]
+    transcript = _renamed(transcript, fmt, plan)
     at = sparse_layout(transcript, plan)
     parents = _relink(transcript, fmt, at) if transcript.tree else {}
     keeps = _rekeep(transcript, fmt, at) if transcript.tree else {}
@@ -889,8 +928,11 @@ def _write_lines(
     """
     data, records = transcript.raw, transcript.records
     eol: bytes = transcript.style["eol"]
-    ends_open = not data.endswith(b"\n")
     last = _last_written(at, len(records))
+    # A cut last line that the repair drops takes the open end with it: the agent's
+    # next line must start on a line of its own.
+    cut = records[-1].error is not None and any(s.dropped for s in at.get(len(records) - 1, ()))
+    ends_open = not data.endswith(b"\n") and not cut
     writer.raw(0, records[0].start)
     for i, record in enumerate(records):
         here: Sequence[Slot | None] = at.get(i) or (None,)
@@ -947,7 +989,14 @@ def _write_elements(
                 writer.raw(records[previous].end, records[own].start)
             else:
                 writer.bytes(sep)
-        if own is not None and slot.block_order is None and own not in parents and own not in keeps:
+        renamed = own is not None and own in transcript.style.get("renamed", ())
+        if (
+            own is not None
+            and slot.block_order is None
+            and own not in parents
+            and own not in keeps
+            and not renamed
+        ):
             writer.raw(records[own].start, records[own].end)
         else:
             writer.bytes(_record_bytes(transcript, fmt, slot, parents, keeps))

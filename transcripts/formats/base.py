@@ -32,6 +32,13 @@ class Format:
     provider: ClassVar[str] = "anthropic"
     # What the agent itself writes as the result of an interrupted call (formats.md §0.7).
     native_text: ClassVar[str] = "[Request interrupted by user for tool use]"
+    # A session file an agent writes itself: the default policy answers in its words.
+    agent: ClassVar[bool] = False
+    # What the agent (or the provider, for a request body) does with a record it cannot read.
+    malformed_note: ClassVar[str] = (
+        "Sent as it is, an element that is not a message object makes the provider refuse "
+        "the whole request."
+    )
 
     def sniff(self, sample: list[Any], filename: str) -> bool:
         """Return True when `sample` (first parsed lines, or [document root]) is this format."""
@@ -44,6 +51,10 @@ class Format:
     def classify(self, obj: Any, record: Record) -> None:
         """Fill `record`'s role, kind, calls, results, links and preview from `obj`."""
         raise NotImplementedError
+
+    def continues(self, root: Any) -> bool:
+        """Return True when a request body continues a conversation held server-side."""
+        return False
 
     def finish(self, records: list[Record]) -> None:
         """Adjust records once all are classified (e.g. mark superseded ones inactive)."""
@@ -99,6 +110,47 @@ class Format:
     def new_uid(self, transcript: Transcript, op: Op) -> str:
         """Return a deterministic id for the record `op` creates."""
         raise NotImplementedError
+
+    def split(self, transcript: Transcript, op: Op) -> Any:
+        """Return the new record holding blocks `op.blocks` of record `op.record` (a split).
+
+        It is a copy of that record with those blocks only; in a tree format it
+        gets an id of its own (`new_uid`), its parent being set on writing.
+        """
+        assert op.record is not None
+        obj = self.keep(transcript.records[op.record].obj, list(op.blocks))
+        if self.tree:
+            obj[self.uid_key] = self.new_uid(transcript, op)
+        return obj
+
+    def rename_id(self, obj: Any, block: int, new_id: str) -> None:
+        """Give the call or result of block `block` of record `obj` the tool call id `new_id`.
+
+        `obj` is changed in place. The block is element `block` of the record's
+        content list (under `content_key`, or its `message`'s); its id is the
+        first of the keys every block format names it by, on the block or on
+        the one object it wraps (Bedrock `toolUse`, Gemini `functionCall`).
+        """
+        content = obj.get(self.content_key)
+        message = obj.get("message")
+        if not isinstance(content, list) and isinstance(message, dict):
+            content = message.get(self.content_key)
+        set_id(content[block], new_id)
+
+
+_ID_KEYS = ("id", "tool_use_id", "toolCallId", "toolUseId", "call_id", "tool_call_id")
+
+
+def set_id(part: dict[str, Any], new_id: str) -> None:
+    """Set the tool call id of a call or result block `part` (or the object it wraps)."""
+    for key in _ID_KEYS:
+        if isinstance(part.get(key), str):
+            part[key] = new_id
+            return
+    for value in part.values():
+        if isinstance(value, dict) and any(isinstance(value.get(k), str) for k in _ID_KEYS):
+            set_id(value, new_id)
+            return
 
 
 Placed = tuple[tuple[int, Any], ...]

@@ -43,6 +43,11 @@ class ClaudeCode(Format):
     uid_key = "uuid"
     parent_key = "parentUuid"
     provider = "anthropic"
+    agent = True
+    malformed_note = (
+        "Claude Code skips a line it cannot parse when it loads the session; the lines "
+        "parented on it then start a chain of their own."
+    )
 
     def sniff(self, sample: list[Any], filename: str) -> bool:
         return any(
@@ -143,7 +148,15 @@ class ClaudeCode(Format):
         out["message"] = dict(obj["message"], content=picked(obj["message"]["content"], order))
         return out
 
+    def split(self, transcript: Transcript, op: Op) -> Any:
+        obj = super().split(transcript, op)
+        obj.pop("toolUseResult", None)  # it reports the results, which stay behind
+        return obj
+
     def new_uid(self, transcript: Transcript, op: Op) -> str:
         assert op.call is not None
-        seed = digest(transcript.records[op.call.record].uid, op.call.id, op.call.block, op.kind)
+        call = op.call
+        # A split is named by the record it comes out of, too: one turn may split twice.
+        split = (op.record,) if op.blocks else ()
+        seed = digest(transcript.records[call.record].uid, call.id, call.block, op.kind, *split)
         return str(uuid.uuid5(_NAMESPACE, seed))

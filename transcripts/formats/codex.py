@@ -9,6 +9,7 @@ history before it.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from transcripts.core.model import Op, Record, Role, ToolResult, Transcript
@@ -28,6 +29,7 @@ _OUTPUT_FOR = {
     "local_shell_call": "function_call_output",
 }
 _ROLES = {"user": Role.USER, "assistant": Role.ASSISTANT}
+_CUSTOM = "custom"  # the family of custom tool calls and their outputs
 _ENVELOPE = ("response_item", "event_msg", "turn_context", "compacted", "session_meta")
 # Keys no direct-layout header has: other formats' first lines, and the events
 # `codex exec --json` printed (`{"id", "msg"}`, see streams.py).
@@ -62,6 +64,10 @@ class Codex(Format):
     label = "Codex rollout JSONL"
     provider = "openai_responses"
     native_text = "aborted"
+    agent = True
+    malformed_note = (
+        "Codex logs a warning and skips a rollout line it cannot parse when it resumes the session."
+    )
 
     def sniff(self, sample: list[Any], filename: str) -> bool:
         first = sample[0] if sample else None
@@ -120,13 +126,18 @@ class Codex(Format):
                 args = {"input": payload.get("input")}  # free-form text, not JSON
             else:
                 args = payload.get("action")
-            add_call(record, 0, call_id, name, args)
+            call = add_call(record, 0, call_id, name, args)
+            if item == "custom_tool_call":
+                record.calls[-1] = replace(call, family=_CUSTOM)
             record.text = preview(f"{name}({preview(canonical(args), 200)})")
         elif item in _OUTPUTS:
             record.role = Role.TOOL
             text = preview(payload.get("output"))
+            # normalize.rs pairs a custom call with a custom output only, and drops any
+            # other output as an orphan.
+            family = _CUSTOM if item == "custom_tool_call_output" else ""
             record.results.append(
-                ToolResult(str(payload.get("call_id") or ""), record.index, 0, False, text)
+                ToolResult(str(payload.get("call_id") or ""), record.index, 0, False, text, family)
             )
             record.text = text
         elif item == "compaction":
@@ -171,3 +182,7 @@ class Codex(Format):
 
     def keep(self, obj: Any, order: list[int], placed: Placed = ()) -> Any:
         raise ValueError("Codex items hold one block; they are kept or dropped whole")
+
+    def rename_id(self, obj: Any, block: int, new_id: str) -> None:
+        payload = obj["payload"] if isinstance(obj.get("payload"), dict) else obj
+        payload["call_id"] = new_id

@@ -48,6 +48,10 @@ class GeminiCli(Format):
     provider = "gemini"
     native_text = CANCELLED
     results_on_calls = True
+    agent = True
+    malformed_note = (
+        "Gemini CLI skips a line it cannot parse when it loads the session for --resume."
+    )
 
     def sniff(self, sample: list[Any], filename: str) -> bool:
         first = sample[0] if sample else None

@@ -119,6 +119,14 @@ class LangChain(Format):
                 texts.append(f"{record.calls[-1].name}({preview(record.calls[-1].args, 200)})")
         record.text = preview(" ".join(texts))
 
+    def rename_id(self, obj: Any, block: int, new_id: str) -> None:
+        data = obj["data"]
+        if _kind(obj) in ("tool", "ToolMessageChunk"):
+            data["tool_call_id"] = new_id
+            return
+        _, _, entry = _calls(data)[block - (1 if _has_content(data) else 0)]
+        entry["id"] = new_id
+
     def _call(self, entry: Any, key: str, record: Record, block: int) -> None:
         entry = entry if isinstance(entry, dict) else {}
         call_id, raw_name, args = entry.get("id"), entry.get("name"), entry.get("args")

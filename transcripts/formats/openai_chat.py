@@ -87,6 +87,13 @@ class OpenAIChat(Format):
     def carry(self, transcript: Transcript, op: Op) -> Any:
         raise ValueError("Chat Completions tool messages are whole records; they move whole")
 
+    def rename_id(self, obj: Any, block: int, new_id: str) -> None:
+        if obj.get("role") == "tool":
+            obj["tool_call_id"] = new_id
+            return
+        first = 0 if obj.get("content") in (None, "", []) else 1
+        obj["tool_calls"][block - first]["id"] = new_id
+
     def keep(self, obj: Any, order: list[int], placed: Placed = ()) -> Any:
         out = copy.copy(obj)
         first = 0 if obj.get("content") in (None, "", []) else 1

@@ -62,6 +62,11 @@ class OpenClaw(Format):
     keep_key = "firstKeptEntryId"
     provider = "anthropic"
     native_text = "[openclaw] " + OPENCLAW_SENTENCE
+    agent = True
+    malformed_note = (
+        "pi and OpenClaw skip a line that is not JSON when they load the session "
+        '(session-manager: "Skip malformed lines"); entries parented on it lose their branch.'
+    )
 
     def sniff(self, sample: list[Any], filename: str) -> bool:
         first = sample[0] if sample else None
@@ -211,8 +216,16 @@ class OpenClaw(Format):
         out["message"] = dict(obj["message"], content=[content[j] for j in order])
         return out
 
+    def rename_id(self, obj: Any, block: int, new_id: str) -> None:
+        message = obj["message"]
+        if message.get("role") == "toolResult":
+            message["toolCallId" if "toolCallId" in message else "toolUseId"] = new_id
+            return
+        super().rename_id(obj, block, new_id)
+
     def new_uid(self, transcript: Transcript, op: Op) -> str:
         assert op.call is not None
-        return digest(transcript.records[op.call.record].uid, op.call.id, op.call.block, op.kind)[
-            :8
-        ]
+        call = op.call
+        # A split is named by the record it comes out of, too: one turn may split twice.
+        split = (op.record,) if op.blocks else ()
+        return digest(transcript.records[call.record].uid, call.id, call.block, op.kind, *split)[:8]

@@ -108,3 +108,8 @@ class OpenHands(Format):
 
     def keep(self, obj: Any, order: list[int], placed: Placed = ()) -> Any:
         raise ValueError("OpenHands events are kept or dropped whole")
+
+    def rename_id(self, obj: Any, block: int, new_id: str) -> None:
+        obj["tool_call_id"] = new_id
+        if isinstance(obj.get("tool_call"), dict):
+            obj["tool_call"]["id"] = new_id

@@ -17,6 +17,7 @@ from typing import Any
 
 from transcripts.core.model import Op, Record, Role, Transcript
 from transcripts.formats._json import ordered_like
+from transcripts.formats.base import Format
 from transcripts.formats.codex import Codex
 
 # Item types that only a Responses input holds (§9). Chat Completions messages
@@ -53,6 +54,8 @@ class Responses(Codex):
     id = "responses"
     label = "OpenAI Responses input items"
     jsonl = False
+    agent = False  # a request body, not a file Codex writes
+    malformed_note = Format.malformed_note
 
     def sniff(self, sample: list[Any], filename: str) -> bool:
         """Return True for an object with an `input` array, or an array of Responses items."""
@@ -63,6 +66,16 @@ class Responses(Codex):
 
     def sniff_loose(self, sample: list[Any], filename: str) -> bool:
         return False
+
+    def continues(self, root: Any) -> bool:
+        """Return True for a request with `previous_response_id` or `conversation` set.
+
+        Its outputs may answer calls of the stored response, which the request
+        does not repeat (the Responses API's conversation state).
+        """
+        return isinstance(root, dict) and bool(
+            root.get("previous_response_id") or root.get("conversation")
+        )
 
     def classify(self, obj: Any, record: Record) -> None:
         """Classify one input item as Codex classifies its `response_item` lines.

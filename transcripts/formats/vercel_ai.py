@@ -45,6 +45,18 @@ _PART_TYPES = frozenset(
 _ERROR_OUTPUTS = ("error-text", "error-json", "execution-denied")
 
 
+_APPROVALS = "tool/approval"
+
+
+def _is_part(part: Any, kind: str) -> bool:
+    return isinstance(part, dict) and part.get("type") == kind
+
+
+def _approval_text(part: dict[str, Any]) -> str:
+    verdict = "approved" if part.get("approved") is True else "denied"
+    return f"({verdict} {part.get('approvalId')})"
+
+
 def _is_v4(part: Any) -> bool:
     """Return True when a tool part is written the v4 way (`args`, `result`)."""
     return isinstance(part, dict) and ("result" in part or ("args" in part and "input" not in part))
@@ -125,8 +137,18 @@ class VercelAI(Format):
             record.text = preview(content)
             return
         texts: list[str] = []
-        for j, part in enumerate(content if isinstance(content, list) else []):
+        parts = content if isinstance(content, list) else []
+        if role == "tool" and parts and all(_is_part(p, "tool-approval-response") for p in parts):
+            # The SDK sends no approval to the model (convertToLanguageModelPrompt drops
+            # these parts, and a tool message left empty with them).
+            record.role, record.kind = Role.META, _APPROVALS
+            record.other_blocks = len(parts)
+            record.text = preview(" ".join(_approval_text(p) for p in parts))
+            return
+        for j, part in enumerate(parts):
             kind = part.get("type") if isinstance(part, dict) else None
+            if kind == "tool-approval-request":
+                record.attached = (*record.attached, j)
             if kind == "tool-call" and role == "assistant" and not part.get("providerExecuted"):
                 call_id, raw_name = part.get("toolCallId"), part.get("toolName")
                 args = part.get("input", part.get("args"))
@@ -147,6 +169,37 @@ class VercelAI(Format):
                 else:
                     texts.append(f"({kind or 'part'})")
         record.text = preview(" ".join(texts))
+
+    def finish(self, records: list[Record]) -> None:
+        """Take calls whose approval ends the history out of pairing: they await the SDK.
+
+        AI SDK v6 resumes a run from a history that ends with
+        `tool-approval-response` parts: it executes the approved calls (and
+        answers the denied ones) itself, so those calls are no unanswered calls.
+        The same shape earlier in the history is a call left without a result.
+        """
+        k = len(records) - 1
+        approved: set[str] = set()
+        while k >= 0 and records[k].kind == _APPROVALS:
+            approved.update(
+                str(p.get("approvalId")) for p in records[k].obj["content"] if isinstance(p, dict)
+            )
+            k -= 1
+        if not approved or k < 0 or records[k].role is not Role.ASSISTANT:
+            return
+        record = records[k]
+        parts = record.obj["content"]
+        awaiting = {
+            str(parts[j].get("toolCallId"))
+            for j in record.attached
+            if str(parts[j].get("approvalId")) in approved
+        }
+        kept = [call for call in record.calls if call.id not in awaiting]
+        for call in record.calls:
+            if call.id in awaiting:
+                record.other_blocks += 1
+                record.attached = (*record.attached, call.block)
+        record.calls = kept
 
     def synthetic(self, transcript: Transcript, op: Op) -> Any:
         """Return a `tool` message with one error `tool-result` part answering `op.call`.

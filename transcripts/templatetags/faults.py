@@ -28,9 +28,10 @@ MEANINGS: dict[str, str] = {
     FaultKind.RESULT_NOT_FIRST: "text before the tool results in the user message",
     FaultKind.CONTENT_AFTER_CALL: "assistant content after a tool call in the same message",
     FaultKind.ABORTED_FRAME: "an errored or aborted assistant turn that carries tool calls",
-    FaultKind.MALFORMED_CALL: "a call with no id, a bad name, or partial arguments",
+    FaultKind.MALFORMED_CALL: "a call with no id, a bad name or id, or partial arguments",
     FaultKind.MALFORMED_RECORD: "a line or element that is not valid JSON",
     FaultKind.EXISTING_SYNTHETIC: "a result an earlier repair synthesized",
+    FaultKind.ORPHANED_REASONING: "a Responses reasoning item without the item it produced",
 }
 
 
