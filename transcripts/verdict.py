@@ -71,7 +71,10 @@ def verdict_of(transcript: Transcript, policy: str) -> Verdict | None:
     """
     if transcript.provider not in PROVIDERS:
         return None
-    violations = validate(transcript, drops_aborted=not PRESETS[policy].replays_aborted)
+    # A workspace's own policy is a table of actions; only a preset imitates a runtime
+    # that replays aborted frames.
+    replays = policy in PRESETS and PRESETS[policy].replays_aborted
+    violations = validate(transcript, drops_aborted=not replays)
     return Verdict(
         transcript.provider, len(violations), [v.error for v in violations[:ERRORS_KEPT]]
     )
