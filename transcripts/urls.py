@@ -11,6 +11,7 @@ urlpatterns = [
     path("sessions/upload/", views.upload, name="upload"),
     path("sessions/<int:pk>/", views.session_detail, name="session_detail"),
     path("sessions/<int:pk>/compare/", views.session_compare, name="session_compare"),
+    path("sessions/<int:pk>/resume/", views.resume_preview, name="resume_preview"),
     path("sessions/<int:pk>/delete/", views.delete_session, name="delete_session"),
     path("sessions/dismiss-unreadable/", views.dismiss_unreadable, name="dismiss_unreadable"),
     path("sessions/<int:pk>/rows/", views.session_rows, name="session_rows"),

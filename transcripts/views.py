@@ -41,7 +41,17 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRefresh, push_url
 
-from transcripts import actions, compare, invitations, overview, search, sync, timeline
+from transcripts import (
+    actions,
+    compare,
+    formats,
+    invitations,
+    overview,
+    replay,
+    search,
+    sync,
+    timeline,
+)
 from transcripts.engine import PRESETS
 from transcripts.formats import FORMATS
 from transcripts.forms import (
@@ -1049,6 +1059,38 @@ def _revision_number(request: HttpRequest, name: str, default: int) -> int | Non
     if value == "":
         return default
     return int(value) if value.isdigit() else None
+
+
+@login_required
+@require_GET
+def resume_preview(request: HttpRequest, pk: int) -> HttpResponse:
+    """Show what the session's agent sends on resuming the head, raw and repaired under `policy`.
+
+    The messages after the agent's own loader and recovery (`transcripts.replay`),
+    the provider's verdict on each side and what the agent would silently drop.
+    Reads the head whole, as a download does.
+    """
+    session = _session(request, pk)
+    form = PolicyForm(request.GET, workspace_id=session.workspace_id)
+    if not form.is_valid():
+        return _unknown_policy(request, session)
+    policy = form.cleaned_data["policy"]
+    assert session.head is not None
+    context: dict[str, Any] = {"session": session, "policy": policy}
+    with actions.open_analysis(session.head, policy, summaries=True) as analysis:
+        context["format_label"] = analysis.format_label
+        if analysis.transcript is not None and analysis.format in replay.AGENTS:
+            raw = replay.preview(analysis.transcript)
+            fixed = formats.load(analysis.repaired, session.name, analysis.format)
+            repaired = replay.preview(fixed)
+            assert raw is not None and repaired is not None
+            context.update(
+                raw=raw,
+                repaired=repaired,
+                sentences=replay.describe(raw, repaired, policy),
+                sides=[("As it is", raw), (f"Repaired under {policy}", repaired)],
+            )
+    return render(request, "transcripts/resume_preview.html", context)
 
 
 @login_required

@@ -109,6 +109,7 @@ def object_urls(objects: dict[str, Any]) -> dict[str, str]:
         "confirm_revoke_api_token": (objects["token"].pk,),
         "confirm_rollback": (job.pk,),
         "session_compare": (session.pk,),
+        "resume_preview": (session.pk,),
         "delete_session": (session.pk,),
     }
     missing = set(url_names()) - UNSCOPED - set(filled)

@@ -147,5 +147,61 @@ def check_request(provider: str, body: dict[str, Any]) -> list[Violation]:
     return validate(transcript, provider, context=list(range(len(transcript.records))))
 
 
+def _things(dropped: list[Dropped]) -> str:
+    counts: dict[str, int] = {}
+    for item in dropped:
+        counts[item.what] = counts.get(item.what, 0) + 1
+    words = {"call": "tool call", "result": "tool result", "text": "text", "record": "record"}
+    return ", ".join(
+        f"{n} {words.get(what, what)}{'' if n == 1 else 's'}" for what, n in counts.items()
+    )
+
+
+def kept_by(repaired: Preview, dropped: list[Dropped]) -> list[Dropped]:
+    """Return the calls and results of `dropped` (raw side) that `repaired`'s request carries."""
+    calls = {c for m in repaired.messages for c in m.calls}
+    results = {r for m in repaired.messages for r in m.results}
+    return [
+        d
+        for d in dropped
+        if d.tool_call_id is not None
+        and (
+            (d.what == "call" and d.tool_call_id in calls)
+            or (d.what == "result" and d.tool_call_id in results)
+        )
+    ]
+
+
+def describe(raw: Preview, repaired: Preview, policy: str) -> list[str]:
+    """Return sentences comparing a raw resume with a repaired one, for people.
+
+    E.g. "Claude Code would silently drop 2 tool calls of this file on resume;
+    the repair under synthesize keeps them."
+    """
+    sentences = []
+    verdict = "accepts" if raw.valid else "rejects"
+    sentences.append(
+        f"Resumed as it is, {raw.agent} sends {len(raw.messages)} messages and the provider "
+        f"{verdict} them."
+    )
+    if raw.dropped:
+        kept = kept_by(repaired, raw.dropped)
+        if len(kept) == len(raw.dropped):
+            tail = f"; the repair under {policy} keeps them"
+        else:
+            tail = f"; the repair under {policy} keeps {_things(kept)}" if kept else ""
+        sentences.append(
+            f"{raw.agent} would silently drop {_things(raw.dropped)} of this file on resume{tail}."
+        )
+    verdict = "accepts" if repaired.valid else "still rejects"
+    sentences.append(
+        f"Repaired under {policy}, it sends {len(repaired.messages)} messages and the provider "
+        f"{verdict} them"
+        + (f"; {raw.agent} still drops {_things(repaired.dropped)}." if repaired.dropped else ".")
+    )
+    return sentences
+
+
+# The agents' modules register themselves; `_request` needs this module's names.
 from transcripts.replay import claude_code, codex, gemini_cli, openclaw  # noqa: E402, F401
 from transcripts.replay._request import message_text, request_messages  # noqa: E402

@@ -212,4 +212,4 @@ def preview(transcript: Transcript) -> Preview:
     body = {"contents": [{"role": role, "parts": parts} for role, parts in merged]}
     violations = check_request("gemini", body) if merged else []
     messages = [_message(role, parts) for role, parts in merged]
-    return Preview("gemini_cli", "gemini", messages, violations, dropped, added)
+    return Preview("Gemini CLI", "gemini", messages, violations, dropped, added)
