@@ -520,7 +520,7 @@ class Job(models.Model):
         related_name="+",
         help_text="The job a rollback undoes, or the dry run a repair follows.",
     )
-    selection = models.JSONField(
+    selection = StorableJSONField(
         default=dict, blank=True, help_text="The filter the sessions were chosen by, if any."
     )
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
@@ -893,10 +893,10 @@ class Timeline(models.Model):
     op_count = models.PositiveIntegerField(default=0)
     # What the last compaction hid (see transcripts.core.compaction): its record,
     # how many records are not sent, and the faults they would have; {} if none.
-    compaction = models.JSONField(default=dict, blank=True)
+    compaction = StorableJSONField(default=dict, blank=True)
     # The provider's verdict on the revision as it is ("raw") and repaired under the
     # policy ("repaired"): see transcripts.verdict.Verdict.as_dict; {} if unreadable.
-    verdict = models.JSONField(default=dict, blank=True)
+    verdict = StorableJSONField(default=dict, blank=True)
     # How far a build has got (BUILD_STAGES of transcripts.timeline): 0 before it starts.
     stage = models.PositiveSmallIntegerField(default=0)
     error = StorableTextField(blank=True, help_text="Why the file could not be read.")

@@ -32,7 +32,10 @@ def test_a_tool_call_id_finds_its_records_in_every_session(
     expect(hits).to_have_count(1)
     expect(hits.first).to_contain_text("mine.jsonl")
     expect(hits.first.locator(".hit-record")).to_have_text("#8")
-    expect(hits.first.locator(".snippet")).to_contain_text(f"[{ORPHANED_CALL}]")
+    # FTS5 marks the id as one term, PostgreSQL's parser as two ("[toolu]_[01…]").
+    snippet = hits.first.locator(".snippet")
+    expect(snippet).to_contain_text("[")
+    assert ORPHANED_CALL in snippet.inner_text().replace("[", "").replace("]", "")
     hits.first.locator(".hit-record").click()
     expect(page.locator("#r-8")).to_have_class(re.compile(r"\bcurrent\b"))
 

@@ -1,5 +1,7 @@
 """Issue 16 §3: the provider's verdict beside each download and policy; a warning first."""
 
+import re
+
 import pytest
 from playwright.sync_api import expect
 
@@ -23,8 +25,9 @@ def case_page(page, live_server, alice, workspace, ingest):
 def test_each_policy_says_whether_anthropic_would_accept_the_repaired_file(case_page):
     page = case_page
     policy = page.get_by_label("Policy")
+    # The default's label also says what it writes (issue 14), then the verdict.
     expect(policy.locator('option[value="synthesize"]')).to_have_text(
-        "synthesize: valid for Anthropic"
+        re.compile(r"^synthesize \(default: .*\): valid for Anthropic$")
     )
     expect(policy.locator('option[value="openmaic"]')).to_have_text(
         "openmaic: still rejected by Anthropic"

@@ -17,6 +17,7 @@ from django.db.models import QuerySet
 from django.http import FileResponse, StreamingHttpResponse
 from django.http.multipartparser import MultiPartParserError
 from django.utils import timezone
+from django.utils.datastructures import MultiValueDict
 from django.utils.http import content_disposition_header
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -203,6 +204,17 @@ class SessionList(generics.ListAPIView[Session]):
         responses={201: SessionSerializer, 400: ErrorSerializer},
     )
     def post(self, request: Request) -> Response:
+        try:
+            return self._store(request)
+        finally:
+            # A refused or invalid upload leaves its staged file open: close it now,
+            # not whenever the garbage collector gets to it.
+            files = getattr(request, "_files", None)  # DRF's parsed files, if it parsed any
+            for _, parts in files.lists() if isinstance(files, MultiValueDict) else ():
+                for part in parts:
+                    part.close()
+
+    def _store(self, request: Request) -> Response:
         # The limits apply while the body is read: a handler in place before request.data.
         limiter = LimitUploadHandler(request, Limits.from_settings(), archives=False)
         request.upload_handlers.insert(0, limiter)
