@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass, field
+from typing import Any
 
 from transcripts import formats
 from transcripts.core.model import Record, Transcript
@@ -22,6 +23,9 @@ from transcripts.timeline import ShownCell
 CONTEXT = 3
 # Rows shown (collapsed runs count one); past this the page says how many are left out.
 MAX_ROWS = 2000
+# Changed stretches up to this many records are matched exactly; longer ones with
+# difflib's junk heuristic (quadratic time is not offered to any viewer).
+EXACT_MATCH_RECORDS = 2000
 
 
 @dataclass
@@ -91,6 +95,36 @@ def _identity(record: Record) -> object:
     )
 
 
+def _opcodes(a: list[Any], b: list[Any]) -> list[tuple[str, int, int, int, int]]:
+    """Return difflib's opcodes turning `a` into `b`, in time that stays near linear.
+
+    A repair changes few records, so the common head and tail are matched
+    first, as equal runs. Only the middle goes to SequenceMatcher, exactly
+    when it is short, and otherwise with its junk heuristic on, so that a
+    session of repeated records (a viewer can ask for any) costs no
+    quadratic time.
+    """
+    head = 0
+    limit = min(len(a), len(b))
+    while head < limit and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < limit - head and a[len(a) - 1 - tail] == b[len(b) - 1 - tail]:
+        tail += 1
+    middle_a, middle_b = a[head : len(a) - tail], b[head : len(b) - tail]
+    found: list[tuple[str, int, int, int, int]] = []
+    if head:
+        found.append(("equal", 0, head, 0, head))
+    if middle_a or middle_b:
+        exact = max(len(middle_a), len(middle_b)) <= EXACT_MATCH_RECORDS
+        matcher = difflib.SequenceMatcher(None, middle_a, middle_b, autojunk=not exact)
+        for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+            found.append((tag, i1 + head, i2 + head, j1 + head, j2 + head))
+    if tail:
+        found.append(("equal", len(a) - tail, len(a), len(b) - tail, len(b)))
+    return found
+
+
 def compare(session: Session, a: Revision, b: Revision, *, full: bool = False) -> Comparison:
     """Return revision `a` (left) compared with revision `b` (right), record by record.
 
@@ -107,7 +141,6 @@ def compare(session: Session, a: Revision, b: Revision, *, full: bool = False) -
         return result
     keys_a = [left_data[r.start : r.end] for r in left.records]
     keys_b = [right_data[r.start : r.end] for r in right.records]
-    matcher = difflib.SequenceMatcher(None, keys_a, keys_b, autojunk=False)
     rows: list[CompareRow | Collapsed] = []
 
     def add(status: str, i: int | None, j: int | None) -> None:
@@ -119,7 +152,7 @@ def compare(session: Session, a: Revision, b: Revision, *, full: bool = False) -
         r_cell = _cell(right.records[j], right_data) if j is not None else None
         rows.append(CompareRow(status, l_cell, r_cell))
 
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+    for tag, i1, i2, j1, j2 in _opcodes(keys_a, keys_b):
         if tag == "equal":
             result.unchanged += i2 - i1
             head, tail = i2 - i1, 0
@@ -136,13 +169,11 @@ def compare(session: Session, a: Revision, b: Revision, *, full: bool = False) -
         # Within a replaced run, a record changed in place keeps its identity (its
         # uid, or its role, calls, results and text): pair those, the rest are
         # dropped or inserted.
-        inner = difflib.SequenceMatcher(
-            None,
+        inner = _opcodes(
             [_identity(r) for r in left.records[i1:i2]],
             [_identity(r) for r in right.records[j1:j2]],
-            autojunk=False,
         )
-        for tag2, k1, k2, l1, l2 in inner.get_opcodes():
+        for tag2, k1, k2, l1, l2 in inner:
             if tag2 == "equal":
                 for k in range(k2 - k1):
                     result.changed += 1
