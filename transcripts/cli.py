@@ -14,7 +14,10 @@ A PATH may be a folder (walked for `*.jsonl` and `*.json` session files) or
 Exit status: 0 when every file is healthy (or was written), 1 when a file has
 faults (`check`, `fix --dry-run`) or its resume request would be refused
 (`preview`), 2 when a file is unreadable or could not be written, or has no
-resume model (`preview`).
+resume model (`preview`), or is a symbolic link named for `fix --in-place`
+(one found in a folder is skipped). Human output passes through
+`transcripts.visible.terminal_text`: nothing from a transcript or a file name
+acts on the terminal.
 
 `manage.py repair` is a thin wrapper over `repair_files`; `report` gives the
 machine-readable shape of one file that `--json` and `--report` print.
@@ -41,8 +44,8 @@ from transcripts.core.model import INFORMATIONAL, Op, Transcript
 from transcripts.engine import DEFAULT_POLICY, PRESETS, Analysis, FileSource, analyze
 from transcripts.replace import (
     FileChanged,
-    SymlinkRefused,
     Stamp,
+    SymlinkRefused,
     check_unchanged,
     is_own_file,
     replace_file,
@@ -107,9 +110,7 @@ def inputs(paths: Sequence[str], say_error: Say) -> tuple[list[Input], int]:
                     and not is_own_file(child.name)
                     and child.is_file()
                 ):
-                    found.append(
-                        Input(child, _name(child), child.relative_to(path), walked=True)
-                    )
+                    found.append(Input(child, _name(child), child.relative_to(path), walked=True))
         elif path.exists():
             found.append(Input(path, surrogate_free(given), Path(path.name)))
         else:
@@ -143,7 +144,12 @@ def _open(item: Input, stdin: BinaryIO, bars: bool) -> tuple[FileSource, tqdm[An
     size = item.path.stat().st_size
     if bars and size >= BAR_BYTES:
         bar = tqdm(
-            total=size, unit="B", unit_scale=True, desc=terminal_text(item.path.name), leave=False, disable=None
+            total=size,
+            unit="B",
+            unit_scale=True,
+            desc=terminal_text(item.path.name),
+            leave=False,
+            disable=None,
         )
         return _Progress(item.path, bar), bar
     return FileSource(item.path), None
@@ -664,7 +670,11 @@ def main(
     if args.command == "preview":
         if missing:
             return BAD
-        return preview_file(run, items[0], write_json=out_bytes.write if args.json else None)
+
+        def write_json(document: bytes) -> None:
+            out_bytes.write(document)
+
+        return preview_file(run, items[0], write_json=write_json if args.json else None)
     if args.command == "check":
         status, reports = check_files(run, items, as_json=args.json)
     else:

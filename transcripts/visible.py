@@ -56,7 +56,7 @@ def terminal_text(text: str) -> str:
 
 
 def surrogate_free(text: str) -> str:
-    """Return `text` with the lone surrogates of a non-UTF-8 file name spelled as `terminal_text` does.
+    """Return `text` with the lone surrogates of a non-UTF-8 file name spelled `\\xff`.
 
     Everything else is kept: a JSON encoder escapes controls itself but
     cannot encode a lone surrogate.

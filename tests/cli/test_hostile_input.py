@@ -146,7 +146,9 @@ def test_a_non_utf8_file_name_is_shown_escaped_and_the_rest_processed(odd_folder
     repaired = analyze(BROKEN.read_bytes(), "b.jsonl").repaired
     assert (odd_folder / os.fsdecode(b"a\xff.jsonl")).read_bytes() == repaired
     assert (odd_folder / "b.jsonl").read_bytes() == repaired
-    assert out.decode().endswith(f"{odd_folder}/c.jsonl: claude_code, faults: none; ops: none; left as it was\n")
+    assert out.decode().endswith(
+        f"{odd_folder}/c.jsonl: claude_code, faults: none; ops: none; left as it was\n"
+    )
 
 
 def test_json_reports_a_non_utf8_file_name_escaped(odd_folder: Path) -> None:
