@@ -165,3 +165,14 @@ def test_json_reports_a_non_utf8_file_name_escaped(odd_folder: Path) -> None:
     first = json.loads(out)["files"][0]
     assert first["written"] == f"{odd_folder}/a\\xff.jsonl"
     assert first["backup"].startswith(f"{odd_folder}/a\\xff.jsonl{BACKUP_MARK}")
+
+
+def test_escapes_in_a_file_name_are_spelled_out(tmp_path: Path) -> None:
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    shutil.copyfile(BROKEN, folder / "x\x1b]0;pwned\x07\u202egnp.jsonl")
+    status, out, err = run("fix", "--dry-run", "--in-place", str(folder))
+    assert status == 1, err
+    text = out.decode() + err
+    assert_inert(text)
+    assert text.startswith(rf"{folder}/x\x1b]0;pwned\x07[U+202E]gnp.jsonl: claude_code, faults:")
