@@ -14,7 +14,10 @@ A PATH may be a folder (walked for `*.jsonl` and `*.json` session files) or
 Exit status: 0 when every file is healthy (or was written), 1 when a file has
 faults (`check`, `fix --dry-run`) or its resume request would be refused
 (`preview`), 2 when a file is unreadable or could not be written, or has no
-resume model (`preview`).
+resume model (`preview`), or is a symbolic link named for `fix --in-place`
+(one found in a folder is skipped). Human output passes through
+`transcripts.visible.terminal_text`: nothing from a transcript or a file name
+acts on the terminal.
 
 `manage.py repair` is a thin wrapper over `repair_files`; `report` gives the
 machine-readable shape of one file that `--json` and `--report` print.
@@ -42,11 +45,13 @@ from transcripts.engine import DEFAULT_POLICY, PRESETS, Analysis, FileSource, an
 from transcripts.replace import (
     FileChanged,
     Stamp,
+    SymlinkRefused,
     check_unchanged,
     is_own_file,
     replace_file,
     sha256_of,
 )
+from transcripts.visible import surrogate_free, terminal_text
 
 __all__ = [
     "Input",
@@ -72,13 +77,17 @@ Say = Callable[[str], None]
 class Input:
     """One session file to read: `path` on disk (None for standard input).
 
-    `name` is shown in messages and reports; `relative` is where its repair
-    goes under `--out DIR` (its path below the folder it was found in).
+    `name` is shown in messages and reports (a non-UTF-8 byte of the file
+    name spelled `\\xff`, see `transcripts.visible.surrogate_free`);
+    `relative` is where its repair goes under `--out DIR` (its path below the
+    folder it was found in); `walked` says it was found in a folder rather
+    than named.
     """
 
     path: Path | None
     name: str
     relative: Path
+    walked: bool = False
 
 
 def inputs(paths: Sequence[str], say_error: Say) -> tuple[list[Input], int]:
@@ -101,13 +110,18 @@ def inputs(paths: Sequence[str], say_error: Say) -> tuple[list[Input], int]:
                     and not is_own_file(child.name)
                     and child.is_file()
                 ):
-                    found.append(Input(child, str(child), child.relative_to(path)))
+                    found.append(Input(child, _name(child), child.relative_to(path), walked=True))
         elif path.exists():
-            found.append(Input(path, given, Path(path.name)))
+            found.append(Input(path, surrogate_free(given), Path(path.name)))
         else:
-            say_error(f"{given}: cannot read: No such file or directory")
+            say_error(f"{terminal_text(given)}: cannot read: No such file or directory")
             missing += 1
     return found, missing
+
+
+def _name(path: Path) -> str:
+    """Return `path` as shown and reported: its non-UTF-8 bytes spelled `\\xff`."""
+    return surrogate_free(str(path))
 
 
 class _Progress(FileSource):
@@ -130,7 +144,12 @@ def _open(item: Input, stdin: BinaryIO, bars: bool) -> tuple[FileSource, tqdm[An
     size = item.path.stat().st_size
     if bars and size >= BAR_BYTES:
         bar = tqdm(
-            total=size, unit="B", unit_scale=True, desc=item.path.name, leave=False, disable=None
+            total=size,
+            unit="B",
+            unit_scale=True,
+            desc=terminal_text(item.path.name),
+            leave=False,
+            disable=None,
         )
         return _Progress(item.path, bar), bar
     return FileSource(item.path), None
@@ -257,8 +276,11 @@ def _diff(analysis: Analysis, name: str) -> Iterator[str]:
 class Run:
     """One command's settings and where its messages go.
 
-    `say` takes the report's lines, `say_error` the errors; `bars` allows
-    progress bars (shown only on a terminal); `stdin` is read for `-`.
+    `say` takes the report's lines, `say_error` the errors, each line passed
+    through `terminal_text` first (transcript content and file names are
+    untrusted: no control or bidirectional character reaches the terminal,
+    and a newline in a value cannot start a line); `bars` allows progress
+    bars (shown only on a terminal); `stdin` is read for `-`.
     """
 
     policy: str
@@ -267,6 +289,17 @@ class Run:
     say_error: Say
     stdin: BinaryIO = field(default_factory=lambda: sys.stdin.buffer)
     bars: bool = True
+
+    def __post_init__(self) -> None:
+        self.say = _escaped(self.say)
+        self.say_error = _escaped(self.say_error)
+
+
+def _escaped(say: Say) -> Say:
+    def escaped_say(line: str) -> None:
+        say(terminal_text(line))
+
+    return escaped_say
 
 
 def _analyze(
@@ -385,6 +418,20 @@ def repair_files(
             )
             status = BAD
             continue
+        if in_place and item.path is not None and item.path.is_symlink():
+            # Replacing the link would turn it into a regular file and leave its target
+            # unrepaired (and the backup a hard link to the link): its target is the session.
+            if item.walked:
+                run.say_error(f"{item.name}: symbolic link; skipped (repair its target instead)")
+                reports.append({"path": item.name, "skipped": "symbolic link", "written": None})
+                continue
+            run.say_error(
+                f"{item.name}: is a symbolic link; not repaired in place "
+                "(repair its target instead)"
+            )
+            reports.append({"path": item.name, "error": "symbolic link"})
+            status = BAD
+            continue
         stamp = sha = None
         if in_place and item.path is not None and not dry_run:
             try:
@@ -430,7 +477,7 @@ def repair_files(
                         functools.partial(check_unchanged, path, stamp, sha),
                         now=datetime.now(UTC),
                     )
-                    entry["written"], entry["backup"] = str(path), str(backup)
+                    entry["written"], entry["backup"] = _name(path), _name(backup)
                     run.say(f"{item.name}: {_summary(analysis)} -> {path} (backup {backup.name})")
                 elif target is None:
                     assert stdout is not None
@@ -442,16 +489,20 @@ def repair_files(
                     with open(target, "wb") as f:
                         analysis.write_repaired(f)
                     written[target] = item.name
-                    entry["written"] = str(target)
+                    entry["written"] = _name(target)
                     run.say(f"{item.name}: {_summary(analysis)} -> {target}")
             except FileChanged as exc:
                 run.say_error(f"{exc}")
-                entry["error"] = str(exc)
+                entry["error"] = surrogate_free(str(exc))
+                status = BAD
+            except SymlinkRefused as exc:
+                run.say_error(f"{item.name}: {exc}")
+                entry["error"] = "symbolic link"
                 status = BAD
             except OSError as exc:
                 where = item.path if in_place else target
                 run.say_error(f"{item.name}: cannot write {where}: {exc.strerror or exc}")
-                entry["error"] = f"cannot write {where}"
+                entry["error"] = surrogate_free(f"cannot write {where}")
                 status = BAD
     return status, reports
 
@@ -468,8 +519,14 @@ def _message_line(message: Any) -> str:
     return "  " + " ".join(parts)
 
 
-def preview_file(run: Run, item: Input, *, as_json: bool) -> int:
-    """Print what the file's agent sends on resuming it; return the exit status."""
+def preview_file(
+    run: Run, item: Input, *, write_json: Callable[[bytes], None] | None = None
+) -> int:
+    """Print what the file's agent sends on resuming it; return the exit status.
+
+    With `write_json`, the preview goes to it as one JSON document (bytes)
+    instead of to `run.say` as lines.
+    """
     from transcripts.replay import preview
 
     # The agent's loader sends texts: the records keep theirs.
@@ -488,8 +545,8 @@ def preview_file(run: Run, item: Input, *, as_json: bool) -> int:
                 "(`pairfix check` shows what its provider would refuse)"
             )
             return BAD
-        if as_json:
-            run.say(
+        if write_json is not None:
+            write_json(
                 orjson.dumps(
                     {
                         "path": item.name,
@@ -510,7 +567,8 @@ def preview_file(run: Run, item: Input, *, as_json: bool) -> int:
                         "added": result.added,
                     },
                     option=orjson.OPT_INDENT_2,
-                ).decode()
+                )
+                + b"\n"
             )
         else:
             run.say(
@@ -597,12 +655,12 @@ def main(
     run = Run(
         policy=args.policy,
         format=args.format,
-        say=(lambda line: None) if args.json else say,
+        say=(lambda line: None) if args.json and args.command != "preview" else say,
         say_error=say_error,
     )
     if stdin is not None:
         run.stdin = stdin
-    items, missing = inputs(args.paths, say_error)
+    items, missing = inputs(args.paths, run.say_error)
     if to_stdout and len(items) + missing != 1:
         say_error("--out - takes exactly one input file")
         return BAD
@@ -612,8 +670,11 @@ def main(
     if args.command == "preview":
         if missing:
             return BAD
-        run.say = say
-        return preview_file(run, items[0], as_json=args.json)
+
+        def write_json(document: bytes) -> None:
+            out_bytes.write(document)
+
+        return preview_file(run, items[0], write_json=write_json if args.json else None)
     if args.command == "check":
         status, reports = check_files(run, items, as_json=args.json)
     else:
@@ -637,15 +698,37 @@ def main(
         reports.extend(missing_reports(args.paths))
     if args.json:
         document = {"policy": args.policy, "status": status, "files": reports}
-        out_bytes.write(orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
+        out_bytes.write(_json(document) + b"\n")
     out_bytes.flush()
     return status
+
+
+def _json(document: Any) -> bytes:
+    """Return `document` as indented JSON, any lone surrogate left in it spelled `\\xff`.
+
+    Names are spelled so where they enter a report; an error text that quotes
+    a non-UTF-8 file name may still carry one, and orjson refuses those.
+    """
+    try:
+        return orjson.dumps(document, option=orjson.OPT_INDENT_2)
+    except orjson.JSONEncodeError:
+        return orjson.dumps(_surrogate_free(document), option=orjson.OPT_INDENT_2)
+
+
+def _surrogate_free(value: Any) -> Any:
+    if isinstance(value, str):
+        return surrogate_free(value)
+    if isinstance(value, dict):
+        return {surrogate_free(str(k)): _surrogate_free(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_surrogate_free(v) for v in value]
+    return value
 
 
 def missing_reports(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
     """Return the report entries of the `paths` that do not exist."""
     return [
-        {"path": str(p), "error": "cannot read: No such file or directory"}
+        {"path": surrogate_free(str(p)), "error": "cannot read: No such file or directory"}
         for p in paths
         if str(p) != "-" and not Path(p).expanduser().exists()
     ]

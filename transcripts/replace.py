@@ -30,6 +30,11 @@ class FileChanged(Exception):
     """The file is not what was read: replacing it would lose what was written since."""
 
 
+class SymlinkRefused(OSError):
+    """The path is a symbolic link: replacing it would turn the link into a regular file,
+    leave its target unrepaired and make the backup a hard link to the link itself."""
+
+
 def is_own_file(name: str) -> bool:
     """Return True for the backups and temporary files a replacement leaves in a folder."""
     return BACKUP_MARK in name or name.startswith(TEMP_PREFIX)
@@ -91,9 +96,12 @@ def replace_file(
     `write(f)` writes the new content to the temporary file `f`; `fence()`
     runs once that content is on disk and raises if `path` must not be
     replaced (its exception propagates). The new file keeps the original's
-    permission bits. Raises OSError if the folder cannot be written. Whatever
-    goes wrong, the original file is untouched and no temporary file is left.
+    permission bits. Raises SymlinkRefused if `path` is a symbolic link and
+    OSError if the folder cannot be written. Whatever goes wrong, the
+    original file is untouched and no temporary file is left.
     """
+    if path.is_symlink():
+        raise SymlinkRefused("is a symbolic link; not replaced (replace its target instead)")
     backup = backup_path(path, now)
     fd, temp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=path.parent)
     try:

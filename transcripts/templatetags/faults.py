@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import re
-
 from django import template
 
 from transcripts.core.model import FaultKind
+from transcripts.visible import spell_bidi
 
 register = template.Library()
 
@@ -49,10 +48,7 @@ def fault_note(kind: str) -> str:
 
 # Bidirectional controls reorder the text around them: in a transcript they can make
 # `gnp.exe` read as `exe.png`. Shown as visible code points instead.
-_BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
 @register.filter
 def visible(text: object) -> str:
     """Return `text` with bidirectional control characters spelled out, e.g. "[U+202E]"."""
-    return _BIDI.sub(lambda m: f"[U+{ord(m.group()):04X}]", str(text))
+    return spell_bidi(str(text))
