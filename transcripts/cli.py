@@ -527,7 +527,7 @@ def preview_file(
     With `write_json`, the preview goes to it as one JSON document (bytes)
     instead of to `run.say` as lines.
     """
-    from transcripts.replay import preview
+    from transcripts.replay import CannotPreview, preview
 
     # The agent's loader sends texts: the records keep theirs.
     analysis, source = _analyze(run, item, summaries=True)
@@ -537,7 +537,11 @@ def preview_file(
         if analysis.error or analysis.transcript is None:
             run.say_error(f"{item.name}: unreadable: {analysis.error}")
             return BAD
-        result = preview(analysis.transcript)
+        try:
+            result = preview(analysis.transcript)
+        except CannotPreview as exc:
+            run.say_error(f"{item.name}: {exc}")
+            return BAD
         if result is None:
             run.say_error(
                 f"{item.name}: {analysis.format_label} is a message list, not an agent's own "

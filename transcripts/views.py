@@ -1080,9 +1080,13 @@ def resume_preview(request: HttpRequest, pk: int) -> HttpResponse:
     with actions.open_analysis(session.head, policy, summaries=True) as analysis:
         context["format_label"] = analysis.format_label
         if analysis.transcript is not None and analysis.format in replay.AGENTS:
-            raw = replay.preview(analysis.transcript)
-            fixed = formats.load(analysis.repaired, session.name, analysis.format)
-            repaired = replay.preview(fixed)
+            try:
+                raw = replay.preview(analysis.transcript)
+                fixed = formats.load(analysis.repaired, session.name, analysis.format)
+                repaired = replay.preview(fixed)
+            except (replay.CannotPreview, formats.FormatError) as exc:
+                context["cannot"] = str(exc)
+                return render(request, "transcripts/resume_preview.html", context)
             assert raw is not None and repaired is not None
             context.update(
                 raw=raw,

@@ -439,9 +439,12 @@ class SessionResumePreview(APIView):
                 raise errors.NotFound(
                     f"no agent resumes {analysis.format_label or 'this'} files", code="no_preview"
                 )
-            raw = replay.preview(analysis.transcript)
-            fixed = formats.load(analysis.repaired, session.name, analysis.format)
-            repaired = replay.preview(fixed)
+            try:
+                raw = replay.preview(analysis.transcript)
+                fixed = formats.load(analysis.repaired, session.name, analysis.format)
+                repaired = replay.preview(fixed)
+            except (replay.CannotPreview, formats.FormatError) as exc:
+                raise errors.NotFound(str(exc), code="no_preview") from None
         assert raw is not None and repaired is not None
         body = {
             "session": session.pk,

@@ -33,6 +33,7 @@ from transcripts.core.validate import Violation, validate
 
 __all__ = [
     "AGENTS",
+    "CannotPreview",
     "Dropped",
     "Message",
     "Preview",
@@ -118,14 +119,30 @@ def register(format_id: str) -> Callable[[Model], Model]:
     return decorator
 
 
+class CannotPreview(ValueError):
+    """The agent's loader cannot be modelled on this file (a record of a shape it never writes)."""
+
+
 def preview(transcript: Transcript) -> Preview | None:
     """Return what the session's agent sends on resuming `transcript`, or None.
 
     None means the format is not an agent's own session file (a plain message
-    list has no loader to model).
+    list has no loader to model). Raises CannotPreview when a record has a
+    shape the agent never writes (an id that is a list, content that is a
+    number): what the agent does with it is not known, so nothing is claimed.
     """
     model = AGENTS.get(transcript.format)
-    return model(transcript) if model is not None else None
+    if model is None:
+        return None
+    try:
+        return model(transcript)
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError, StopIteration) as exc:
+        # The models read records as the agents write them; a hostile file may not be.
+        raise CannotPreview(
+            f"{transcript.filename or 'the file'} holds a record of a shape its agent never "
+            f"writes ({type(exc).__name__}: {exc}); what the agent does with it is not "
+            "modelled, so there is no resume preview"
+        ) from exc
 
 
 def _request_transcript(provider: str, body: dict[str, Any]) -> Transcript:
