@@ -156,19 +156,23 @@ def check_source_path(path: str, workspace: Workspace | None = None) -> Path:
         )
         raise SyncError(
             f"{refusal}. To allow this one, add the line "
-            f"{roots_line(resolved)} to the .env file beside manage.py (or to the server's "
+            # The path as given, not resolved: the refusal shows nothing of the server's disk.
+            f"{roots_line(Path(os.path.normpath(path)))} to the .env file beside manage.py "
+            "(or to the server's "
             "environment), then restart Pairfix."
         )
-    if not resolved.is_dir():
-        raise SyncError(f"{path}: no such folder")
+    # The grant first: whether a folder outside it exists is another workspace's business.
     if workspace is not None:
         granted = [Path(p) for p in workspace.sync_grants.values_list("path", flat=True)]
         if not any(resolved.is_relative_to(folder) for folder in granted):
             raise SyncError(
                 f"{path}: not under a folder granted to {workspace} "
                 f"({', '.join(map(str, granted)) or 'none yet'}); a site admin grants "
-                "folders of the sync roots to a workspace"
+                "folders of the sync roots to a workspace (the workspace's page in /admin/, "
+                "or `manage.py sync --add`)"
             )
+    if not resolved.is_dir():
+        raise SyncError(f"{path}: no such folder")
     return resolved
 
 

@@ -145,3 +145,31 @@ def test_every_audit_record_of_a_sync_names_the_source_and_who_added_it(source, 
     records = AuditRecord.objects.order_by("id")
     assert [r.op for r in records] == ["ingest", "append", "rewrite", "rename", "delete"]
     assert {(r.source_id, r.acting_user_id) for r in records} == {(source.pk, alice.pk)}
+
+
+@pytest.mark.django_db
+def test_a_refusal_tells_nothing_of_folders_outside_the_grant(
+    shared_root, workspace, other_workspace, bob
+):
+    sync.do_grant_folder(workspace, str(shared_root / "projects"), acting_user=None)
+    sync.do_grant_folder(other_workspace, str(shared_root / "projects" / "inner"), acting_user=None)
+    answers = []
+    for name in ("projects", "no-such-folder"):  # one exists, one does not
+        with pytest.raises(sync.SyncError) as caught:
+            sync.do_create_source(other_workspace, str(shared_root / name), acting_user=bob)
+        answers.append(str(caught.value).replace(str(shared_root / name), "X"))
+    assert answers[0] == answers[1]
+    assert "not under a folder granted to Beta" in answers[0]
+
+
+@pytest.mark.django_db
+def test_the_sync_roots_hint_shows_the_path_as_given_not_where_it_leads(
+    shared_root, tmp_path_factory, workspace, alice
+):
+    elsewhere = tmp_path_factory.mktemp("secret-place")
+    link = tmp_path_factory.mktemp("links") / "to-somewhere"
+    link.symlink_to(elsewhere)
+    with pytest.raises(sync.SyncError, match="SYNC_ROOTS=") as caught:
+        sync.do_create_source(workspace, str(link), acting_user=alice)
+    assert str(link) in str(caught.value)
+    assert "secret-place" not in str(caught.value)
