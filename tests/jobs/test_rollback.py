@@ -166,8 +166,7 @@ def test_a_dry_run_is_applied_once(alice, workspace, ingest):
 def _items_by_name(job):
     """Return the job's items as {session name: (status, error)}."""
     return {
-        item.session.name: (item.status, item.error)
-        for item in job.items.select_related("session")
+        item.session.name: (item.status, item.error) for item in job.items.select_related("session")
     }
 
 
