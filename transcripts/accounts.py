@@ -57,6 +57,14 @@ def accept_invitation(request: HttpRequest, secret: str) -> HttpResponse:
             "back_label": "Back to Pairfix",
         }
         return render(request, "transcripts/bad_request.html", context, status=404)
+    if request.method == "GET" and not invitations.creator_is_admin(invitation):
+        context = {
+            "title": "Invitation not valid",
+            "message": invitations.CREATOR_GONE.format(workspace=invitation.workspace),
+            "back_url": "/",
+            "back_label": "Back to Pairfix",
+        }
+        return render(request, "transcripts/bad_request.html", context, status=403)
     if request.method == "POST":
         try:
             membership = invitations.do_accept_invitation(invitation, acting_user=request.user)

@@ -889,6 +889,9 @@ def _write_alone(job: Job, claim: uuid.UUID, outcome: Outcome) -> list[int]:
     return _write(job, claim, [Outcome(outcome.item, status, {"error": error})])
 
 
+SESSION_DELETED = "the session was deleted"
+
+
 def _write(job: Job, claim: uuid.UUID, outcomes: list[Outcome]) -> list[int]:
     """Write `outcomes` in one transaction; return the pks of the items written.
 
@@ -900,7 +903,8 @@ def _write(job: Job, claim: uuid.UUID, outcomes: list[Outcome]) -> list[int]:
     particular order. Then the sessions that get a new head are locked, in
     pk order so that two workers never wait for each other in a circle: a
     session whose head is no longer its item's fence is finished as
-    fence_lost and written nothing. Each other one gets its revision, its
+    fence_lost and written nothing, one deleted meanwhile as failed
+    (SESSION_DELETED). Each other one gets its revision, its
     head moved by a compare-and-set on the fence, its audit records and its
     write-back; then every item is finished and counted, the job row last.
     Raises IntegrityError when another writer took a revision number
@@ -928,6 +932,10 @@ def _write(job: Job, claim: uuid.UUID, outcomes: list[Outcome]) -> list[int]:
             fenced = []
             for o in moving:
                 assert o.head is not None
+                if o.item.session_id not in heads:
+                    # Deleted since the job was made (the manager hides it): nothing to write.
+                    results[o.item.pk] = (JobItem.Status.FAILED, {"error": SESSION_DELETED})
+                    continue
                 if heads[o.item.session_id] == o.head.fence.pk:
                     fenced.append(o)
                     continue

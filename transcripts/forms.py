@@ -326,6 +326,13 @@ class StartJobForm(forms.Form):
             )
         data["workspace"] = Workspace.objects.get(pk=workspaces.pop())
         data["sessions"] = sessions
+        # The choices offer every workspace's own policies; the job runs in one of them.
+        policy = data["policy"]
+        if policy not in PRESETS and policy not in names_for([data["workspace"].pk]):
+            raise forms.ValidationError(
+                f"“{policy}” is not a policy of {data['workspace']}: choose a preset "
+                "or one of that workspace's own policies."
+            )
         return data
 
 
@@ -548,6 +555,9 @@ class WorkspacePolicyForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.instance = instance
         self.fields["workspace"].queryset = Workspace.objects.for_user(user, Membership.Role.EDITOR)
+        # A policy stays in its workspace: jobs there name it, and another's editors
+        # would gain it. Disabled, the field keeps the instance's and ignores what is sent.
+        self.fields["workspace"].disabled = instance is not None
         actions = [("", "flag (report only)")] + [
             (str(a), str(a)) for a in Action if a is not Action.FLAG
         ]

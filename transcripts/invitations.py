@@ -27,8 +27,25 @@ class InvitationClosed(Exception):
     """The invitation was used, revoked or has expired."""
 
 
+CREATOR_GONE = (
+    "This invitation was made by someone who is no longer an admin of {workspace}: "
+    "ask a current admin for a new one."
+)
+
+
 class AlreadyMember(Exception):
     """The user accepting an invitation is a member of its workspace already."""
+
+
+def creator_is_admin(invitation: Invitation) -> bool:
+    """Return True if whoever made `invitation` is still an admin of its workspace.
+
+    An invitation speaks for its creator: once they are removed or demoted
+    (or their account deleted), it no longer admits anyone.
+    """
+    return invitation.created_by_id is not None and Membership.has_role(
+        invitation.created_by_id, invitation.workspace_id, Membership.Role.ADMIN
+    )
 
 
 def find_open(secret: str) -> Invitation | None:
@@ -68,13 +85,16 @@ def do_accept_invitation(invitation: Invitation, *, acting_user: Any) -> Members
     """Make `acting_user` a member of the invitation's workspace with its role, once.
 
     Raises InvitationClosed if it was used, revoked or has expired (checked
-    under a row lock, so two people cannot both use one link) and
+    under a row lock, so two people cannot both use one link) or if its
+    creator is no longer an admin of the workspace (`creator_is_admin`), and
     AlreadyMember, leaving the invitation open, if the user is a member.
     """
     with transaction.atomic(durable=True):
         locked = Invitation.objects.select_for_update().get(pk=invitation.pk)
         if not locked.is_open():
             raise InvitationClosed("This invitation was used, revoked or has expired.")
+        if not creator_is_admin(locked):
+            raise InvitationClosed(CREATOR_GONE.format(workspace=invitation.workspace))
         existing = Membership.objects.filter(
             user=acting_user, workspace_id=locked.workspace_id
         ).first()

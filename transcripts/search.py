@@ -14,8 +14,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import connection
+from django.db.models import QuerySet
 
 TABLE = "transcripts_search"
 # An FTS5 rowid per (session, record): session * 2**24 + record, so that one
@@ -85,36 +87,36 @@ def words(query: str) -> list[str]:
     return _WORD.findall(query)[:20]
 
 
-def search(query: str, session_ids: Iterable[int] | None = None) -> list[Hit]:
+def search(query: str, sessions: QuerySet[Any] | None = None) -> list[Hit]:
     """Return up to MAX_HITS records whose text holds every word of `query`, best first.
 
-    `session_ids` limits the search to those sessions. No word: no hit.
+    `sessions` (a Session queryset, e.g. the user's) limits the search to those
+    sessions inside the query itself, before ranking and the limit: hits of other
+    sessions can neither crowd out these nor be counted. No word: no hit.
     """
     found = words(query)
     if not found:
         return []
-    allowed = set(session_ids) if session_ids is not None else None
+    scope, scope_params = "", ()
+    if sessions is not None:
+        subquery, scope_params = sessions.values("pk").query.sql_with_params()
+        scope = f" AND session_id IN ({subquery})"
     with connection.cursor() as cursor:
         if connection.vendor == "sqlite":
             # Each word quoted: FTS5 query syntax in what a user typed is taken literally.
             match = " ".join('"' + word.replace('"', '""') + '"' for word in found)
             cursor.execute(
                 f"SELECT session_id, record, snippet({TABLE}, 0, '[', ']', '…', 16) "
-                f"FROM {TABLE} WHERE {TABLE} MATCH %s ORDER BY rank LIMIT %s",
-                [match, MAX_HITS * 5],
+                f"FROM {TABLE} WHERE {TABLE} MATCH %s{scope} ORDER BY rank LIMIT %s",
+                [match, *scope_params, MAX_HITS],
             )
         else:
             cursor.execute(
                 "SELECT session_id, record, ts_headline('simple', text, query, "
                 "'StartSel=[, StopSel=], MaxWords=24, MinWords=8') "
                 f"FROM {TABLE}, plainto_tsquery('simple', %s) query "
-                "WHERE document @@ query ORDER BY ts_rank(document, query) DESC LIMIT %s",
-                [" ".join(found), MAX_HITS * 5],
+                f"WHERE document @@ query{scope} ORDER BY ts_rank(document, query) DESC LIMIT %s",
+                [" ".join(found), *scope_params, MAX_HITS],
             )
         rows = cursor.fetchall()
-    hits = [
-        Hit(int(session_id), int(record), snippet)
-        for session_id, record, snippet in rows
-        if allowed is None or int(session_id) in allowed
-    ]
-    return hits[:MAX_HITS]
+    return [Hit(int(session_id), int(record), snippet) for session_id, record, snippet in rows]

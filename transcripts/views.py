@@ -1304,8 +1304,9 @@ def dismiss_unreadable(request: HttpRequest) -> HttpResponse:
 def content_search(request: HttpRequest) -> HttpResponse:
     """Show the records of the user's sessions whose text, tool names or ids hold every word."""
     q = request.GET.get("q", "").strip()[:200]
-    hits = search.search(q) if q else []
-    sessions = Session.objects.for_user(request.user).in_bulk({hit.session_id for hit in hits})
+    mine = Session.objects.for_user(request.user)
+    hits = search.search(q, mine) if q else []
+    sessions = mine.in_bulk({hit.session_id for hit in hits})
     shown = [(sessions[hit.session_id], hit) for hit in hits if hit.session_id in sessions]
     context = {"q": q, "hits": shown, "words": search.words(q)}
     return render(request, "transcripts/search.html", context)

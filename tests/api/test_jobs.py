@@ -200,3 +200,15 @@ def test_it_creates_nothing_when_the_broker_is_down(api, sessions, monkeypatch):
     assert error_of(response) == (503, "broker_unavailable")
     assert "Nothing was started" in response.json()["error"]["message"]
     assert (Job.objects.count(), JobItem.objects.count()) == (0, 0)
+
+
+@pytest.mark.parametrize("key", ["q", "format"])
+def test_a_filter_value_of_only_nul_characters_is_refused_not_widened(api, sessions, key):
+    body = {"kind": "dry_run", "filter": {key: "\u0000"}}
+    response = api.post(URL, body, format="json")
+    assert error_of(response) == (400, "bad_request")
+    [message] = response.json()["error"]["fields"]["filter"][key]
+    assert message.startswith("Only NUL characters were given")
+    assert Job.objects.count() == 0
+    # The session list refuses it too, instead of listing every session.
+    assert error_of(api.get("/api/sessions", {key: "\x00"})) == (400, "bad_request")

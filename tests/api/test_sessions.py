@@ -230,3 +230,30 @@ def test_an_upload_is_stored_with_the_hash_taken_on_the_way(api):
     head = Session.objects.get().head
     assert head.sha256 == hashlib.sha256(data).hexdigest()
     assert (head.size, head.read()) == (len(data), data)
+
+
+@pytest.mark.parametrize(
+    ("name", "shown"),
+    [("..", ".."), (".", "."), ("x/..", "x/.."), ("\u200b\u200d", "[U+200B][U+200D]")],
+)
+def test_a_name_field_that_names_nothing_is_refused_as_a_file_name_is(api, name, shown):
+    response = upload(api, sample("formats/claude_code.jsonl"), name=name)
+    assert error_of(response) == (400, "bad_request")
+    assert response.json()["error"]["fields"]["name"] == [
+        f"“{shown}” is not a usable file name: once folders, invisible and control characters "
+        "are taken out, nothing (or only “.” or “..”) is left. Rename the file and upload it again."
+    ]
+    assert Session.objects.count() == 0
+
+
+def test_a_name_field_is_cleaned_as_a_file_name_is(api):
+    response = upload(api, sample("formats/claude_code.jsonl"), name="a\\b/\u202egnp.exe\u200b ")
+    assert response.status_code == 201
+    assert response.json()["name"] == Session.objects.get().name == "gnp.exe"
+
+
+def test_a_nul_only_name_is_refused(api):
+    response = upload(api, sample("formats/claude_code.jsonl"), name="\x00\x00")
+    assert error_of(response) == (400, "bad_request")
+    assert "Only NUL characters were given" in response.json()["error"]["fields"]["name"][0]
+    assert Session.objects.count() == 0

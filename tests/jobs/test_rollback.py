@@ -161,3 +161,39 @@ def test_a_dry_run_is_applied_once(alice, workspace, ingest):
 
     with pytest.raises(actions.JobStateError, match=f"applied already, by job {applied.pk}"):
         actions.do_start_repair_from_dry_run(dry_run, acting_user=alice)
+
+
+def _items_by_name(job):
+    """Return the job's items as {session name: (status, error)}."""
+    return {
+        item.session.name: (item.status, item.error) for item in job.items.select_related("session")
+    }
+
+
+def test_a_rollback_skips_a_session_deleted_since_the_repair(alice, repaired):
+    gone = Session.objects.get(name="claude_code.jsonl")
+    actions.do_delete_sessions([gone], acting_user=alice)
+    rollback = run_inline(actions.do_start_rollback_job(repaired, acting_user=alice))
+    assert (rollback.status, rollback.failed) == (Job.Status.DONE, 1)
+    assert _items_by_name(rollback) == {
+        "claude_code.jsonl": ("failed", "the session was deleted"),
+        "openclaw.jsonl": ("rolled_back", ""),
+    }
+    assert Revision.objects.filter(session=gone).count() == 2
+
+
+def test_applying_a_dry_run_skips_a_session_deleted_since(alice, workspace, ingest):
+    sessions = [ingest(workspace, name.split("/")[1], sample(name)) for name in FAULTY]
+    dry_run = run_inline(
+        actions.do_start_job(
+            workspace, sessions, kind="dry_run", policy="synthesize", acting_user=alice
+        )
+    )
+    actions.do_delete_sessions([sessions[0]], acting_user=alice)
+    applied = run_inline(actions.do_start_repair_from_dry_run(dry_run, acting_user=alice))
+    assert (applied.status, applied.failed) == (Job.Status.DONE, 1)
+    assert _items_by_name(applied) == {
+        "claude_code.jsonl": ("failed", "the session was deleted"),
+        "openclaw.jsonl": ("repaired", ""),
+    }
+    assert Revision.objects.filter(session=sessions[0]).count() == 1

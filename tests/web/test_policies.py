@@ -42,3 +42,20 @@ def test_the_session_page_offers_the_workspace_policy(alice_client, workspace, i
     shown = alice_client.get(f"/sessions/{session.pk}/?policy=mine")
     assert shown.status_code == 200
     assert "under <b>mine</b>" in shown.content.decode()
+
+
+def test_an_edit_cannot_move_a_policy_to_another_workspace(
+    alice_client, workspace, other_workspace, membership
+):
+    membership.role = "editor"
+    membership.save()
+    row = WorkspacePolicy.objects.create(
+        workspace=workspace, name="mine", actions={"missing_result": "drop"}
+    )
+    response = alice_client.post(
+        f"/policies/{row.pk}/", _form(other_workspace, missing_result="synthesize")
+    )
+    assert response.status_code == 302
+    row.refresh_from_db()
+    assert (row.workspace, row.actions) == (workspace, {"missing_result": "synthesize"})
+    assert not other_workspace.policies.exists()

@@ -1,9 +1,12 @@
 """The search index across sessions: written when a head's timeline is built, dropped on delete."""
 
+import json
+
 import pytest
 
 from tests.helpers import ORPHANED_CALL, sample
 from transcripts import actions, search, timeline
+from transcripts.models import Session
 
 pytestmark = pytest.mark.django_db
 
@@ -33,3 +36,36 @@ def test_a_deleted_session_leaves_the_index(alice, workspace, ingest):
     assert [h.session_id for h in search.search(ORPHANED_CALL)] == [session.pk]
     actions.do_delete_sessions([session], acting_user=alice)
     assert search.search(ORPHANED_CALL) == []
+
+
+def _user_lines(texts: list[str]) -> bytes:
+    """Return a Claude Code session of one user record per text."""
+    lines = []
+    parent = None
+    for n, text in enumerate(texts, 1):
+        uuid = f"aaaaaaaa-0000-4000-8000-{n:012d}"
+        record = {"parentUuid": parent, "type": "user", "uuid": uuid, "sessionId": "s"}
+        record |= {"timestamp": "2025-11-01T10:00:00.000Z"}
+        record["message"] = {"role": "user", "content": text}
+        lines.append(json.dumps(record))
+        parent = uuid
+    return ("\n".join(lines) + "\n").encode()
+
+
+def test_other_workspaces_hits_neither_crowd_out_nor_show(
+    alice, bob, workspace, other_workspace, ingest, alice_client, monkeypatch
+):
+    # Bob's records match better (short, the word repeated) and outnumber the limit.
+    theirs = ingest(other_workspace, "theirs.jsonl", _user_lines(["zebra zebra"] * 12), user=bob)
+    timeline.timeline_for(theirs, "synthesize")
+    mine = ingest(workspace, "mine.jsonl", _user_lines(["one zebra " + "filler " * 60]))
+    timeline.timeline_for(mine, "synthesize")
+    monkeypatch.setattr(search, "MAX_HITS", 2)
+    assert {h.session_id for h in search.search("zebra")} == {theirs.pk}
+    scoped = search.search("zebra", Session.objects.for_user(alice))
+    assert [(h.session_id, h.record) for h in scoped] == [(mine.pk, 0)]
+    page = alice_client.get("/search/", {"q": "zebra"}).content.decode()
+    assert "mine.jsonl" in page and "theirs.jsonl" not in page
+    # A deleted session of alice's own is out of her scope too.
+    actions.do_delete_sessions([mine], acting_user=alice)
+    assert search.search("zebra", Session.objects.for_user(alice)) == []

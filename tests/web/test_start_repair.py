@@ -3,7 +3,7 @@ from django.urls import reverse
 
 from project.celery import app as celery_app
 from tests.helpers import sample
-from transcripts.models import Job, JobItem
+from transcripts.models import Job, JobItem, WorkspacePolicy
 
 URL = reverse("transcripts:start_repair")
 pytestmark = pytest.mark.django_db
@@ -160,3 +160,18 @@ def test_it_creates_nothing_when_the_broker_is_down(alice_client, sessions, monk
         "127.0.0.1:1. Connection refused. Nothing was started; try again once it is back."
     ) in response.content.decode()
     assert (Job.objects.count(), JobItem.objects.count()) == (0, 0)
+
+
+def test_it_refuses_a_policy_of_another_of_the_users_workspaces(
+    alice_client, sessions, other_workspace, membership
+):
+    WorkspacePolicy.objects.create(
+        workspace=other_workspace, name="mine", actions={"missing_result": "drop"}
+    )
+    response = alice_client.post(URL, {"sessions": [sessions[0].pk], "policy": "mine"})
+    assert response.status_code == 400
+    assert (
+        "“mine” is not a policy of Alpha: choose a preset or one of that workspace&#x27;s own "
+        "policies." in response.content.decode()
+    )
+    assert Job.objects.count() == 0

@@ -142,3 +142,25 @@ def test_the_workspace_list_shows_each_role(alice_client, workspace, membership)
     page = alice_client.get("/workspaces/").content.decode()
     assert "Alpha" in page and "Beta" in page
     assert "<td>Admin</td>" in page and "<td>Viewer</td>" in page
+
+
+@pytest.mark.parametrize("change", ["demoted", "removed"])
+def test_a_link_dies_with_its_creators_admin_role(
+    alice_client, client, workspace, alice, django_user_model, change
+):
+    link = _invite(alice_client, workspace, "editor")
+    mine = workspace.memberships.filter(user=alice)
+    if change == "demoted":
+        mine.update(role="viewer")
+    else:
+        mine.delete()
+    carol = django_user_model.objects.create_user("carol")
+    client.force_login(carol)
+    page = client.get(link)
+    assert page.status_code == 403
+    refusal = "made by someone who is no longer an admin of Alpha: ask a current admin"
+    assert refusal in page.content.decode()
+    response = client.post(link, follow=True)
+    assert refusal in response.content.decode()
+    assert not workspace.memberships.filter(user=carol).exists()
+    assert Invitation.objects.get().accepted_at is None

@@ -12,6 +12,7 @@ from transcripts.core.model import FaultKind
 from transcripts.engine import DEFAULT_POLICY
 from transcripts.formats import FORMATS
 from transcripts.models import Job, Revision, Session
+from transcripts.uploads import clean_name, unusable_name
 
 # Ids the database can hold: a larger one names nothing, and some backends fail on it.
 MAX_ID = 2**63 - 1
@@ -45,10 +46,13 @@ class TextField(OneValue, serializers.CharField):
     """Text as given, blank allowed; NUL characters dropped, lone surrogates refused.
 
     Neither can be stored or searched for in every database, and neither
-    belongs in a name.
+    belongs in a name. With `refuse_emptied`, a value that held only NUL
+    characters is refused rather than taken as blank: a filter must not
+    widen to everything because of what was dropped from it.
     """
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, *, refuse_emptied: bool = False, **kwargs: Any) -> None:
+        self.refuse_emptied = refuse_emptied
         kwargs.setdefault("allow_blank", True)
         kwargs.setdefault("trim_whitespace", False)
         super().__init__(**kwargs)
@@ -60,6 +64,11 @@ class TextField(OneValue, serializers.CharField):
         if not isinstance(data, str):
             self.fail("invalid")
         text = super().to_internal_value(data).replace("\x00", "")
+        if self.refuse_emptied and data and not text:
+            raise serializers.ValidationError(
+                "Only NUL characters were given, and nothing is left once they are dropped: "
+                "leave the field out to match every session."
+            )
         try:
             text.encode()
         except UnicodeEncodeError:
@@ -196,7 +205,11 @@ class SessionUploadSerializer(serializers.Serializer):
     name = TextField(
         required=False,
         max_length=1000,
-        help_text="The session's name; the file's name if not given.",
+        refuse_emptied=True,
+        help_text=(
+            "The session's name; the file's name if not given. Folders and invisible "
+            "characters are dropped; a name left empty, “.” or “..” is refused."
+        ),
     )
     format = ChoiceField(
         choices=list(FORMATS),
@@ -211,16 +224,15 @@ class SessionUploadSerializer(serializers.Serializer):
         ),
     )
 
+    def validate_name(self, value: str) -> str:
+        # Cleaned and refused as a multipart file name is (uploads.py); blank: the file's name.
+        if value and (reason := unusable_name(value)):
+            raise serializers.ValidationError(reason)
+        return value
+
     def validate(self, data: dict[str, Any]) -> dict[str, Any]:
-        data["name"] = (
-            _base_name(data.get("name", "")) or _base_name(data["file"].name) or "session"
-        )
+        data["name"] = clean_name(data.get("name") or data["file"].name or "")
         return data
-
-
-def _base_name(name: str | None) -> str:
-    """Return the last path component of `name`, as the upload form keeps; "" if none."""
-    return (name or "").replace("\\", "/").rsplit("/", 1)[-1].replace("\x00", "").strip()
 
 
 class RepairSerializer(serializers.Serializer):
@@ -240,9 +252,12 @@ class SessionFilterSerializer(serializers.Serializer):
     fault = ChoiceField(
         choices=FAULT_KINDS, required=False, help_text="Sessions with a fault of this kind."
     )
-    format = TextField(required=False, max_length=40)
+    format = TextField(required=False, max_length=40, refuse_emptied=True)
     q = TextField(
-        required=False, max_length=200, help_text="Sessions whose name contains this text."
+        required=False,
+        max_length=200,
+        refuse_emptied=True,
+        help_text="Sessions whose name contains this text.",
     )
 
 
