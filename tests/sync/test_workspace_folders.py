@@ -153,8 +153,9 @@ def test_a_refusal_tells_nothing_of_folders_outside_the_grant(
 ):
     sync.do_grant_folder(workspace, str(shared_root / "projects"), acting_user=None)
     sync.do_grant_folder(other_workspace, str(shared_root / "projects" / "inner"), acting_user=None)
+    (shared_root / "projects" / "x").mkdir()
     answers = []
-    for name in ("projects", "no-such-folder"):  # one exists, one does not
+    for name in ("projects/x", "no-such-folder"):  # one exists, one does not
         with pytest.raises(sync.SyncError) as caught:
             sync.do_create_source(other_workspace, str(shared_root / name), acting_user=bob)
         answers.append(str(caught.value).replace(str(shared_root / name), "X"))
