@@ -978,6 +978,8 @@ def _write_heads(job: Job, outcomes: list[Outcome]) -> list[Revision]:
             head=revision, **head.session
         )
         assert moved, "the locked session is at its fence"
+        # The search holds the old head's records until the new head's timeline is built.
+        search.drop_session(o.item.session_id)
     AuditRecord.objects.bulk_create(
         AuditRecord(**fields, revision_to=revision)
         for head, revision in zip(heads, revisions, strict=True)

@@ -29,6 +29,8 @@ import argparse
 import difflib
 import functools
 import io
+import os
+import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -739,8 +741,19 @@ def missing_reports(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
 
 
 def entry_point() -> None:
-    """The console script: run `main` and exit with its status."""
-    sys.exit(main())
+    """The console script: run `main` and exit with its status.
+
+    A reader that stops early (`pairfix check DIR | head`) ends the run quietly,
+    as other command-line tools do, with the status a closed pipe gives (141).
+    """
+    try:
+        status = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Python would complain again while flushing at exit: point stdout at nothing.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        status = 128 + signal.SIGPIPE
+    sys.exit(status)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from transcripts import formats
+from transcripts import formats, search
 from transcripts.actions import (
     create_session,
     fit_name,
@@ -436,6 +436,7 @@ def _new_head(
         created_by=acting_user,
     )
     session.head = revision
+    search.drop_session(session.pk)  # indexed again when the new head's timeline is built
     session.format = analysis.format
     session.record_count = analysis.record_count
     session.fault_counts = analysis.fault_counts

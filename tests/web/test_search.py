@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from tests.helpers import ORPHANED_CALL, sample
+from tests.helpers import ORPHANED_CALL, run_inline, sample
 from transcripts import actions, search, timeline
-from transcripts.models import Session
+from transcripts.models import Job, Session
 
 pytestmark = pytest.mark.django_db
 
@@ -69,3 +69,20 @@ def test_other_workspaces_hits_neither_crowd_out_nor_show(
     # A deleted session of alice's own is out of her scope too.
     actions.do_delete_sessions([mine], acting_user=alice)
     assert search.search("zebra", Session.objects.for_user(alice)) == []
+
+
+def test_a_repair_replaces_the_old_heads_entries(alice, workspace, ingest):
+    session = ingest(workspace, "mine.jsonl", sample("formats/claude_code.jsonl"))
+    timeline.timeline_for(session, "synthesize")
+    assert [h.record for h in search.search(ORPHANED_CALL)] == [8]
+    job = actions.do_start_job(
+        workspace, [session], kind=Job.Kind.REPAIR, policy="synthesize", acting_user=alice
+    )
+    run_inline(job)
+    # The old head's records no longer answer; the new head's do once its page is built.
+    assert search.search(ORPHANED_CALL) == []
+    session.refresh_from_db()
+    timeline.timeline_for(session, "synthesize")
+    hits = search.search(ORPHANED_CALL)
+    assert {h.session_id for h in hits} == {session.pk}
+    assert len(hits) == 2  # the call, and the result the repair wrote for it
