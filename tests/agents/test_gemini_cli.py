@@ -156,5 +156,5 @@ def test_gemini_cli_resumes_every_repair_with_a_valid_request(
     outcome = resumed[name]
     if isinstance(outcome, BaseException):
         raise outcome
-    failures = check_variants("gemini_cli", name, outcome, "gemini", live_items, _injected, figures)
+    failures = check_variants("Gemini CLI", name, outcome, "gemini", live_items, _injected, figures)
     assert not failures, "\n".join(failures)
