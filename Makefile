@@ -3,7 +3,7 @@ BIN := $(VENV)/bin
 # Reinstall when pyproject.toml changes; the stamp marks the last install.
 INSTALLED := $(VENV)/.installed
 
-.PHONY: run test
+.PHONY: run test chromium
 
 $(BIN)/python:
 	python3.11 -m venv $(VENV)
@@ -17,7 +17,19 @@ run: $(INSTALLED)
 	$(BIN)/python manage.py demo
 	$(BIN)/honcho start -f Procfile
 
-test: $(INSTALLED)
+# The browser tests drive Debian's chromium (never a downloaded browser): install it
+# when it is missing and we are root, else stop and say how.
+chromium:
+	@if [ ! -x /usr/bin/chromium ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get install -y chromium || { apt-get update && apt-get install -y chromium; }; \
+	  else \
+	    echo "Chromium is missing: run apt-get install -y chromium (as root), then make test again."; \
+	    exit 1; \
+	  fi; \
+	fi
+
+test: $(INSTALLED) chromium
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
