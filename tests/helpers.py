@@ -90,13 +90,22 @@ def generated_sessions(count: int, *, seed: int, records: int = 30) -> list[Path
 
 
 def generated_session(
-    records: int, *, seed: int, fault_rate: float = 0.05, result_bytes: str = "100:2000"
+    records: int,
+    *,
+    seed: int,
+    fault_rate: float = 0.05,
+    result_bytes: str = "100:2000",
+    format: str = "claude_code",
+    parallel_rate: float | None = None,
 ) -> Path:
-    """Return one Claude Code session file of `records` records from the shared generator.
+    """Return one session file of `records` records in `format` from the shared generator.
 
     Kept under var/workloads once made (a 50,000-record one takes a few seconds).
+    `parallel_rate` is the generator's share of turns with parallel calls (its default if None).
     """
-    out = WORKLOADS / f"claude_code-r{records}-s{seed}-f{fault_rate}-b{result_bytes}.jsonl"
+    parallel = "" if parallel_rate is None else f"-p{parallel_rate}"
+    name = f"{format}-r{records}-s{seed}-f{fault_rate}-b{result_bytes}{parallel}.jsonl"
+    out = WORKLOADS / name
     if not out.exists():
         WORKLOADS.mkdir(exist_ok=True)
         building = Path(tempfile.mkdtemp(dir=WORKLOADS)) / out.name
@@ -105,7 +114,7 @@ def generated_session(
                 sys.executable,
                 str(GENERATOR),
                 "--format",
-                "claude_code",
+                format,
                 "--records",
                 str(records),
                 "--fault-rate",
@@ -114,6 +123,7 @@ def generated_session(
                 result_bytes,
                 "--seed",
                 str(seed),
+                *(() if parallel_rate is None else ("--parallel-rate", str(parallel_rate))),
                 "--out",
                 str(building),
             ],

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -20,6 +18,7 @@ import pytest
 from tests.agents import npm
 from tests.agents.conftest import Figures, base_env
 from tests.agents.resume import PROMPT, Agent, Items, canonical, check_input
+from tests.helpers import generated_session
 from transcripts.core.model import Role, Transcript
 from transcripts.replay import Message, message_text
 
@@ -137,23 +136,18 @@ def _file_items(
 
 
 @pytest.fixture(scope="module")
-def generated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    out = tmp_path_factory.mktemp("generated")
+def generated() -> dict[str, Path]:
     paths = {}
     for seed, rate in GENERATED.items():
-        path = out / f"claude_code-s{seed}-f{rate}.jsonl"
-        subprocess.run(
-            [
-                sys.executable,
-                str(ROOT / "tools" / "gen_sessions.py"),
-                *("--format", "claude_code", "--records", "40", "--seed", str(seed)),
-                *("--fault-rate", str(rate), "--result-bytes", "50:300"),
-                *("--parallel-rate", "0.3", "--out", str(path)),
-            ],
-            check=True,
-            stdout=subprocess.DEVNULL,
+        path = generated_session(
+            40,
+            seed=seed,
+            fault_rate=rate,
+            result_bytes="50:300",
+            format="claude_code",
+            parallel_rate=0.3,
         )
-        paths[path.stem] = path
+        paths[f"claude_code-s{seed}-f{rate}"] = path
     return paths
 
 
