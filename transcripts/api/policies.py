@@ -11,7 +11,7 @@ from typing import Any
 
 from django.core.validators import validate_slug
 from django.db import IntegrityError, transaction
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -59,8 +59,22 @@ class ActionsSerializer(serializers.Serializer[dict[str, str]]):
         return {str(kind): _action_field(kind) for kind in FaultKind}
 
 
+# The schema says what the server refuses: a slug that is not a preset's name.
+@extend_schema_field(
+    {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 40,
+        "pattern": "^[-a-zA-Z0-9_]+$",
+        "not": {"enum": sorted(PRESETS)},
+    }
+)
+class PolicyNameField(TextField):
+    pass
+
+
 class WorkspacePolicySerializer(serializers.ModelSerializer[WorkspacePolicy]):
-    name = TextField(
+    name = PolicyNameField(
         allow_blank=False,
         max_length=40,
         validators=[validate_slug],
