@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from transcripts import formats
-from transcripts.replay import Message, Preview, preview, request_messages
+from transcripts.replay import Message, Preview, check_request, preview, request_messages
 from transcripts.replay.claude_code import ENDED, MISSING, NO_CONTENT, NO_RESPONSE, ORPHANED
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -196,3 +196,41 @@ def test_request_messages_reduces_each_providers_body() -> None:
         request_messages("nope", {})
     with pytest.raises(ValueError, match="no 'messages' list"):
         request_messages("anthropic", {})
+
+
+def test_an_id_anthropic_refuses_makes_the_preview_rejected_as_check_says() -> None:
+    # An id carried over from an OpenAI model: Anthropic answers 400 on its pattern.
+    lines = [
+        {"type": "user", "uuid": "u1", "parentUuid": None, "sessionId": "s",
+         "message": {"role": "user", "content": "list the files"}},
+        {"type": "assistant", "uuid": "a1", "parentUuid": "u1", "sessionId": "s",
+         "message": {"id": "msg_1", "role": "assistant", "model": "claude-sonnet-4-5",
+                     "content": [{"type": "tool_use", "id": "call_x|fc_y", "name": "Bash",
+                                  "input": {"command": "ls"}}]}},
+        {"type": "user", "uuid": "u2", "parentUuid": "a1", "sessionId": "s",
+         "message": {"role": "user", "content": [
+             {"type": "tool_result", "tool_use_id": "call_x|fc_y", "content": "README.md"}]}},
+        {"type": "assistant", "uuid": "a2", "parentUuid": "u2", "sessionId": "s",
+         "message": {"id": "msg_2", "role": "assistant", "model": "claude-sonnet-4-5",
+                     "content": [{"type": "text", "text": "One file."}]}},
+    ]  # fmt: skip
+    data = b"".join(json.dumps(line).encode() + b"\n" for line in lines)
+    transcript = formats.load(data, "s.jsonl")
+    shown = preview(transcript)
+    assert shown is not None and not shown.valid
+    assert [v.tool_call_id for v in shown.violations] == ["call_x|fc_y"]
+    assert shown.violations[0].error.endswith(
+        ".tool_use.id: String should match pattern '^[a-zA-Z0-9_-]+$'"
+    )
+    body = {
+        "messages": [
+            {"role": "user", "content": "list the files"},
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": "call_x|fc_y", "name": "Bash", "input": {}}]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "call_x|fc_y", "content": "README.md"}]},
+        ]
+    }  # fmt: skip
+    assert [v.error for v in check_request("anthropic", body)] == [
+        "messages.1.content.0.tool_use.id: String should match pattern '^[a-zA-Z0-9_-]+$'"
+    ]

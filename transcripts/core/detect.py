@@ -9,7 +9,6 @@ across the whole file: a later turn may reuse an id (Kimi, Mistral, local models
 
 from __future__ import annotations
 
-import re
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,11 +30,12 @@ from transcripts.core.validate import (
     duplicate_text,
     missing_text,
     not_first_text,
+    pattern_text,
     request_positions,
     unexpected_text,
+    valid_id,
 )
 
-_ANTHROPIC_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
 DEFAULT_GRACE = 300.0  # seconds a session counts as live after its last write
 # Providers that match results to calls by position where ids are missing (Gemini
 # without `id`); for every other provider results in any order are legal, and
@@ -475,12 +475,9 @@ def _call_faults(
                 )
             )
         problem, error = call.problem, ""
-        if unique_ids and call.id and not problem and not _ANTHROPIC_ID.match(call.id):
+        if unique_ids and call.id and not problem and not valid_id(call.id):
             problem = f"the id {call.id[:80]!r} has characters Anthropic refuses"
-            error = (
-                f"messages.{message}.content.{call.block}.tool_use.id: String should match "
-                "pattern '^[a-zA-Z0-9_-]+$'"
-            )
+            error = pattern_text(message, call.block)
         if problem:
             found.append(
                 Fault(

@@ -8,6 +8,7 @@ OpenAI Responses and Gemini.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -68,6 +69,24 @@ def duplicate_text(provider: str, message: int, block: int, tool_call_id: str) -
             f"Found multiple `tool_result` blocks with id: {tool_call_id}"
         )
     return unexpected_text(provider, message, block, tool_call_id)
+
+
+# Anthropic's tool_use ids (and Bedrock's toolUseId) must match this pattern; an id
+# carried over from an OpenAI model (`call_x|fc_y`) is refused with `pattern_text`.
+_ANTHROPIC_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
+
+
+def valid_id(tool_call_id: str) -> bool:
+    """Return True when Anthropic and Bedrock take `tool_call_id` as a tool_use id."""
+    return _ANTHROPIC_ID.match(tool_call_id) is not None
+
+
+def pattern_text(message: int, block: int) -> str:
+    """Return Anthropic's 400 text for a tool_use id outside `^[a-zA-Z0-9_-]+$`."""
+    return (
+        f"messages.{message}.content.{block}.tool_use.id: String should match "
+        "pattern '^[a-zA-Z0-9_-]+$'"
+    )
 
 
 def bedrock_split_text(message: int, ids: Iterable[str]) -> str:
@@ -267,6 +286,8 @@ def validate(
             if cid in seen_calls and provider in ("anthropic", "bedrock"):
                 text = f"messages.{message.index}.content.{block}: `tool_use` ids must be unique"
                 violations.append(Violation(rec, cid, text))
+            if provider in ("anthropic", "bedrock") and not valid_id(cid):
+                violations.append(Violation(rec, cid, pattern_text(message.index, block)))
             seen_calls.add(cid)
     if provider == "openai_responses":
         violations.extend(_leaders_alone(transcript, order))
