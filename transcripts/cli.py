@@ -126,6 +126,19 @@ def _name(path: Path) -> str:
     return surrogate_free(str(path))
 
 
+# Bars are updated a chunk at a time; tqdm's monitor thread (which would also
+# reserve a malloc arena of address space) adds nothing.
+tqdm.monitor_interval = 0
+
+
+def _is_terminal(stream: Any) -> bool:
+    """Return True when `stream` is a terminal (progress bars show only there)."""
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
 class _Progress(FileSource):
     """A FileSource that advances a progress bar as its bytes stream by."""
 
@@ -663,6 +676,9 @@ def main(
         format=args.format,
         say=(lambda line: None) if args.json and args.command != "preview" else say,
         say_error=say_error,
+        # tqdm starts its monitor thread when a bar is made, shown or not: off a
+        # terminal no bar is made at all, so the process stays one thread.
+        bars=_is_terminal(err),
     )
     if stdin is not None:
         run.stdin = stdin

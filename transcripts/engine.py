@@ -24,7 +24,7 @@ from transcripts.core.repair import repair
 from transcripts.formats import FormatError
 from transcripts.formats.source import FileSource
 
-ENGINE_VERSION = "2"
+ENGINE_VERSION = "3"  # 3: renamed ids take `-2`, not `_2` (repair._new_ids)
 
 __all__ = [
     "DEFAULT_POLICY",

@@ -102,6 +102,29 @@ def _dropped(transcript: Transcript, policy: str, data: bytes) -> set[tuple[int,
     return out
 
 
+def _renamed(transcript: Transcript, policy: str, data: bytes) -> dict[str, str]:
+    """Return {new id: old id} of the calls the plan renames (`rename_id` ops)."""
+    plan = analyze(data, transcript.filename, policy, format=transcript.format).plan
+    return {
+        op.text: op.call.id
+        for op in plan.ops
+        if op.kind == OpKind.RENAME_ID and op.call is not None and op.text
+    }
+
+
+def _under_old_ids(items: Items, renamed: dict[str, str]) -> Items:
+    """Return `items` with each renamed id read as the id it had in the raw file.
+
+    A rename keeps the exchange (call and result together) under a new id, so
+    it is the same call and result the raw file holds.
+    """
+    return Items(
+        items.texts,
+        {renamed.get(c, c) for c in items.calls},
+        {(renamed.get(r, r), content) for r, content in items.results},
+    )
+
+
 def check_input(agent: Agent, name: str, data: bytes, tmp_path: Path, figures: Figures) -> None:
     """Resume `data` raw and repaired in `agent`; assert (a)-(d); record the figures."""
     transcript = formats.load(data, name)
@@ -148,7 +171,7 @@ def check_input(agent: Agent, name: str, data: bytes, tmp_path: Path, figures: F
         violations = check_request(agent.provider, body)
         if violations:
             failures.append(f"(a) {variant}: {violations[0].error}")
-        items = agent.request_items(body)
+        items = _under_old_ids(agent.request_items(body), _renamed(transcript, variant, data))
         dropped = _dropped(transcript, variant, data)
         owed = agent.file_items(transcript, context, dropped)
         missing_b = sorted(owed.texts - items.texts) + sorted(

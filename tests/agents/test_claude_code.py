@@ -33,12 +33,7 @@ INPUTS = {
     **{p.stem: p for p in sorted(SESSIONS.glob("claude_code_*.jsonl"))},
 }
 # Known product bugs, reported: the test stays and fails loudly once fixed.
-KNOWN = {
-    "claude_code_dup_call_id": (
-        "duplicate_call_id is flagged, not repaired: Claude Code turns the second tool_use "
-        "with a used id into text and drops its result, which the repair keeps in the file"
-    ),
-}
+KNOWN: dict[str, str] = {}  # input name -> why it is a strict xfail
 # Generated sessions (tools/gen_sessions.py): seed -> fault rate.
 GENERATED = {1: 0.5, 2: 0.5, 3: 0.5, 4: 0.0}
 

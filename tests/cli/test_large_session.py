@@ -72,3 +72,28 @@ def test_the_limit_stops_a_whole_file_read(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode != 0 and b"MemoryError" in done.stderr
+
+
+def test_pairfix_off_a_terminal_runs_on_one_thread(tmp_path: Path) -> None:
+    # A thread reserves its stack and a malloc arena (64 MiB of address space
+    # each): under a memory limit that is what made the streaming fix fail at
+    # random, from tqdm's monitor thread started for a bar never shown.
+    session = tmp_path / "s.jsonl"
+    session.write_bytes(
+        (ROOT / "demo" / "samples" / "formats" / "claude_code.jsonl").read_bytes()
+        * 6000  # above BAR_BYTES
+    )
+    code = (
+        "import sys, threading\n"
+        "from transcripts import cli\n"
+        "status = cli.main(sys.argv[1:])\n"
+        "print(sorted(t.name for t in threading.enumerate()))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, "check", str(session)],
+        capture_output=True,
+        timeout=120,
+        check=False,
+        cwd=ROOT,
+    )
+    assert done.stdout.decode().splitlines()[-1] == "['MainThread']", done.stderr.decode()[-500:]

@@ -260,15 +260,15 @@ def test_two_calls_sharing_an_id_in_an_openai_chat_message_are_told_apart() -> N
     result = _check(json.dumps(messages).encode(), "c.json")
     assert _faults(result) == [("duplicate_call_id", "functions.edit:22", 1)]
     assert [(str(op.kind), op.record, op.text) for op in result.plan.ops] == [
-        ("rename_id", 1, "functions.edit:22_2"),
-        ("rename_id", 3, "functions.edit:22_2"),
+        ("rename_id", 1, "functions.edit:22-2"),
+        ("rename_id", 3, "functions.edit:22-2"),
     ]
     out = json.loads(result.repaired)
-    assert [c["id"] for c in out[1]["tool_calls"]] == ["functions.edit:22", "functions.edit:22_2"]
+    assert [c["id"] for c in out[1]["tool_calls"]] == ["functions.edit:22", "functions.edit:22-2"]
     # Pairing by occurrence: the second result answers the second call.
     assert [(m["tool_call_id"], m["content"]) for m in out[2:]] == [
         ("functions.edit:22", "edited a"),
-        ("functions.edit:22_2", "edited b"),
+        ("functions.edit:22-2", "edited b"),
     ]
 
 
@@ -318,8 +318,8 @@ def test_distinct_anthropic_calls_sharing_an_id_keep_both_exchanges() -> None:
     kinds = {str(f.kind) for f in result.faults}
     assert kinds == {"duplicate_call_id", "missing_result"}
     out = json.loads(result.repaired)
-    assert [b["id"] for b in out[1]["content"]] == ["toolu_9", "toolu_9_2"]
-    assert [b["tool_use_id"] for b in out[2]["content"]] == ["toolu_9", "toolu_9_2"]
+    assert [b["id"] for b in out[1]["content"]] == ["toolu_9", "toolu_9-2"]
+    assert [b["tool_use_id"] for b in out[2]["content"]] == ["toolu_9", "toolu_9-2"]
     assert out[2]["content"][0]["content"] == "one"
 
 

@@ -265,8 +265,11 @@ def _new_ids(
     rename; the call itself is sound, so it is never dropped). The new id is
     the old one with every refused character made `_`, cut to 64 characters
     (a digest of the whole keeps it distinct), and given the first free
-    suffix `_2`, `_3`... when another id of the file already has it: a pure
-    function of the file.
+    suffix `-2`, `-3`... when another id of the file already has it: a pure
+    function of the file. Never `_2`: Claude Code 2.1 reads a `tool_use` id
+    that is another call's id plus `_<digits>` as that call's and writes
+    "[Tool result missing due to internal error]" for its real result
+    (observed in the agent tier).
     """
     wanted: list[ToolCall] = []
     for fault in faults:
@@ -292,11 +295,11 @@ def _new_ids(
             base = re.sub(r"[^a-zA-Z0-9_-]", "_", base)
         if len(base) > _ID_LIMIT - 4:
             whole = hashlib.sha256(call.id.encode("utf-8", "surrogatepass")).hexdigest()
-            base = f"{base[: _ID_LIMIT - 21]}_{whole[:16]}"
+            base = f"{base[: _ID_LIMIT - 21]}-{whole[:16]}"
         candidate, n = base, 1
         while candidate in taken:
             n += 1
-            candidate = f"{base}_{n}"
+            candidate = f"{base}-{n}"
         taken.add(candidate)
         new_ids[call] = candidate
     return new_ids
