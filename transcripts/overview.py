@@ -77,7 +77,6 @@ def _figures(user: Any, today: date) -> Figures:
     now = timezone.now()
     totals = sessions.aggregate(
         sessions=Count("pk"),
-        faulty=Count("pk", filter=~Q(fault_counts={})),
         live=Count("pk", filter=Q(live_until__gt=now)),
         unreadable=Count("pk", filter=~Q(error="")),
     )
@@ -103,12 +102,16 @@ def _figures(user: Any, today: date) -> Figures:
         .values_list("format", "source", "created", "fault_counts")
         .iterator(chunk_size=5000)
     )
+    faulty = 0
     for format, source, created, counts in rows:
         kinds.update(counts)
         with_kind.update(counts.keys())
+        # A session whose findings are all informational has nothing to fix.
+        to_fix = any(kind not in INFORMATIONAL for kind in counts)
+        faulty += to_fix
         for group in (formats.get(format), sources.get(source)):
             if group is not None:
-                group.faulty += 1
+                group.faulty += to_fix
                 group.faults.update(counts)
         day = timezone.localtime(created).date()
         if day in days:
@@ -116,7 +119,7 @@ def _figures(user: Any, today: date) -> Figures:
     by_kind = [(kind, kinds[kind], with_kind[kind]) for kind in KIND_ORDER if kinds[kind]]
     return Figures(
         sessions=totals["sessions"],
-        faulty=totals["faulty"],
+        faulty=faulty,
         live=totals["live"],
         unreadable=totals["unreadable"],
         by_kind=by_kind,

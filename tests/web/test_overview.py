@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from tests.helpers import run_inline, sample
 from transcripts import actions, overview
+from transcripts.engine import analyze
 from transcripts.models import Session
 
 URL = reverse("transcripts:overview")
@@ -121,3 +122,15 @@ def test_the_chart_stacks_kinds_and_scales_to_a_round_top():
 )
 def test_the_scale_top_is_round(peak, top):
     assert overview._round_up(peak) == top
+
+
+def test_a_session_with_only_informational_findings_has_no_faults(alice_client, workspace, ingest):
+    # A repaired file holds the synthetic results of the repair: `existing_synthetic`,
+    # informational, nothing to fix.
+    raw = sample("formats/openai_chat.json")
+    repaired = analyze(raw, "openai_chat.json", "synthesize").repaired
+    session = ingest(workspace, "repaired.json", repaired)
+    assert set(session.fault_counts) == {"existing_synthetic"}
+    html = alice_client.get(URL).content.decode()
+    assert "0 with faults" in html
+    assert row(html, "openai_chat") == ["1", "0", "0"]
