@@ -19,13 +19,15 @@ from typing import Any
 from transcripts.core.model import Op, OpKind, Record, Role, ToolResult, Transcript
 from transcripts.formats._json import ordered_like
 from transcripts.formats.base import (
+    LIKELY,
+    LOOSE,
     Format,
     Placed,
     add_call,
     merge_blocks,
     preview,
+    sample_messages,
 )
-from transcripts.formats.openai_chat import _messages
 
 # The members of Converse's ContentBlock union.
 _BLOCK_KEYS = frozenset(
@@ -77,16 +79,19 @@ class Bedrock(Format):
     jsonl = False
     provider = "bedrock"
     inline_results = True
+    priority = 60
 
-    def sniff(self, sample: list[Any], filename: str) -> bool:
-        """Return True for Converse messages with a `toolUse` or `toolResult` block."""
-        blocks = _blocks(_messages(sample))
-        return bool(blocks) and any("toolUse" in b or "toolResult" in b for b in blocks or ())
+    def sniff(self, sample: list[Any], filename: str) -> float:
+        """Return LIKELY for Converse messages with a `toolUse` or `toolResult` block."""
+        blocks = _blocks(sample_messages(sample))
+        sure = bool(blocks) and any("toolUse" in b or "toolResult" in b for b in blocks or ())
+        return LIKELY if sure else 0.0
 
-    def sniff_loose(self, sample: list[Any], filename: str) -> bool:
-        """Return True for Converse messages without tool blocks (every block of a known kind)."""
-        blocks = _blocks(_messages(sample))
-        return bool(blocks) and all(_BLOCK_KEYS.intersection(b) for b in blocks or ())
+    def sniff_loose(self, sample: list[Any], filename: str) -> float:
+        """Return LOOSE for Converse messages without tool blocks (every block of a known kind)."""
+        blocks = _blocks(sample_messages(sample))
+        could = bool(blocks) and all(_BLOCK_KEYS.intersection(b) for b in blocks or ())
+        return LOOSE if could else 0.0
 
     def classify(self, obj: Any, record: Record) -> None:
         role = obj.get("role")

@@ -24,6 +24,7 @@ from transcripts.core.model import (
 )
 from transcripts.formats._json import ordered_like
 from transcripts.formats.base import (
+    LIKELY,
     Format,
     Placed,
     add_call,
@@ -59,6 +60,7 @@ def _positional(name: str, seen: dict[str, int]) -> str:
 class Gemini(Format):
     id = "gemini"
     label = "Gemini API contents"
+    priority = 30
     jsonl = False
     provider = "gemini"
     native_text = CANCELLED
@@ -66,9 +68,10 @@ class Gemini(Format):
     content_key = "parts"
     array_keys = ("contents",)
 
-    def sniff(self, sample: list[Any], filename: str) -> bool:
+    def sniff(self, sample: list[Any], filename: str) -> float:
+        """Return LIKELY when every item of the array is a content (`role` and `parts`)."""
         contents = _contents(sample, self.array_keys[0])
-        return bool(contents) and all(_is_content(c) for c in contents or ())
+        return LIKELY if bool(contents) and all(_is_content(c) for c in contents or ()) else 0.0
 
     def classify(self, obj: Any, record: Record) -> None:
         role = obj.get("role")
@@ -134,4 +137,5 @@ class Gemini(Format):
 class GeminiCheckpoint(Gemini):
     id = "gemini_checkpoint"
     label = "Gemini CLI checkpoint"
+    priority = 20
     array_keys = ("history",)

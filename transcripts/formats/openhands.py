@@ -14,6 +14,7 @@ from typing import Any
 from transcripts.core.model import Op, Record, Role, ToolResult, Transcript
 from transcripts.formats._json import ordered_like
 from transcripts.formats.base import (
+    LIKELY,
     Format,
     Placed,
     add_call,
@@ -34,19 +35,22 @@ def _events(sample: list[Any]) -> list[Any] | None:
 class OpenHands(Format):
     id = "openhands"
     label = "OpenHands V1 events"
+    priority = 40
     jsonl = False
     provider = "openai_chat"
     native_text = _INTERRUPTED
 
-    def sniff(self, sample: list[Any], filename: str) -> bool:
+    def sniff(self, sample: list[Any], filename: str) -> float:
+        """Return LIKELY for an array of events, each of a `...Event` kind (or a rejection)."""
         events = _events(sample)
-        return bool(events) and all(
+        sure = bool(events) and all(
             isinstance(e, dict)
             and str(e.get("kind", "")).endswith("Event")
             or isinstance(e, dict)
             and e.get("kind") == "UserRejectObservation"
             for e in events or ()
         )
+        return LIKELY if sure else 0.0
 
     def classify(self, obj: Any, record: Record) -> None:
         kind = str(obj.get("kind"))
