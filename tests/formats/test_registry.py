@@ -13,7 +13,7 @@ import pytest
 
 import transcripts.formats
 from tests.formats.test_real_layouts import FIXTURES, SAMPLES, _first_lines
-from transcripts.formats import registry
+from transcripts.formats import display, registry
 from transcripts.formats.base import LOOSE, Format
 from transcripts.formats.openai_chat import OpenAIChat
 
@@ -132,3 +132,11 @@ def test_every_format_class_of_the_package_is_registered_once() -> None:
                 defined.add(f"{module.__name__}:{name}")
     assert sorted(registry.REGISTERED) == sorted(defined)
     assert len(set(registry.REGISTERED)) == len(registry.REGISTERED)
+
+
+def test_a_display_rule_that_ties_with_another_is_refused() -> None:
+    # Gemini's `functionCall` rule holds 90: a second one would leave the order to imports.
+    with pytest.raises(ValueError, match="two block rules share priority 90"):
+        display.block_rule(90)(lambda node, out: False)
+    with pytest.raises(ValueError, match="two envelopes share priority 40"):
+        display.envelope("wrapper", 40)

@@ -28,6 +28,7 @@ from transcripts.formats.base import (
     preview,
     sample_messages,
 )
+from transcripts.formats.display import Shown, block_rule, show_call, show_result, show_thinking
 
 # The members of Converse's ContentBlock union.
 _BLOCK_KEYS = frozenset(
@@ -158,3 +159,33 @@ class Bedrock(Format):
             assert op.record is not None and op.block is not None
             return copy.deepcopy(transcript.records[op.record].obj["content"][op.block])
         return self._result(transcript, op)
+
+
+# How the timeline shows Converse blocks (display.py runs the rules of every format).
+
+
+@block_rule(80)
+def _tool_use(node: dict[str, Any], out: list[Shown]) -> bool:
+    """Show a `toolUse` block as a call."""
+    if isinstance(node.get("toolUse"), dict):
+        out.append(show_call(node["toolUse"]))
+        return True
+    return False
+
+
+@block_rule(50)
+def _tool_result(node: dict[str, Any], out: list[Shown]) -> bool:
+    """Show a `toolResult` block as a result."""
+    if isinstance(node.get("toolResult"), dict):
+        show_result(node["toolResult"], out)
+        return True
+    return False
+
+
+@block_rule(35)
+def _reasoning(node: dict[str, Any], out: list[Shown]) -> bool:
+    """Show a `reasoningContent` block as thinking."""
+    if "reasoningContent" in node:
+        out.append(show_thinking(node))
+        return True
+    return False

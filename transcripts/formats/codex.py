@@ -15,6 +15,7 @@ from typing import Any
 from transcripts.core.model import Op, Record, Role, ToolResult, Transcript
 from transcripts.formats._json import ordered_like
 from transcripts.formats.base import CERTAIN, Format, Placed, add_call, canonical, preview
+from transcripts.formats.display import envelope
 
 _CALLS = {"function_call", "custom_tool_call", "local_shell_call"}
 _OUTPUTS = {
@@ -189,3 +190,7 @@ class Codex(Format):
     def rename_id(self, obj: Any, block: int, new_id: str) -> None:
         payload = obj["payload"] if isinstance(obj.get("payload"), dict) else obj
         payload["call_id"] = new_id
+
+
+# A rollout line wraps its item in `payload` (display.py walks every format's envelopes).
+envelope("payload", 40)

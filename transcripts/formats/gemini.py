@@ -32,6 +32,15 @@ from transcripts.formats.base import (
     merge_blocks,
     preview,
 )
+from transcripts.formats.display import (
+    Shown,
+    ShownKind,
+    block_rule,
+    cut,
+    show_call,
+    show_image,
+    show_result,
+)
 
 # What Gemini CLI itself writes as the response of a call the user cancelled.
 CANCELLED = "[Operation Cancelled] Reason: User did not allow tool call"
@@ -139,3 +148,42 @@ class GeminiCheckpoint(Gemini):
     label = "Gemini CLI checkpoint"
     priority = 20
     array_keys = ("history",)
+
+
+# How the timeline shows Gemini parts (display.py runs the rules of every format).
+
+
+@block_rule(90)
+def _function_call(node: dict[str, Any], out: list[Shown]) -> bool:
+    """Show a part's `functionCall` as a call."""
+    if isinstance(node.get("functionCall"), dict):
+        out.append(show_call(node["functionCall"]))
+        return True
+    return False
+
+
+@block_rule(60)
+def _function_response(node: dict[str, Any], out: list[Shown]) -> bool:
+    """Show a part's `functionResponse` as a result."""
+    if isinstance(node.get("functionResponse"), dict):
+        show_result(node["functionResponse"], out)
+        return True
+    return False
+
+
+@block_rule(30)
+def _thought(node: dict[str, Any], out: list[Shown]) -> bool:
+    """Show a text part marked `thought: true` as thinking."""
+    if node.get("thought") is True and isinstance(node.get("text"), str):
+        out.append(Shown(ShownKind.THINKING, cut(node["text"])))
+        return True
+    return False
+
+
+@block_rule(15)
+def _inline_data(node: dict[str, Any], out: list[Shown]) -> bool:
+    """Show an `inlineData` part as an image placeholder."""
+    if isinstance(node.get("inlineData"), dict):
+        out.append(show_image(node))
+        return True
+    return False

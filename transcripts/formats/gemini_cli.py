@@ -25,6 +25,7 @@ from typing import Any
 
 from transcripts.core.model import Op, Record, Role, ToolResult, Transcript
 from transcripts.formats.base import CERTAIN, Format, Placed, add_call, canonical, preview
+from transcripts.formats.display import Shown, ShownKind, cut, message_rule, show_calls
 from transcripts.formats.gemini import CANCELLED
 
 # A call in one of these states ended in error: its result is an error response.
@@ -182,3 +183,24 @@ class GeminiCliSession(GeminiCli):
             and isinstance(root.get("messages"), list)
         )
         return CERTAIN if sure else 0.0
+
+
+# How the timeline shows Gemini CLI messages (display.py runs the rules of every format).
+
+
+@message_rule(80)
+def _thoughts(node: dict[str, Any], out: list[Shown], depth: int) -> bool:
+    """Show each of a message's `thoughts` (subject, then description) as thinking."""
+    thoughts = node.get("thoughts")
+    for thought in thoughts if isinstance(thoughts, list) else ():
+        if isinstance(thought, dict):
+            text = "\n".join(str(thought[k]) for k in ("subject", "description") if thought.get(k))
+            out.append(Shown(ShownKind.THINKING, cut(text)))
+    return False
+
+
+@message_rule(45)
+def _tool_calls(node: dict[str, Any], out: list[Shown], depth: int) -> bool:
+    """Show a message's `toolCalls`, each with the `result` it carries."""
+    show_calls(node.get("toolCalls"), out, depth)
+    return False

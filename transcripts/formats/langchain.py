@@ -24,6 +24,7 @@ from transcripts.formats.base import (
     preview,
     sample_messages,
 )
+from transcripts.formats.display import envelope
 
 # `message.type` of each message class, chunks included (messages_from_dict reads them all).
 _ROLES = {
@@ -217,3 +218,7 @@ class LangChain(Format):
 
 def _has_id(entry: Any, ids: set[str]) -> bool:
     return isinstance(entry, dict) and entry.get("id") in ids
+
+
+# `messages_to_dict` wraps each message in `data` (display.py walks every format's envelopes).
+envelope("data", 20)

@@ -21,6 +21,7 @@ from transcripts.formats.base import (
     preview,
     sample_messages,
 )
+from transcripts.formats.display import Shown, ShownKind, cut, message_rule, show_calls
 
 _ROLES = {"user": Role.USER, "assistant": Role.ASSISTANT, "tool": Role.TOOL}
 
@@ -111,3 +112,21 @@ class OpenAIChat(Format):
             # The API rejects an empty `tool_calls` array.
             out.pop("tool_calls", None)
         return out
+
+
+# How the timeline shows Chat Completions messages (display.py runs the rules of every format).
+
+
+@message_rule(70)
+def _reasoning_content(node: dict[str, Any], out: list[Shown], depth: int) -> bool:
+    """Show a message's `reasoning_content` text as thinking."""
+    if isinstance(node.get("reasoning_content"), str) and node["reasoning_content"]:
+        out.append(Shown(ShownKind.THINKING, cut(node["reasoning_content"])))
+    return False
+
+
+@message_rule(50)
+def _tool_calls(node: dict[str, Any], out: list[Shown], depth: int) -> bool:
+    """Show a message's `tool_calls`."""
+    show_calls(node.get("tool_calls"), out, depth)
+    return False

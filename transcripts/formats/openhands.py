@@ -22,6 +22,15 @@ from transcripts.formats.base import (
     digest,
     preview,
 )
+from transcripts.formats.display import (
+    Shown,
+    call_id,
+    envelope,
+    message_rule,
+    show_call,
+    show_result,
+    walk,
+)
 
 _RESULTS = ("ObservationEvent", "UserRejectObservation", "AgentErrorEvent")
 _INTERRUPTED = "The action was interrupted before it returned an observation."
@@ -117,3 +126,31 @@ class OpenHands(Format):
         obj["tool_call_id"] = new_id
         if isinstance(obj.get("tool_call"), dict):
             obj["tool_call"]["id"] = new_id
+
+
+# How the timeline shows OpenHands events (display.py runs the rules of every format).
+envelope("llm_message", 30)
+
+
+@message_rule(60)
+def _thought(node: dict[str, Any], out: list[Shown], depth: int) -> bool:
+    """Show an action's `thought` (text or text blocks)."""
+    if "thought" in node and isinstance(node["thought"], list | str):
+        walk(node["thought"], out, depth + 1)
+    return False
+
+
+@message_rule(35)
+def _tool_call(node: dict[str, Any], out: list[Shown], depth: int) -> bool:
+    """Show an action's `tool_call`."""
+    if isinstance(node.get("tool_call"), dict):
+        out.append(show_call(node["tool_call"]))
+    return False
+
+
+@message_rule(30)
+def _observation(node: dict[str, Any], out: list[Shown], depth: int) -> bool:
+    """Show an observation event's `observation` as the result of its `tool_call_id`."""
+    if isinstance(node.get("observation"), dict):
+        show_result(node["observation"], out, call_id(node) if "tool_call_id" in node else "")
+    return False
