@@ -28,7 +28,7 @@ from transcripts.formats.base import (
     preview,
     sample_messages,
 )
-from transcripts.formats.display import Shown, block_rule, show_call, show_result, show_thinking
+from transcripts.formats.display import Shown, ShownKind, block_rule, member_block, show_thinking
 
 # The members of Converse's ContentBlock union.
 _BLOCK_KEYS = frozenset(
@@ -162,24 +162,8 @@ class Bedrock(Format):
 
 
 # How the timeline shows Converse blocks (display.py runs the rules of every format).
-
-
-@block_rule(80)
-def _tool_use(node: dict[str, Any], out: list[Shown]) -> bool:
-    """Show a `toolUse` block as a call."""
-    if isinstance(node.get("toolUse"), dict):
-        out.append(show_call(node["toolUse"]))
-        return True
-    return False
-
-
-@block_rule(50)
-def _tool_result(node: dict[str, Any], out: list[Shown]) -> bool:
-    """Show a `toolResult` block as a result."""
-    if isinstance(node.get("toolResult"), dict):
-        show_result(node["toolResult"], out)
-        return True
-    return False
+member_block("toolUse", 80, ShownKind.CALL)
+member_block("toolResult", 50, ShownKind.RESULT)
 
 
 @block_rule(35)

@@ -417,6 +417,41 @@ def envelope(key: str, priority: int) -> None:
     _add(_ENVELOPES, priority, key, "envelopes")
 
 
+def member_block(key: str, priority: int, kind: ShownKind) -> None:
+    """Register a block rule: a block whose `key` member is an object is that call or result.
+
+    For blocks that wrap one (Bedrock `toolUse`, Gemini `functionCall`); `kind`
+    is CALL or RESULT. Raises ValueError as `block_rule` does.
+    """
+
+    def rule(node: dict[str, Any], out: list[Shown]) -> bool:
+        member = node.get(key)
+        if not isinstance(member, dict):
+            return False
+        if kind is ShownKind.CALL:
+            out.append(show_call(member))
+        else:
+            show_result(member, out)
+        return True
+
+    block_rule(priority)(rule)
+
+
+def member_call(key: str, priority: int) -> None:
+    """Register a message rule: a message's `key` member, when an object, is a call it makes.
+
+    For messages that hold one call beside their content (a legacy
+    `function_call`, an OpenHands `tool_call`). Raises ValueError as `message_rule` does.
+    """
+
+    def rule(node: dict[str, Any], out: list[Shown], depth: int) -> bool:
+        if isinstance(node.get(key), dict):
+            out.append(show_call(node[key]))
+        return False
+
+    message_rule(priority)(rule)
+
+
 def walk(node: Any, out: list[Shown], depth: int) -> None:
     """Append the blocks of `node` (text, a list, a block or a message) to `out`."""
     if depth > _MAX_DEPTH:

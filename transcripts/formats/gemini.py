@@ -32,15 +32,7 @@ from transcripts.formats.base import (
     merge_blocks,
     preview,
 )
-from transcripts.formats.display import (
-    Shown,
-    ShownKind,
-    block_rule,
-    cut,
-    show_call,
-    show_image,
-    show_result,
-)
+from transcripts.formats.display import Shown, ShownKind, block_rule, cut, member_block, show_image
 
 # What Gemini CLI itself writes as the response of a call the user cancelled.
 CANCELLED = "[Operation Cancelled] Reason: User did not allow tool call"
@@ -151,24 +143,8 @@ class GeminiCheckpoint(Gemini):
 
 
 # How the timeline shows Gemini parts (display.py runs the rules of every format).
-
-
-@block_rule(90)
-def _function_call(node: dict[str, Any], out: list[Shown]) -> bool:
-    """Show a part's `functionCall` as a call."""
-    if isinstance(node.get("functionCall"), dict):
-        out.append(show_call(node["functionCall"]))
-        return True
-    return False
-
-
-@block_rule(60)
-def _function_response(node: dict[str, Any], out: list[Shown]) -> bool:
-    """Show a part's `functionResponse` as a result."""
-    if isinstance(node.get("functionResponse"), dict):
-        show_result(node["functionResponse"], out)
-        return True
-    return False
+member_block("functionCall", 90, ShownKind.CALL)
+member_block("functionResponse", 60, ShownKind.RESULT)
 
 
 @block_rule(30)

@@ -290,26 +290,11 @@ def _load_document(data: bytes, filename: str, root: Any, format: str | None) ->
         element = text[start_char:end_char]
         byte_pos += len(element.encode())
         char_pos = end_char
-        record = Record(index, start_byte, byte_pos, Role.META, "", parsed=obj, line=line)
+        records.append(_element(fmt, index, start_byte, byte_pos, obj, line, filename))
         line += element.count("\n")
-        if isinstance(obj, dict):
-            classify_record(fmt, obj, record, filename)
-        else:
-            record.error = f"{filename}: line {record.line}: element {index} is not a JSON object"
-        records.append(record)
     fmt.finish(records)
     server_history = fmt.continues(root)
-    style: dict[str, Any] = {}
-    if items:
-        first_start = items[0][0]
-        base = text[text.rfind("\n", 0, first_start) + 1 : first_start]
-        base = base if not base.strip() else ""
-        style["element"] = sniff_style(text[items[0][0] : items[0][1]], base, data.isascii())
-        if len(items) > 1:
-            style["sep"] = data[records[0].end : records[1].start]
-        else:
-            style["sep"] = b"," + data[records[0].start - len(base.encode()) - 1 : records[0].start]
-    transcript = _transcript(fmt, records, data, filename, style)
+    transcript = _transcript(fmt, records, data, filename, _document_style(data, records))
     transcript.server_history = server_history
     return transcript
 
@@ -333,15 +318,34 @@ def _document_records(
     line, pos = 1, 0
     for index, ((start, end), obj) in enumerate(zip(spans, values, strict=True)):
         line += data.count(b"\n", pos, start)
-        record = Record(index, start, end, Role.META, "", parsed=obj, line=line)
+        records.append(_element(fmt, index, start, end, obj, line, filename))
         line += data.count(b"\n", start, end)
         pos = end
-        if isinstance(obj, dict):
-            classify_record(fmt, obj, record, filename)
-        else:
-            record.error = f"{filename}: line {record.line}: element {index} is not a JSON object"
-        records.append(record)
     fmt.finish(records)
+    return _transcript(fmt, records, data, filename, _document_style(data, records))
+
+
+def _element(
+    fmt: Format, index: int, start: int, end: int, obj: Any, line: int, filename: str
+) -> Record:
+    """Return the record of array element `index`: JSON `obj` at bytes `start:end`, classified.
+
+    An element that is not an object is a record with `error` set.
+    """
+    record = Record(index, start, end, Role.META, "", parsed=obj, line=line)
+    if isinstance(obj, dict):
+        classify_record(fmt, obj, record, filename)
+    else:
+        record.error = f"{filename}: line {line}: element {index} is not a JSON object"
+    return record
+
+
+def _document_style(data: bytes, records: list[Record]) -> dict[str, Any]:
+    """Return how a document writes its elements: `element` (a `_json.Style`) and `sep` bytes.
+
+    `sep` is what stands between two elements; for a one-element array, a comma
+    then the break and indent before the element. Empty for an empty array.
+    """
     style: dict[str, Any] = {}
     if records:
         first = records[0]
@@ -353,7 +357,7 @@ def _document_records(
             style["sep"] = data[first.end : records[1].start]
         else:
             style["sep"] = b"," + data[first.start - len(base.encode()) - 1 : first.start]
-    return _transcript(fmt, records, data, filename, style)
+    return style
 
 
 def _read_line(

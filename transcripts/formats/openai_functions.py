@@ -15,7 +15,7 @@ from typing import Any
 from transcripts.core.model import POSITIONAL, Op, Record, Role, ToolResult, Transcript
 from transcripts.formats._json import ordered_like
 from transcripts.formats.base import SPECIFIC, Placed, add_call, preview, sample_messages
-from transcripts.formats.display import Shown, message_rule, show_call
+from transcripts.formats.display import member_call
 from transcripts.formats.openai_chat import OpenAIChat
 
 
@@ -102,11 +102,4 @@ class OpenAIFunctions(OpenAIChat):
 
 
 # How the timeline shows a legacy call (display.py runs the rules of every format).
-
-
-@message_rule(40)
-def _function_call(node: dict[str, Any], out: list[Shown], depth: int) -> bool:
-    """Show a message's legacy `function_call`."""
-    if isinstance(node.get("function_call"), dict):
-        out.append(show_call(node["function_call"]))
-    return False
+member_call("function_call", 40)

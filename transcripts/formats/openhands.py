@@ -26,8 +26,8 @@ from transcripts.formats.display import (
     Shown,
     call_id,
     envelope,
+    member_call,
     message_rule,
-    show_call,
     show_result,
     walk,
 )
@@ -140,12 +140,7 @@ def _thought(node: dict[str, Any], out: list[Shown], depth: int) -> bool:
     return False
 
 
-@message_rule(35)
-def _tool_call(node: dict[str, Any], out: list[Shown], depth: int) -> bool:
-    """Show an action's `tool_call`."""
-    if isinstance(node.get("tool_call"), dict):
-        out.append(show_call(node["tool_call"]))
-    return False
+member_call("tool_call", 35)
 
 
 @message_rule(30)
