@@ -98,14 +98,13 @@ def sniff(
 ) -> Format | None:
     """Return the format most sure of `sample` among the `jsonl` (or document) formats.
 
-    Ties go to the higher `priority`. None when no format claims it. `formats`
-    defaults to the registry; `loose` as for `confidence`.
+    Ties go to the higher `priority`. Loose sniffs are asked only when no sniff
+    is sure (and `loose` is True): every sure score is above every loose one.
+    None when no format claims the sample. `formats` defaults to the registry.
     """
-    best: tuple[float, int, Format] | None = None
-    for fmt in (FORMATS if formats is None else formats).values():
-        if fmt.jsonl != jsonl:
-            continue
-        score = confidence(fmt, sample, filename, loose=loose)
-        if score > 0 and (best is None or (score, fmt.priority) > best[:2]):
-            best = (score, fmt.priority, fmt)
-    return best[2] if best is not None else None
+    candidates = [f for f in (FORMATS if formats is None else formats).values() if f.jsonl == jsonl]
+    scored = [(fmt.sniff(sample, filename), fmt) for fmt in candidates]
+    if loose and not any(score for score, _ in scored):
+        scored = [(fmt.sniff_loose(sample, filename), fmt) for fmt in candidates]
+    claimed = [(score, fmt.priority, fmt) for score, fmt in scored if score > 0]
+    return max(claimed, key=lambda item: item[:2])[2] if claimed else None
