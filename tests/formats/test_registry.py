@@ -69,6 +69,18 @@ def test_mixed_legacy_and_tool_calls_are_legacy_functions_though_chat_is_sure_to
     assert registry.sniff(sample, "x.json", jsonl=False) is registry.FORMATS["openai_functions"]
 
 
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_no_format_is_surer_than_one_of_higher_priority_that_claims_the_file(path: Path) -> None:
+    jsonl, sample = _first_lines(path)
+    # In priority order, the scores of the sure sniffs (a loose one is below them all).
+    sure = [
+        score
+        for f in registry.FORMATS.values()
+        if f.jsonl == jsonl and (score := f.sniff(sample, path.name))
+    ]
+    assert sure == sorted(sure, reverse=True)
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_shuffling_the_registration_order_changes_nothing(seed: int) -> None:
     entries = list(registry.REGISTERED)

@@ -6,6 +6,12 @@ file's kind (JSON lines or one JSON document) for its confidence, 0.0 to 1.0
 (`Format.sniff`, else `Format.sniff_loose`), and the highest wins; formats
 that tie are ranked by their declared `priority`, never by their place here.
 The model is pygments' lexer registry (`analyse_text`, `guess_lexer`).
+
+Among the formats of one kind, none is surer of a file than a format of
+higher priority that also claims it (Cline, SPECIFIC, outranks Anthropic,
+LIKELY): the winner is the sure format of highest priority, which is what the
+first-match list this registry replaced chose. A format that breaks this on
+purpose says why beside its `priority`.
 """
 
 from __future__ import annotations
@@ -76,16 +82,13 @@ def label(format_id: str) -> str:
     return fmt.label if fmt is not None else "Unknown format"
 
 
-def confidence(fmt: Format, sample: list[Any], filename: str, *, loose: bool = True) -> float:
+def confidence(fmt: Format, sample: list[Any], filename: str) -> float:
     """Return how sure `fmt` is that `sample` is its format, 0.0 (not) to 1.0 (certain).
 
     `sample` is the first parsed lines of a JSONL file, or [the document's
-    root]. With `loose` False only a sure sniff counts (`Format.sniff`).
+    root]. The sure sniff's score, else the loose one's.
     """
-    sure = fmt.sniff(sample, filename)
-    if sure or not loose:
-        return sure
-    return fmt.sniff_loose(sample, filename)
+    return fmt.sniff(sample, filename) or fmt.sniff_loose(sample, filename)
 
 
 def sniff(
@@ -99,7 +102,7 @@ def sniff(
     """Return the format most sure of `sample` among the `jsonl` (or document) formats.
 
     Ties go to the higher `priority`. Loose sniffs are asked only when no sniff
-    is sure (and `loose` is True): every sure score is above every loose one.
+    is sure, and `loose` is True: every sure score is above every loose one.
     None when no format claims the sample. `formats` defaults to the registry.
     """
     candidates = [f for f in (FORMATS if formats is None else formats).values() if f.jsonl == jsonl]
