@@ -11,8 +11,9 @@ share them (formats.md). This module knows the shapes several formats share
 (Anthropic `tool_use`/`tool_result`/`thinking`/`image` blocks, Responses
 items, `role: tool` messages, text) and walks a record with the rules each
 format module registers for its own shapes (`block_rule`, `message_rule`,
-`envelope`). Rules run highest priority first, and no two share one, so the
-order in which modules register them does not matter.
+`member_block`, `member_call`, `envelope`). Rules run highest priority first,
+and no two share one, so the order in which modules register them does not
+matter.
 """
 
 from __future__ import annotations
