@@ -12,8 +12,7 @@ from typing import Any
 
 from transcripts.core.model import Op, OpKind, Record, Role, Transcript
 from transcripts.formats._blocks import find_result_block, read_blocks, result_block
-from transcripts.formats.base import Format, Placed, merge_blocks
-from transcripts.formats.openai_chat import _messages
+from transcripts.formats.base import LIKELY, LOOSE, Format, Placed, merge_blocks, sample_messages
 
 
 class Anthropic(Format):
@@ -22,17 +21,19 @@ class Anthropic(Format):
     jsonl = False
     provider = "anthropic"
     inline_results = True
+    priority = 50
 
-    def sniff(self, sample: list[Any], filename: str) -> bool:
-        messages = _messages(sample)
+    def sniff(self, sample: list[Any], filename: str) -> float:
+        """Return LIKELY for user and assistant messages with a `tool_use` or `tool_result`."""
+        messages = sample_messages(sample)
         if not messages:
-            return False
+            return 0.0
         for message in messages:
             if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
-                return False
+                return 0.0
             if "tool_calls" in message or "parts" in message:
-                return False
-        return any(
+                return 0.0
+        sure = any(
             isinstance(m.get("content"), list)
             and any(
                 isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result")
@@ -40,15 +41,18 @@ class Anthropic(Format):
             )
             for m in messages
         )
+        return LIKELY if sure else 0.0
 
-    def sniff_loose(self, sample: list[Any], filename: str) -> bool:
-        messages = _messages(sample)
-        return bool(messages) and all(
+    def sniff_loose(self, sample: list[Any], filename: str) -> float:
+        """Return LOOSE for user and assistant messages with text or block `content`."""
+        messages = sample_messages(sample)
+        could = bool(messages) and all(
             isinstance(m, dict)
             and m.get("role") in ("user", "assistant")
             and isinstance(m.get("content"), (str, list))
             for m in messages or ()
         )
+        return LOOSE if could else 0.0
 
     def classify(self, obj: Any, record: Record) -> None:
         role = obj.get("role")

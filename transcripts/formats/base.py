@@ -11,6 +11,14 @@ import orjson
 
 from transcripts.core.model import Op, Record, ToolCall, Transcript
 
+# How sure a sniff is that a sample is its format, on pygments' `analyse_text`
+# scale (0.0 no, 1.0 certain). The registry takes the highest; a format's
+# `priority` breaks ties.
+CERTAIN = 1.0  # a header or line envelope that only this format writes
+SPECIFIC = 0.9  # a mark only this format has, on a shape that other formats share
+LIKELY = 0.8  # the format's message shape, with the tool blocks or fields it names
+LOOSE = 0.2  # the shape alone, no tool evidence: used only when no sniff is sure
+
 
 class Format:
     """A native session format. Subclasses fill in the class attributes and hooks.
@@ -22,6 +30,9 @@ class Format:
 
     id: ClassVar[str] = ""
     label: ClassVar[str] = ""
+    # Ranks formats whose sniffs are equally sure of a sample (higher wins), and
+    # orders menus; unique in the registry.
+    priority: ClassVar[int] = 0
     jsonl: ClassVar[bool] = True
     tree: ClassVar[bool] = False
     uid_key: ClassVar[str] = ""
@@ -40,13 +51,16 @@ class Format:
         "the whole request."
     )
 
-    def sniff(self, sample: list[Any], filename: str) -> bool:
-        """Return True when `sample` (first parsed lines, or [document root]) is this format."""
+    def sniff(self, sample: list[Any], filename: str) -> float:
+        """Return how sure this format is of `sample`: 0.0, or one of the tiers above LOOSE.
+
+        `sample` is the first parsed lines of a JSONL file, or [the document's root].
+        """
         raise NotImplementedError
 
-    def sniff_loose(self, sample: list[Any], filename: str) -> bool:
-        """Return True when `sample` could be this format though no sniff was sure of it."""
-        return False
+    def sniff_loose(self, sample: list[Any], filename: str) -> float:
+        """Return LOOSE when `sample` could be this format though no sniff is sure, else 0.0."""
+        return 0.0
 
     def classify(self, obj: Any, record: Record) -> None:
         """Fill `record`'s role, kind, calls, results, links and preview from `obj`."""
@@ -136,6 +150,18 @@ class Format:
         if not isinstance(content, list) and isinstance(message, dict):
             content = message.get(self.content_key)
         set_id(content[block], new_id)
+
+
+def sample_messages(sample: list[Any]) -> list[Any] | None:
+    """Return the message array of a document sample, or None when it holds none.
+
+    `sample` is [document root]: the root itself when it is an array, or its
+    `messages` array (a request body, formats.md §2).
+    """
+    root = sample[0] if len(sample) == 1 else None
+    if isinstance(root, dict) and isinstance(root.get("messages"), list):
+        return list(root["messages"])
+    return list(root) if isinstance(root, list) else None
 
 
 _ID_KEYS = ("id", "tool_use_id", "toolCallId", "toolUseId", "call_id", "tool_call_id")

@@ -19,13 +19,16 @@ from typing import Any
 from transcripts.core.model import Op, OpKind, Record, Role, ToolResult, Transcript
 from transcripts.formats._json import ordered_like
 from transcripts.formats.base import (
+    LIKELY,
+    LOOSE,
     Format,
     Placed,
     add_call,
     merge_blocks,
     preview,
+    sample_messages,
 )
-from transcripts.formats.openai_chat import _messages
+from transcripts.formats.display import Shown, ShownKind, block_rule, member_block, show_thinking
 
 # The members of Converse's ContentBlock union.
 _BLOCK_KEYS = frozenset(
@@ -77,16 +80,19 @@ class Bedrock(Format):
     jsonl = False
     provider = "bedrock"
     inline_results = True
+    priority = 60
 
-    def sniff(self, sample: list[Any], filename: str) -> bool:
-        """Return True for Converse messages with a `toolUse` or `toolResult` block."""
-        blocks = _blocks(_messages(sample))
-        return bool(blocks) and any("toolUse" in b or "toolResult" in b for b in blocks or ())
+    def sniff(self, sample: list[Any], filename: str) -> float:
+        """Return LIKELY for Converse messages with a `toolUse` or `toolResult` block."""
+        blocks = _blocks(sample_messages(sample))
+        sure = bool(blocks) and any("toolUse" in b or "toolResult" in b for b in blocks or ())
+        return LIKELY if sure else 0.0
 
-    def sniff_loose(self, sample: list[Any], filename: str) -> bool:
-        """Return True for Converse messages without tool blocks (every block of a known kind)."""
-        blocks = _blocks(_messages(sample))
-        return bool(blocks) and all(_BLOCK_KEYS.intersection(b) for b in blocks or ())
+    def sniff_loose(self, sample: list[Any], filename: str) -> float:
+        """Return LOOSE for Converse messages without tool blocks (every block of a known kind)."""
+        blocks = _blocks(sample_messages(sample))
+        could = bool(blocks) and all(_BLOCK_KEYS.intersection(b) for b in blocks or ())
+        return LOOSE if could else 0.0
 
     def classify(self, obj: Any, record: Record) -> None:
         role = obj.get("role")
@@ -153,3 +159,17 @@ class Bedrock(Format):
             assert op.record is not None and op.block is not None
             return copy.deepcopy(transcript.records[op.record].obj["content"][op.block])
         return self._result(transcript, op)
+
+
+# How the timeline shows Converse blocks (display.py runs the rules of every format).
+member_block("toolUse", 80, ShownKind.CALL)
+member_block("toolResult", 50, ShownKind.RESULT)
+
+
+@block_rule(35)
+def _reasoning(node: dict[str, Any], out: list[Shown]) -> bool:
+    """Show a `reasoningContent` block as thinking."""
+    if "reasoningContent" in node:
+        out.append(show_thinking(node))
+        return True
+    return False

@@ -22,7 +22,7 @@ from typing import Any
 from transcripts.core.model import Op, Record, Role, Transcript
 from transcripts.formats._blocks import find_result_block, picked, read_blocks, result_block
 from transcripts.formats._json import ordered_like
-from transcripts.formats.base import Format, Placed, digest, linked, preview
+from transcripts.formats.base import CERTAIN, LOOSE, Format, Placed, digest, linked, preview
 
 _NAMESPACE = uuid.UUID("5b0f3a36-8f6e-4d3e-9a57-0d3a1f9b2c11")
 _NOT_CONTEXT = ("message", "requestId", "uuid", "parentUuid", "type", "timestamp", "toolUseResult")
@@ -39,6 +39,7 @@ def _api_error(obj: dict[str, Any], message: Any) -> bool:
 class ClaudeCode(Format):
     id = "claude_code"
     label = "Claude Code JSONL"
+    priority = 140
     tree = True
     uid_key = "uuid"
     parent_key = "parentUuid"
@@ -49,17 +50,19 @@ class ClaudeCode(Format):
         "parented on it then start a chain of their own."
     )
 
-    def sniff(self, sample: list[Any], filename: str) -> bool:
-        return any(
+    def sniff(self, sample: list[Any], filename: str) -> float:
+        """Return CERTAIN for a `user` or `assistant` line with `sessionId`, a chain or message."""
+        sure = any(
             isinstance(obj, dict)
             and obj.get("type") in ("user", "assistant")
             and "sessionId" in obj
             and ({"uuid", "parentUuid"} <= obj.keys() or isinstance(obj.get("message"), dict))
             for obj in sample
         )
+        return CERTAIN if sure else 0.0
 
-    def sniff_loose(self, sample: list[Any], filename: str) -> bool:
-        """Return True for `{"type": "user"|"assistant", "message": {"role", ...}}` lines.
+    def sniff_loose(self, sample: list[Any], filename: str) -> float:
+        """Return LOOSE for `{"type": "user"|"assistant", "message": {"role", ...}}` lines.
 
         Such lines with neither `sessionId` nor a chain are what trimming tools
         leave of a session; `claude -p --output-format stream-json` lines carry
@@ -70,12 +73,13 @@ class ClaudeCode(Format):
             for obj in sample
             if isinstance(obj, dict) and obj.get("type") in ("user", "assistant")
         ]
-        return bool(messages) and all(
+        could = bool(messages) and all(
             isinstance(obj.get("message"), dict)
             and "role" in obj["message"]
             and "session_id" not in obj
             for obj in messages
         )
+        return LOOSE if could else 0.0
 
     def classify(self, obj: Any, record: Record) -> None:
         kind = obj.get("type")

@@ -22,8 +22,7 @@ from typing import Any
 
 from transcripts.core.model import Record, Role, ToolResult, Transcript
 from transcripts.formats.anthropic import Anthropic
-from transcripts.formats.base import preview
-from transcripts.formats.openai_chat import _messages
+from transcripts.formats.base import SPECIFIC, preview, sample_messages
 
 # `[tool_name for 'target'] Result:` or `[tool_name] Result:`, opening its own text block;
 # for "next-gen" models some versions wrapped the output in `<function_results>` instead.
@@ -116,17 +115,19 @@ def text_pairs(transcript: Transcript) -> list[TextPair]:
 class Cline(Anthropic):
     id = "cline"
     label = "Cline / Roo Code task history"
+    priority = 120  # specialises Anthropic: wins on the files both accept
 
-    def sniff(self, sample: list[Any], filename: str) -> bool:
-        """Return True for Anthropic messages named as Cline names them, or in its text protocol."""
+    def sniff(self, sample: list[Any], filename: str) -> float:
+        """Return SPECIFIC for Anthropic messages named as Cline names them, or in its protocol."""
         if not Anthropic.sniff_loose(self, sample, filename):
-            return False
+            return 0.0
         if PurePath(filename).name.endswith(FILENAME):
-            return True
-        return any(text_results(m) for m in _messages(sample) or ())
+            return SPECIFIC
+        sure = any(text_results(m) for m in sample_messages(sample) or ())
+        return SPECIFIC if sure else 0.0
 
-    def sniff_loose(self, sample: list[Any], filename: str) -> bool:
-        return False  # what only looks like Anthropic messages is Anthropic's
+    def sniff_loose(self, sample: list[Any], filename: str) -> float:
+        return 0.0  # what only looks like Anthropic messages is Anthropic's
 
     def classify(self, obj: Any, record: Record) -> None:
         super().classify(obj, record)

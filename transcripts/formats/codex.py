@@ -14,7 +14,8 @@ from typing import Any
 
 from transcripts.core.model import Op, Record, Role, ToolResult, Transcript
 from transcripts.formats._json import ordered_like
-from transcripts.formats.base import Format, Placed, add_call, canonical, preview
+from transcripts.formats.base import CERTAIN, Format, Placed, add_call, canonical, preview
+from transcripts.formats.display import envelope
 
 _CALLS = {"function_call", "custom_tool_call", "local_shell_call"}
 _OUTPUTS = {
@@ -62,6 +63,7 @@ def _is_direct(obj: Any) -> bool:
 class Codex(Format):
     id = "codex"
     label = "Codex rollout JSONL"
+    priority = 150
     provider = "openai_responses"
     native_text = "aborted"
     agent = True
@@ -69,19 +71,21 @@ class Codex(Format):
         "Codex logs a warning and skips a rollout line it cannot parse when it resumes the session."
     )
 
-    def sniff(self, sample: list[Any], filename: str) -> bool:
+    def sniff(self, sample: list[Any], filename: str) -> float:
+        """Return CERTAIN for rollout lines: the RolloutItem envelope, or the direct layout."""
         first = sample[0] if sample else None
         if isinstance(first, dict) and first.get("type") == "session_meta" and "payload" in first:
-            return True
+            return CERTAIN
         # The older "direct" layout (codex-rs before the RolloutItem envelope): a bare
         # header `{id, timestamp}` (with `instructions` and `git` from some versions
         # on), then bare Responses items and `{"record_type": "state", ...}` lines.
         if _is_header(first) and all(_is_direct(obj) for obj in sample[1:]):
-            return True
-        return any(
+            return CERTAIN
+        sure = any(
             isinstance(obj, dict) and obj.get("type") in _ENVELOPE[:3] and "payload" in obj
             for obj in sample
         )
+        return CERTAIN if sure else 0.0
 
     def classify(self, obj: Any, record: Record) -> None:
         kind = obj.get("type")
@@ -186,3 +190,7 @@ class Codex(Format):
     def rename_id(self, obj: Any, block: int, new_id: str) -> None:
         payload = obj["payload"] if isinstance(obj.get("payload"), dict) else obj
         payload["call_id"] = new_id
+
+
+# A rollout line wraps its item in `payload` (display.py walks every format's envelopes).
+envelope("payload", 40)

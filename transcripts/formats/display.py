@@ -6,15 +6,14 @@ tool result's content, thinking, images as placeholders with their size. It
 reads them from the record's own byte span when a window of rows is shown, so
 a request parses the records it shows and nothing else.
 
-Blocks are recognised by their shape rather than by format, since the
-formats share them (formats.md): Anthropic `tool_use`/`tool_result`/
-`thinking`/`image` blocks (Claude Code, Cline, Anthropic Messages), OpenAI
-`tool_calls` and `role: tool` messages (Chat Completions, LangChain, Vercel
-AI), Responses items (`function_call`, `function_call_output`, `reasoning`;
-Codex payloads), Gemini parts (`functionCall`, `functionResponse`,
-`inlineData`, `thought`), Gemini CLI `toolCalls` and `thoughts`, Bedrock
-`toolUse`/`toolResult`/`reasoningContent`, OpenClaw `toolCall` and
-`toolResult` messages, OpenHands action and observation events.
+Blocks are recognised by their shape rather than by format, since formats
+share them (formats.md). This module knows the shapes several formats share
+(Anthropic `tool_use`/`tool_result`/`thinking`/`image` blocks, Responses
+items, `role: tool` messages, text) and walks a record with the rules each
+format module registers for its own shapes (`block_rule`, `message_rule`,
+`member_block`, `member_call`, `envelope`). Rules run highest priority first,
+and no two share one, so the order in which modules register them does not
+matter.
 """
 
 from __future__ import annotations
@@ -22,6 +21,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -110,8 +110,6 @@ _IMAGE_TYPES = frozenset({"image", "image_url", "input_image", "output_image"})
 _TEXT_TYPES = frozenset({"text", "input_text", "output_text", "summary_text", "refusal"})
 # Roles (or LangChain types) of a message that is itself one tool result.
 _RESULT_ROLES = frozenset({"tool", "toolResult", "function", "ipython"})
-# Keys under which a line wraps its message or item.
-_ENVELOPES = ("message", "payload", "llm_message", "data", "item")
 _CALL_ID_KEYS = ("call_id", "toolCallId", "toolUseId", "tool_use_id", "tool_call_id", "id")
 
 
@@ -124,7 +122,7 @@ def read_record(data: bytes) -> list[Shown]:
     try:
         obj = orjson.loads(data)
     except orjson.JSONDecodeError:
-        return [Shown(ShownKind.RAW, _cut(data.decode("utf-8", "replace")))]
+        return [Shown(ShownKind.RAW, cut(data.decode("utf-8", "replace")))]
     return blocks(obj)
 
 
@@ -132,7 +130,7 @@ def blocks(obj: Any) -> list[Shown]:
     """Return the content blocks of a parsed record, in the order it holds them."""
     out: list[Shown] = []
     try:
-        _walk(obj, out, 0)
+        walk(obj, out, 0)
     except RecursionError:
         out.append(Shown(ShownKind.RAW, "(nested too deeply to show)"))
     return out
@@ -150,7 +148,7 @@ def timestamp(data: bytes) -> str:
         return ""
     if not isinstance(obj, dict):
         return ""
-    for node in (obj, *(obj.get(key) for key in _ENVELOPES)):
+    for node in (obj, *(obj.get(key) for _, key in _ENVELOPES)):
         if isinstance(node, dict):
             value = node.get("timestamp")
             if isinstance(value, str) and value:
@@ -164,7 +162,8 @@ def timestamp(data: bytes) -> str:
     return ""
 
 
-def _cut(text: str) -> str:
+def cut(text: str) -> str:
+    """Return `text`, cut to MAX_TEXT characters with a note of how many more there were."""
     if len(text) <= MAX_TEXT:
         return text
     return text[:MAX_TEXT] + f"\n… ({len(text) - MAX_TEXT} more characters not shown)"
@@ -176,14 +175,14 @@ def _json_text(value: Any) -> str:
         try:
             parsed = orjson.loads(value)
         except orjson.JSONDecodeError:
-            return _cut(value)
+            return cut(value)
         if not isinstance(parsed, dict | list):
-            return _cut(value)
+            return cut(value)
         value = parsed
     try:
-        return _cut(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode())
+        return cut(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode())
     except TypeError:  # integers beyond 64 bits
-        return _cut(json.dumps(value, indent=2, ensure_ascii=False))
+        return cut(json.dumps(value, indent=2, ensure_ascii=False))
 
 
 def _text_of(value: Any, images: list[Shown], depth: int = 0) -> str:
@@ -198,13 +197,13 @@ def _text_of(value: Any, images: list[Shown], depth: int = 0) -> str:
         parts: list[str] = []
         for item in value:
             if isinstance(item, dict) and _is_image(item):
-                images.append(_image(item))
+                images.append(show_image(item))
             else:
                 parts.append(_text_of(item, images, depth + 1))
         return "\n".join(part for part in parts if part)
     if isinstance(value, dict):
         if _is_image(value):
-            images.append(_image(value))
+            images.append(show_image(value))
             return ""
         if isinstance(value.get("text"), str):
             return str(value["text"])
@@ -214,7 +213,8 @@ def _text_of(value: Any, images: list[Shown], depth: int = 0) -> str:
     return _json_text(value)
 
 
-def _call_id(node: dict[str, Any]) -> str:
+def call_id(node: dict[str, Any]) -> str:
+    """Return the tool call id a call or result block carries under any format's key, or ""."""
     for key in _CALL_ID_KEYS:
         value = node.get(key)
         if isinstance(value, str) and value:
@@ -222,7 +222,8 @@ def _call_id(node: dict[str, Any]) -> str:
     return ""
 
 
-def _call(node: dict[str, Any]) -> Shown:
+def show_call(node: dict[str, Any]) -> Shown:
+    """Return a call block as shown: its tool name, id and arguments as indented JSON."""
     function = node.get("function") if isinstance(node.get("function"), dict) else {}
     assert isinstance(function, dict)
     name = node.get("name") or node.get("toolName") or function.get("name") or ""
@@ -238,11 +239,15 @@ def _call(node: dict[str, Any]) -> Shown:
         ShownKind.CALL,
         _json_text(args) if args not in ("", None) else "",
         name=str(name),
-        tool_call_id=_call_id(node),
+        tool_call_id=call_id(node),
     )
 
 
-def _result(node: dict[str, Any], out: list[Shown], tool_call_id: str = "") -> None:
+def show_result(node: dict[str, Any], out: list[Shown], tool_call_id: str = "") -> None:
+    """Append a result block as shown to `out`, then the images its content holds.
+
+    `tool_call_id` stands for the id when the result itself carries none.
+    """
     for key in ("content", "output", "result", "response", "value"):
         if key in node:
             content = node[key]
@@ -258,9 +263,9 @@ def _result(node: dict[str, Any], out: list[Shown], tool_call_id: str = "") -> N
     out.append(
         Shown(
             ShownKind.RESULT,
-            _cut(text),
+            cut(text),
             name=str(node.get("name") or node.get("toolName") or ""),
-            tool_call_id=tool_call_id or _call_id(node),
+            tool_call_id=tool_call_id or call_id(node),
             is_error=error,
         )
     )
@@ -295,7 +300,7 @@ def _media_type(node: dict[str, Any]) -> str:
     return ""
 
 
-def _image(node: dict[str, Any]) -> Shown:
+def show_image(node: dict[str, Any]) -> Shown:
     """Return a placeholder for an image block: its media type and decoded size, never its data."""
     data: Any = None
     source = node.get("source")
@@ -320,7 +325,7 @@ def _image(node: dict[str, Any]) -> Shown:
         header, _, data = data.partition(",")
         media = media or header[5:].split(";")[0]
     elif data.startswith(("http://", "https://", "gs://", "file:")):
-        return Shown(ShownKind.IMAGE, _cut(data), media_type=media or "image")
+        return Shown(ShownKind.IMAGE, cut(data), media_type=media or "image")
     return Shown(ShownKind.IMAGE, media_type=media or "image", size=_decoded_size(data))
 
 
@@ -336,7 +341,8 @@ def _decoded_size(data: str) -> int | None:
     return len(stripped) * 3 // 4 - stripped[-2:].count("=")
 
 
-def _thinking(node: dict[str, Any]) -> Shown:
+def show_thinking(node: dict[str, Any]) -> Shown:
+    """Return a thinking or reasoning block as shown: its text, or what hides it."""
     if node.get("type") == "redacted_thinking":
         return Shown(ShownKind.THINKING, "(redacted)")
     texts: list[str] = []
@@ -355,94 +361,205 @@ def _thinking(node: dict[str, Any]) -> Shown:
             texts.append("(redacted)")
     if not texts and node.get("encrypted_content"):
         texts.append("(encrypted)")
-    return Shown(ShownKind.THINKING, _cut("\n".join(t for t in texts if t)))
+    return Shown(ShownKind.THINKING, cut("\n".join(t for t in texts if t)))
 
 
-def _walk(node: Any, out: list[Shown], depth: int) -> None:
+BlockRule = Callable[[dict[str, Any], list[Shown]], bool]
+MessageRule = Callable[[dict[str, Any], list[Shown], int], bool]
+_BLOCK_RULES: list[tuple[int, BlockRule]] = []
+_MESSAGE_RULES: list[tuple[int, MessageRule]] = []
+# Keys under which a line wraps its message or item, with their priorities.
+_ENVELOPES: list[tuple[int, str]] = []
+
+
+def _add(rules: list[tuple[int, Any]], priority: int, item: Any, what: str) -> None:
+    """Insert (priority, item) into `rules`, highest first; raise ValueError on a tie."""
+    if any(p == priority for p, _ in rules):
+        raise ValueError(f"two {what} share priority {priority}")
+    rules.append((priority, item))
+    rules.sort(key=lambda rule: -rule[0])
+
+
+def block_rule(priority: int) -> Callable[[BlockRule], BlockRule]:
+    """Register a rule for one block: it appends what it shows and returns True, else False.
+
+    A block is a dict that no higher rule took. Raises ValueError when a rule
+    already has `priority`.
+    """
+
+    def register(rule: BlockRule) -> BlockRule:
+        _add(_BLOCK_RULES, priority, rule, "block rules")
+        return rule
+
+    return register
+
+
+def message_rule(priority: int) -> Callable[[MessageRule], MessageRule]:
+    """Register a rule for a message (a dict no block rule took), given its nesting depth.
+
+    Every rule runs, highest priority first, appending the blocks it finds,
+    until one returns True: the message is shown whole. Raises ValueError
+    when a rule already has `priority`.
+    """
+
+    def register(rule: MessageRule) -> MessageRule:
+        _add(_MESSAGE_RULES, priority, rule, "message rules")
+        return rule
+
+    return register
+
+
+def envelope(key: str, priority: int) -> None:
+    """Register `key` as a member under which a line wraps its message or item.
+
+    Envelopes are walked, and searched for a `timestamp`, highest priority
+    first. Raises ValueError when an envelope already has `priority`.
+    """
+    _add(_ENVELOPES, priority, key, "envelopes")
+
+
+def member_block(key: str, priority: int, kind: ShownKind) -> None:
+    """Register a block rule: a block whose `key` member is an object is that call or result.
+
+    For blocks that wrap one (Bedrock `toolUse`, Gemini `functionCall`); `kind`
+    is CALL or RESULT. Raises ValueError as `block_rule` does.
+    """
+
+    def rule(node: dict[str, Any], out: list[Shown]) -> bool:
+        member = node.get(key)
+        if not isinstance(member, dict):
+            return False
+        if kind is ShownKind.CALL:
+            out.append(show_call(member))
+        else:
+            show_result(member, out)
+        return True
+
+    block_rule(priority)(rule)
+
+
+def member_call(key: str, priority: int) -> None:
+    """Register a message rule: a message's `key` member, when an object, is a call it makes.
+
+    For messages that hold one call beside their content (a legacy
+    `function_call`, an OpenHands `tool_call`). Raises ValueError as `message_rule` does.
+    """
+
+    def rule(node: dict[str, Any], out: list[Shown], depth: int) -> bool:
+        if isinstance(node.get(key), dict):
+            out.append(show_call(node[key]))
+        return False
+
+    message_rule(priority)(rule)
+
+
+def walk(node: Any, out: list[Shown], depth: int) -> None:
+    """Append the blocks of `node` (text, a list, a block or a message) to `out`."""
     if depth > _MAX_DEPTH:
         return
     if isinstance(node, str):
         if node:
-            out.append(Shown(ShownKind.TEXT, _cut(node)))
+            out.append(Shown(ShownKind.TEXT, cut(node)))
         return
     if isinstance(node, list):
         for item in node:
-            _walk(item, out, depth + 1)
+            walk(item, out, depth + 1)
         return
     if not isinstance(node, dict):
         return
-    if _block(node, out):
-        return
-    _message(node, out, depth)
+    for _, block in _BLOCK_RULES:
+        if block(node, out):
+            return
+    for _, message in _MESSAGE_RULES:
+        if message(node, out, depth):
+            return
 
 
-def _block(node: dict[str, Any], out: list[Shown]) -> bool:
-    """Append `node` as one block if it is one; return False for a message or envelope."""
-    kind = _type(node)
-    if kind in _CALL_TYPES or isinstance(node.get("function"), dict):
-        out.append(_call(node))
-    elif isinstance(node.get("functionCall"), dict):
-        out.append(_call(node["functionCall"]))
-    elif isinstance(node.get("toolUse"), dict):
-        out.append(_call(node["toolUse"]))
-    elif kind in _RESULT_TYPES:
-        _result(node, out)
-    elif isinstance(node.get("functionResponse"), dict):
-        _result(node["functionResponse"], out)
-    elif isinstance(node.get("toolResult"), dict):
-        _result(node["toolResult"], out)
-    elif kind in _THINKING_TYPES or "reasoningContent" in node:
-        out.append(_thinking(node))
-    elif node.get("thought") is True and isinstance(node.get("text"), str):
-        out.append(Shown(ShownKind.THINKING, _cut(node["text"])))
-    elif _is_image(node) or isinstance(node.get("inlineData"), dict):
-        out.append(_image(node))
-    elif isinstance(node.get("text"), str) and (
-        kind in _TEXT_TYPES or not ({"content", "parts", "role"} & node.keys())
+def show_calls(calls: Any, out: list[Shown], depth: int) -> None:
+    """Append each call of a list of calls, and the `result` a call carries (Gemini CLI)."""
+    for call in _list(calls):
+        if isinstance(call, dict):
+            out.append(show_call(call))
+            if "result" in call:
+                walk(call["result"], out, depth + 1)
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+@block_rule(100)
+def _call_block(node: dict[str, Any], out: list[Shown]) -> bool:
+    if _type(node) in _CALL_TYPES or isinstance(node.get("function"), dict):
+        out.append(show_call(node))
+        return True
+    return False
+
+
+@block_rule(70)
+def _result_block(node: dict[str, Any], out: list[Shown]) -> bool:
+    if _type(node) in _RESULT_TYPES:
+        show_result(node, out)
+        return True
+    return False
+
+
+@block_rule(40)
+def _thinking_block(node: dict[str, Any], out: list[Shown]) -> bool:
+    if _type(node) in _THINKING_TYPES:
+        out.append(show_thinking(node))
+        return True
+    return False
+
+
+@block_rule(20)
+def _image_block(node: dict[str, Any], out: list[Shown]) -> bool:
+    if _is_image(node):
+        out.append(show_image(node))
+        return True
+    return False
+
+
+@block_rule(10)
+def _text_block(node: dict[str, Any], out: list[Shown]) -> bool:
+    if isinstance(node.get("text"), str) and (
+        _type(node) in _TEXT_TYPES or not ({"content", "parts", "role"} & node.keys())
     ):
         if node["text"]:
-            out.append(Shown(ShownKind.TEXT, _cut(node["text"])))
-    else:
-        return False
-    return True
+            out.append(Shown(ShownKind.TEXT, cut(node["text"])))
+        return True
+    return False
 
 
-def _message(node: dict[str, Any], out: list[Shown], depth: int) -> None:
-    """Append the blocks of a message, an event or a line wrapping one."""
+@message_rule(100)
+def _result_message(node: dict[str, Any], out: list[Shown], depth: int) -> bool:
     role = _type(node, "role") or _type(node)
     if role in _RESULT_ROLES and not isinstance(node.get("data"), dict):
         # A tool message whose parts are result blocks (Vercel AI) is walked like any other.
         parts = _list(node.get("content"))
         if not any(isinstance(p, dict) and _type(p) in _RESULT_TYPES for p in parts):
-            _result(node, out)
-            return
+            show_result(node, out)
+            return True
+    return False
+
+
+@message_rule(90)
+def _content(node: dict[str, Any], out: list[Shown], depth: int) -> bool:
     for key in ("content", "parts"):
         if key in node:
-            _walk(node[key], out, depth + 1)
-    for thought in _list(node.get("thoughts")):
-        if isinstance(thought, dict):
-            text = "\n".join(str(thought[k]) for k in ("subject", "description") if thought.get(k))
-            out.append(Shown(ShownKind.THINKING, _cut(text)))
-    if isinstance(node.get("reasoning_content"), str) and node["reasoning_content"]:
-        out.append(Shown(ShownKind.THINKING, _cut(node["reasoning_content"])))
-    if "thought" in node and isinstance(node["thought"], list | str):
-        _walk(node["thought"], out, depth + 1)
-    for call in _list(node.get("tool_calls")) + _list(node.get("toolCalls")):
-        if isinstance(call, dict):
-            out.append(_call(call))
-            if "result" in call:
-                _walk(call["result"], out, depth + 1)
-    for key in ("function_call", "tool_call"):
+            walk(node[key], out, depth + 1)
+    return False
+
+
+@message_rule(10)
+def _envelopes(node: dict[str, Any], out: list[Shown], depth: int) -> bool:
+    for _, key in _ENVELOPES:
         if isinstance(node.get(key), dict):
-            out.append(_call(node[key]))
-    if isinstance(node.get("observation"), dict):
-        _result(node["observation"], out, _call_id(node) if "tool_call_id" in node else "")
-    for key in _ENVELOPES:
-        if isinstance(node.get(key), dict):
-            _walk(node[key], out, depth + 1)
+            walk(node[key], out, depth + 1)
         elif key == "message" and isinstance(node.get(key), str) and node[key]:
-            out.append(Shown(ShownKind.TEXT, _cut(node[key])))
+            out.append(Shown(ShownKind.TEXT, cut(node[key])))
+    return False
 
 
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
+envelope("message", 50)
+envelope("item", 5)

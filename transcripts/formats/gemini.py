@@ -24,6 +24,7 @@ from transcripts.core.model import (
 )
 from transcripts.formats._json import ordered_like
 from transcripts.formats.base import (
+    LIKELY,
     Format,
     Placed,
     add_call,
@@ -31,6 +32,7 @@ from transcripts.formats.base import (
     merge_blocks,
     preview,
 )
+from transcripts.formats.display import Shown, ShownKind, block_rule, cut, member_block, show_image
 
 # What Gemini CLI itself writes as the response of a call the user cancelled.
 CANCELLED = "[Operation Cancelled] Reason: User did not allow tool call"
@@ -59,6 +61,7 @@ def _positional(name: str, seen: dict[str, int]) -> str:
 class Gemini(Format):
     id = "gemini"
     label = "Gemini API contents"
+    priority = 30
     jsonl = False
     provider = "gemini"
     native_text = CANCELLED
@@ -66,9 +69,10 @@ class Gemini(Format):
     content_key = "parts"
     array_keys = ("contents",)
 
-    def sniff(self, sample: list[Any], filename: str) -> bool:
+    def sniff(self, sample: list[Any], filename: str) -> float:
+        """Return LIKELY when every item of the array is a content (`role` and `parts`)."""
         contents = _contents(sample, self.array_keys[0])
-        return bool(contents) and all(_is_content(c) for c in contents or ())
+        return LIKELY if bool(contents) and all(_is_content(c) for c in contents or ()) else 0.0
 
     def classify(self, obj: Any, record: Record) -> None:
         role = obj.get("role")
@@ -134,4 +138,28 @@ class Gemini(Format):
 class GeminiCheckpoint(Gemini):
     id = "gemini_checkpoint"
     label = "Gemini CLI checkpoint"
+    priority = 20
     array_keys = ("history",)
+
+
+# How the timeline shows Gemini parts (display.py runs the rules of every format).
+member_block("functionCall", 90, ShownKind.CALL)
+member_block("functionResponse", 60, ShownKind.RESULT)
+
+
+@block_rule(30)
+def _thought(node: dict[str, Any], out: list[Shown]) -> bool:
+    """Show a text part marked `thought: true` as thinking."""
+    if node.get("thought") is True and isinstance(node.get("text"), str):
+        out.append(Shown(ShownKind.THINKING, cut(node["text"])))
+        return True
+    return False
+
+
+@block_rule(15)
+def _inline_data(node: dict[str, Any], out: list[Shown]) -> bool:
+    """Show an `inlineData` part as an image placeholder."""
+    if isinstance(node.get("inlineData"), dict):
+        out.append(show_image(node))
+        return True
+    return False

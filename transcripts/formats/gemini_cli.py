@@ -24,7 +24,8 @@ import copy
 from typing import Any
 
 from transcripts.core.model import Op, Record, Role, ToolResult, Transcript
-from transcripts.formats.base import Format, Placed, add_call, canonical, preview
+from transcripts.formats.base import CERTAIN, Format, Placed, add_call, canonical, preview
+from transcripts.formats.display import Shown, ShownKind, cut, message_rule, show_calls
 from transcripts.formats.gemini import CANCELLED
 
 # A call in one of these states ended in error: its result is an error response.
@@ -45,6 +46,7 @@ def _answered(result: Any) -> bool:
 class GeminiCli(Format):
     id = "gemini_cli"
     label = "Gemini CLI session JSONL"
+    priority = 10
     provider = "gemini"
     native_text = CANCELLED
     results_on_calls = True
@@ -53,14 +55,16 @@ class GeminiCli(Format):
         "Gemini CLI skips a line it cannot parse when it loads the session for --resume."
     )
 
-    def sniff(self, sample: list[Any], filename: str) -> bool:
+    def sniff(self, sample: list[Any], filename: str) -> float:
+        """Return CERTAIN when the first line is the session header (`sessionId`, `projectHash`)."""
         first = sample[0] if sample else None
-        return (
+        sure = (
             isinstance(first, dict)
             and "sessionId" in first
             and "projectHash" in first
             and "type" not in first
         )
+        return CERTAIN if sure else 0.0
 
     def classify(self, obj: Any, record: Record) -> None:
         kind = obj.get("type")
@@ -165,14 +169,38 @@ class GeminiCliSession(GeminiCli):
 
     id = "gemini_cli_json"
     label = "Gemini CLI session JSON (legacy)"
+    priority = 130
     jsonl = False
     array_keys = ("messages",)
 
-    def sniff(self, sample: list[Any], filename: str) -> bool:
+    def sniff(self, sample: list[Any], filename: str) -> float:
+        """Return CERTAIN for an object with `sessionId`, `projectHash` and `messages`."""
         root = sample[0] if len(sample) == 1 else None
-        return (
+        sure = (
             isinstance(root, dict)
             and isinstance(root.get("sessionId"), str)
             and "projectHash" in root
             and isinstance(root.get("messages"), list)
         )
+        return CERTAIN if sure else 0.0
+
+
+# How the timeline shows Gemini CLI messages (display.py runs the rules of every format).
+
+
+@message_rule(80)
+def _thoughts(node: dict[str, Any], out: list[Shown], depth: int) -> bool:
+    """Show each of a message's `thoughts` (subject, then description) as thinking."""
+    thoughts = node.get("thoughts")
+    for thought in thoughts if isinstance(thoughts, list) else ():
+        if isinstance(thought, dict):
+            text = "\n".join(str(thought[k]) for k in ("subject", "description") if thought.get(k))
+            out.append(Shown(ShownKind.THINKING, cut(text)))
+    return False
+
+
+@message_rule(45)
+def _tool_calls(node: dict[str, Any], out: list[Shown], depth: int) -> bool:
+    """Show a message's `toolCalls`, each with the `result` it carries."""
+    show_calls(node.get("toolCalls"), out, depth)
+    return False

@@ -15,8 +15,16 @@ from typing import Any
 
 from transcripts.core.model import Op, Record, Role, ToolCall, ToolResult, Transcript
 from transcripts.formats._json import ordered_like
-from transcripts.formats.base import Format, Placed, call_problem, canonical, preview
-from transcripts.formats.openai_chat import _messages
+from transcripts.formats.base import (
+    SPECIFIC,
+    Format,
+    Placed,
+    call_problem,
+    canonical,
+    preview,
+    sample_messages,
+)
+from transcripts.formats.display import envelope
 
 # `message.type` of each message class, chunks included (messages_from_dict reads them all).
 _ROLES = {
@@ -81,14 +89,17 @@ class LangChain(Format):
     # Chat Completions agents (Codex, §0.7) write.
     native_text = "aborted"
 
-    def sniff(self, sample: list[Any], filename: str) -> bool:
-        """Return True when every element is `{"type", "data": {...}}` of a LangChain type."""
-        messages = [m for m in _messages(sample) or () if isinstance(m, dict)]
-        return (
+    priority = 110
+
+    def sniff(self, sample: list[Any], filename: str) -> float:
+        """Return SPECIFIC when every element is `{"type", "data": {...}}` of a LangChain type."""
+        messages = [m for m in sample_messages(sample) or () if isinstance(m, dict)]
+        sure = (
             bool(messages)
             and all(isinstance(m.get("data"), dict) and "type" in m for m in messages)
             and any(_kind(m) in _ROLES for m in messages)
         )
+        return SPECIFIC if sure else 0.0
 
     def classify(self, obj: Any, record: Record) -> None:
         kind = _kind(obj)
@@ -207,3 +218,7 @@ class LangChain(Format):
 
 def _has_id(entry: Any, ids: set[str]) -> bool:
     return isinstance(entry, dict) and entry.get("id") in ids
+
+
+# `messages_to_dict` wraps each message in `data` (display.py walks every format's envelopes).
+envelope("data", 20)

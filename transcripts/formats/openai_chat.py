@@ -12,16 +12,18 @@ from typing import Any
 
 from transcripts.core.model import Op, Record, Role, ToolResult, Transcript
 from transcripts.formats._json import ordered_like
-from transcripts.formats.base import Format, Placed, add_call, preview
+from transcripts.formats.base import (
+    LIKELY,
+    LOOSE,
+    Format,
+    Placed,
+    add_call,
+    preview,
+    sample_messages,
+)
+from transcripts.formats.display import Shown, ShownKind, cut, message_rule, show_calls
 
 _ROLES = {"user": Role.USER, "assistant": Role.ASSISTANT, "tool": Role.TOOL}
-
-
-def _messages(sample: list[Any]) -> list[Any] | None:
-    root = sample[0] if len(sample) == 1 else None
-    if isinstance(root, dict) and isinstance(root.get("messages"), list):
-        return list(root["messages"])
-    return list(root) if isinstance(root, list) else None
 
 
 class OpenAIChat(Format):
@@ -30,23 +32,28 @@ class OpenAIChat(Format):
     jsonl = False
     provider = "openai_chat"
     native_text = "aborted"
+    priority = 80
 
-    def sniff(self, sample: list[Any], filename: str) -> bool:
-        messages = _messages(sample)
-        return bool(messages) and any(
+    def sniff(self, sample: list[Any], filename: str) -> float:
+        """Return LIKELY for messages with `tool_calls`, or a `tool` message with its id."""
+        messages = sample_messages(sample)
+        sure = bool(messages) and any(
             isinstance(m, dict)
             and ("tool_calls" in m or (m.get("role") == "tool" and "tool_call_id" in m))
             for m in messages or ()
         )
+        return LIKELY if sure else 0.0
 
-    def sniff_loose(self, sample: list[Any], filename: str) -> bool:
-        messages = _messages(sample)
-        return bool(messages) and all(
+    def sniff_loose(self, sample: list[Any], filename: str) -> float:
+        """Return LOOSE for messages that all have a `role` and text (or no) `content`."""
+        messages = sample_messages(sample)
+        could = bool(messages) and all(
             isinstance(m, dict)
             and isinstance(m.get("role"), str)
             and (m.get("content") is None or isinstance(m.get("content"), str))
             for m in messages or ()
         )
+        return LOOSE if could else 0.0
 
     def classify(self, obj: Any, record: Record) -> None:
         role = obj.get("role")
@@ -105,3 +112,21 @@ class OpenAIChat(Format):
             # The API rejects an empty `tool_calls` array.
             out.pop("tool_calls", None)
         return out
+
+
+# How the timeline shows Chat Completions messages (display.py runs the rules of every format).
+
+
+@message_rule(70)
+def _reasoning_content(node: dict[str, Any], out: list[Shown], depth: int) -> bool:
+    """Show a message's `reasoning_content` text as thinking."""
+    if isinstance(node.get("reasoning_content"), str) and node["reasoning_content"]:
+        out.append(Shown(ShownKind.THINKING, cut(node["reasoning_content"])))
+    return False
+
+
+@message_rule(50)
+def _tool_calls(node: dict[str, Any], out: list[Shown], depth: int) -> bool:
+    """Show a message's `tool_calls`."""
+    show_calls(node.get("tool_calls"), out, depth)
+    return False

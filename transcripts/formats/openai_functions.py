@@ -14,8 +14,9 @@ from typing import Any
 
 from transcripts.core.model import POSITIONAL, Op, Record, Role, ToolResult, Transcript
 from transcripts.formats._json import ordered_like
-from transcripts.formats.base import Placed, add_call, preview
-from transcripts.formats.openai_chat import OpenAIChat, _messages
+from transcripts.formats.base import SPECIFIC, Placed, add_call, preview, sample_messages
+from transcripts.formats.display import member_call
+from transcripts.formats.openai_chat import OpenAIChat
 
 
 def _legacy_id(name: Any) -> str:
@@ -46,14 +47,16 @@ class OpenAIFunctions(OpenAIChat):
     id = "openai_functions"
     label = "OpenAI Chat Completions messages (legacy functions)"
 
-    def sniff(self, sample: list[Any], filename: str) -> bool:
-        """Return True when some message is a legacy `function_call` or `function` message."""
-        messages = _messages(sample)
-        return any(_is_legacy(m) for m in messages or ())
+    priority = 90  # specialises Chat Completions: wins on the files both accept
 
-    def sniff_loose(self, sample: list[Any], filename: str) -> bool:
+    def sniff(self, sample: list[Any], filename: str) -> float:
+        """Return SPECIFIC when some message is a legacy `function_call` or `function` message."""
+        messages = sample_messages(sample)
+        return SPECIFIC if any(_is_legacy(m) for m in messages or ()) else 0.0
+
+    def sniff_loose(self, sample: list[Any], filename: str) -> float:
         # Files without a legacy message are plain Chat Completions.
-        return False
+        return 0.0
 
     def classify(self, obj: Any, record: Record) -> None:
         super().classify(obj, record)
@@ -96,3 +99,7 @@ class OpenAIFunctions(OpenAIChat):
         if legacy not in order and isinstance(obj.get("function_call"), dict):
             del out["function_call"]
         return out
+
+
+# How the timeline shows a legacy call (display.py runs the rules of every format).
+member_call("function_call", 40)

@@ -31,6 +31,7 @@ from transcripts.core.model import Op, Record, Role, ToolResult, Transcript
 from transcripts.core.policy import INTERRUPTED_TEXT
 from transcripts.formats._json import ordered_like
 from transcripts.formats.base import (
+    CERTAIN,
     Format,
     Placed,
     add_call,
@@ -56,6 +57,7 @@ _PROVIDERS = {
 class OpenClaw(Format):
     id = "openclaw"
     label = "OpenClaw / pi session JSONL"
+    priority = 160
     tree = True
     uid_key = "id"
     parent_key = "parentId"
@@ -68,13 +70,15 @@ class OpenClaw(Format):
         '(session-manager: "Skip malformed lines"); entries parented on it lose their branch.'
     )
 
-    def sniff(self, sample: list[Any], filename: str) -> bool:
+    def sniff(self, sample: list[Any], filename: str) -> float:
+        """Return CERTAIN when the first line is pi's `session` header."""
         first = sample[0] if sample else None
-        return (
+        sure = (
             isinstance(first, dict)
             and first.get("type") == "session"
             and ("version" in first or "cwd" in first)
         )
+        return CERTAIN if sure else 0.0
 
     def classify(self, obj: Any, record: Record) -> None:
         kind = obj.get("type")

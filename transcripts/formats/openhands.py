@@ -14,12 +14,22 @@ from typing import Any
 from transcripts.core.model import Op, Record, Role, ToolResult, Transcript
 from transcripts.formats._json import ordered_like
 from transcripts.formats.base import (
+    LIKELY,
     Format,
     Placed,
     add_call,
     canonical,
     digest,
     preview,
+)
+from transcripts.formats.display import (
+    Shown,
+    call_id,
+    envelope,
+    member_call,
+    message_rule,
+    show_result,
+    walk,
 )
 
 _RESULTS = ("ObservationEvent", "UserRejectObservation", "AgentErrorEvent")
@@ -34,19 +44,22 @@ def _events(sample: list[Any]) -> list[Any] | None:
 class OpenHands(Format):
     id = "openhands"
     label = "OpenHands V1 events"
+    priority = 40
     jsonl = False
     provider = "openai_chat"
     native_text = _INTERRUPTED
 
-    def sniff(self, sample: list[Any], filename: str) -> bool:
+    def sniff(self, sample: list[Any], filename: str) -> float:
+        """Return LIKELY for an array of events, each of a `...Event` kind (or a rejection)."""
         events = _events(sample)
-        return bool(events) and all(
+        sure = bool(events) and all(
             isinstance(e, dict)
             and str(e.get("kind", "")).endswith("Event")
             or isinstance(e, dict)
             and e.get("kind") == "UserRejectObservation"
             for e in events or ()
         )
+        return LIKELY if sure else 0.0
 
     def classify(self, obj: Any, record: Record) -> None:
         kind = str(obj.get("kind"))
@@ -113,3 +126,26 @@ class OpenHands(Format):
         obj["tool_call_id"] = new_id
         if isinstance(obj.get("tool_call"), dict):
             obj["tool_call"]["id"] = new_id
+
+
+# How the timeline shows OpenHands events (display.py runs the rules of every format).
+envelope("llm_message", 30)
+
+
+@message_rule(60)
+def _thought(node: dict[str, Any], out: list[Shown], depth: int) -> bool:
+    """Show an action's `thought` (text or text blocks)."""
+    if "thought" in node and isinstance(node["thought"], list | str):
+        walk(node["thought"], out, depth + 1)
+    return False
+
+
+member_call("tool_call", 35)
+
+
+@message_rule(30)
+def _observation(node: dict[str, Any], out: list[Shown], depth: int) -> bool:
+    """Show an observation event's `observation` as the result of its `tool_call_id`."""
+    if isinstance(node.get("observation"), dict):
+        show_result(node["observation"], out, call_id(node) if "tool_call_id" in node else "")
+    return False

@@ -17,7 +17,7 @@ from typing import Any
 
 from transcripts.core.model import Op, Record, Role, Transcript
 from transcripts.formats._json import ordered_like
-from transcripts.formats.base import Format
+from transcripts.formats.base import SPECIFIC, Format
 from transcripts.formats.codex import Codex
 
 # Item types that only a Responses input holds (§9). Chat Completions messages
@@ -53,19 +53,22 @@ def _is_item(item: Any) -> bool:
 class Responses(Codex):
     id = "responses"
     label = "OpenAI Responses input items"
+    priority = 100
     jsonl = False
     agent = False  # a request body, not a file Codex writes
     malformed_note = Format.malformed_note
 
-    def sniff(self, sample: list[Any], filename: str) -> bool:
-        """Return True for an object with an `input` array, or an array of Responses items."""
+    def sniff(self, sample: list[Any], filename: str) -> float:
+        """Return SPECIFIC for an object with an `input` array, or an array of Responses items."""
         root = sample[0] if len(sample) == 1 else None
         if isinstance(root, dict):
-            return isinstance(root.get("input"), list) and "messages" not in root
-        return isinstance(root, list) and any(_is_item(item) for item in root)
+            sure = isinstance(root.get("input"), list) and "messages" not in root
+        else:
+            sure = isinstance(root, list) and any(_is_item(item) for item in root)
+        return SPECIFIC if sure else 0.0
 
-    def sniff_loose(self, sample: list[Any], filename: str) -> bool:
-        return False
+    def sniff_loose(self, sample: list[Any], filename: str) -> float:
+        return 0.0
 
     def continues(self, root: Any) -> bool:
         """Return True for a request with `previous_response_id` or `conversation` set.

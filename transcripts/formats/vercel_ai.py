@@ -19,13 +19,15 @@ from typing import Any
 from transcripts.core.model import Op, Record, Role, ToolResult, Transcript
 from transcripts.formats._json import ordered_like
 from transcripts.formats.base import (
+    LIKELY,
+    LOOSE,
     Format,
     Placed,
     add_call,
     merge_blocks,
     preview,
+    sample_messages,
 )
-from transcripts.formats.openai_chat import _messages
 
 _ROLES = {"user": Role.USER, "assistant": Role.ASSISTANT, "tool": Role.TOOL}
 _TOOL_PARTS = ("tool-call", "tool-result")
@@ -79,53 +81,56 @@ class VercelAI(Format):
     # The SDK writes nothing of its own for an interrupted call; this is what
     # Chat Completions agents (Codex, §0.7) write.
     native_text = "aborted"
+    priority = 70
 
-    def sniff(self, sample: list[Any], filename: str) -> bool:
-        """Return True for messages with `role` whose content parts include tool parts.
+    def sniff(self, sample: list[Any], filename: str) -> float:
+        """Return LIKELY for messages with `role` whose content parts include tool parts.
 
         UI messages (`parts`, not `content`) are another format (§8.2).
         """
-        messages = _messages(sample)
+        messages = sample_messages(sample)
         if not messages or not all(
             isinstance(m, dict) and "role" in m and "parts" not in m for m in messages
         ):
-            return False
-        return any(
+            return 0.0
+        sure = any(
             isinstance(m.get("content"), list)
             and any(isinstance(p, dict) and p.get("type") in _TOOL_PARTS for p in m["content"])
             for m in messages
         )
+        return LIKELY if sure else 0.0
 
-    def sniff_loose(self, sample: list[Any], filename: str) -> bool:
-        """Return True for SDK messages without tool parts that no other format could be.
+    def sniff_loose(self, sample: list[Any], filename: str) -> float:
+        """Return LOOSE for SDK messages without tool parts that no other format could be.
 
         Every part is of an SDK type, and a `system` or `tool` message or a part
         Anthropic has no type for rules out Anthropic Messages, whose text-only
         messages look the same (a file a repair left without calls, say).
         """
-        messages = _messages(sample)
+        messages = sample_messages(sample)
         if not messages or not all(
             isinstance(m, dict)
             and m.get("role") in ("system", "user", "assistant", "tool")
             and "parts" not in m
             for m in messages
         ):
-            return False
+            return 0.0
         parts: list[Any] = []
         for message in messages:
             content = message.get("content")
             if isinstance(content, list):
                 parts.extend(content)
             elif not isinstance(content, str):
-                return False
+                return 0.0
         if not parts or not all(
             isinstance(p, dict) and isinstance(p.get("type"), str) and p["type"] in _PART_TYPES
             for p in parts
         ):
-            return False
-        return any(m["role"] in ("system", "tool") for m in messages) or any(
+            return 0.0
+        could = any(m["role"] in ("system", "tool") for m in messages) or any(
             p["type"] not in ("text", "image") for p in parts
         )
+        return LOOSE if could else 0.0
 
     def classify(self, obj: Any, record: Record) -> None:
         role = obj.get("role")

@@ -1,0 +1,535 @@
+"""Read native session files: sniff their format, parse them into a Transcript.
+
+A file is JSON lines (streamed, one record per line) or one JSON document
+whose message array holds the records; each record keeps its byte span, so
+`render` can splice it back verbatim. Sniffing follows formats.md §9 through
+the registry (`registry.sniff`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import sys
+from typing import Any
+
+import orjson
+
+from transcripts.core.markers import synthetic_marker
+from transcripts.core.model import Record, Role, Transcript
+from transcripts.formats import registry
+from transcripts.formats._json import (
+    ScanError,
+    array_spans,
+    scan_array,
+    scan_object,
+    skip_ws,
+    sniff_style,
+)
+from transcripts.formats.base import Format, linked
+from transcripts.formats.registry import FORMATS
+from transcripts.formats.source import FileSource, iter_lines
+from transcripts.formats.streams import stream_refusal
+
+_SNIFF_LINES = 50
+_UNKNOWN_DOCUMENT = (
+    "unknown format: a JSON document of none of the formats Pairfix reads (message arrays "
+    "of OpenAI, Anthropic, Bedrock, Gemini, LangChain, Vercel AI, Responses or OpenHands, "
+    "or a Gemini CLI session)"
+)
+_JSON_TYPES = {
+    dict: "object",
+    list: "array",
+    str: "string",
+    int: "number",
+    float: "number",
+    bool: "boolean",
+    type(None): "null",
+}
+_BOM = b"\xef\xbb\xbf"
+
+
+class FormatError(ValueError):
+    """A file Pairfix cannot read: names the file, the line and the reason.
+
+    `format` is the format id when it was known (None when sniffing failed);
+    `records` how many records were read before giving up.
+    """
+
+    def __init__(
+        self, filename: str, line: int, reason: str, format: str | None = None, records: int = 0
+    ) -> None:
+        super().__init__(f"{filename}: line {line}: {reason}")
+        self.filename = filename
+        self.line = line
+        self.reason = reason
+        self.format = format
+        self.records = records
+
+
+def _decode_reason(message: str) -> str:
+    """Return orjson's message in a user's words where it speaks of its internals."""
+    if "UTF-8" in message:
+        return "invalid UTF-8 (the line holds bytes that are not text)"
+    return message
+
+
+def _line_col(text: str, pos: int) -> tuple[int, int]:
+    line = text.count("\n", 0, pos) + 1
+    return line, pos - (text.rfind("\n", 0, pos) + 1) + 1
+
+
+def load(
+    data: bytes | FileSource, filename: str, format: str | None = None, *, summaries: bool = True
+) -> Transcript:
+    """Parse `data` (the bytes of `filename`, or the file itself) into a Transcript.
+
+    With `summaries` False, a streamed file's messages keep no preview text
+    (`Record.text`, and `ToolResult.text` but for an earlier repair's marker):
+    what detecting and repairing need, not what showing rows needs, so a long
+    session costs less memory per record.
+
+    `format` (a FORMATS id) skips sniffing. Raises FormatError when the file
+    is empty, not JSON or JSONL, not valid UTF-8 as a whole document, or of no
+    supported format. A JSONL line that does not parse becomes a record with
+    `error` set (reported as `malformed_record`); the rest still parses.
+    JSON lines from a FileSource are streamed; a JSON document is read whole.
+    """
+    if format is not None and format not in FORMATS:
+        raise FormatError(filename, 1, f"unknown format {format!r}")
+    if isinstance(data, FileSource):
+        if _streams(data, format):
+            return _load_jsonl(data, filename, format, None, summaries)
+        data = data[0 : len(data)]
+    elif (format is None or FORMATS[format].jsonl) and _streams(data, None):
+        # A JSON object followed by more lines is never one JSON document: not parsed as one.
+        return _load_jsonl(data, filename, format, None)
+    body = data[len(_BOM) :] if data.startswith(_BOM) else data
+    # Where the content starts and ends, found without copying a large file.
+    begin, end = _content_bounds(body)
+    if begin == end:
+        raise FormatError(filename, 1, "the file is empty")
+    root: Any = None
+    doc_error: tuple[int, int, str] | None = None
+    first = body[begin : begin + 1]
+    if first in (b"[", b"{"):
+        try:
+            root = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            doc_error = (exc.lineno, exc.colno, _decode_reason(exc.msg))
+    elif not first:
+        raise FormatError(filename, 1, "the file is empty")
+    if format is not None:
+        chosen = FORMATS[format]
+        if not chosen.jsonl:
+            if root is None:
+                reason = f"{chosen.label} is one JSON document, and this file is not one"
+                raise FormatError(filename, 1, reason, format)
+            return _load_document(data, filename, root, format)
+        if root is not None and body.count(b"\n", begin, end):
+            reason = f"{chosen.label} is JSON lines, and this file is one JSON document"
+            raise FormatError(filename, 1, reason, format)
+        return _load_jsonl(data, filename, format, doc_error)
+    if root is not None:
+        fmt = registry.sniff([root], filename, jsonl=False)
+        if fmt is not None:
+            return _load_document(data, filename, root, fmt.id)
+        if not (isinstance(root, dict) and body.count(b"\n", begin, end) == 0):
+            raise FormatError(filename, 1, stream_refusal([root]) or _UNKNOWN_DOCUMENT)
+    return _load_jsonl(data, filename, format, doc_error)
+
+
+_SPACE = re.compile(rb"[ \t\n\r\x0b\x0c]*")  # what bytes.strip() strips
+
+
+def _content_bounds(body: bytes) -> tuple[int, int]:
+    """Return (start, end) of `body` without leading and trailing ASCII whitespace."""
+    begin = _SPACE.match(body).end()  # type: ignore[union-attr]
+    end = len(body)
+    while end > begin and body[end - 1] in b" \t\n\r\x0b\x0c":
+        end -= 1
+    return begin, end
+
+
+def _streams(source: bytes | FileSource, format: str | None) -> bool:
+    """Return True when `source` holds JSON lines (to stream) rather than one document."""
+    if format is not None:
+        return FORMATS[format].jsonl
+    head = source[0 : 1 << 16]
+    body = head[len(_BOM) :] if head.startswith(_BOM) else head
+    first = body.lstrip()[:1]
+    if first == b"[":
+        return False
+    if first != b"{":
+        return bool(first)
+    line, newline, rest = body.lstrip().partition(b"\n")
+    if not newline or not rest.strip():
+        return False  # one line only: a JSON document
+    try:
+        return isinstance(orjson.loads(line), dict)
+    except orjson.JSONDecodeError:
+        return False
+
+
+class _Empty(list[Any]):
+    """One shared, unchangeable empty list for the records that hold no calls or results."""
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("a settled record's calls and results do not change")
+
+    append = extend = insert = remove = pop = clear = sort = reverse = _refuse
+    __setitem__ = __delitem__ = __iadd__ = _refuse  # type: ignore[assignment]
+
+
+_NONE: Any = _Empty()
+
+_SHAPE_ERRORS = (TypeError, AttributeError, KeyError, IndexError, ValueError)
+
+
+def _provider(fmt: Format, records: list[Record]) -> str:
+    """Return the session's provider; the format's default when a record's shape is odd."""
+    try:
+        return fmt.provider_of(records)
+    except _SHAPE_ERRORS:
+        return fmt.provider
+
+
+def classify_record(fmt: Format, obj: Any, record: Record, filename: str) -> None:
+    """Classify one record; a record whose shape the format cannot read is malformed.
+
+    Transcripts are untrusted: a field of an unexpected type must cost that
+    record, not the whole file.
+    """
+    try:
+        fmt.classify(obj, record)
+    except _SHAPE_ERRORS as exc:
+        record.role, record.kind, record.text = Role.META, "malformed", ""
+        record.calls, record.results, record.other_blocks = [], [], 0
+        record.uid = record.parent = record.message_id = None
+        record.error = (
+            f"{filename}: line {record.line}: a record of a shape {fmt.label} does not have "
+            f"({type(exc).__name__})"
+        )
+
+
+def _message_array(text: str, start: int, keys: tuple[str, ...]) -> int:
+    """Return the offset of the message array: the root itself, or its first member in `keys`.
+
+    A format names where its documents keep the array: `messages` for request
+    bodies, `input` for Responses (formats.md §3), `contents` or `history` for
+    Gemini (§6).
+    """
+    if text[start] == "[":
+        return start
+    arrays = {
+        key: value_start
+        for key, value_start, _ in scan_object(text, start)
+        if key in keys and text[value_start] == "["
+    }
+    if not arrays:
+        names = " or ".join(f"`{key}`" for key in keys)
+        raise ScanError(f"no {names} array in the object", start)
+    return next(arrays[key] for key in keys if key in arrays)
+
+
+def _check_shape(fmt: Format, sample: list[Any], filename: str) -> None:
+    """Raise FormatError when a format the user chose plainly does not fit the file.
+
+    Plainly: the chosen format does not recognise the first records while
+    another format does.
+    """
+    if registry.confidence(fmt, sample, filename):
+        return
+    other = registry.sniff(sample, filename, jsonl=fmt.jsonl, loose=False)
+    if other is not None:
+        raise FormatError(
+            filename,
+            1,
+            f"this file has the shape of {other.label}, not of {fmt.label}",
+            fmt.id,
+        )
+
+
+def _load_document(data: bytes, filename: str, root: Any, format: str | None) -> Transcript:
+    if format is not None:
+        _check_shape(FORMATS[format], [root], filename)
+    fmt = FORMATS[format] if format else registry.sniff([root], filename, jsonl=False)
+    if fmt is None:
+        raise FormatError(
+            filename,
+            1,
+            _UNKNOWN_DOCUMENT,
+        )
+    found = array_spans(data, _skip_blank(data), root, fmt.array_keys)
+    if found is not None:
+        transcript = _document_records(data, filename, fmt, *found)
+        transcript.server_history = fmt.continues(root)
+        return transcript
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FormatError(
+            filename,
+            data.count(b"\n", 0, exc.start) + 1,
+            f"invalid UTF-8 byte at offset {exc.start}",
+            fmt.id,
+        ) from None
+    start = skip_ws(text, 1 if text.startswith("\ufeff") else 0)
+    try:
+        items, _ = scan_array(text, _message_array(text, start, fmt.array_keys))
+    except ScanError as exc:
+        line, col = _line_col(text, exc.pos)
+        raise FormatError(filename, line, f"column {col}: {exc.reason}", fmt.id) from None
+    records: list[Record] = []
+    byte_pos, char_pos, line = 0, 0, 1
+    for index, (start_char, end_char, obj) in enumerate(items):
+        gap = text[char_pos:start_char]
+        byte_pos += len(gap.encode())
+        line += gap.count("\n")
+        start_byte = byte_pos
+        element = text[start_char:end_char]
+        byte_pos += len(element.encode())
+        char_pos = end_char
+        records.append(_element(fmt, index, start_byte, byte_pos, obj, line, filename))
+        line += element.count("\n")
+    fmt.finish(records)
+    server_history = fmt.continues(root)
+    transcript = _transcript(fmt, records, data, filename, _document_style(data, records))
+    transcript.server_history = server_history
+    return transcript
+
+
+def _skip_blank(data: bytes) -> int:
+    """Return the offset of a document's root value: after a BOM and whitespace."""
+    pos = len(_BOM) if data.startswith(_BOM) else 0
+    while data[pos : pos + 1] in (b" ", b"\t", b"\n", b"\r"):
+        pos += 1
+    return pos
+
+
+def _document_records(
+    data: bytes, filename: str, fmt: Format, values: list[Any], spans: list[tuple[int, int]]
+) -> Transcript:
+    """Return the Transcript of a document whose message array `values` lies at `spans`.
+
+    Each record's JSON is the value orjson decoded: the file is decoded once.
+    """
+    records: list[Record] = []
+    line, pos = 1, 0
+    for index, ((start, end), obj) in enumerate(zip(spans, values, strict=True)):
+        line += data.count(b"\n", pos, start)
+        records.append(_element(fmt, index, start, end, obj, line, filename))
+        line += data.count(b"\n", start, end)
+        pos = end
+    fmt.finish(records)
+    return _transcript(fmt, records, data, filename, _document_style(data, records))
+
+
+def _element(
+    fmt: Format, index: int, start: int, end: int, obj: Any, line: int, filename: str
+) -> Record:
+    """Return the record of array element `index`: JSON `obj` at bytes `start:end`, classified.
+
+    An element that is not an object is a record with `error` set.
+    """
+    record = Record(index, start, end, Role.META, "", parsed=obj, line=line)
+    if isinstance(obj, dict):
+        classify_record(fmt, obj, record, filename)
+    else:
+        record.error = f"{filename}: line {line}: element {index} is not a JSON object"
+    return record
+
+
+def _document_style(data: bytes, records: list[Record]) -> dict[str, Any]:
+    """Return how a document writes its elements: `element` (a `_json.Style`) and `sep` bytes.
+
+    `sep` is what stands between two elements; for a one-element array, a comma
+    then the break and indent before the element. Empty for an empty array.
+    """
+    style: dict[str, Any] = {}
+    if records:
+        first = records[0]
+        base_bytes = data[data.rfind(b"\n", 0, first.start) + 1 : first.start]
+        base = base_bytes.decode() if not base_bytes.strip() else ""
+        element = data[first.start : first.end].decode()
+        style["element"] = sniff_style(element, base, data.isascii())
+        if len(records) > 1:
+            style["sep"] = data[first.end : records[1].start]
+        else:
+            style["sep"] = b"," + data[first.start - len(base.encode()) - 1 : first.start]
+    return style
+
+
+def _read_line(
+    raw: bytes, index: int, start: int, end: int, line_no: int, terminated: bool, filename: str
+) -> Record:
+    """Return the record of one JSONL line, its JSON parsed, or `error` set."""
+    record = Record(index, start, end, Role.META, "malformed", line=line_no)
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        reason = f"column {exc.colno}: {_decode_reason(exc.msg)}"
+        if not terminated:
+            reason = f"truncated last line ({reason})"
+        record.error = f"{filename}: line {line_no}: {reason}"
+    else:
+        if isinstance(obj, dict):
+            record.parsed = obj
+        else:
+            kind = _JSON_TYPES.get(type(obj), "value")
+            record.error = f"{filename}: line {line_no}: a JSON {kind}, not an object"
+    return record
+
+
+def _load_jsonl(
+    data: bytes | FileSource,
+    filename: str,
+    format: str | None,
+    doc_error: tuple[int, int, str] | None,
+    summaries: bool = True,
+) -> Transcript:
+    """Read JSON lines in one pass; sniff on the first lines, classify as the rest stream by.
+
+    Each record keeps its byte span and lets its parsed JSON go once classified,
+    so memory grows with the number of records, not the size of the file.
+    """
+    records: list[Record] = []
+    fmt = FORMATS[format] if format else None
+    checked = False  # the first lines sniffed, or checked against the chosen format
+    eol: bytes | None = None
+    lines = iter_lines(data)
+    for line_no, (start, end, raw, terminated) in enumerate(lines, 1):
+        if eol is None and terminated:
+            eol = b"\r\n" if data[end : end + 1] == b"\r" else b"\n"
+        if line_no == 1 and raw.startswith(_BOM):
+            start, raw = start + len(_BOM), raw[len(_BOM) :]
+        if not (raw[:1] == b"{" or raw.strip()):
+            continue  # a blank line: kept in the gap after the record before it
+        record = _read_line(raw, len(records), start, end, line_no, terminated, filename)
+        records.append(record)
+        if fmt is None or not checked:
+            if len(records) < _SNIFF_LINES:
+                continue
+            fmt = _settled(fmt, records, data, filename, doc_error, summaries)
+            checked = True
+        else:
+            _settle(fmt, record, data, filename, summaries)
+    if fmt is None or not checked:
+        fmt = _settled(fmt, records, data, filename, doc_error, summaries)
+    fmt.finish(records)
+    style: dict[str, Any] = {"eol": eol or b"\n"}
+    first_obj = next((r for r in records if r.error is None), None)
+    if first_obj is not None:
+        sample = data[first_obj.start : first_obj.end]
+        style["element"] = sniff_style(sample.decode("utf-8", "replace"), "", sample.isascii())
+    return _transcript(fmt, records, data, filename, style)
+
+
+def _transcript(
+    fmt: Format,
+    records: list[Record],
+    data: bytes | FileSource,
+    filename: str,
+    style: dict[str, Any],
+) -> Transcript:
+    """Return the Transcript of `records`, with what its format says about pairing."""
+    provider = _provider(fmt, records)
+    return Transcript(
+        fmt.id,
+        provider,
+        records,
+        data,
+        filename=filename,
+        tree=fmt.tree and linked(records),
+        adjacent=fmt.adjacent(provider),
+        inline_results=fmt.inline_results,
+        results_on_calls=fmt.results_on_calls,
+        native_text=fmt.native_text,
+        style=style,
+        agent=fmt.agent,
+        malformed_note=fmt.malformed_note,
+    )
+
+
+def _settled(
+    fmt: Format | None,
+    records: list[Record],
+    data: bytes | FileSource,
+    filename: str,
+    doc_error: tuple[int, int, str] | None,
+    summaries: bool = True,
+) -> Format:
+    """Sniff (or check the chosen format on) the first records, then classify them."""
+    if fmt is None:
+        fmt = _sniff_lines(records, filename, doc_error)
+    else:
+        sample = [r.parsed for r in records[:_SNIFF_LINES] if r.parsed is not None]
+        _check_shape(fmt, sample, filename)
+    for record in records:
+        _settle(fmt, record, data, filename, summaries)
+    return fmt
+
+
+def _sniff_lines(
+    records: list[Record], filename: str, doc_error: tuple[int, int, str] | None
+) -> Format:
+    """Return the format of JSON lines from their first records; raise FormatError if none."""
+    sample = [r.parsed for r in records[:_SNIFF_LINES] if r.parsed is not None]
+    fmt = registry.sniff(sample, filename, jsonl=True)
+    if fmt is not None:
+        return fmt
+    refusal = stream_refusal(sample)
+    if refusal is not None:
+        first = next(r for r in records if r.parsed is not None)
+        raise FormatError(filename, first.line, refusal, records=len(records))
+    if sample:
+        raise FormatError(
+            filename,
+            1,
+            "unknown format: JSON lines, but not one of the formats Pairfix reads",
+            records=len(records),
+        )
+    if doc_error is not None:
+        line, col, msg = doc_error
+        raise FormatError(filename, line, f"not valid JSON: column {col}: {msg}")
+    if not records:
+        raise FormatError(filename, 1, "the file is empty")
+    bad = records[0]
+    reason = (bad.error or "").split(": ", 2)[-1]
+    raise FormatError(filename, bad.line, f"not JSON or JSON lines: {reason}")
+
+
+def _settle(
+    fmt: Format, record: Record, data: bytes | FileSource, filename: str, summaries: bool = True
+) -> None:
+    """Classify a parsed record, then let its JSON go: it is re-read from `data` on demand."""
+    if record.parsed is not None:
+        classify_record(fmt, record.parsed, record, filename)
+    record.parsed = None
+    if not summaries and record.role is not Role.META:
+        # Previews are for showing rows; a marker is how detect knows an earlier repair.
+        # (META records keep theirs: a format's `finish` may read them, as Gemini CLI's
+        # rewinds do.)
+        record.text = ""
+        if record.results:
+            record.results = [
+                r if synthetic_marker(r.text) else dataclasses.replace(r, text="")
+                for r in record.results
+            ]
+    record.source = data
+    # What a long session keeps per record is its index: no empty lists, no
+    # timestamp (re-read from the source when shown).
+    record.timestamp = None
+    if not record.calls:
+        record.calls = _NONE
+    if not record.results:
+        record.results = _NONE
+    # A record's id is its child's parent, and split lines share a message id and
+    # kind: one string each, not one per mention, keeps a long session small.
+    record.kind = sys.intern(record.kind)
+    if record.uid is not None:
+        record.uid = sys.intern(record.uid)
+    if record.parent is not None:
+        record.parent = sys.intern(record.parent)
+    if record.message_id is not None:
+        record.message_id = sys.intern(record.message_id)

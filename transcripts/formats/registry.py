@@ -1,0 +1,113 @@
+"""The registry of native formats: each registered once, chosen by how sure its sniff is.
+
+Each entry of `REGISTERED` names one Format subclass as "module:Class"; its
+id, label and sniffing live on the class. Sniffing asks every format of the
+file's kind (JSON lines or one JSON document) for its confidence, 0.0 to 1.0
+(`Format.sniff`, else `Format.sniff_loose`), and the highest wins; formats
+that tie are ranked by their declared `priority`, never by their place here.
+The model is pygments' lexer registry (`analyse_text`, `guess_lexer`).
+
+Among the formats of one kind, none is surer of a file than a format of
+higher priority that also claims it (Cline, SPECIFIC, outranks Anthropic,
+LIKELY): the winner is the sure format of highest priority, which is what the
+first-match list this registry replaced chose. A format that breaks this on
+purpose says why beside its `priority`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from transcripts.formats.base import Format
+
+# One line per format; their order here means nothing.
+REGISTERED = (
+    "transcripts.formats.anthropic:Anthropic",
+    "transcripts.formats.bedrock:Bedrock",
+    "transcripts.formats.claude_code:ClaudeCode",
+    "transcripts.formats.cline:Cline",
+    "transcripts.formats.codex:Codex",
+    "transcripts.formats.gemini:Gemini",
+    "transcripts.formats.gemini:GeminiCheckpoint",
+    "transcripts.formats.gemini_cli:GeminiCli",
+    "transcripts.formats.gemini_cli:GeminiCliSession",
+    "transcripts.formats.langchain:LangChain",
+    "transcripts.formats.openai_chat:OpenAIChat",
+    "transcripts.formats.openai_functions:OpenAIFunctions",
+    "transcripts.formats.openclaw:OpenClaw",
+    "transcripts.formats.openhands:OpenHands",
+    "transcripts.formats.responses:Responses",
+    "transcripts.formats.vercel_ai:VercelAI",
+)
+
+
+def _format_class(entry: str) -> type[Format]:
+    """Return the Format subclass an entry "module:Class" names; raise ValueError if none."""
+    module_name, _, class_name = entry.partition(":")
+    found = getattr(importlib.import_module(module_name), class_name, None)
+    if not (isinstance(found, type) and issubclass(found, Format) and found.id):
+        raise ValueError(f"{entry!r} names no Format subclass with an id")
+    return found
+
+
+def build(entries: Iterable[str]) -> dict[str, Format]:
+    """Return {format id: format} for `entries`, highest `priority` first.
+
+    Priority order is the order menus list the formats in. Raises ValueError
+    when two entries share an id or a priority (a tie nothing would break).
+    """
+    formats: dict[str, Format] = {}
+    priorities: dict[int, str] = {}
+    for entry in entries:
+        fmt = _format_class(entry)()
+        if fmt.id in formats:
+            raise ValueError(f"format {fmt.id!r} is registered twice")
+        if fmt.priority in priorities:
+            raise ValueError(
+                f"formats {priorities[fmt.priority]!r} and {fmt.id!r} share priority {fmt.priority}"
+            )
+        formats[fmt.id] = fmt
+        priorities[fmt.priority] = fmt.id
+    return dict(sorted(formats.items(), key=lambda item: -item[1].priority))
+
+
+FORMATS: dict[str, Format] = build(REGISTERED)
+
+
+def label(format_id: str) -> str:
+    """Return the human name of a format id ("Unknown format" for anything else)."""
+    fmt = FORMATS.get(format_id)
+    return fmt.label if fmt is not None else "Unknown format"
+
+
+def confidence(fmt: Format, sample: list[Any], filename: str) -> float:
+    """Return how sure `fmt` is that `sample` is its format, 0.0 (not) to 1.0 (certain).
+
+    `sample` is the first parsed lines of a JSONL file, or [the document's
+    root]. The sure sniff's score, else the loose one's.
+    """
+    return fmt.sniff(sample, filename) or fmt.sniff_loose(sample, filename)
+
+
+def sniff(
+    sample: list[Any],
+    filename: str,
+    *,
+    jsonl: bool,
+    loose: bool = True,
+    formats: Mapping[str, Format] | None = None,
+) -> Format | None:
+    """Return the format most sure of `sample` among the `jsonl` (or document) formats.
+
+    Ties go to the higher `priority`. Loose sniffs are asked only when no sniff
+    is sure, and `loose` is True: every sure score is above every loose one.
+    None when no format claims the sample. `formats` defaults to the registry.
+    """
+    candidates = [f for f in (FORMATS if formats is None else formats).values() if f.jsonl == jsonl]
+    scored = [(fmt.sniff(sample, filename), fmt) for fmt in candidates]
+    if loose and not any(score for score, _ in scored):
+        scored = [(fmt.sniff_loose(sample, filename), fmt) for fmt in candidates]
+    claimed = [(score, fmt.priority, fmt) for score, fmt in scored if score > 0]
+    return max(claimed, key=lambda item: item[:2])[2] if claimed else None

@@ -1,0 +1,433 @@
+"""Write a repaired transcript back in its own format, byte-faithfully.
+
+Every record no op touches is spliced verbatim from the raw source, with its
+separators and line ends; new and changed records follow the file's own
+style (DESIGN.md contract 6). Tree formats are re-linked along each branch.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import io
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+from transcripts.core.branch import branch_paths
+from transcripts.core.layout import SPLITS, Slot, layout, sparse_layout
+from transcripts.core.model import Op, OpKind, Plan, RawSource, Record, Role, Transcript
+from transcripts.formats._json import member_span
+from transcripts.formats.base import Format
+from transcripts.formats.load import classify_record
+from transcripts.formats.registry import FORMATS
+from transcripts.formats.source import CHUNK
+
+
+def _relink(
+    transcript: Transcript, fmt: Format, at: dict[int, list[Slot]]
+) -> dict[int | Slot, str]:
+    """Return new parent ids for records whose predecessor on a branch changed.
+
+    `at` is the sparse layout (records it lacks are written as they were).
+    Keys are raw record indexes, or the Slot of a new record.
+    """
+    parents: dict[int | Slot, str] = {}
+    for path in branch_paths(transcript):
+        parents.update(_relink_path(transcript, fmt, at, path))
+    return parents
+
+
+def _relink_path(
+    transcript: Transcript, fmt: Format, at: dict[int, list[Slot]], path: list[int]
+) -> dict[int | Slot, str]:
+    records = transcript.records
+    parents: dict[int | Slot, str] = {}
+    previous: int | None = None  # raw index of the record written just before, if any
+    previous_uid: str | None = None
+    for k, index in enumerate(path):
+        before = path[k - 1] if k else None
+        placed: Sequence[Slot | None] = at.get(index) or (None,)
+        for slot in placed:
+            if slot is not None and not slot.written:
+                continue
+            if previous_uid is not None:
+                if slot is not None and slot.record is None:
+                    parents[slot] = previous_uid
+                else:
+                    moved = slot is not None and slot.moved_in
+                    own = index if slot is None or slot.record is None else slot.record
+                    record = records[own]
+                    unchanged = not moved and (record.boundary or before == previous)
+                    # A link the reader mended is written out as mended (pi's own walk
+                    # would stop at the id the record was written with).
+                    written_parent = record.relinked_from or record.parent
+                    if not unchanged and written_parent != previous_uid:
+                        parents[own] = previous_uid
+            if slot is None or slot.record is not None:
+                written = index if slot is None or slot.record is None else slot.record
+                previous, previous_uid = written, records[written].uid or ""
+            else:
+                previous = None
+                previous_uid = fmt.new_uid(transcript, slot.op) if slot.op else ""
+    return parents
+
+
+def _rekeep(transcript: Transcript, fmt: Format, at: dict[int, list[Slot]]) -> dict[int, str]:
+    """Return new first-kept ids for compactions whose first kept record the repair drops.
+
+    pi keeps nothing before a compaction whose `firstKeptEntryId` it cannot
+    find, so the compaction is pointed at the next record written on its path.
+    Keys are raw record indexes of compactions.
+    """
+    records = transcript.records
+    keeps: dict[int, str] = {}
+    if not fmt.keep_key:
+        return keeps
+    for path in branch_paths(transcript):
+        for kc, compaction in enumerate(path):
+            keep = records[compaction].keep_from
+            first = next((k for k in range(kc) if keep and records[path[k]].uid == keep), None)
+            if first is None:
+                continue
+            for index in path[first:kc]:
+                uid = _first_written_uid(transcript, fmt, index, at.get(index) or (None,))
+                if uid is not None:
+                    if uid != keep:
+                        keeps[compaction] = uid
+                    break
+    return keeps
+
+
+def _first_written_uid(
+    transcript: Transcript, fmt: Format, index: int, placed: Sequence[Slot | None]
+) -> str | None:
+    """Return the uid of the first record written at `index`'s place (None: none is)."""
+    for slot in placed:
+        if slot is None:
+            return transcript.records[index].uid
+        if slot.written and slot.record is not None:
+            return transcript.records[slot.record].uid
+        if slot.written and slot.op is not None:
+            return fmt.new_uid(transcript, slot.op)
+    return None
+
+
+def _with_keep(text: str, fmt: Format, keep: str) -> str:
+    """Return a record's JSON text with its `fmt.keep_key` member set to `keep`."""
+    span = member_span(text, fmt.keep_key)
+    if span is None:
+        return json.dumps(dict(json.loads(text), **{fmt.keep_key: keep}))
+    return text[: span[0]] + json.dumps(keep) + text[span[1] :]
+
+
+def _new_record(transcript: Transcript, fmt: Format, slot: Slot) -> Any:
+    assert slot.op is not None
+    if slot.op.kind in SPLITS:
+        return fmt.split(transcript, slot.op)
+    if slot.op.record is None:
+        if len(slot.ops) > 1:
+            return fmt.synthetic_group(transcript, slot.ops)
+        return fmt.synthetic(transcript, slot.op)
+    return fmt.carry(transcript, slot.op)
+
+
+def _encode(transcript: Transcript, obj: Any) -> bytes:
+    return str(transcript.style["element"].dumps(obj)).encode()
+
+
+def _slot_value(
+    transcript: Transcript, fmt: Format, slot: Slot, parents: dict[int | Slot, str]
+) -> Any:
+    """Return the JSON value of a new record, or of one written with other blocks.
+
+    None for a record whose own bytes are written (with a new parent link, if any).
+    """
+    if slot.record is None:
+        obj = _new_record(transcript, fmt, slot)
+        if slot in parents:
+            obj[fmt.parent_key] = parents[slot]
+        return obj
+    record = transcript.records[slot.record]
+    if slot.block_order is None:
+        if slot.record not in transcript.style.get("renamed", ()):
+            return None
+        obj = dict(record.obj)
+        if slot.record in parents:
+            obj[fmt.parent_key] = parents[slot.record]
+        return obj
+    placed = tuple((op.at, fmt.inline_result(transcript, op)) for op in slot.inserted)
+    obj = fmt.keep(record.obj, list(slot.block_order), placed)
+    new_parent = parents.get(slot.record)
+    if new_parent is not None:
+        obj[fmt.parent_key] = new_parent
+    return obj
+
+
+def _record_bytes(
+    transcript: Transcript,
+    fmt: Format,
+    slot: Slot,
+    parents: dict[int | Slot, str],
+    keeps: dict[int, str] | None = None,
+) -> bytes:
+    obj = _slot_value(transcript, fmt, slot, parents)
+    if obj is not None:
+        return _encode(transcript, obj)
+    assert slot.record is not None
+    record = transcript.records[slot.record]
+    raw = transcript.raw[record.start : record.end]
+    keep = (keeps or {}).get(slot.record)
+    if keep is not None:
+        raw = _with_keep(raw.decode("utf-8"), fmt, keep).encode()
+    new_parent = parents.get(slot.record)
+    if new_parent is not None:
+        text = raw.decode("utf-8")
+        span = member_span(text, fmt.parent_key)
+        if span is None:
+            return _encode(transcript, dict(json.loads(text), **{fmt.parent_key: new_parent}))
+        return (text[: span[0]] + json.dumps(new_parent) + text[span[1] :]).encode()
+    return raw
+
+
+@dataclass(frozen=True, slots=True)
+class Rewrite:
+    """What repairing a transcript changes, as reading the repaired file would see it.
+
+    `record_count` is how many records the repaired file holds; `replaced` the
+    raw indexes of the records it drops or writes with other blocks; `records`
+    the records it writes new or with other blocks, each classified from the
+    very value `render` encodes for it (`index` -1 for a new record); `placed`
+    the insert and move ops whose result the repaired file holds.
+    """
+
+    record_count: int
+    replaced: frozenset[int]
+    records: tuple[Record, ...]
+    placed: frozenset[Op]
+
+
+def _renamed(transcript: Transcript, fmt: Format, plan: Plan) -> Transcript:
+    """Return `transcript` with the tool call ids the plan's `rename_id` ops give.
+
+    The renamed records hold their new JSON value (the raw one is untouched),
+    and `style["renamed"]` names them, so that they are written anew.
+    """
+    renames: dict[int, list[tuple[int, str]]] = {}
+    for op in plan.ops:
+        if op.kind is OpKind.RENAME_ID and op.record is not None:
+            renames.setdefault(op.record, []).append((op.block or 0, op.text))
+    if not renames:
+        return transcript
+    records = list(transcript.records)
+    for index, items in renames.items():
+        obj = copy.deepcopy(records[index].obj)
+        for block, new_id in items:
+            fmt.rename_id(obj, block, new_id)
+        records[index] = dataclasses.replace(records[index], parsed=obj, source=None)
+    style = {**transcript.style, "renamed": frozenset(renames)}
+    return dataclasses.replace(transcript, records=records, style=style)
+
+
+def rewrite(transcript: Transcript, plan: Plan) -> Rewrite:
+    """Return what repairing `transcript` by `plan` changes, without rendering or reading the file.
+
+    Costs the records the plan touches, not the whole file. A record moved
+    whole, or re-linked to a new parent, keeps its blocks: it is neither
+    replaced nor listed.
+    """
+    fmt = FORMATS[transcript.format]
+    transcript = _renamed(transcript, fmt, plan)
+    at = sparse_layout(transcript, plan)
+    parents = _relink(transcript, fmt, at) if transcript.tree else {}
+    count = len(transcript.records)
+    replaced: set[int] = set()
+    records: list[Record] = []
+    placed: set[Op] = set()
+    for index, slots in at.items():
+        count += sum(slot.written for slot in slots) - 1
+        for slot in slots:
+            if slot.record == index and (slot.dropped or slot.block_order is not None):
+                replaced.add(index)
+            if not slot.written:
+                continue
+            # A record's own slot lists the ops that take blocks out of it too.
+            if slot.record is None or slot.moved_in:
+                placed.update(slot.ops)
+            placed.update(slot.inserted)
+            obj = _slot_value(transcript, fmt, slot, parents)
+            if obj is None:
+                continue
+            record = Record(-1 if slot.record is None else slot.record, 0, 0, Role.META, "")
+            if isinstance(obj, dict):
+                classify_record(fmt, obj, record, transcript.filename)
+            else:
+                record.error = f"{transcript.filename}: a record that is not a JSON object"
+            records.append(record)
+    return Rewrite(count, frozenset(replaced), tuple(records), frozenset(placed))
+
+
+def render(transcript: Transcript, plan: Plan) -> bytes:
+    """Return the bytes of `transcript` repaired by `plan` (see `render_to`)."""
+    if not plan and isinstance(transcript.raw, bytes):
+        return transcript.raw
+    out = io.BytesIO()
+    render_to(transcript, plan, out)
+    return out.getvalue()
+
+
+def render_to(transcript: Transcript, plan: Plan, out: BinaryIO) -> None:
+    """Write `transcript` repaired by `plan` to `out`, in the file's own format.
+
+    Untouched records are copied byte for byte, with their separators, line
+    ends and the file's final newline (or lack of one), straight from the raw
+    source in large runs; new and changed records follow the file's style. An
+    empty plan writes the raw bytes.
+    """
+    writer = _Writer(transcript.raw, out)
+    if not plan or not transcript.records:
+        writer.raw(0, len(transcript.raw))
+        writer.flush()
+        return
+    fmt = FORMATS[transcript.format]
+    transcript = _renamed(transcript, fmt, plan)
+    at = sparse_layout(transcript, plan)
+    parents = _relink(transcript, fmt, at) if transcript.tree else {}
+    keeps = _rekeep(transcript, fmt, at) if transcript.tree else {}
+    if fmt.jsonl:
+        _write_lines(transcript, fmt, at, parents, writer, keeps)
+    else:
+        slots = [slot for slot in layout(transcript, plan) if slot.written]
+        _write_elements(transcript, fmt, slots, parents, keeps, writer)
+    writer.flush()
+
+
+class _Writer:
+    """Write to `out`, copying runs of untouched raw bytes from the source in one go."""
+
+    def __init__(self, data: bytes | RawSource, out: BinaryIO) -> None:
+        self.data = data
+        self.out = out
+        self.run: tuple[int, int] | None = None
+
+    def raw(self, start: int, stop: int) -> None:
+        """Queue the raw bytes from `start` to `stop`, joining a run that ends at `start`."""
+        if self.run is not None and self.run[1] == start:
+            self.run = (self.run[0], stop)
+            return
+        self.flush()
+        self.run = (start, stop)
+
+    def bytes(self, data: bytes) -> None:
+        """Write new bytes after whatever raw run is queued."""
+        self.flush()
+        self.out.write(data)
+
+    def flush(self) -> None:
+        """Write the queued raw run."""
+        if self.run is None:
+            return
+        start, stop = self.run
+        self.run = None
+        if isinstance(self.data, bytes):
+            self.out.write(memoryview(self.data)[start:stop])
+            return
+        for offset in range(start, stop, CHUNK):
+            self.out.write(self.data[offset : min(stop, offset + CHUNK)])
+
+
+def _own(slot: Slot) -> int | None:
+    """Return the raw index of a record written at its own place, else None."""
+    return slot.record if not slot.moved_in else None
+
+
+def _write_lines(
+    transcript: Transcript,
+    fmt: Format,
+    at: dict[int, list[Slot]],
+    parents: dict[int | Slot, str],
+    writer: _Writer,
+    keeps: dict[int, str],
+) -> None:
+    """Write JSONL records, each followed by its own line end (and any blank lines after it).
+
+    Records the sparse layout `at` lacks, and whose parent stays, are copied
+    as they were; the file's final newline, or lack of one, is kept.
+    """
+    data, records = transcript.raw, transcript.records
+    eol: bytes = transcript.style["eol"]
+    last = _last_written(at, len(records))
+    # A cut last line that the repair drops takes the open end with it: the agent's
+    # next line must start on a line of its own.
+    cut = records[-1].error is not None and any(s.dropped for s in at.get(len(records) - 1, ()))
+    ends_open = not data.endswith(b"\n") and not cut
+    writer.raw(0, records[0].start)
+    for i, record in enumerate(records):
+        here: Sequence[Slot | None] = at.get(i) or (None,)
+        for slot in here:
+            if slot is not None and not slot.written:
+                continue
+            own = i if slot is None else _own(slot)
+            if slot is None and i not in parents and i not in keeps:
+                writer.raw(record.start, record.end)
+            else:
+                writer.bytes(_record_bytes(transcript, fmt, slot or Slot(i), parents, keeps))
+            if ends_open and (i, slot) == last:
+                continue  # the file had no final newline; neither has its repair
+            if own is not None:
+                following = records[own + 1].start if own + 1 < len(records) else len(data)
+                if following > records[own].end:
+                    writer.raw(records[own].end, following)
+                    continue
+            writer.bytes(eol)
+
+
+def _last_written(at: dict[int, list[Slot]], count: int) -> tuple[int, Slot | None] | None:
+    """Return (record index, slot or None for an untouched record) of the last item written."""
+    for i in range(count - 1, -1, -1):
+        items = at.get(i)
+        if items is None:
+            return (i, None)
+        written = [slot for slot in items if slot.written]
+        if written:
+            return (i, written[-1])
+    return None
+
+
+def _write_elements(
+    transcript: Transcript,
+    fmt: Format,
+    slots: list[Slot],
+    parents: dict[int | Slot, str],
+    keeps: dict[int, str],
+    writer: _Writer,
+) -> None:
+    """Write array elements, keeping the original separator between neighbours that stay.
+
+    Untouched elements and separators are copied from the raw source in runs.
+    """
+    records = transcript.records
+    sep: bytes = transcript.style["sep"]
+    writer.raw(0, records[0].start)
+    previous: int | None = None
+    for k, slot in enumerate(slots):
+        own = _own(slot)
+        if k:
+            if own is not None and previous is not None and own == previous + 1:
+                writer.raw(records[previous].end, records[own].start)
+            else:
+                writer.bytes(sep)
+        renamed = own is not None and own in transcript.style.get("renamed", ())
+        if (
+            own is not None
+            and slot.block_order is None
+            and own not in parents
+            and own not in keeps
+            and not renamed
+        ):
+            writer.raw(records[own].start, records[own].end)
+        else:
+            writer.bytes(_record_bytes(transcript, fmt, slot, parents, keeps))
+        previous = own
+    writer.raw(records[-1].end, len(transcript.raw))
