@@ -14,7 +14,7 @@ from transcripts import formats
 from transcripts.core.model import Transcript
 
 # The module, not the `load` function the package re-exports under the same name.
-LOADER = importlib.import_module("transcripts.formats.load")
+LOADER = importlib.import_module("transcripts.formats.loader")
 SAMPLES = Path(__file__).resolve().parents[2] / "demo" / "samples"
 DOCUMENTS = sorted(p for p in SAMPLES.glob("*/*.json") if not p.name.endswith(".expect.json"))
 

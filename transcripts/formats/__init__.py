@@ -8,8 +8,8 @@ contract 6). README.md ("Adding a format") says how a format joins.
 
 from __future__ import annotations
 
-from transcripts.formats.load import FormatError, load
+from transcripts.formats.loader import FormatError, load
 from transcripts.formats.registry import FORMATS, label
-from transcripts.formats.render import Rewrite, render, render_to, rewrite
+from transcripts.formats.renderer import Rewrite, render, render_to, rewrite
 
 __all__ = ["FORMATS", "FormatError", "Rewrite", "label", "load", "render", "render_to", "rewrite"]

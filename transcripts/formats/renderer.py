@@ -20,7 +20,7 @@ from transcripts.core.layout import SPLITS, Slot, layout, sparse_layout
 from transcripts.core.model import Op, OpKind, Plan, RawSource, Record, Role, Transcript
 from transcripts.formats._json import member_span
 from transcripts.formats.base import Format
-from transcripts.formats.load import classify_record
+from transcripts.formats.loader import classify_record
 from transcripts.formats.registry import FORMATS
 from transcripts.formats.source import CHUNK
 
