@@ -13,7 +13,7 @@ from django.http import QueryDict
 from django.utils import timezone
 
 from transcripts.core.model import Action, FaultKind
-from transcripts.core.policy import refused
+from transcripts.core.policy import ALLOWED, refused
 from transcripts.engine import DEFAULT_POLICY, PRESETS
 from transcripts.formats import FORMATS
 from transcripts.models import AuditRecord, Job, Membership, Session, SyncSource, Workspace
@@ -527,8 +527,9 @@ class InvitationForm(forms.Form):
 class WorkspacePolicyForm(forms.Form):
     """A workspace's own policy: a name, an action per fault kind, the synthetic text.
 
-    Each kind offers every action; one the kind cannot take is refused with a
-    sentence naming those it can (core.policy.ALLOWED).
+    Each kind's menu offers only the actions it can take (core.policy.ALLOWED);
+    another action posted all the same is refused with a sentence naming those
+    it can.
     """
 
     workspace = forms.ModelChoiceField(queryset=Workspace.objects.none())
@@ -562,9 +563,13 @@ class WorkspacePolicyForm(forms.Form):
             (str(a), str(a)) for a in Action if a is not Action.FLAG
         ]
         for kind in FaultKind:
-            self.fields[f"kind_{kind}"] = forms.ChoiceField(
-                label=str(kind), choices=actions, required=False
-            )
+            field = forms.ChoiceField(label=str(kind), choices=actions, required=False)
+            # Validated against every action (so `clean` can say what the kind can
+            # take); shown with only those.
+            field.widget.choices = [
+                (v, t) for v, t in actions if not v or Action(v) in ALLOWED[kind]
+            ]
+            self.fields[f"kind_{kind}"] = field
 
     def clean_name(self) -> str:
         name: str = self.cleaned_data["name"]

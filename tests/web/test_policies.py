@@ -1,3 +1,5 @@
+import re
+
 import pytest
 
 from transcripts.models import WorkspacePolicy
@@ -59,3 +61,19 @@ def test_an_edit_cannot_move_a_policy_to_another_workspace(
     row.refresh_from_db()
     assert (row.workspace, row.actions) == (workspace, {"missing_result": "synthesize"})
     assert not other_workspace.policies.exists()
+
+
+def test_each_kinds_menu_offers_only_the_actions_it_can_take(alice_client):
+    page = alice_client.get("/policies/").content.decode()
+    menu = re.search(r'<select name="kind_orphaned_result"[^>]*>(.*?)</select>', page, re.S)
+    assert menu is not None
+    offered = re.findall(r'<option value="([^"]*)"', menu.group(1))
+    assert offered == ["", "drop", "keep"]  # flag is the empty choice
+    menu = re.search(r'<select name="kind_missing_result"[^>]*>(.*?)</select>', page, re.S)
+    assert menu is not None
+    assert set(re.findall(r'<option value="([^"]*)"', menu.group(1))) == {
+        "",
+        "synthesize",
+        "drop",
+        "keep",
+    }
