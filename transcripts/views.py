@@ -502,6 +502,17 @@ def download_repaired(request: HttpRequest, pk: int) -> HttpResponse:
         format=form.cleaned_data["format"] or None,
         last_write=session.last_write,
     ) as analysis:
+        if not analysis.repairable:
+            # Nothing was read, so nothing is repaired: say so rather than hand back
+            # the upload under a "repaired" name.
+            context = {
+                "session": session,
+                "error": analysis.error,
+                "raw_url": reverse(
+                    "transcripts:download_revision", args=[session.pk, session.head.number]
+                ),
+            }
+            return render(request, "transcripts/download_unreadable.html", context, status=409)
         # Asked before the download, not after the agent fails on it. The verdict reads
         # the repaired file back whole, so it is asked of files a request may hold.
         if (

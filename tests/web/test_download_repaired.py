@@ -88,3 +88,15 @@ def test_it_explains_an_unknown_policy_on_a_page(alice_client, workspace, ingest
     assert response["Content-Type"] == "text/html; charset=utf-8"
     assert "There is no policy named “nope”." in html
     assert f'<a href="{session.get_absolute_url()}">Back to claude_code.jsonl</a>' in html
+
+
+def test_an_unreadable_file_has_no_repaired_download(alice_client, workspace, ingest):
+    session = ingest(workspace, "broken.jsonl", b'{"type": "user"\n')
+    response = alice_client.get(url(session))
+    assert response.status_code == 409
+    assert not response.streaming
+    page = response.content.decode()
+    assert "Pairfix could not read this one" in page
+    assert "broken.jsonl: line 2: not valid JSON" in page
+    raw = reverse("transcripts:download_revision", args=[session.pk, 0])
+    assert f'href="{raw}"' in page
