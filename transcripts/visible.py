@@ -30,6 +30,24 @@ def spell_bidi(text: str) -> str:
     return _BIDI.sub(lambda m: _code_point(m.group()), text)
 
 
+# What a page shows nothing for (C0 and C1 controls and DEL, tab and line ends
+# aside), or what reorders the line around it.
+_UNSEEN = re.compile("[\\x00-\\x08\\x0b\\x0c\\x0e-\\x1f\\x7f-\\x9f]|" + _BIDI.pattern)
+
+
+def page_text(text: str) -> str:
+    """Return `text` as a web page should show it: nothing in it hidden or reordering.
+
+    Bidirectional controls become "[U+202E]"; C0 and C1 controls and DEL
+    (tab, newline and carriage return kept, which a `<pre>` shows) become
+    `\\x1b`-style escapes, so an id holding an escape or a NUL does not pass
+    for another id.
+    """
+    if text.isascii() and text.isprintable():
+        return text
+    return _UNSEEN.sub(_spell, text)
+
+
 def _spell(match: re.Match[str]) -> str:
     char = match.group()
     point = ord(char)

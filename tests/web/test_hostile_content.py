@@ -49,6 +49,15 @@ def test_it_escapes_markup_and_spells_out_bidi_controls(alice_client, workspace,
     assert "call_1[U+202E]" in html
 
 
+def test_it_spells_out_control_characters_in_ids(alice_client, workspace, ingest):
+    # An id with an escape or a NUL would otherwise look like `call_1` on the page.
+    session = ingest(workspace, "controls.json", _chat("call_1\x1b[2J\x00", "ru\x07n", "hi"))
+    html = alice_client.get(session.get_absolute_url()).content.decode()
+    assert "\x1b" not in html and "\x07" not in html
+    assert "call_1\\x1b[2J\\x00" in html
+    assert "ru\\x07n" in html
+
+
 def test_the_page_and_its_fragment_are_cached_apart(alice_client, workspace, ingest):
     session = ingest(workspace, "chat.json", _chat("call_1", "run", "hi"))
     response = alice_client.get(session.get_absolute_url())

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django import template
 
 from transcripts.core.model import FaultKind
-from transcripts.visible import spell_bidi
+from transcripts.visible import page_text
 
 register = template.Library()
 
@@ -47,8 +47,8 @@ def fault_note(kind: str) -> str:
 
 
 # Bidirectional controls reorder the text around them: in a transcript they can make
-# `gnp.exe` read as `exe.png`. Shown as visible code points instead.
+# `gnp.exe` read as `exe.png`; controls show as nothing. Both are spelled out instead.
 @register.filter
 def visible(text: object) -> str:
-    """Return `text` with bidirectional control characters spelled out, e.g. "[U+202E]"."""
-    return spell_bidi(str(text))
+    """Return `text` with bidi controls ("[U+202E]") and other controls ("\\x1b") spelled out."""
+    return page_text(str(text))
