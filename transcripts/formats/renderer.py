@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import io
+import itertools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -86,12 +87,20 @@ def _rekeep(transcript: Transcript, fmt: Format, at: dict[int, list[Slot]]) -> d
     if not fmt.keep_key:
         return keeps
     for path in branch_paths(transcript):
+        # Where each kept id first occurs on the path, found in one walk (not one per
+        # compaction: a long pi session holds thousands).
+        wanted = {records[i].keep_from for i in path if records[i].keep_from}
+        first_at: dict[str, int] = {}
+        for k, index in enumerate(path):
+            uid = records[index].uid
+            if uid is not None and uid in wanted and uid not in first_at:
+                first_at[uid] = k
         for kc, compaction in enumerate(path):
             keep = records[compaction].keep_from
-            first = next((k for k in range(kc) if keep and records[path[k]].uid == keep), None)
-            if first is None:
+            first = first_at.get(keep) if keep else None
+            if first is None or first >= kc:
                 continue
-            for index in path[first:kc]:
+            for index in itertools.islice(path, first, kc):
                 uid = _first_written_uid(transcript, fmt, index, at.get(index) or (None,))
                 if uid is not None:
                     if uid != keep:
