@@ -413,7 +413,8 @@ def _load_jsonl(
             fmt = _settled(fmt, records, data, filename, doc_error, summaries)
             checked = True
         else:
-            _settle(fmt, record, data, filename, summaries)
+            previous = records[-2] if len(records) > 1 else None
+            _settle(fmt, record, data, filename, summaries, previous)
     if fmt is None or not checked:
         fmt = _settled(fmt, records, data, filename, doc_error, summaries)
     fmt.finish(records)
@@ -465,8 +466,8 @@ def _settled(
     else:
         sample = [r.parsed for r in records[:_SNIFF_LINES] if r.parsed is not None]
         _check_shape(fmt, sample, filename)
-    for record in records:
-        _settle(fmt, record, data, filename, summaries)
+    for k, record in enumerate(records):
+        _settle(fmt, record, data, filename, summaries, records[k - 1] if k else None)
     return fmt
 
 
@@ -500,9 +501,17 @@ def _sniff_lines(
 
 
 def _settle(
-    fmt: Format, record: Record, data: bytes | FileSource, filename: str, summaries: bool = True
+    fmt: Format,
+    record: Record,
+    data: bytes | FileSource,
+    filename: str,
+    summaries: bool = True,
+    previous: Record | None = None,
 ) -> None:
-    """Classify a parsed record, then let its JSON go: it is re-read from `data` on demand."""
+    """Classify a parsed record, then let its JSON go: it is re-read from `data` on demand.
+
+    `previous` is the record read just before it, whose id strings it shares.
+    """
     if record.parsed is not None:
         classify_record(fmt, record.parsed, record, filename)
     record.parsed = None
@@ -524,12 +533,12 @@ def _settle(
         record.calls = _NONE
     if not record.results:
         record.results = _NONE
-    # A record's id is its child's parent, and split lines share a message id and
-    # kind: one string each, not one per mention, keeps a long session small.
+    # A record's parent is nearly always the record before it, and split lines of one
+    # response follow each other: sharing that record's strings keeps one copy of each
+    # id without a table of every id (interning one costs as much as the string).
     record.kind = sys.intern(record.kind)
-    if record.uid is not None:
-        record.uid = sys.intern(record.uid)
-    if record.parent is not None:
-        record.parent = sys.intern(record.parent)
-    if record.message_id is not None:
-        record.message_id = sys.intern(record.message_id)
+    if previous is not None:
+        if record.parent is not None and record.parent == previous.uid:
+            record.parent = previous.uid
+        if record.message_id is not None and record.message_id == previous.message_id:
+            record.message_id = previous.message_id
