@@ -259,6 +259,7 @@ def _renamed(transcript: Transcript, fmt: Format, plan: Plan) -> Transcript:
     for index, items in renames.items():
         record = records[index]
         values = {f.name: getattr(record, f.name) for f in dataclasses.fields(Record)}
+        values["_rare"] = dict(record._rare) if record._rare else None  # its own, not shared
         records[index] = _Renamed(**values, renames=tuple(items), format=fmt.id)
     style = {**transcript.style, "renamed": frozenset(renames)}
     return dataclasses.replace(transcript, records=records, style=style)
