@@ -273,7 +273,9 @@ def _pair_scope(transcript: Transcript, context: list[int], result: Pairing, liv
                 open_calls.setdefault((call.id, call.family), []).append(call)
     ever_called = {(call.id, call.family) for turn in found for call in turn.calls}
     families: dict[str, set[str]] | None = None  # call id -> families of the calls with it
-    order = {index: k for k, index in enumerate(context)}
+    # Positions in the context, for providers that take results anywhere after their call
+    # only: elsewhere this would be one more entry per record of a long session.
+    order = {index: k for k, index in enumerate(context)} if not transcript.adjacent else {}
     answered_at = {res.tool_call_id: res.record for res in result.answer.values()}
     for index in context:
         record = records[index]
