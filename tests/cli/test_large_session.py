@@ -1,33 +1,78 @@
-"""`pairfix fix` streams: a session larger than the memory it may use is repaired all the same."""
+"""`pairfix fix` streams: a session larger than the memory it may use is repaired all the same.
+
+Each `pairfix` run is its own process under an address-space limit
+(`resource.setrlimit`), and its peak resident memory comes from `os.wait4`:
+a session four times as long may cost at most PER_RECORD bytes a record
+more, and should cost no more than a few MB more (FLAT, the target).
+"""
 
 from __future__ import annotations
 
 import resource
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 LIMIT = 120 << 20  # address space allowed to the pairfix process, in bytes
 SCRIPT = Path(sys.executable).with_name("pairfix")
+SMALL, LARGE = 10_000, 40_000  # records of the two sessions compared
+# Tool results of 0.1 to 34 KB make the large session about 170 MB: over the limit.
+RESULT_BYTES = "100:34000"
+# Peak RSS the large session may add to the small one's, in bytes. FLAT is the
+# target (a few MB: nothing kept per record); the records' own state still costs
+# about 0.6 KB each, so PER_RECORD bounds it meanwhile, and FLAT is reported as
+# an expected failure until it is met.
+FLAT = 6 << 20
+PER_RECORD = 800
+
+
+@dataclass(frozen=True)
+class Done:
+    """A finished `pairfix` process: exit status, output and peak resident memory (bytes)."""
+
+    returncode: int
+    stdout: bytes
+    stderr: bytes
+    peak: int
+
+
+# The child's peak is read by a small launcher, not by the test process: Linux counts
+# the memory of the process that forked a child into the child's peak, so a child of
+# pytest would report pytest's own size.
+LAUNCHER = """
+import os, resource, sys
+limit = int(sys.argv[1])
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+sys.stderr.write(f"\\npeak {usage.ru_maxrss * 1024}\\n")
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
 
 
 def _limited() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (LIMIT, LIMIT))
 
 
-def _pairfix(*argv: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [str(SCRIPT), *argv],
-        preexec_fn=_limited,
+def _pairfix(*argv: str) -> Done:
+    """Run `pairfix argv` under the limit; return its status, output and peak RSS."""
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", LAUNCHER, str(LIMIT), str(SCRIPT), *argv],
         capture_output=True,
         timeout=300,
         check=False,
     )
+    stderr, _, peak = done.stderr.rpartition(b"\npeak ")
+    return Done(done.returncode, done.stdout, stderr, int(peak))
 
 
-def test_a_session_larger_than_the_memory_limit_is_repaired(tmp_path: Path) -> None:
-    session = tmp_path / "big.jsonl"
+def _session(path: Path, records: int) -> Path:
     subprocess.run(
         [
             sys.executable,
@@ -35,28 +80,51 @@ def test_a_session_larger_than_the_memory_limit_is_repaired(tmp_path: Path) -> N
             "--format",
             "claude_code",
             "--records",
-            "30000",
+            str(records),
             "--seed",
             "5",
             "--fault-rate",
             "0.01",
+            "--result-bytes",
+            RESULT_BYTES,
             "--out",
-            str(session),
+            str(path),
         ],
         check=True,
         capture_output=True,
         timeout=300,
     )
-    size = session.stat().st_size
+    return path
+
+
+def test_a_session_larger_than_the_memory_limit_is_repaired_in_flat_memory(
+    tmp_path: Path,
+) -> None:
+    small = _session(tmp_path / "small.jsonl", SMALL)
+    large = _session(tmp_path / "large.jsonl", LARGE)
+    size = large.stat().st_size
     assert size > 1.2 * LIMIT  # reading it whole would not fit
-    done = _pairfix("fix", str(session), "--out", str(tmp_path / "fixed"))
-    assert done.returncode == 0, done.stderr.decode()[-2000:]
-    assert b"ops: " in done.stdout and b"insert_result=" in done.stdout
-    repaired = tmp_path / "fixed" / "big.jsonl"
+    fixed = tmp_path / "fixed"
+    runs = {}
+    for session in (small, large):
+        done = _pairfix("fix", str(session), "--out", str(fixed))
+        assert done.returncode == 0, done.stderr.decode()[-2000:]
+        runs[session] = done
+    assert b"ops: " in runs[large].stdout and b"ops: none" not in runs[large].stdout
+    repaired = fixed / "large.jsonl"
     assert abs(repaired.stat().st_size - size) < size // 100
     # The repair holds no fault a second repair would mend, checked under the same limit.
     again = _pairfix("check", str(repaired))
     assert again.returncode == 0, again.stdout.decode()[-2000:]
+    growth = runs[large].peak - runs[small].peak
+    figures = (
+        f"peak RSS {runs[small].peak / 2**20:.1f} MiB for {SMALL} records, "
+        f"{runs[large].peak / 2**20:.1f} MiB for {LARGE}: {growth / 2**20:.1f} MiB more "
+        f"({growth / (LARGE - SMALL):.0f} bytes per record)"
+    )
+    assert growth <= PER_RECORD * (LARGE - SMALL), f"{figures}, over {PER_RECORD} per record"
+    if growth > FLAT:
+        pytest.xfail(f"not flat yet: {figures}, over {FLAT / 2**20:.0f} MiB")
 
 
 def test_the_limit_stops_a_whole_file_read(tmp_path: Path) -> None:

@@ -287,3 +287,36 @@ def test_it_loads_no_django_at_all() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60, check=True)
     assert done.stdout.decode().splitlines()[-1] == "[]"
+
+
+def test_check_of_a_folder_without_sessions_says_so_and_exits_2(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("not a session")
+    status, out, err = run("check", str(tmp_path))
+    assert (status, out) == (2, b"")
+    assert err == f"{tmp_path}: no session files found\n"
+    status, out, _ = run("check", "--json", str(tmp_path))
+    assert status == 2 and orjson.loads(out)["files"] == []
+
+
+def test_dry_run_needs_no_out_folder(tmp_path: Path) -> None:
+    status, out, _ = run("fix", "--dry-run", str(BROKEN))
+    assert status == 1
+    assert "  insert_result toolu_01CCCCCCCCCCCCCCCCCCCCCC at record" in out.decode()
+    status, _, err = run("fix", str(BROKEN))
+    assert status == 2 and "fix needs --out DIR or --in-place" in err
+
+
+def test_preview_with_a_policy_shows_the_repaired_file() -> None:
+    status, raw, _ = run("preview", str(BROKEN))
+    assert status == 0 and "answers toolu_01CCCCCCCCCCCCCCCCCCCCCC" not in raw.decode()
+    status, out, _ = run("preview", "--policy", "synthesize", str(BROKEN))
+    text = out.decode()
+    assert status == 0
+    assert text.startswith(f"{BROKEN} as synthesize repairs it: Claude Code resumes it with 8 ")
+    # The synthetic result answers the call the raw file's resume drops.
+    assert "  assistant calls toolu_01CCCCCCCCCCCCCCCCCCCCCC\n" in text
+    assert "answers toolu_01CCCCCCCCCCCCCCCCCCCCCC" in text
+    assert "dropped: call toolu_01CCCCCCCCCCCCCCCCCCCCCC" not in text
+    status, out, _ = run("preview", "--json", "--policy", "discard", str(BROKEN))
+    document = orjson.loads(out)
+    assert (status, document["repaired_by"], document["dropped"]) == (0, "discard", [])

@@ -28,25 +28,30 @@ def live_path(transcript: Transcript) -> list[int]:
     )
     if leaf is None:
         return [r.index for r in records]
-    return _reattach(records, _path_to(by_uid, leaf))
+    return _reattach(records, by_uid, _path_to(by_uid, leaf, len(records)))
 
 
-def _reattach(records: list[Record], path: list[int]) -> list[int]:
+def _reattach(records: list[Record], by_uid: dict[str, Record], path: list[int]) -> list[int]:
     """Return `path` with the off-path results of its unanswered calls put back after them."""
-    on_path = set(path)
-    uids = {records[i].uid for i in path}
+    # Flags by record index, not sets of indexes and ids: a long session's path holds
+    # every record, and a flag costs a byte where a set entry costs tens.
+    on_path = bytearray(len(records))
+    for i in path:
+        on_path[i] = 1
+    candidates = []
+    for record in records:
+        if on_path[record.index] or record.sidechain or not record.results or record.calls:
+            continue
+        parent = by_uid.get(record.parent) if record.parent is not None else None
+        # The path runs through `by_uid`'s records: a parent is on it when its record is.
+        if parent is not None and on_path[parent.index]:
+            candidates.append(record)
+    if not candidates:
+        return path
     call_at = {call.id: k for k, i in enumerate(path) for call in records[i].calls}
     answered = {result.tool_call_id for i in path for result in records[i].results}
     extra: dict[int, list[int]] = {}
-    for record in records:
-        if (
-            record.index in on_path
-            or record.sidechain
-            or not record.results
-            or record.calls
-            or record.parent not in uids
-        ):
-            continue
+    for record in candidates:
         ids = [result.tool_call_id for result in record.results]
         if len(set(ids)) < len(ids) or not all(i in call_at and i not in answered for i in ids):
             continue
@@ -75,14 +80,18 @@ def _by_uid(records: list[Record]) -> dict[str, Record]:
     return by_uid
 
 
-def _path_to(by_uid: dict[str, Record], leaf: Record) -> list[int]:
-    """Return the indexes from the root down to `leaf`, following `parent` links."""
+def _path_to(by_uid: dict[str, Record], leaf: Record, count: int) -> list[int]:
+    """Return the indexes from the root down to `leaf`, following `parent` links.
+
+    `count` is the number of records.
+    """
     path: list[int] = []
-    seen: set[str] = set()
+    # Each uid stands for one record (its first), so a flag per record index finds a
+    # cycle at a byte a record rather than a set of ids.
+    seen = bytearray(count)
     current: Record | None = by_uid.get(leaf.uid) if leaf.uid else None
-    while current is not None and current.uid not in seen:
-        assert current.uid is not None
-        seen.add(current.uid)
+    while current is not None and not seen[current.index]:
+        seen[current.index] = 1
         path.append(current.index)
         current = by_uid.get(current.parent) if current.parent is not None else None
     path.reverse()
@@ -119,7 +128,7 @@ def branch_paths(transcript: Transcript) -> list[list[int]]:
     for record in records:
         if record.sidechain and record.uid is not None and record.error is None:
             last_leaf[root(record)] = record
-    paths.extend(_path_to(by_uid, leaf) for leaf in last_leaf.values())
+    paths.extend(_path_to(by_uid, leaf, len(records)) for leaf in last_leaf.values())
     return paths
 
 

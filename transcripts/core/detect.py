@@ -272,7 +272,10 @@ def _pair_scope(transcript: Transcript, context: list[int], result: Pairing, liv
             if call not in result.answer:
                 open_calls.setdefault((call.id, call.family), []).append(call)
     ever_called = {(call.id, call.family) for turn in found for call in turn.calls}
-    order = {index: k for k, index in enumerate(context)}
+    families: dict[str, set[str]] | None = None  # call id -> families of the calls with it
+    # Positions in the context, for providers that take results anywhere after their call
+    # only: elsewhere this would be one more entry per record of a long session.
+    order = {index: k for k, index in enumerate(context)} if not transcript.adjacent else {}
     answered_at = {res.tool_call_id: res.record for res in result.answer.values()}
     for index in context:
         record = records[index]
@@ -336,7 +339,12 @@ def _pair_scope(transcript: Transcript, context: list[int], result: Pairing, liv
                 # The request continues a stored response: the call lives server-side.
                 continue
             else:
-                other = {f for cid, f in ever_called if cid == res.tool_call_id}
+                if families is None:
+                    # Built once, on the first result that needs it, not a scan per result.
+                    families = {}
+                    for cid, family in ever_called:
+                        families.setdefault(cid, set()).add(family)
+                other = families.get(res.tool_call_id, set())
                 why = (
                     "several unanswered calls share this id; ownership is ambiguous"
                     if candidates
@@ -565,8 +573,11 @@ def _run_faults(
     ):
         return found
     position = {call: k for k, call in enumerate(turn.calls)}
+    # The turn's own calls, not every answer of the session: this runs once per turn.
     answered = [
-        (res, call) for call, res in pairing.answer.items() if pairing.turn_of.get(call) is turn
+        (pairing.answer[call], call)
+        for call in turn.calls
+        if call in pairing.answer and pairing.turn_of.get(call) is turn
     ]
     if len(answered) == len(turn.calls) > 1:
         answered.sort(key=lambda pair: (pair[0].record, pair[0].block))

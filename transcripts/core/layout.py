@@ -146,7 +146,7 @@ def _placed_slots(edits: _Edits, anchor: int) -> list[Slot]:
 
 def _order(record: Record, edits: _Edits, removed: frozenset[int]) -> tuple[int, ...] | None:
     """Return the order a record's kept blocks are written in, None when unchanged."""
-    if not removed and record.index not in edits.results_first | edits.inline.keys():
+    if not removed and record.index not in edits.results_first and record.index not in edits.inline:
         return None
     kept = [j for j in range(block_count(record)) if j not in removed]
     if record.index in edits.results_first:

@@ -129,7 +129,28 @@ class ToolResult:
     family: str = ""
 
 
-@dataclass(slots=True)
+# Bits of Record._bits: its flags; `other_blocks` is the number above them.
+_BOUNDARY, _SIDECHAIN, _ABORTED, _INTERRUPTED, _INACTIVE, _LEADS = (1 << k for k in range(6))
+_OTHER_SHIFT = 6
+# Record._at packs (index, line, start, end), index highest (it may be -1): one
+# integer of five digits instead of four objects. Offsets are below 1 TiB, lines
+# below 2**32.
+_SPAN_BITS, _LINE_BITS = 40, 32
+_SPAN_MASK, _LINE_MASK = (1 << _SPAN_BITS) - 1, (1 << _LINE_BITS) - 1
+_LINE_SHIFT = 2 * _SPAN_BITS
+_INDEX_SHIFT = _LINE_SHIFT + _LINE_BITS
+_FLAGS_MASK = (1 << _OTHER_SHIFT) - 1
+# Record fields kept in Record._rare when set, with their defaults.
+_RARE_DEFAULTS: dict[str, Any] = {
+    "timestamp": None,
+    "keep_from": None,
+    "attached": (),
+    "relinked_from": None,
+    "error": None,
+}
+
+
+@dataclass(slots=True, init=False)
 class Record:
     """One record of a transcript, in file order.
 
@@ -152,34 +173,221 @@ class Record:
     `relinked_from` is the parent id as written when the reader re-linked the
     record (`parent` then holds the entry it belongs under): a pi result whose
     `parentId` names its call's tool call id rather than the call's entry.
+
+    A long session holds hundreds of thousands of records, so the flags and
+    `other_blocks` share one integer, and the fields most records leave at
+    their default (`timestamp`, `keep_from`, `attached`, `relinked_from`,
+    `error`) live in a dict made only for a record that sets one: attributes
+    read and written as ever. `index`, `line`, `start` and `end` (read only)
+    share one integer too: about 230 bytes a record rather than 350.
     """
 
-    index: int
-    start: int
-    end: int
+    _at: int
     role: Role
     kind: str
-    parsed: Any = None
-    calls: list[ToolCall] = field(default_factory=list)
-    results: list[ToolResult] = field(default_factory=list)
-    other_blocks: int = 0
-    text: str = ""
-    uid: str | None = None
-    parent: str | None = None
-    message_id: str | None = None
-    timestamp: str | None = None
-    boundary: bool = False
-    keep_from: str | None = None
-    sidechain: bool = False
-    aborted: bool = False
-    interrupted: bool = False
-    inactive: bool = False
-    leads: bool = False
-    attached: tuple[int, ...] = ()
-    relinked_from: str | None = None
-    error: str | None = None
-    line: int = 0
-    source: Any = None
+    parsed: Any
+    calls: list[ToolCall]
+    results: list[ToolResult]
+    text: str
+    uid: str | None
+    parent: str | None
+    message_id: str | None
+    source: Any
+    _bits: int
+    _rare: dict[str, Any] | None
+
+    def __init__(
+        self,
+        index: int,
+        start: int,
+        end: int,
+        role: Role,
+        kind: str,
+        parsed: Any = None,
+        calls: list[ToolCall] | None = None,
+        results: list[ToolResult] | None = None,
+        other_blocks: int = 0,
+        text: str = "",
+        uid: str | None = None,
+        parent: str | None = None,
+        message_id: str | None = None,
+        timestamp: str | None = None,
+        boundary: bool = False,
+        keep_from: str | None = None,
+        sidechain: bool = False,
+        aborted: bool = False,
+        interrupted: bool = False,
+        inactive: bool = False,
+        leads: bool = False,
+        attached: tuple[int, ...] = (),
+        relinked_from: str | None = None,
+        error: str | None = None,
+        line: int = 0,
+        source: Any = None,
+    ) -> None:
+        if (start | end) >> _SPAN_BITS or line >> _LINE_BITS:
+            raise ValueError(f"record offsets {start}-{end} or line {line} out of range")
+        self._at = (((index << _LINE_BITS) | line) << _LINE_SHIFT) | (start << _SPAN_BITS) | end
+        self.role, self.kind = role, kind
+        self.parsed = parsed
+        self.calls = [] if calls is None else calls
+        self.results = [] if results is None else results
+        self.text, self.uid, self.parent, self.message_id = text, uid, parent, message_id
+        self.source = source
+        self._bits = (
+            (other_blocks << _OTHER_SHIFT)
+            | (_BOUNDARY if boundary else 0)
+            | (_SIDECHAIN if sidechain else 0)
+            | (_ABORTED if aborted else 0)
+            | (_INTERRUPTED if interrupted else 0)
+            | (_INACTIVE if inactive else 0)
+            | (_LEADS if leads else 0)
+        )
+        rare = {
+            "timestamp": timestamp,
+            "keep_from": keep_from,
+            "attached": attached,
+            "relinked_from": relinked_from,
+            "error": error,
+        }
+        self._rare = {k: v for k, v in rare.items() if v != _RARE_DEFAULTS[k]} or None
+
+    @property
+    def index(self) -> int:
+        """Return the record's position in its transcript (-1 for a record not in one)."""
+        return self._at >> _INDEX_SHIFT
+
+    @property
+    def start(self) -> int:
+        """Return the byte offset where the record starts in the raw file."""
+        return (self._at >> _SPAN_BITS) & _SPAN_MASK
+
+    @property
+    def end(self) -> int:
+        """Return the byte offset just past the record's own bytes."""
+        return self._at & _SPAN_MASK
+
+    @property
+    def line(self) -> int:
+        """Return the 1-based line of the file the record starts on."""
+        return (self._at >> _LINE_SHIFT) & _LINE_MASK
+
+    def _flag(self, bit: int) -> bool:
+        return bool(self._bits & bit)
+
+    def _set_flag(self, bit: int, value: bool) -> None:
+        self._bits = self._bits | bit if value else self._bits & ~bit
+
+    def _get_rare(self, name: str) -> Any:
+        rare = self._rare
+        return rare.get(name, _RARE_DEFAULTS[name]) if rare else _RARE_DEFAULTS[name]
+
+    def _set_rare(self, name: str, value: Any) -> None:
+        if value == _RARE_DEFAULTS[name]:
+            if self._rare:
+                self._rare.pop(name, None)
+                self._rare = self._rare or None
+            return
+        if self._rare is None:
+            self._rare = {}
+        self._rare[name] = value
+
+    @property
+    def other_blocks(self) -> int:
+        """Return how many blocks of the record are neither calls nor results."""
+        return self._bits >> _OTHER_SHIFT
+
+    @other_blocks.setter
+    def other_blocks(self, value: int) -> None:
+        self._bits = (value << _OTHER_SHIFT) | (self._bits & _FLAGS_MASK)
+
+    @property
+    def boundary(self) -> bool:
+        return self._flag(_BOUNDARY)
+
+    @boundary.setter
+    def boundary(self, value: bool) -> None:
+        self._set_flag(_BOUNDARY, value)
+
+    @property
+    def sidechain(self) -> bool:
+        return self._flag(_SIDECHAIN)
+
+    @sidechain.setter
+    def sidechain(self, value: bool) -> None:
+        self._set_flag(_SIDECHAIN, value)
+
+    @property
+    def aborted(self) -> bool:
+        return self._flag(_ABORTED)
+
+    @aborted.setter
+    def aborted(self, value: bool) -> None:
+        self._set_flag(_ABORTED, value)
+
+    @property
+    def interrupted(self) -> bool:
+        return self._flag(_INTERRUPTED)
+
+    @interrupted.setter
+    def interrupted(self, value: bool) -> None:
+        self._set_flag(_INTERRUPTED, value)
+
+    @property
+    def inactive(self) -> bool:
+        return self._flag(_INACTIVE)
+
+    @inactive.setter
+    def inactive(self, value: bool) -> None:
+        self._set_flag(_INACTIVE, value)
+
+    @property
+    def leads(self) -> bool:
+        return self._flag(_LEADS)
+
+    @leads.setter
+    def leads(self, value: bool) -> None:
+        self._set_flag(_LEADS, value)
+
+    @property
+    def timestamp(self) -> str | None:
+        return self._get_rare("timestamp")  # type: ignore[no-any-return]
+
+    @timestamp.setter
+    def timestamp(self, value: str | None) -> None:
+        self._set_rare("timestamp", value)
+
+    @property
+    def keep_from(self) -> str | None:
+        return self._get_rare("keep_from")  # type: ignore[no-any-return]
+
+    @keep_from.setter
+    def keep_from(self, value: str | None) -> None:
+        self._set_rare("keep_from", value)
+
+    @property
+    def attached(self) -> tuple[int, ...]:
+        return self._get_rare("attached")  # type: ignore[no-any-return]
+
+    @attached.setter
+    def attached(self, value: tuple[int, ...]) -> None:
+        self._set_rare("attached", value)
+
+    @property
+    def relinked_from(self) -> str | None:
+        return self._get_rare("relinked_from")  # type: ignore[no-any-return]
+
+    @relinked_from.setter
+    def relinked_from(self, value: str | None) -> None:
+        self._set_rare("relinked_from", value)
+
+    @property
+    def error(self) -> str | None:
+        return self._get_rare("error")  # type: ignore[no-any-return]
+
+    @error.setter
+    def error(self, value: str | None) -> None:
+        self._set_rare("error", value)
 
     @property
     def obj(self) -> Any:

@@ -68,10 +68,12 @@ def _at(transcript: Transcript, pairing: Pairing, turn: Turn, call: ToolCall, ta
     record's results but before any other content (results come first).
     """
     order = {c: k for k, c in enumerate(turn.calls)}
+    # The answers of the turn's calls, looked up: not a scan of every answer per call.
+    answers = ((k, pairing.answer.get(c)) for k, c in enumerate(turn.calls))
     here = [
-        (order[c], res.block)
-        for c, res in pairing.answer.items()
-        if res.record == target and res in pairing.in_place and c in order
+        (k, res.block)
+        for k, res in answers
+        if res is not None and res.record == target and res in pairing.in_place
     ]
     later = [block for k, block in here if k > order[call]]
     if later:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import sys
 from typing import Any, ClassVar
 
 import orjson
@@ -273,7 +274,8 @@ def add_call(
     """
     call = ToolCall(
         str(call_id or ""),
-        name if isinstance(name, str) else "",
+        # Few tool names recur in thousands of calls: one string for each.
+        sys.intern(name) if isinstance(name, str) else "",
         record.index,
         block,
         canonical(args),

@@ -8,7 +8,6 @@ the registry (`registry.sniff`).
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import sys
 from typing import Any
@@ -16,7 +15,7 @@ from typing import Any
 import orjson
 
 from transcripts.core.markers import synthetic_marker
-from transcripts.core.model import Record, Role, Transcript
+from transcripts.core.model import Record, Role, ToolResult, Transcript
 from transcripts.formats import registry
 from transcripts.formats._json import (
     ScanError,
@@ -32,6 +31,7 @@ from transcripts.formats.source import FileSource, iter_lines
 from transcripts.formats.streams import stream_refusal
 
 _SNIFF_LINES = 50
+_RECENT_CALLS = 4096  # call ids a streamed file keeps for its results to share
 _UNKNOWN_DOCUMENT = (
     "unknown format: a JSON document of none of the formats Pairfix reads (message arrays "
     "of OpenAI, Anthropic, Bedrock, Gemini, LangChain, Vercel AI, Responses or OpenHands, "
@@ -394,6 +394,7 @@ def _load_jsonl(
     so memory grows with the number of records, not the size of the file.
     """
     records: list[Record] = []
+    call_ids: dict[str, str] = {}  # the recent calls' ids, which their results share
     fmt = FORMATS[format] if format else None
     checked = False  # the first lines sniffed, or checked against the chosen format
     eol: bytes | None = None
@@ -410,12 +411,13 @@ def _load_jsonl(
         if fmt is None or not checked:
             if len(records) < _SNIFF_LINES:
                 continue
-            fmt = _settled(fmt, records, data, filename, doc_error, summaries)
+            fmt = _settled(fmt, records, data, filename, doc_error, summaries, call_ids)
             checked = True
         else:
-            _settle(fmt, record, data, filename, summaries)
+            previous = records[-2] if len(records) > 1 else None
+            _settle(fmt, record, data, filename, summaries, previous, call_ids)
     if fmt is None or not checked:
-        fmt = _settled(fmt, records, data, filename, doc_error, summaries)
+        fmt = _settled(fmt, records, data, filename, doc_error, summaries, call_ids)
     fmt.finish(records)
     style: dict[str, Any] = {"eol": eol or b"\n"}
     first_obj = next((r for r in records if r.error is None), None)
@@ -458,6 +460,7 @@ def _settled(
     filename: str,
     doc_error: tuple[int, int, str] | None,
     summaries: bool = True,
+    call_ids: dict[str, str] | None = None,
 ) -> Format:
     """Sniff (or check the chosen format on) the first records, then classify them."""
     if fmt is None:
@@ -465,8 +468,8 @@ def _settled(
     else:
         sample = [r.parsed for r in records[:_SNIFF_LINES] if r.parsed is not None]
         _check_shape(fmt, sample, filename)
-    for record in records:
-        _settle(fmt, record, data, filename, summaries)
+    for k, record in enumerate(records):
+        _settle(fmt, record, data, filename, summaries, records[k - 1] if k else None, call_ids)
     return fmt
 
 
@@ -500,9 +503,20 @@ def _sniff_lines(
 
 
 def _settle(
-    fmt: Format, record: Record, data: bytes | FileSource, filename: str, summaries: bool = True
+    fmt: Format,
+    record: Record,
+    data: bytes | FileSource,
+    filename: str,
+    summaries: bool = True,
+    previous: Record | None = None,
+    call_ids: dict[str, str] | None = None,
 ) -> None:
-    """Classify a parsed record, then let its JSON go: it is re-read from `data` on demand."""
+    """Classify a parsed record, then let its JSON go: it is re-read from `data` on demand.
+
+    `previous` is the record read just before it, whose id strings it shares;
+    `call_ids` holds the ids of the calls read lately, which a result read
+    without its preview shares too.
+    """
     if record.parsed is not None:
         classify_record(fmt, record.parsed, record, filename)
     record.parsed = None
@@ -512,10 +526,25 @@ def _settle(
         # rewinds do.)
         record.text = ""
         if record.results:
+            shared = call_ids or {}
             record.results = [
-                r if synthetic_marker(r.text) else dataclasses.replace(r, text="")
+                r
+                if synthetic_marker(r.text)
+                else ToolResult(
+                    shared.get(r.tool_call_id, r.tool_call_id),
+                    r.record,
+                    r.block,
+                    r.is_error,
+                    "",
+                    r.family,
+                )
                 for r in record.results
             ]
+    if call_ids is not None and record.calls:
+        if len(call_ids) > _RECENT_CALLS:
+            call_ids.clear()  # a call's result follows it closely; older ids are not kept
+        for call in record.calls:
+            call_ids[call.id] = call.id
     record.source = data
     # What a long session keeps per record is its index: no empty lists, no
     # timestamp (re-read from the source when shown).
@@ -524,12 +553,12 @@ def _settle(
         record.calls = _NONE
     if not record.results:
         record.results = _NONE
-    # A record's id is its child's parent, and split lines share a message id and
-    # kind: one string each, not one per mention, keeps a long session small.
+    # A record's parent is nearly always the record before it, and split lines of one
+    # response follow each other: sharing that record's strings keeps one copy of each
+    # id without a table of every id (interning one costs as much as the string).
     record.kind = sys.intern(record.kind)
-    if record.uid is not None:
-        record.uid = sys.intern(record.uid)
-    if record.parent is not None:
-        record.parent = sys.intern(record.parent)
-    if record.message_id is not None:
-        record.message_id = sys.intern(record.message_id)
+    if previous is not None:
+        if record.parent is not None and record.parent == previous.uid:
+            record.parent = previous.uid
+        if record.message_id is not None and record.message_id == previous.message_id:
+            record.message_id = previous.message_id

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import io
+import itertools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -86,12 +87,20 @@ def _rekeep(transcript: Transcript, fmt: Format, at: dict[int, list[Slot]]) -> d
     if not fmt.keep_key:
         return keeps
     for path in branch_paths(transcript):
+        # Where each kept id first occurs on the path, found in one walk (not one per
+        # compaction: a long pi session holds thousands).
+        wanted = {records[i].keep_from for i in path if records[i].keep_from}
+        first_at: dict[str, int] = {}
+        for k, index in enumerate(path):
+            uid = records[index].uid
+            if uid is not None and uid in wanted and uid not in first_at:
+                first_at[uid] = k
         for kc, compaction in enumerate(path):
             keep = records[compaction].keep_from
-            first = next((k for k in range(kc) if keep and records[path[k]].uid == keep), None)
-            if first is None:
+            first = first_at.get(keep) if keep else None
+            if first is None or first >= kc:
                 continue
-            for index in path[first:kc]:
+            for index in itertools.islice(path, first, kc):
                 uid = _first_written_uid(transcript, fmt, index, at.get(index) or (None,))
                 if uid is not None:
                     if uid != keep:
@@ -208,10 +217,36 @@ class Rewrite:
     placed: frozenset[Op]
 
 
+@dataclass(slots=True)
+class _Renamed(Record):
+    """A record whose tool call ids a plan renames: its value is renamed each time it is read.
+
+    Nothing is held but the renames: a long session with many ids to rename
+    keeps no parsed copy of each such record (its `parsed`, when the file was
+    read whole, is the shared original, copied before renaming).
+    """
+
+    renames: tuple[tuple[int, str], ...] = ()
+    format: str = ""
+
+    @property
+    def obj(self) -> Any:
+        """Return the record's JSON value with its call ids renamed (a new value each time)."""
+        original = Record.obj.fget(self)  # type: ignore[attr-defined]
+        obj = copy.deepcopy(original) if self.parsed is not None else original
+        for block, new_id in self.renames:
+            FORMATS[self.format].rename_id(obj, block, new_id)
+        return obj
+
+    @obj.setter
+    def obj(self, value: Any) -> None:
+        raise TypeError("a renamed record's value is its original's, renamed")
+
+
 def _renamed(transcript: Transcript, fmt: Format, plan: Plan) -> Transcript:
     """Return `transcript` with the tool call ids the plan's `rename_id` ops give.
 
-    The renamed records hold their new JSON value (the raw one is untouched),
+    The renamed records read as their new JSON value (the raw one is untouched),
     and `style["renamed"]` names them, so that they are written anew.
     """
     renames: dict[int, list[tuple[int, str]]] = {}
@@ -222,10 +257,10 @@ def _renamed(transcript: Transcript, fmt: Format, plan: Plan) -> Transcript:
         return transcript
     records = list(transcript.records)
     for index, items in renames.items():
-        obj = copy.deepcopy(records[index].obj)
-        for block, new_id in items:
-            fmt.rename_id(obj, block, new_id)
-        records[index] = dataclasses.replace(records[index], parsed=obj, source=None)
+        record = records[index]
+        values = {f.name: getattr(record, f.name) for f in dataclasses.fields(Record)}
+        values["_rare"] = dict(record._rare) if record._rare else None  # its own, not shared
+        records[index] = _Renamed(**values, renames=tuple(items), format=fmt.id)
     style = {**transcript.style, "renamed": frozenset(renames)}
     return dataclasses.replace(transcript, records=records, style=style)
 
