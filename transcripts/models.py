@@ -69,8 +69,13 @@ def store_blob_file(f: IO[bytes]) -> tuple[str, int]:
 def blob_chunks(sha256: str) -> Iterator[bytes]:
     """Yield the bytes of the blob `sha256` (hex) a MiB at a time."""
     with default_storage.open(blob_name(sha256), "rb") as f:
-        while chunk := f.read(BLOB_CHUNK):
-            yield chunk
+        yield from _chunks_of(f)
+
+
+def _chunks_of(f: IO[bytes]) -> Iterator[bytes]:
+    """Yield the rest of the open file `f` a BLOB_CHUNK at a time."""
+    while chunk := f.read(BLOB_CHUNK):
+        yield chunk
 
 
 def roles_at_least(role: str) -> list[str]:
@@ -443,17 +448,21 @@ class Revision(models.Model):
     def source(self) -> Iterator[FileSource]:
         """Yield this revision's bytes as a FileSource, read by range, never whole in memory.
 
-        The blob's own file where the storage has local paths; otherwise (object
-        storage, or a chain of appended deltas) the bytes streamed into an
-        unlinked temporary file. Raises OSError when storage cannot be read.
+        The blob as the storage opens it, where that is an operating system
+        file (local storage); otherwise (object storage, or a chain of
+        appended deltas) the bytes streamed into an unlinked temporary file
+        of this host's, gone when the source closes. Raises OSError when
+        storage cannot be read.
         """
-        path = None
+        source = None
         if self.appended_to_id is None:
-            try:
-                path = default_storage.path(blob_name(self.sha256))
-            except NotImplementedError:  # object storage: no local file to read from
-                path = None
-        source = FileSource(path) if path is not None else FileSource.spooled(self.chunks())
+            with default_storage.open(blob_name(self.sha256), "rb") as blob:
+                try:
+                    source = FileSource.of_file(blob)
+                except (OSError, AttributeError):  # a stream from object storage: no descriptor
+                    source = FileSource.spooled(_chunks_of(blob))
+        if source is None:
+            source = FileSource.spooled(self.chunks())
         with source:
             yield source
 

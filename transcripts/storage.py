@@ -1,0 +1,156 @@
+"""Blob storage on any S3-compatible server, read as a stream.
+
+django-storages' S3 backend writes through boto3's managed transfer
+(multipart above `TransferConfig.multipart_threshold`), but its reader
+downloads a whole object into a SpooledTemporaryFile before the first byte is
+returned. `S3BlobStorage` keeps the writer and reads instead straight from
+the GET's response body: `read(n)` takes n bytes off the socket, and a seek
+starts a ranged GET (RFC 9110 §14.2, `Range: bytes=<start>-`) from the new
+offset when the next read comes. So a download, an export zip or a timeline
+window costs memory in proportion to the chunk read, not to the blob.
+
+`parse_storage_url` turns `STORAGE_URL` into the backend's options.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from botocore.exceptions import ClientError
+from django.core.exceptions import ImproperlyConfigured
+from django.core.files import File
+from storages.backends.s3 import S3Storage
+from storages.utils import clean_name
+
+
+class S3ObjectReader(io.RawIOBase):
+    """One S3 object's bytes, read from the network a `read` at a time.
+
+    `size` is the object's length in bytes. Opening makes one GET (raising
+    FileNotFoundError for a missing key); each read after a seek to another
+    offset makes a ranged GET from there. Raises botocore's errors on
+    anything else the server refuses.
+    """
+
+    def __init__(self, obj: Any) -> None:
+        self._obj = obj
+        self._position = 0
+        self._body: Any = None
+        self._body_position = 0
+        self.size = self._get(0)
+
+    def _get(self, start: int) -> int:
+        """Start a GET of the object from byte `start`; return the object's whole size."""
+        self._close_body()
+        kwargs = {"Range": f"bytes={start}-"} if start else {}
+        try:
+            response = self._obj.get(**kwargs)
+        except ClientError as exc:
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if status == 404:
+                raise FileNotFoundError(f"no such blob: {self._obj.key}") from None
+            raise
+        self._body, self._body_position = response["Body"], start
+        content_range = response.get("ContentRange")  # "bytes 10-99/100"
+        if content_range:
+            return int(content_range.rsplit("/", 1)[1])
+        return int(response["ContentLength"])
+
+    def _close_body(self) -> None:
+        if self._body is not None:
+            self._body.close()
+            self._body = None
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._position
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        base = {os.SEEK_SET: 0, os.SEEK_CUR: self._position, os.SEEK_END: self.size}[whence]
+        if base + offset < 0:
+            raise ValueError(f"negative seek position {base + offset}")
+        self._position = base + offset
+        return self._position
+
+    def readinto(self, buffer: Any) -> int:
+        want = min(len(buffer), self.size - self._position)
+        if want <= 0:
+            return 0
+        if self._body is None or self._body_position != self._position:
+            self._get(self._position)
+        data = self._body.read(want)
+        buffer[: len(data)] = data
+        self._position += len(data)
+        self._body_position = self._position
+        return len(data)
+
+    def read(self, size: int = -1) -> bytes:
+        """Return up to `size` bytes (all that is left when negative) from the position."""
+        if size is None or size < 0:
+            size = self.size - self._position
+        buffer = bytearray(max(0, min(size, self.size - self._position)))
+        view, got = memoryview(buffer), 0
+        while got < len(buffer):
+            n = self.readinto(view[got:])
+            if not n:
+                break
+            got += n
+        return bytes(buffer[:got])
+
+    def close(self) -> None:
+        self._close_body()
+        super().close()
+
+
+class S3BlobStorage(S3Storage):
+    """django-storages' S3Storage whose files opened for reading stream (`S3ObjectReader`)."""
+
+    def _open(self, name: str, mode: str = "rb") -> File:
+        if mode != "rb":
+            return super()._open(name, mode)
+        key = self._normalize_name(clean_name(name))
+        return File(S3ObjectReader(self.bucket.Object(key)), name)
+
+    def check(self) -> None:
+        """Ask the server for the bucket's headers (HEAD); raise if it is unreachable or refuses."""
+        self.connection.meta.client.head_bucket(Bucket=self.bucket_name)
+
+
+def parse_storage_url(url: str) -> dict[str, Any]:
+    """Return S3BlobStorage options from `s3://KEY:SECRET@BUCKET/PREFIX?endpoint_url=..&region=..`.
+
+    Key and secret are percent-decoded (a `/` in a secret is `%2F`); PREFIX
+    (optional) puts every blob under that folder of the bucket;
+    `endpoint_url` names a server other than AWS (http://127.0.0.1:9000),
+    `region` its region. Raises ImproperlyConfigured on another scheme, no
+    bucket, or an unknown query parameter.
+    """
+    parts = urlsplit(url)
+    if parts.scheme != "s3":
+        raise ImproperlyConfigured(f"STORAGE_URL must start with s3://, not {parts.scheme}://")
+    if not parts.hostname:
+        raise ImproperlyConfigured("STORAGE_URL names no bucket (s3://KEY:SECRET@BUCKET)")
+    # The bucket as written: urlsplit lower-cases hostname, and bucket names are case-sensitive.
+    options: dict[str, Any] = {"bucket_name": parts.netloc.rsplit("@", 1)[-1]}
+    if parts.username:
+        options["access_key"] = unquote(parts.username)
+    if parts.password:
+        options["secret_key"] = unquote(parts.password)
+    if prefix := parts.path.strip("/"):
+        options["location"] = prefix
+    names = {"endpoint_url": "endpoint_url", "region": "region_name"}
+    for name, values in parse_qs(parts.query, keep_blank_values=True).items():
+        if name not in names:
+            raise ImproperlyConfigured(
+                f"STORAGE_URL: unknown parameter {name!r} (known: {', '.join(names)})"
+            )
+        options[names[name]] = values[-1]
+    return options
