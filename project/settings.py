@@ -239,48 +239,17 @@ MEDIA_ROOT = envpath("MEDIA_ROOT", VAR_DIR / "media")
 # endpoint_url=...&region=..., or AWS_STORAGE_BUCKET_NAME (with django-storages' own
 # AWS_S3_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_S3_REGION_NAME) is
 # set. Hosts that share no disk must use a bucket. See transcripts/storage.py.
-STORAGE_MULTIPART_BYTES = envint("STORAGE_MULTIPART_BYTES", str(8 * 1024 * 1024))
 BLOB_STORAGE: dict[str, Any] = {"BACKEND": "django.core.files.storage.FileSystemStorage"}
 if os.getenv("STORAGE_URL") or os.getenv("AWS_STORAGE_BUCKET_NAME"):
-    from boto3.s3.transfer import TransferConfig
-    from botocore.config import Config
+    from transcripts.storage import s3_storage
 
-    from transcripts.storage import parse_storage_url
-
-    _s3: dict[str, Any] = {
-        "bucket_name": os.getenv("AWS_STORAGE_BUCKET_NAME"),
-        "endpoint_url": os.getenv("AWS_S3_ENDPOINT_URL"),
-        "access_key": os.getenv("AWS_ACCESS_KEY_ID"),
-        "secret_key": os.getenv("AWS_SECRET_ACCESS_KEY"),
-        "region_name": os.getenv("AWS_S3_REGION_NAME"),
-    }
-    if storage_url := os.getenv("STORAGE_URL"):
-        _s3.update(parse_storage_url(storage_url))
-    BLOB_STORAGE = {
-        "BACKEND": "transcripts.storage.S3BlobStorage",
-        "OPTIONS": {
-            **{name: value for name, value in _s3.items() if value},
-            # The name is the content's hash: the same name is the same bytes.
-            "file_overwrite": True,
-            "querystring_auth": False,
-            # A part is held in memory while it is sent (S3 wants parts of 5 MiB at least):
-            # at most max_concurrency parts at once, so an upload of any size costs about
-            # 4 x STORAGE_MULTIPART_BYTES of memory.
-            "transfer_config": TransferConfig(
-                multipart_threshold=STORAGE_MULTIPART_BYTES,
-                multipart_chunksize=STORAGE_MULTIPART_BYTES,
-                max_concurrency=4,
-            ),
-            # Fail fast when the server is away (a page's 503, /healthz) instead of
-            # botocore's 60 s; a few retries cover a restart.
-            "client_config": Config(
-                connect_timeout=envint("STORAGE_CONNECT_TIMEOUT", "2"),
-                read_timeout=envint("STORAGE_READ_TIMEOUT", "30"),
-                retries={"max_attempts": 3, "mode": "standard"},
-                s3={"addressing_style": os.getenv("AWS_S3_ADDRESSING_STYLE", "auto")},
-            ),
-        },
-    }
+    BLOB_STORAGE = s3_storage(
+        os.environ,
+        # A part is held in memory while it is sent (S3 wants 5 MiB at least), four at once.
+        multipart_bytes=envint("STORAGE_MULTIPART_BYTES", str(8 * 1024 * 1024)),
+        connect_timeout=envint("STORAGE_CONNECT_TIMEOUT", "2"),
+        read_timeout=envint("STORAGE_READ_TIMEOUT", "30"),
+    )
 STORAGES = {
     "default": BLOB_STORAGE,
     "staticfiles": {

@@ -259,11 +259,13 @@ def create_session(
     last_write: datetime | None = None,
     format: str | None = None,
     origin: str = "upload",
+    present: set[str] | None = None,
     **fields: Any,
 ) -> Session:
     """Store `data` as revision 0 of a new session; the caller holds the transaction.
 
-    See `do_ingest_session`; `fields` are further Session fields (source, parent).
+    See `do_ingest_session`; `present` as for `store_blob`; `fields` are
+    further Session fields (source, parent).
     """
     name = printable_name(name)
     name = fit_name(name, Session._meta.get_field("name").max_length or len(name))
@@ -271,10 +273,10 @@ def create_session(
         # Read from its file and copied to storage a chunk at a time: never whole in memory.
         with data.source() as source:
             analysis = analyze(source, name, format=format or None, **live_fields(last_write))
-        sha256, size = store(data), data.size
+        sha256, size = store(data, present=present), data.size
     else:
         analysis = analyze(data, name, format=format or None, **live_fields(last_write))
-        sha256, size = store_blob(data), len(data)
+        sha256, size = store_blob(data, present=present), len(data)
     session = Session.objects.create(
         workspace=workspace,
         name=name,
@@ -363,8 +365,10 @@ def do_ingest_sessions(
         data.sha256 if isinstance(data, Staged) else hashlib.sha256(data).hexdigest()
         for _, data in files
     }
-    # Blobs that are not there yet are this call's to take back if it fails.
+    # Blobs that are not there yet are this call's to take back if it fails. One
+    # `exists` (a HEAD) per content: what it found is not asked again.
     new = [sha256 for sha256 in hashes if not default_storage.exists(blob_name(sha256))]
+    present = hashes - set(new)
     try:
         with transaction.atomic(durable=True):
             return [
@@ -376,6 +380,7 @@ def do_ingest_sessions(
                     last_write=last_write,
                     format=format,
                     origin="api" if api_token else "upload",
+                    present=present,
                     api_token=api_token,
                 )
                 for name, data in files

@@ -16,8 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import structlog
 from django.conf import settings
-from django.core.files.storage import default_storage
 from django.contrib.auth.decorators import login_not_required
+from django.core.files.storage import default_storage
 from django.db import connection, transaction
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache

@@ -36,16 +36,28 @@ def blob_name(sha256: str) -> str:
     return f"blobs/{sha256[:2]}/{sha256}"
 
 
-def store_blob(data: bytes) -> str:
+def store_blob(data: bytes, *, present: set[str] | None = None) -> str:
     """Store `data` content-addressed in the default storage; return its sha256 (hex).
 
-    Storing the same bytes twice keeps one blob: the name is the hash.
+    Storing the same bytes twice keeps one blob: the name is the hash, and
+    the storage is asked (one `exists`: a HEAD on S3) whether it is there.
+    `present`, when given, is what the caller already knows: the hashes
+    stored, which this adds to; a hash outside it is stored without asking.
     """
     sha256 = hashlib.sha256(data).hexdigest()
-    name = blob_name(sha256)
-    if not default_storage.exists(name):
-        default_storage.save(name, ContentFile(data))
+    if blob_absent(sha256, present):
+        default_storage.save(blob_name(sha256), ContentFile(data))
     return sha256
+
+
+def blob_absent(sha256: str, present: set[str] | None) -> bool:
+    """Return True when the blob `sha256` (hex) is to be stored; see `store_blob`'s `present`."""
+    if present is None:
+        return not default_storage.exists(blob_name(sha256))
+    if sha256 in present:
+        return False
+    present.add(sha256)
+    return True
 
 
 BLOB_CHUNK = 1 << 20  # bytes per read or write when a blob is streamed

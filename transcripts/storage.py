@@ -9,16 +9,20 @@ starts a ranged GET (RFC 9110 §14.2, `Range: bytes=<start>-`) from the new
 offset when the next read comes. So a download, an export zip or a timeline
 window costs memory in proportion to the chunk read, not to the blob.
 
-`parse_storage_url` turns `STORAGE_URL` into the backend's options.
+`s3_storage` builds the STORAGES entry from the environment (settings.py
+calls it), `parse_storage_url` reads `STORAGE_URL`.
 """
 
 from __future__ import annotations
 
 import io
 import os
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from boto3.s3.transfer import TransferConfig
+from botocore.config import Config
 from botocore.exceptions import ClientError
 from django.core.exceptions import ImproperlyConfigured
 from django.core.files import File
@@ -154,3 +158,50 @@ def parse_storage_url(url: str) -> dict[str, Any]:
             )
         options[names[name]] = values[-1]
     return options
+
+
+def s3_storage(
+    env: Mapping[str, str], *, multipart_bytes: int, connect_timeout: int, read_timeout: int
+) -> dict[str, Any]:
+    """Return the STORAGES entry of an S3BlobStorage configured by the environment `env`.
+
+    `STORAGE_URL` (see `parse_storage_url`) wins over django-storages' own
+    names: AWS_STORAGE_BUCKET_NAME, AWS_S3_ENDPOINT_URL, AWS_ACCESS_KEY_ID,
+    AWS_SECRET_ACCESS_KEY, AWS_S3_REGION_NAME (AWS_S3_ADDRESSING_STYLE:
+    auto, path or virtual). Blobs larger than `multipart_bytes` go up in
+    parts of that size, four at once; the client gives up connecting after
+    `connect_timeout` seconds and waiting for an answer after `read_timeout`,
+    with up to 3 attempts. Raises ImproperlyConfigured as parse_storage_url does.
+    """
+    options: dict[str, Any] = {
+        "bucket_name": env.get("AWS_STORAGE_BUCKET_NAME"),
+        "endpoint_url": env.get("AWS_S3_ENDPOINT_URL"),
+        "access_key": env.get("AWS_ACCESS_KEY_ID"),
+        "secret_key": env.get("AWS_SECRET_ACCESS_KEY"),
+        "region_name": env.get("AWS_S3_REGION_NAME"),
+    }
+    if url := env.get("STORAGE_URL"):
+        options.update(parse_storage_url(url))
+    if not options["bucket_name"]:
+        raise ImproperlyConfigured("S3 storage needs a bucket: AWS_STORAGE_BUCKET_NAME")
+    return {
+        "BACKEND": "transcripts.storage.S3BlobStorage",
+        "OPTIONS": {
+            **{name: value for name, value in options.items() if value},
+            # The name is the content's hash: the same name is the same bytes, and
+            # saving never asks whether the name is taken.
+            "file_overwrite": True,
+            "querystring_auth": False,
+            "transfer_config": TransferConfig(
+                multipart_threshold=multipart_bytes,
+                multipart_chunksize=multipart_bytes,
+                max_concurrency=4,
+            ),
+            "client_config": Config(
+                connect_timeout=connect_timeout,
+                read_timeout=read_timeout,
+                retries={"max_attempts": 3, "mode": "standard"},
+                s3={"addressing_style": env.get("AWS_S3_ADDRESSING_STYLE", "auto")},
+            ),
+        },
+    }
