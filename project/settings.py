@@ -302,6 +302,16 @@ else:
         "processed_folder": str(broker_dir / "processed"),
     }
 CELERY_TASK_DEFAULT_QUEUE = os.getenv("CELERY_TASK_DEFAULT_QUEUE", "pairfix")
+# Sync folders are local to one host. With CELERY_SYNC_QUEUE set, the tasks that read
+# them (syncs) or write them (the job items of sessions whose source writes back) go to
+# that queue, which only that host's worker consumes (`-Q pairfix,pairfix-sync`); unset,
+# everything runs wherever a worker is (one host, or a folder every worker mounts).
+CELERY_SYNC_QUEUE = os.getenv("CELERY_SYNC_QUEUE") or None
+if CELERY_SYNC_QUEUE:
+    CELERY_TASK_ROUTES = {
+        name: {"queue": CELERY_SYNC_QUEUE}
+        for name in ("transcripts.sync_source", "transcripts.sync_all_sources")
+    }
 # Progress lives in Job rows; nothing reads task results.
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1

@@ -752,6 +752,33 @@ def do_fan_out_job(job_id: int) -> list[list[int]]:
     return [ids[i : i + size] for i in range(0, len(ids), size)]
 
 
+def chunk_queues(job_id: int, chunks: list[list[int]]) -> list[tuple[list[int], str | None]]:
+    """Return each chunk of job `job_id`'s item ids with the queue to send it to.
+
+    None is the default queue. With settings.CELERY_SYNC_QUEUE set (sync
+    folders live on one host), the items of a repair or rollback whose
+    session's source writes back are regrouped into chunks of their own for
+    that queue, whose worker has the folder; the rest keep the default.
+    """
+    queue = settings.CELERY_SYNC_QUEUE
+    if not queue or not chunks or not Job.objects.get(pk=job_id).writes:
+        return [(chunk, None) for chunk in chunks]
+    ids = [pk for chunk in chunks for pk in chunk]
+    local = set(
+        JobItem.objects.filter(
+            pk__in=ids, session__synced_file__source__write_back=True
+        ).values_list("pk", flat=True)
+    )
+    size = settings.JOB_CHUNK_SIZE
+    routed: list[tuple[list[int], str | None]] = []
+    for group, to in (
+        ([pk for pk in ids if pk in local], queue),
+        ([pk for pk in ids if pk not in local], None),
+    ):
+        routed += [(group[i : i + size], to) for i in range(0, len(group), size)]
+    return routed
+
+
 def do_run_job_items(job_id: int, item_ids: Iterable[int]) -> list[int]:
     """Claim the items of `item_ids` and process them; return those left unfinished.
 
