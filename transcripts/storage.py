@@ -31,16 +31,16 @@ from storages.utils import clean_name
 
 
 class S3ObjectReader(io.RawIOBase):
-    """One S3 object's bytes, read from the network a `read` at a time.
+    """The object `key` of `bucket`, read from the network a `read` at a time.
 
     `size` is the object's length in bytes. Opening makes one GET (raising
     FileNotFoundError for a missing key); each read after a seek to another
     offset makes a ranged GET from there. Raises botocore's errors on
-    anything else the server refuses.
+    anything else the server refuses. `client` is a boto3 S3 client.
     """
 
-    def __init__(self, obj: Any) -> None:
-        self._obj = obj
+    def __init__(self, client: Any, bucket: str, key: str) -> None:
+        self._client, self._bucket, self.key = client, bucket, key
         self._position = 0
         self._body: Any = None
         self._body_position = 0
@@ -51,11 +51,11 @@ class S3ObjectReader(io.RawIOBase):
         self._close_body()
         kwargs = {"Range": f"bytes={start}-"} if start else {}
         try:
-            response = self._obj.get(**kwargs)
+            response = self._client.get_object(Bucket=self._bucket, Key=self.key, **kwargs)
         except ClientError as exc:
             status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
             if status == 404:
-                raise FileNotFoundError(f"no such blob: {self._obj.key}") from None
+                raise FileNotFoundError(f"no such blob: {self.key}") from None
             raise
         self._body, self._body_position = response["Body"], start
         content_range = response.get("ContentRange")  # "bytes 10-99/100"
@@ -94,6 +94,10 @@ class S3ObjectReader(io.RawIOBase):
         buffer[: len(data)] = data
         self._position += len(data)
         self._body_position = self._position
+        if self._position == self.size:
+            # Read to its end, the response hands its connection back to the pool for the
+            # next request; closed part-read, it would be dropped.
+            self._body.read()
         return len(data)
 
     def read(self, size: int = -1) -> bytes:
@@ -115,13 +119,36 @@ class S3ObjectReader(io.RawIOBase):
 
 
 class S3BlobStorage(S3Storage):
-    """django-storages' S3Storage whose files opened for reading stream (`S3ObjectReader`)."""
+    """django-storages' S3Storage, reading as a stream (`S3ObjectReader`), small blobs in one PUT.
+
+    Both go through the boto3 client rather than django-storages' resource
+    objects (`bucket.Object`), whose creation costs more CPU than the request.
+    """
 
     def _open(self, name: str, mode: str = "rb") -> File:
         if mode != "rb":
             return super()._open(name, mode)
         key = self._normalize_name(clean_name(name))
-        return File(S3ObjectReader(self.bucket.Object(key)), name)
+        return File(S3ObjectReader(self.connection.meta.client, self.bucket_name, key), name)
+
+    def _save(self, name: str, content: File) -> str:
+        """Store `content` as `name`: one PUT up to the multipart threshold, else in parts.
+
+        A blob the size of a part is held in memory for its PUT, as a part
+        is; the managed transfer behind the parts also starts threads, which
+        a small blob is not worth.
+        """
+        if content.size is None or content.size > self.transfer_config.multipart_threshold:
+            cleaned: str = super()._save(name, content)
+            return cleaned
+        cleaned = clean_name(name)
+        key = self._normalize_name(cleaned)
+        params = self._get_write_parameters(key, content)
+        content.seek(0)
+        self.connection.meta.client.put_object(
+            Bucket=self.bucket_name, Key=key, Body=content.read(), **params
+        )
+        return cleaned
 
     def check(self) -> None:
         """Ask the server for the bucket's headers (HEAD); raise if it is unreachable or refuses."""
