@@ -33,21 +33,33 @@ from storages.utils import clean_name
 class S3ObjectReader(io.RawIOBase):
     """The object `key` of `bucket`, read from the network a `read` at a time.
 
-    `size` is the object's length in bytes. Opening makes one GET (raising
-    FileNotFoundError for a missing key); each read after a seek to another
-    offset makes a ranged GET from there. Raises botocore's errors on
-    anything else the server refuses. `client` is a boto3 S3 client.
+    `size` is the object's length in bytes. Nothing is asked at opening: the
+    first read (or `size`) makes a GET from the position, ranged unless it is
+    0; reads go on along that response, across a hop forward of up to
+    SKIP_BYTES too (a timeline window's records, a line end apart), and any
+    other seek makes the next read start a new ranged GET. Raises
+    FileNotFoundError for a missing key, botocore's errors on anything else
+    the server refuses. `client` is a boto3 S3 client.
     """
+
+    SKIP_BYTES = 64 * 1024
 
     def __init__(self, client: Any, bucket: str, key: str) -> None:
         self._client, self._bucket, self.key = client, bucket, key
         self._position = 0
+        self._size: int | None = None
         self._body: Any = None
         self._body_position = 0
-        self.size = self._get(0)
 
-    def _get(self, start: int) -> int:
-        """Start a GET of the object from byte `start`; return the object's whole size."""
+    @property
+    def size(self) -> int:
+        if self._size is None:
+            self._get(self._position)
+        assert self._size is not None
+        return self._size
+
+    def _get(self, start: int) -> None:
+        """Start a GET of the object from byte `start`, learning its size."""
         self._close_body()
         kwargs = {"Range": f"bytes={start}-"} if start else {}
         try:
@@ -56,12 +68,17 @@ class S3ObjectReader(io.RawIOBase):
             status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
             if status == 404:
                 raise FileNotFoundError(f"no such blob: {self.key}") from None
+            if status == 416:  # a first read at or past the end: only the size is left to learn
+                self._size = int(
+                    self._client.head_object(Bucket=self._bucket, Key=self.key)["ContentLength"]
+                )
+                return
             raise
         self._body, self._body_position = response["Body"], start
         content_range = response.get("ContentRange")  # "bytes 10-99/100"
-        if content_range:
-            return int(content_range.rsplit("/", 1)[1])
-        return int(response["ContentLength"])
+        self._size = (
+            int(content_range.rsplit("/", 1)[1]) if content_range else response["ContentLength"]
+        )
 
     def _close_body(self) -> None:
         if self._body is not None:
@@ -78,23 +95,30 @@ class S3ObjectReader(io.RawIOBase):
         return self._position
 
     def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
-        base = {os.SEEK_SET: 0, os.SEEK_CUR: self._position, os.SEEK_END: self.size}[whence]
-        if base + offset < 0:
-            raise ValueError(f"negative seek position {base + offset}")
-        self._position = base + offset
+        if whence == os.SEEK_END:
+            offset += self.size
+        elif whence == os.SEEK_CUR:
+            offset += self._position
+        if offset < 0:
+            raise ValueError(f"negative seek position {offset}")
+        self._position = offset
         return self._position
 
     def readinto(self, buffer: Any) -> int:
         want = min(len(buffer), self.size - self._position)
         if want <= 0:
             return 0
-        if self._body is None or self._body_position != self._position:
+        gap = self._position - self._body_position
+        if self._body is None or not 0 <= gap <= self.SKIP_BYTES:
             self._get(self._position)
+            gap = 0
+        if gap:
+            self._body.read(gap)
         data = self._body.read(want)
         buffer[: len(data)] = data
         self._position += len(data)
         self._body_position = self._position
-        if self._position == self.size:
+        if self._position == self._size:
             # Read to its end, the response hands its connection back to the pool for the
             # next request; closed part-read, it would be dropped.
             self._body.read()

@@ -24,6 +24,7 @@ from transcripts import actions, sync
 from transcripts.engine import analyze
 from transcripts.models import Revision, Session, SyncedFile, blob_name
 from transcripts.storage import S3BlobStorage
+from transcripts.timeline import RevisionBytes
 
 pytestmark = [pytest.mark.s3, pytest.mark.usefixtures("s3_settings")]
 
@@ -140,15 +141,35 @@ def test_a_blob_is_read_by_range(alice, workspace, media):
     session = actions.do_ingest_session(workspace, "s.jsonl", raw, acting_user=alice)
     made = requests_made(default_storage)
     with default_storage.open(blob_name(session.head.sha256), "rb") as f:
-        assert f.size == len(raw)
+        assert made == Counter()  # nothing asked before the first read
         f.seek(100)
         assert f.read(50) == raw[100:150]
         assert f.read(10) == raw[150:160]  # the same response, read on
+        f.seek(170)
+        assert f.read(10) == raw[170:180]  # a hop forward, still the same response
+        assert f.size == len(raw) < f.file.SKIP_BYTES
+        f.seek(0)
+        assert f.read(10) == raw[:10]  # backwards: a new request
         f.seek(-20, 2)
-        assert f.read() == raw[-20:]
-    assert made == Counter({"GetObject": 3})
-    with pytest.raises(FileNotFoundError):
-        default_storage.open(blob_name("0" * 64), "rb")
+        assert f.read() == raw[-20:]  # within SKIP_BYTES ahead: read on
+        f.seek(len(raw) + 5)
+        assert f.read() == b""
+    assert made == Counter({"GetObject": 2})
+    with pytest.raises(FileNotFoundError), default_storage.open(blob_name("0" * 64), "rb") as f:
+        f.read(1)
+
+
+def test_a_timeline_window_is_one_request_per_blob(alice, workspace, media):
+    lines = [user(f"u{i}", f"u{i - 1}" if i else None, f"message {i}") for i in range(200)]
+    session = actions.do_ingest_session(workspace, "s.jsonl", b"".join(lines), acting_user=alice)
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line))
+    made = requests_made(default_storage)
+    with RevisionBytes(session.head) as source:
+        for i in range(50, 80):  # records one after another, as a window reads them
+            assert source.read(offsets[i], offsets[i + 1] - 1) == lines[i][:-1]
+    assert made == Counter({"GetObject": 1})
 
 
 def test_an_appended_session_reads_its_chain_from_the_bucket(alice, workspace, media):
