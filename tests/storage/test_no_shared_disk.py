@@ -8,10 +8,13 @@ MEDIA_ROOT, FILE_UPLOAD_TEMP_DIR, TMPDIR and beat schedule):
   host with the sync folder (sources are added there with `manage.py sync --add`);
 - work: a Celery worker on the default queue only.
 
-An operator uploads sessions, syncs the folder, dry-runs a repair of
-everything, applies it (split across both workers; the synced sessions'
-items go to the sync host, which writes them back), reads the audit trail,
-rolls back and downloads an export. Every host's media folder stays empty.
+An operator uploads sessions, syncs the folder, opens a session page whose
+timeline a worker builds from the bucket, dry-runs a repair of everything,
+applies it (split across both workers; the synced sessions' items go to the
+sync host, which writes them back), reads the audit trail, rolls back and
+downloads an export. Every host's media folder stays empty. With blobs on
+local disk instead (no STORAGE_URL), it fails at the first worker that reads
+a blob the web host stored.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from tests.storage.conftest import free_port, storage_url
 from tests.sync.conftest import age, call, reply, user
 from transcripts import actions
 from transcripts.engine import analyze
+from transcripts.models import Timeline
 
 BROKEN = (
     user("u1", None, "list the files")
@@ -144,6 +148,8 @@ def hosts(transactional_db: None, s3_endpoint: str, bucket: str, tmp_path: Path)
         "STORAGE_MULTIPART_BYTES": str(5 * 1024 * 1024),
         "DEBUG": "True",
         "JOB_CHUNK_SIZE": "1",
+        # Every timeline is built by a worker, from the bucket, for the web host's page.
+        "TIMELINE_INLINE_BYTES": "0",
         "LOG_LEVEL": "INFO",
         "LOG_FORMAT": "console",
     }
@@ -256,6 +262,19 @@ def test_an_operator_flow_across_hosts_that_share_no_disk(hosts, alice, workspac
     # The sync queued by the web host ran on the host that has the folder.
     assert re.search(r"sync_source\[[^\]]+\] succeeded", hosts.log("sync"))
     assert "sync_source" not in hosts.log("work")
+
+    # A session page: a worker builds its timeline from the bucket; the web host shows it.
+    shown = faulty[0]
+    assert browser.get(f"{hosts.url}/sessions/{shown['id']}/", timeout=10).status_code == 200
+    wait(
+        "a worker builds the timeline",
+        lambda: Timeline.objects.filter(
+            revision__session=shown["id"], status=Timeline.Status.READY
+        ).exists(),
+        hosts,
+    )
+    page = browser.get(f"{hosts.url}/sessions/{shown['id']}/", timeout=10)
+    assert next(iter(shown["fault_counts"])) in page.text
 
     def finished(job_id: int) -> dict[str, Any] | None:
         job = api.get(f"{hosts.url}/api/jobs/{job_id}", timeout=10).json()
