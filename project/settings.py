@@ -322,6 +322,13 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # lease above the time one chunk takes and below BROKER_VISIBILITY_TIMEOUT.
 JOB_CHUNK_SIZE = envint("JOB_CHUNK_SIZE", "20")
 JOB_CLAIM_LEASE = envint("JOB_CLAIM_LEASE", "120")
+if os.getenv("CELERY_BROKER_URL") and BROKER_VISIBILITY_TIMEOUT <= JOB_CLAIM_LEASE:
+    # Redis would hand a slow chunk's task to a second worker while the first still holds
+    # the claim: the second finds nothing to claim, and retries until the lease passes.
+    raise ImproperlyConfigured(
+        f"BROKER_VISIBILITY_TIMEOUT ({BROKER_VISIBILITY_TIMEOUT} s) must be above "
+        f"JOB_CLAIM_LEASE ({JOB_CLAIM_LEASE} s)"
+    )
 
 # Sync: folders may be followed only under these roots (os.pathsep-separated). By
 # default only var/sync, so nothing else on the machine is readable until an
