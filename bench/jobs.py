@@ -21,6 +21,12 @@ disturbs less than wall time (they leave out the database server and broker).
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/x CELERY_BROKER_URL=redis://127.0.0.1:6379/0 \\
         .venv/bin/python bench/jobs.py [--sessions 2000] [--records 200] [--rounds 3]
 
+With `--storage s3` the blobs live in a bucket of moto's S3 server, started
+on 127.0.0.1 (a port of 9100-9139) as the storage tests start it, and the
+workers read and write them over HTTP; each run starts from the ingested
+bucket (the blobs a run added are deleted). The default, `local`, keeps them
+in a folder.
+
 It never touches the configured database: on PostgreSQL it (re)creates the
 databases `<configured name>_bench` (the ingested sessions) and
 `<configured name>_bench_run` (each run's copy) on the same server and drops
@@ -153,6 +159,77 @@ class Databases:
             Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
+class S3Server:
+    """moto's standalone S3 server on 127.0.0.1, with one bucket; `url` is its STORAGE_URL."""
+
+    BUCKET = "pairfix-bench"
+
+    def __init__(self) -> None:
+        import socket
+        import urllib.request
+
+        for port in range(9100, 9140):
+            with socket.socket() as probe:
+                try:
+                    probe.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+                break
+        else:
+            raise SystemExit("no free port in 9100-9139 for the S3 server")
+        self.endpoint = f"http://127.0.0.1:{port}"
+        self.process = subprocess.Popen(
+            [
+                str(Path(sys.executable).with_name("moto_server")),
+                "-H",
+                "127.0.0.1",
+                "-p",
+                str(port),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                urllib.request.urlopen(f"{self.endpoint}/moto-api/", timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or self.process.poll() is not None:
+                    raise SystemExit("the S3 server did not start") from None
+                time.sleep(0.1)
+        self.client().create_bucket(Bucket=self.BUCKET)
+        self.url = f"s3://bench:bench@{self.BUCKET}?endpoint_url={self.endpoint}&region=us-east-1"
+
+    def client(self) -> Any:
+        import boto3
+
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            aws_access_key_id="bench",
+            aws_secret_access_key="bench",
+            region_name="us-east-1",
+        )
+
+    def keys(self) -> set[str]:
+        pages = self.client().get_paginator("list_objects_v2").paginate(Bucket=self.BUCKET)
+        return {obj["Key"] for page in pages for obj in page.get("Contents", [])}
+
+    def keep_only(self, keys: set[str]) -> None:
+        """Delete every object of the bucket whose key is not in `keys`."""
+        extra = sorted(self.keys() - keys)
+        for start in range(0, len(extra), 1000):
+            self.client().delete_objects(
+                Bucket=self.BUCKET,
+                Delete={"Objects": [{"Key": key} for key in extra[start : start + 1000]]},
+            )
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+
 def use_database(name: str) -> None:
     """Point this process's Django connection at the database `name`."""
     from django.db import connections
@@ -283,6 +360,9 @@ def main() -> None:
     parser.add_argument("--result-bytes", default="100:5000")
     parser.add_argument("--policy", default="synthesize")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--storage", choices=["local", "s3"], default="local", help="Where the blobs live."
+    )
     args = parser.parse_args()
 
     paths = workload(args.sessions, args.records, args.fault_rate, args.result_bytes)
@@ -300,6 +380,9 @@ def main() -> None:
         "DEBUG": os.getenv("DEBUG", "False"),
         "SECRET_KEY": os.getenv("SECRET_KEY") or secrets.token_urlsafe(50),
     }
+    s3 = S3Server() if args.storage == "s3" else None
+    if s3 is not None:
+        env["STORAGE_URL"] = s3.url
     os.environ.update(env)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
     import django
@@ -321,7 +404,7 @@ def main() -> None:
             f"{os.cpu_count()} CPUs; "
             f"database {settings.DATABASES['default']['ENGINE'].rsplit('.', 1)[1]}, "
             f"broker {app.conf.broker_url.split(':', 1)[0]}; "
-            f"chunks of {settings.JOB_CHUNK_SIZE}",
+            f"chunks of {settings.JOB_CHUNK_SIZE}; storage {args.storage}",
             flush=True,
         )
         call_command("migrate", verbosity=0)
@@ -330,6 +413,7 @@ def main() -> None:
         for path in paths:
             actions.do_ingest_session(workspace, path.name, path.read_bytes(), acting_user=None)
         print(f"ingested once, in {time.perf_counter() - start:.0f} s", flush=True)
+        ingested = s3.keys() if s3 is not None else set()
         print()
         header = (
             f"{'round':>5} {'engine/s':>9} {'+counts/s':>9} {'1 worker':>9} {'2 workers':>9} "
@@ -345,6 +429,8 @@ def main() -> None:
                 databases.fresh_copy()
                 shutil.rmtree(run_media, ignore_errors=True)
                 shutil.copytree(base_media, run_media)
+                if s3 is not None:
+                    s3.keep_only(ingested)
                 run_env = {
                     **env,
                     "DATABASE_URL": databases.url(databases.copy),
@@ -368,6 +454,8 @@ def main() -> None:
         connections.close_all()
         databases.drop()
         shutil.rmtree(media)
+        if s3 is not None:
+            s3.stop()
 
     engines = [r[0] for r in rows]
     ones = [r[4].rate for r in rows]

@@ -10,6 +10,7 @@ import logging
 import os
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 import structlog
@@ -233,8 +234,24 @@ STATIC_ROOT = envpath("STATIC_ROOT", VAR_DIR / "static")
 STATICFILES_DIRS = [BASE_DIR / "static"]
 
 MEDIA_ROOT = envpath("MEDIA_ROOT", VAR_DIR / "media")
+# Blobs (revisions, deltas, export zips): files under MEDIA_ROOT by default; in an S3
+# bucket (any S3-compatible server) when STORAGE_URL, s3://KEY:SECRET@BUCKET/PREFIX?
+# endpoint_url=...&region=..., or AWS_STORAGE_BUCKET_NAME (with django-storages' own
+# AWS_S3_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_S3_REGION_NAME) is
+# set. Hosts that share no disk must use a bucket. See transcripts/storage.py.
+BLOB_STORAGE: dict[str, Any] = {"BACKEND": "django.core.files.storage.FileSystemStorage"}
+if os.getenv("STORAGE_URL") or os.getenv("AWS_STORAGE_BUCKET_NAME"):
+    from transcripts.storage import s3_storage
+
+    BLOB_STORAGE = s3_storage(
+        os.environ,
+        # A part is held in memory while it is sent (S3 wants 5 MiB at least), four at once.
+        multipart_bytes=envint("STORAGE_MULTIPART_BYTES", str(8 * 1024 * 1024)),
+        connect_timeout=envint("STORAGE_CONNECT_TIMEOUT", "2"),
+        read_timeout=envint("STORAGE_READ_TIMEOUT", "30"),
+    )
 STORAGES = {
-    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "default": BLOB_STORAGE,
     "staticfiles": {
         "BACKEND": (
             "django.contrib.staticfiles.storage.StaticFilesStorage"
@@ -285,6 +302,16 @@ else:
         "processed_folder": str(broker_dir / "processed"),
     }
 CELERY_TASK_DEFAULT_QUEUE = os.getenv("CELERY_TASK_DEFAULT_QUEUE", "pairfix")
+# Sync folders are local to one host. With CELERY_SYNC_QUEUE set, the tasks that read
+# them (syncs) or write them (the job items of sessions whose source writes back) go to
+# that queue, which only that host's worker consumes (`-Q pairfix,pairfix-sync`); unset,
+# everything runs wherever a worker is (one host, or a folder every worker mounts).
+CELERY_SYNC_QUEUE = os.getenv("CELERY_SYNC_QUEUE") or None
+if CELERY_SYNC_QUEUE:
+    CELERY_TASK_ROUTES = {
+        name: {"queue": CELERY_SYNC_QUEUE}
+        for name in ("transcripts.sync_source", "transcripts.sync_all_sources")
+    }
 # Progress lives in Job rows; nothing reads task results.
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
@@ -295,6 +322,13 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # lease above the time one chunk takes and below BROKER_VISIBILITY_TIMEOUT.
 JOB_CHUNK_SIZE = envint("JOB_CHUNK_SIZE", "20")
 JOB_CLAIM_LEASE = envint("JOB_CLAIM_LEASE", "120")
+if os.getenv("CELERY_BROKER_URL") and BROKER_VISIBILITY_TIMEOUT <= JOB_CLAIM_LEASE:
+    # Redis would hand a slow chunk's task to a second worker while the first still holds
+    # the claim: the second finds nothing to claim, and retries until the lease passes.
+    raise ImproperlyConfigured(
+        f"BROKER_VISIBILITY_TIMEOUT ({BROKER_VISIBILITY_TIMEOUT} s) must be above "
+        f"JOB_CLAIM_LEASE ({JOB_CLAIM_LEASE} s)"
+    )
 
 # Sync: folders may be followed only under these roots (os.pathsep-separated). By
 # default only var/sync, so nothing else on the machine is readable until an

@@ -259,11 +259,13 @@ def create_session(
     last_write: datetime | None = None,
     format: str | None = None,
     origin: str = "upload",
+    present: set[str] | None = None,
     **fields: Any,
 ) -> Session:
     """Store `data` as revision 0 of a new session; the caller holds the transaction.
 
-    See `do_ingest_session`; `fields` are further Session fields (source, parent).
+    See `do_ingest_session`; `present` as for `store_blob`; `fields` are
+    further Session fields (source, parent).
     """
     name = printable_name(name)
     name = fit_name(name, Session._meta.get_field("name").max_length or len(name))
@@ -271,10 +273,10 @@ def create_session(
         # Read from its file and copied to storage a chunk at a time: never whole in memory.
         with data.source() as source:
             analysis = analyze(source, name, format=format or None, **live_fields(last_write))
-        sha256, size = store(data), data.size
+        sha256, size = store(data, present=present), data.size
     else:
         analysis = analyze(data, name, format=format or None, **live_fields(last_write))
-        sha256, size = store_blob(data), len(data)
+        sha256, size = store_blob(data, present=present), len(data)
     session = Session.objects.create(
         workspace=workspace,
         name=name,
@@ -363,8 +365,10 @@ def do_ingest_sessions(
         data.sha256 if isinstance(data, Staged) else hashlib.sha256(data).hexdigest()
         for _, data in files
     }
-    # Blobs that are not there yet are this call's to take back if it fails.
+    # Blobs that are not there yet are this call's to take back if it fails. One
+    # `exists` (a HEAD) per content: what it found is not asked again.
     new = [sha256 for sha256 in hashes if not default_storage.exists(blob_name(sha256))]
+    present = hashes - set(new)
     try:
         with transaction.atomic(durable=True):
             return [
@@ -376,6 +380,7 @@ def do_ingest_sessions(
                     last_write=last_write,
                     format=format,
                     origin="api" if api_token else "upload",
+                    present=present,
                     api_token=api_token,
                 )
                 for name, data in files
@@ -745,6 +750,33 @@ def do_fan_out_job(job_id: int) -> list[list[int]]:
         _maybe_finish(job_id)
     size = settings.JOB_CHUNK_SIZE
     return [ids[i : i + size] for i in range(0, len(ids), size)]
+
+
+def chunk_queues(job_id: int, chunks: list[list[int]]) -> list[tuple[list[int], str | None]]:
+    """Return each chunk of job `job_id`'s item ids with the queue to send it to.
+
+    None is the default queue. With settings.CELERY_SYNC_QUEUE set (sync
+    folders live on one host), the items of a repair or rollback whose
+    session's source writes back are regrouped into chunks of their own for
+    that queue, whose worker has the folder; the rest keep the default.
+    """
+    queue = settings.CELERY_SYNC_QUEUE
+    if not queue or not chunks or not Job.objects.get(pk=job_id).writes:
+        return [(chunk, None) for chunk in chunks]
+    ids = [pk for chunk in chunks for pk in chunk]
+    local = set(
+        JobItem.objects.filter(
+            pk__in=ids, session__synced_file__source__write_back=True
+        ).values_list("pk", flat=True)
+    )
+    size = settings.JOB_CHUNK_SIZE
+    routed: list[tuple[list[int], str | None]] = []
+    for group, to in (
+        ([pk for pk in ids if pk in local], queue),
+        ([pk for pk in ids if pk not in local], None),
+    ):
+        routed += [(group[i : i + size], to) for i in range(0, len(group), size)]
+    return routed
 
 
 def do_run_job_items(job_id: int, item_ids: Iterable[int]) -> list[int]:

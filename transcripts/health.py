@@ -1,4 +1,4 @@
-"""`/healthz`: can this process reach its database and its task queue right now?
+"""`/healthz`: can this process reach its database, task queue and blob storage right now?
 
 For load balancers and orchestrators, so no login. Each check has a short
 timeout; the answer is JSON with a status per check, 200 when all pass and 503
@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 import structlog
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
+from django.core.files.storage import default_storage
 from django.db import connection, transaction
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
@@ -58,6 +59,20 @@ def check_broker() -> None:
                 raise OSError(f"broker folder {folder} is not a writable directory")
 
 
+def check_storage() -> None:
+    """Ask the blob storage for its bucket (one HEAD, TIMEOUT to connect); raise if it fails.
+
+    For local storage, MEDIA_ROOT must be a writable directory.
+    """
+    check = getattr(default_storage, "check", None)
+    if check is not None:  # transcripts.storage.S3BlobStorage
+        check()
+        return
+    folder = settings.MEDIA_ROOT
+    if not (os.path.isdir(folder) and os.access(folder, os.W_OK)):
+        raise OSError(f"media folder {folder} is not a writable directory")
+
+
 def _run(name: str, check: Callable[[], None]) -> dict[str, object]:
     """Run one check; return its status and milliseconds, and the error's type if it failed."""
     start = time.perf_counter()
@@ -80,11 +95,16 @@ def healthz(request: HttpRequest) -> JsonResponse:
 
     Status 200 when every check passes, 503 otherwise.
     """
-    # The broker's check runs beside the database's (which keeps this thread's
-    # connection), so the answer takes about TIMEOUT even when both are down.
-    with ThreadPoolExecutor(1) as pool:
+    # The broker's and storage's checks run beside the database's (which keeps this
+    # thread's connection), so the answer takes about TIMEOUT even when all are down.
+    with ThreadPoolExecutor(2) as pool:
         broker = pool.submit(_run, "broker", check_broker)
-        checks = {"database": _run("database", check_database), "broker": broker.result()}
+        storage = pool.submit(_run, "storage", check_storage)
+        checks = {
+            "database": _run("database", check_database),
+            "broker": broker.result(),
+            "storage": storage.result(),
+        }
     ok = all(result["status"] == "ok" for result in checks.values())
     return JsonResponse(
         {"status": "ok" if ok else "error", "checks": checks}, status=200 if ok else 503

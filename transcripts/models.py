@@ -36,16 +36,28 @@ def blob_name(sha256: str) -> str:
     return f"blobs/{sha256[:2]}/{sha256}"
 
 
-def store_blob(data: bytes) -> str:
+def store_blob(data: bytes, *, present: set[str] | None = None) -> str:
     """Store `data` content-addressed in the default storage; return its sha256 (hex).
 
-    Storing the same bytes twice keeps one blob: the name is the hash.
+    Storing the same bytes twice keeps one blob: the name is the hash, and
+    the storage is asked (one `exists`: a HEAD on S3) whether it is there.
+    `present`, when given, is what the caller already knows: the hashes
+    stored, which this adds to; a hash outside it is stored without asking.
     """
     sha256 = hashlib.sha256(data).hexdigest()
-    name = blob_name(sha256)
-    if not default_storage.exists(name):
-        default_storage.save(name, ContentFile(data))
+    if blob_absent(sha256, present):
+        default_storage.save(blob_name(sha256), ContentFile(data))
     return sha256
+
+
+def blob_absent(sha256: str, present: set[str] | None) -> bool:
+    """Return True when the blob `sha256` (hex) is to be stored; see `store_blob`'s `present`."""
+    if present is None:
+        return not default_storage.exists(blob_name(sha256))
+    if sha256 in present:
+        return False
+    present.add(sha256)
+    return True
 
 
 BLOB_CHUNK = 1 << 20  # bytes per read or write when a blob is streamed
@@ -69,8 +81,13 @@ def store_blob_file(f: IO[bytes]) -> tuple[str, int]:
 def blob_chunks(sha256: str) -> Iterator[bytes]:
     """Yield the bytes of the blob `sha256` (hex) a MiB at a time."""
     with default_storage.open(blob_name(sha256), "rb") as f:
-        while chunk := f.read(BLOB_CHUNK):
-            yield chunk
+        yield from _chunks_of(f)
+
+
+def _chunks_of(f: IO[bytes]) -> Iterator[bytes]:
+    """Yield the rest of the open file `f` a BLOB_CHUNK at a time."""
+    while chunk := f.read(BLOB_CHUNK):
+        yield chunk
 
 
 def roles_at_least(role: str) -> list[str]:
@@ -443,17 +460,21 @@ class Revision(models.Model):
     def source(self) -> Iterator[FileSource]:
         """Yield this revision's bytes as a FileSource, read by range, never whole in memory.
 
-        The blob's own file where the storage has local paths; otherwise (object
-        storage, or a chain of appended deltas) the bytes streamed into an
-        unlinked temporary file. Raises OSError when storage cannot be read.
+        The blob as the storage opens it, where that is an operating system
+        file (local storage); otherwise (object storage, or a chain of
+        appended deltas) the bytes streamed into an unlinked temporary file
+        of this host's, gone when the source closes. Raises OSError when
+        storage cannot be read.
         """
-        path = None
+        source = None
         if self.appended_to_id is None:
-            try:
-                path = default_storage.path(blob_name(self.sha256))
-            except NotImplementedError:  # object storage: no local file to read from
-                path = None
-        source = FileSource(path) if path is not None else FileSource.spooled(self.chunks())
+            with default_storage.open(blob_name(self.sha256), "rb") as blob:
+                try:
+                    source = FileSource.of_file(blob)
+                except (OSError, AttributeError):  # a stream from object storage: no descriptor
+                    source = FileSource.spooled(_chunks_of(blob))
+        if source is None:
+            source = FileSource.spooled(self.chunks())
         with source:
             yield source
 

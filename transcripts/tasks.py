@@ -25,8 +25,8 @@ def start_job(self: Task, job_id: int) -> None:
     except Job.DoesNotExist:
         # Sent just before the job's transaction commits: give the commit a moment.
         raise self.retry(countdown=0.5) from None
-    for item_ids in chunks:
-        run_job_items.delay(job_id, item_ids)
+    for item_ids, queue in actions.chunk_queues(job_id, chunks):
+        run_job_items.apply_async((job_id, item_ids), queue=queue)
 
 
 @shared_task(name="transcripts.run_job_items", bind=True, acks_late=True, max_retries=None)

@@ -49,7 +49,7 @@ from django.http.multipartparser import MultiPartParser
 from django.template.defaultfilters import filesizeformat
 
 from transcripts.formats.source import FileSource
-from transcripts.models import blob_name
+from transcripts.models import blob_absent, blob_name
 
 # Inside a zip: folders and the resource forks macOS adds are not sessions.
 _ZIP_SKIPPED = ("__MACOSX/",)
@@ -153,13 +153,15 @@ class Staged:
         return FileSource(self.path)
 
 
-def store(staged: Staged) -> str:
+def store(staged: Staged, *, present: set[str] | None = None) -> str:
     """Copy `staged` into the blob storage (once per content), a chunk at a time; return its sha256.
 
-    Raises OSError when the storage fails.
+    `present` is as for `models.store_blob`. Object storage gets a large file
+    in parts (settings.STORAGE_MULTIPART_BYTES each). Raises OSError when
+    the storage fails.
     """
-    name = blob_name(staged.sha256)
-    if not default_storage.exists(name):
+    if blob_absent(staged.sha256, present):
+        name = blob_name(staged.sha256)
         with staged.path.open("rb") as f:
             default_storage.save(name, File(f, name=name))
     return staged.sha256

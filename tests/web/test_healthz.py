@@ -1,4 +1,4 @@
-"""`/healthz`: public, uncached JSON about the database and the broker; 503 when one fails."""
+"""`/healthz`: public, uncached JSON about the database, broker and storage; 503 when one fails."""
 
 import pytest
 from django.db import connection
@@ -16,6 +16,7 @@ def test_it_answers_without_login(client):
     assert {name: check["status"] for name, check in body["checks"].items()} == {
         "database": "ok",
         "broker": "ok",
+        "storage": "ok",
     }
     assert all(check["ms"] >= 0 for check in body["checks"].values())
     assert "no-cache" in response["Cache-Control"]

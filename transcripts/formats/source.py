@@ -7,6 +7,7 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import TracebackType
+from typing import IO
 
 CHUNK = 1 << 20  # bytes per read when streaming (1 MiB)
 
@@ -23,6 +24,19 @@ class FileSource:
         self.path = Path(path)
         self._fd = os.open(self.path, os.O_RDONLY)
         self._size = os.fstat(self._fd).st_size
+
+    @classmethod
+    def of_file(cls, f: IO[bytes]) -> FileSource:
+        """Return a FileSource of the open OS-level file `f`, on a descriptor of its own.
+
+        `f` may be closed after. Raises OSError (io.UnsupportedOperation) when
+        `f` has no file descriptor.
+        """
+        source = cls.__new__(cls)
+        source.path = Path(str(getattr(f, "name", "")))
+        source._fd = os.dup(f.fileno())
+        source._size = os.fstat(source._fd).st_size
+        return source
 
     @classmethod
     def spooled(cls, chunks: Iterable[bytes]) -> FileSource:

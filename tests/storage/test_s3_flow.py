@@ -1,0 +1,211 @@
+"""Blobs on a real S3 API server: every way bytes go in and out, and nothing on local disk.
+
+Runs against moto's standalone server (tests/storage/conftest.py) with a real
+Celery worker. The media folder is checked empty at the end of each test.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from collections import Counter
+from typing import Any
+
+import pytest
+from django.core.files.storage import default_storage, storages
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
+
+from tests.helpers import sample, wait_for_job
+from tests.storage.conftest import MULTIPART_BYTES, keys
+from tests.sync.conftest import age, call, reply, user
+from transcripts import actions, sync
+from transcripts.engine import analyze
+from transcripts.models import Revision, Session, SyncedFile, blob_name
+from transcripts.storage import S3BlobStorage
+from transcripts.timeline import RevisionBytes
+
+pytestmark = [pytest.mark.s3, pytest.mark.usefixtures("s3_settings")]
+
+FAULTY = "formats/claude_code.jsonl"
+BROKEN = (
+    user("u1", None, "list the files")
+    + call("a1", "u1", "toolu_1")
+    + user("u2", "a1", "hello?")
+    + reply("a2", "u2")
+)
+
+
+def requests_made(storage: Any) -> Counter[str]:
+    """Count, by operation name (HeadObject, PutObject...), the requests `storage` sends."""
+    made: Counter[str] = Counter()
+    storage.connection.meta.client.meta.events.register(
+        "before-call.s3.*", lambda model, **_: made.update([model.name])
+    )
+    return made
+
+
+def upload(client: Any, workspace: Any, name: str, data: bytes) -> Session:
+    response = client.post(
+        reverse("transcripts:upload"),
+        {"workspace": workspace.pk, "files": [SimpleUploadedFile(name, data)]},
+    )
+    assert response.status_code == 302, response.content[:500]
+    return Session.objects.filter(workspace=workspace).latest("pk")
+
+
+def test_the_default_storage_is_the_bucket(bucket):
+    assert isinstance(storages["default"], S3BlobStorage)
+    assert storages["default"].bucket_name == bucket
+
+
+@pytest.mark.usefixtures("celery_worker")
+def test_upload_repair_rollback_export_with_every_blob_in_the_bucket(
+    alice, alice_client, workspace, s3_endpoint, bucket, media
+):
+    raw = sample(FAULTY)
+    session = upload(alice_client, workspace, "claude_code.jsonl", raw)
+    assert keys(s3_endpoint, bucket) == {blob_name(session.head.sha256): len(raw)}
+
+    # The session page builds its timeline from the bucket's bytes.
+    page = alice_client.get(session.get_absolute_url())
+    assert page.status_code == 200
+    assert session.fault_counts and "missing_result" in page.content.decode()
+
+    repair = wait_for_job(
+        actions.do_start_job(workspace, [session], policy="synthesize", acting_user=alice)
+    )
+    assert (repair.done, repair.failed) == (1, 0)
+    session.refresh_from_db()
+    repaired = analyze(raw, session.name, "synthesize").repaired
+    assert session.head.number == 1 and session.head.read() == repaired
+    assert keys(s3_endpoint, bucket)[blob_name(session.head.sha256)] == len(repaired)
+    download = alice_client.get(reverse("transcripts:download_revision", args=[session.pk, 1]))
+    assert b"".join(download.streaming_content) == repaired
+    download = alice_client.get(reverse("transcripts:download_revision", args=[session.pk, 0]))
+    assert b"".join(download.streaming_content) == raw
+
+    rollback = wait_for_job(actions.do_start_rollback_job(repair, acting_user=alice))
+    assert (rollback.done, rollback.fence_lost) == (1, 0)
+    session.refresh_from_db()
+    assert session.head.number == 2 and session.head.read() == raw
+
+    export = wait_for_job(
+        actions.do_start_job(
+            workspace, [session], kind="export", policy="synthesize", acting_user=alice
+        )
+    )
+    assert export.archive.startswith("exports/") and export.archive in keys(s3_endpoint, bucket)
+    response = alice_client.get(reverse("transcripts:download_archive", args=[export.pk]))
+    assert response.status_code == 200
+    assert int(response["Content-Length"]) == keys(s3_endpoint, bucket)[export.archive]
+    archive = zipfile.ZipFile(io.BytesIO(b"".join(response.streaming_content)))
+    assert archive.read(f"sessions/{session.pk}/claude_code.jsonl") == repaired
+    manifest = json.loads(archive.read("manifest.json"))
+    assert manifest["sessions"][0]["sha256_after"] == session.revisions.get(number=1).sha256
+
+    assert list(media.rglob("*")) == []
+
+
+def test_a_large_upload_goes_up_in_parts_and_streams_back(alice_client, workspace, bucket, media):
+    # About 12 MB of records: three parts of 5 MiB.
+    data = b"".join(user(f"u{i}", f"u{i - 1}" if i else None, "x" * 6000) for i in range(2000))
+    parts = -(-len(data) // MULTIPART_BYTES)
+    assert parts == 3
+    session = upload(alice_client, workspace, "big.jsonl", data)
+
+    # A multipart object's ETag ends in the number of its parts.
+    etag = default_storage.connection.meta.client.head_object(
+        Bucket=bucket, Key=blob_name(session.head.sha256)
+    )["ETag"]
+    assert etag.strip('"').endswith(f"-{parts}")
+    response = alice_client.get(reverse("transcripts:download_revision", args=[session.pk, 0]))
+    assert b"".join(response.streaming_content) == data
+    assert list(media.rglob("*")) == []
+
+
+def test_the_same_bytes_are_stored_once_with_one_head_request(alice, workspace, media):
+    raw = sample(FAULTY)
+    actions.do_ingest_session(workspace, "first.jsonl", raw, acting_user=alice)
+    made = requests_made(default_storage)
+
+    actions.do_ingest_session(workspace, "second.jsonl", raw, acting_user=alice)
+
+    assert made == Counter({"HeadObject": 1})
+    assert list(media.rglob("*")) == []
+
+
+def test_a_blob_is_read_by_range(alice, workspace, media):
+    raw = sample(FAULTY)
+    session = actions.do_ingest_session(workspace, "s.jsonl", raw, acting_user=alice)
+    made = requests_made(default_storage)
+    with default_storage.open(blob_name(session.head.sha256), "rb") as f:
+        assert made == Counter()  # nothing asked before the first read
+        f.seek(100)
+        assert f.read(50) == raw[100:150]
+        assert f.read(10) == raw[150:160]  # the same response, read on
+        f.seek(170)
+        assert f.read(10) == raw[170:180]  # a hop forward, still the same response
+        assert f.size == len(raw) < f.file.SKIP_BYTES
+        f.seek(0)
+        assert f.read(10) == raw[:10]  # backwards: a new request
+        f.seek(-20, 2)
+        assert f.read() == raw[-20:]  # within SKIP_BYTES ahead: read on
+        f.seek(len(raw) + 5)
+        assert f.read() == b""
+    assert made == Counter({"GetObject": 2})
+    with pytest.raises(FileNotFoundError), default_storage.open(blob_name("0" * 64), "rb") as f:
+        f.read(1)
+
+
+def test_a_timeline_window_is_one_request_per_blob(alice, workspace, media):
+    lines = [user(f"u{i}", f"u{i - 1}" if i else None, f"message {i}") for i in range(200)]
+    session = actions.do_ingest_session(workspace, "s.jsonl", b"".join(lines), acting_user=alice)
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line))
+    made = requests_made(default_storage)
+    with RevisionBytes(session.head) as source:
+        for i in range(50, 80):  # records one after another, as a window reads them
+            assert source.read(offsets[i], offsets[i + 1] - 1) == lines[i][:-1]
+    assert made == Counter({"GetObject": 1})
+
+
+def test_an_appended_session_reads_its_chain_from_the_bucket(alice, workspace, media):
+    session = actions.do_ingest_session(
+        workspace, "s.jsonl", user("u1", None, "hi"), acting_user=alice
+    )
+    more = reply("a1", "u1")
+    sync.do_append_records(session, more, acting_user=alice)
+    session.refresh_from_db()
+    assert session.head.delta and session.head.read() == user("u1", None, "hi") + more
+    with session.head.source() as source:
+        assert source[:] == user("u1", None, "hi") + more
+    assert list(media.rglob("*")) == []
+
+
+@pytest.mark.usefixtures("celery_worker")
+def test_a_synced_file_is_written_back_from_the_bucket(alice, workspace, settings, tmp_path, media):
+    root = tmp_path / "sync"
+    root.mkdir()
+    settings.SYNC_ROOTS = [root.resolve()]
+    sync.do_grant_folder(workspace, str(root), acting_user=None)
+    source = sync.do_create_source(
+        workspace, str(root), acting_user=alice, format="claude_code", write_back=True
+    )
+    path = root / "s.jsonl"
+    path.write_bytes(BROKEN)
+    age(path)
+    sync.do_sync_source(source.pk)
+    session = SyncedFile.objects.get(source=source).session
+
+    job = wait_for_job(
+        actions.do_start_job(workspace, [session], policy="synthesize", acting_user=alice)
+    )
+
+    item = job.items.get()
+    assert item.status == "repaired"
+    assert path.read_bytes() == analyze(BROKEN, "s.jsonl", "synthesize").repaired
+    assert path.read_bytes() == Revision.objects.get(pk=item.revision_id).read()
+    assert list(media.rglob("*")) == []

@@ -1,0 +1,63 @@
+"""STORAGE_URL and django-storages' AWS_* names become the S3 backend's options."""
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from transcripts.storage import parse_storage_url, s3_storage
+
+LIMITS = {"multipart_bytes": 8 << 20, "connect_timeout": 2, "read_timeout": 30}
+
+
+def test_it_reads_key_secret_bucket_prefix_endpoint_and_region():
+    url = "s3://AKIA1:se%2Fcr%3Aet@Pairfix-Blobs/prod/a?endpoint_url=http://127.0.0.1:9000&region=eu-west-1"
+
+    assert parse_storage_url(url) == {
+        "bucket_name": "Pairfix-Blobs",
+        "access_key": "AKIA1",
+        "secret_key": "se/cr:et",
+        "location": "prod/a",
+        "endpoint_url": "http://127.0.0.1:9000",
+        "region_name": "eu-west-1",
+    }
+
+
+def test_a_bare_bucket_takes_credentials_from_elsewhere():
+    assert parse_storage_url("s3://blobs") == {"bucket_name": "blobs"}
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("https://blobs", "must start with s3://"),
+        ("s3://key:secret@", "names no bucket"),
+        ("s3://blobs?endpoint=http://x", "unknown parameter 'endpoint'"),
+    ],
+)
+def test_it_refuses_what_it_cannot_read(url, message):
+    with pytest.raises(ImproperlyConfigured, match=message):
+        parse_storage_url(url)
+
+
+def test_the_aws_names_work_and_storage_url_wins():
+    env = {
+        "AWS_STORAGE_BUCKET_NAME": "from-aws-names",
+        "AWS_S3_ENDPOINT_URL": "http://127.0.0.1:9000",
+        "AWS_ACCESS_KEY_ID": "k",
+        "AWS_SECRET_ACCESS_KEY": "s",
+        "AWS_S3_REGION_NAME": "us-east-1",
+    }
+    options = s3_storage(env, **LIMITS)["OPTIONS"]
+    assert (options["bucket_name"], options["endpoint_url"], options["access_key"]) == (
+        "from-aws-names",
+        "http://127.0.0.1:9000",
+        "k",
+    )
+    assert options["transfer_config"].multipart_threshold == 8 << 20
+
+    options = s3_storage({**env, "STORAGE_URL": "s3://other"}, **LIMITS)["OPTIONS"]
+    assert (options["bucket_name"], options["access_key"]) == ("other", "k")
+
+
+def test_no_bucket_is_an_error():
+    with pytest.raises(ImproperlyConfigured, match="needs a bucket"):
+        s3_storage({"AWS_S3_ENDPOINT_URL": "http://127.0.0.1:9000"}, **LIMITS)

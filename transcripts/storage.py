@@ -1,0 +1,258 @@
+"""Blob storage on any S3-compatible server, read as a stream.
+
+django-storages' S3 backend writes through boto3's managed transfer
+(multipart above `TransferConfig.multipart_threshold`), but its reader
+downloads a whole object into a SpooledTemporaryFile before the first byte is
+returned. `S3BlobStorage` keeps the writer and reads instead straight from
+the GET's response body: `read(n)` takes n bytes off the socket, and a seek
+starts a ranged GET (RFC 9110 §14.2, `Range: bytes=<start>-`) from the new
+offset when the next read comes. So a download, an export zip or a timeline
+window costs memory in proportion to the chunk read, not to the blob.
+
+`s3_storage` builds the STORAGES entry from the environment (settings.py
+calls it), `parse_storage_url` reads `STORAGE_URL`.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from boto3.s3.transfer import TransferConfig
+from botocore.config import Config
+from botocore.exceptions import ClientError
+from django.core.exceptions import ImproperlyConfigured
+from django.core.files import File
+from storages.backends.s3 import S3Storage
+from storages.utils import clean_name
+
+
+class S3ObjectReader(io.RawIOBase):
+    """The object `key` of `bucket`, read from the network a `read` at a time.
+
+    `size` is the object's length in bytes. Nothing is asked at opening: the
+    first read (or `size`) makes a GET from the position, ranged unless it is
+    0; reads go on along that response, across a hop forward of up to
+    SKIP_BYTES too (a timeline window's records, a line end apart), and any
+    other seek makes the next read start a new ranged GET. Raises
+    FileNotFoundError for a missing key, botocore's errors on anything else
+    the server refuses. `client` is a boto3 S3 client.
+    """
+
+    SKIP_BYTES = 64 * 1024
+
+    def __init__(self, client: Any, bucket: str, key: str) -> None:
+        self._client, self._bucket, self.key = client, bucket, key
+        self._position = 0
+        self._size: int | None = None
+        self._body: Any = None
+        self._body_position = 0
+
+    @property
+    def size(self) -> int:
+        if self._size is None:
+            self._get(self._position)
+        assert self._size is not None
+        return self._size
+
+    def _get(self, start: int) -> None:
+        """Start a GET of the object from byte `start`, learning its size."""
+        self._close_body()
+        kwargs = {"Range": f"bytes={start}-"} if start else {}
+        try:
+            response = self._client.get_object(Bucket=self._bucket, Key=self.key, **kwargs)
+        except ClientError as exc:
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if status == 404:
+                raise FileNotFoundError(f"no such blob: {self.key}") from None
+            if status == 416:  # a first read at or past the end: only the size is left to learn
+                self._size = int(
+                    self._client.head_object(Bucket=self._bucket, Key=self.key)["ContentLength"]
+                )
+                return
+            raise
+        self._body, self._body_position = response["Body"], start
+        content_range = response.get("ContentRange")  # "bytes 10-99/100"
+        self._size = (
+            int(content_range.rsplit("/", 1)[1]) if content_range else response["ContentLength"]
+        )
+
+    def _close_body(self) -> None:
+        if self._body is not None:
+            self._body.close()
+            self._body = None
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._position
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        if whence == os.SEEK_END:
+            offset += self.size
+        elif whence == os.SEEK_CUR:
+            offset += self._position
+        if offset < 0:
+            raise ValueError(f"negative seek position {offset}")
+        self._position = offset
+        return self._position
+
+    def readinto(self, buffer: Any) -> int:
+        want = min(len(buffer), self.size - self._position)
+        if want <= 0:
+            return 0
+        gap = self._position - self._body_position
+        if self._body is None or not 0 <= gap <= self.SKIP_BYTES:
+            self._get(self._position)
+            gap = 0
+        if gap:
+            self._body.read(gap)
+        data = self._body.read(want)
+        buffer[: len(data)] = data
+        self._position += len(data)
+        self._body_position = self._position
+        if self._position == self._size:
+            # Read to its end, the response hands its connection back to the pool for the
+            # next request; closed part-read, it would be dropped.
+            self._body.read()
+        return len(data)
+
+    def read(self, size: int = -1) -> bytes:
+        """Return up to `size` bytes (all that is left when negative) from the position."""
+        if size is None or size < 0:
+            size = self.size - self._position
+        buffer = bytearray(max(0, min(size, self.size - self._position)))
+        view, got = memoryview(buffer), 0
+        while got < len(buffer):
+            n = self.readinto(view[got:])
+            if not n:
+                break
+            got += n
+        return bytes(buffer[:got])
+
+    def close(self) -> None:
+        self._close_body()
+        super().close()
+
+
+class S3BlobStorage(S3Storage):
+    """django-storages' S3Storage, reading as a stream (`S3ObjectReader`), small blobs in one PUT.
+
+    Both go through the boto3 client rather than django-storages' resource
+    objects (`bucket.Object`), whose creation costs more CPU than the request.
+    """
+
+    def _open(self, name: str, mode: str = "rb") -> File:
+        if mode != "rb":
+            return super()._open(name, mode)
+        key = self._normalize_name(clean_name(name))
+        return File(S3ObjectReader(self.connection.meta.client, self.bucket_name, key), name)
+
+    def _save(self, name: str, content: File) -> str:
+        """Store `content` as `name`: one PUT up to the multipart threshold, else in parts.
+
+        A blob the size of a part is held in memory for its PUT, as a part
+        is; the managed transfer behind the parts also starts threads, which
+        a small blob is not worth.
+        """
+        if content.size is None or content.size > self.transfer_config.multipart_threshold:
+            cleaned: str = super()._save(name, content)
+            return cleaned
+        cleaned = clean_name(name)
+        key = self._normalize_name(cleaned)
+        params = self._get_write_parameters(key, content)
+        content.seek(0)
+        self.connection.meta.client.put_object(
+            Bucket=self.bucket_name, Key=key, Body=content.read(), **params
+        )
+        return cleaned
+
+    def check(self) -> None:
+        """Ask the server for the bucket's headers (HEAD); raise if it is unreachable or refuses."""
+        self.connection.meta.client.head_bucket(Bucket=self.bucket_name)
+
+
+def parse_storage_url(url: str) -> dict[str, Any]:
+    """Return S3BlobStorage options from `s3://KEY:SECRET@BUCKET/PREFIX?endpoint_url=..&region=..`.
+
+    Key and secret are percent-decoded (a `/` in a secret is `%2F`); PREFIX
+    (optional) puts every blob under that folder of the bucket;
+    `endpoint_url` names a server other than AWS (http://127.0.0.1:9000),
+    `region` its region. Raises ImproperlyConfigured on another scheme, no
+    bucket, or an unknown query parameter.
+    """
+    parts = urlsplit(url)
+    if parts.scheme != "s3":
+        raise ImproperlyConfigured(f"STORAGE_URL must start with s3://, not {parts.scheme}://")
+    if not parts.hostname:
+        raise ImproperlyConfigured("STORAGE_URL names no bucket (s3://KEY:SECRET@BUCKET)")
+    # The bucket as written: urlsplit lower-cases hostname, and bucket names are case-sensitive.
+    options: dict[str, Any] = {"bucket_name": parts.netloc.rsplit("@", 1)[-1]}
+    if parts.username:
+        options["access_key"] = unquote(parts.username)
+    if parts.password:
+        options["secret_key"] = unquote(parts.password)
+    if prefix := parts.path.strip("/"):
+        options["location"] = prefix
+    names = {"endpoint_url": "endpoint_url", "region": "region_name"}
+    for name, values in parse_qs(parts.query, keep_blank_values=True).items():
+        if name not in names:
+            raise ImproperlyConfigured(
+                f"STORAGE_URL: unknown parameter {name!r} (known: {', '.join(names)})"
+            )
+        options[names[name]] = values[-1]
+    return options
+
+
+def s3_storage(
+    env: Mapping[str, str], *, multipart_bytes: int, connect_timeout: int, read_timeout: int
+) -> dict[str, Any]:
+    """Return the STORAGES entry of an S3BlobStorage configured by the environment `env`.
+
+    `STORAGE_URL` (see `parse_storage_url`) wins over django-storages' own
+    names: AWS_STORAGE_BUCKET_NAME, AWS_S3_ENDPOINT_URL, AWS_ACCESS_KEY_ID,
+    AWS_SECRET_ACCESS_KEY, AWS_S3_REGION_NAME (AWS_S3_ADDRESSING_STYLE:
+    auto, path or virtual). Blobs larger than `multipart_bytes` go up in
+    parts of that size, four at once; the client gives up connecting after
+    `connect_timeout` seconds and waiting for an answer after `read_timeout`,
+    with up to 3 attempts. Raises ImproperlyConfigured as parse_storage_url does.
+    """
+    options: dict[str, Any] = {
+        "bucket_name": env.get("AWS_STORAGE_BUCKET_NAME"),
+        "endpoint_url": env.get("AWS_S3_ENDPOINT_URL"),
+        "access_key": env.get("AWS_ACCESS_KEY_ID"),
+        "secret_key": env.get("AWS_SECRET_ACCESS_KEY"),
+        "region_name": env.get("AWS_S3_REGION_NAME"),
+    }
+    if url := env.get("STORAGE_URL"):
+        options.update(parse_storage_url(url))
+    if not options["bucket_name"]:
+        raise ImproperlyConfigured("S3 storage needs a bucket: AWS_STORAGE_BUCKET_NAME")
+    return {
+        "BACKEND": "transcripts.storage.S3BlobStorage",
+        "OPTIONS": {
+            **{name: value for name, value in options.items() if value},
+            # The name is the content's hash: the same name is the same bytes, and
+            # saving never asks whether the name is taken.
+            "file_overwrite": True,
+            "querystring_auth": False,
+            "transfer_config": TransferConfig(
+                multipart_threshold=multipart_bytes,
+                multipart_chunksize=multipart_bytes,
+                max_concurrency=4,
+            ),
+            "client_config": Config(
+                connect_timeout=connect_timeout,
+                read_timeout=read_timeout,
+                retries={"max_attempts": 3, "mode": "standard"},
+                s3={"addressing_style": env.get("AWS_S3_ADDRESSING_STYLE", "auto")},
+            ),
+        },
+    }
