@@ -4,6 +4,7 @@ from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
+from transcripts.actions.sync import SyncError, check_source_path
 from transcripts.models import (
     AuditRecord,
     Job,
@@ -14,7 +15,6 @@ from transcripts.models import (
     SyncGrant,
     Workspace,
 )
-from transcripts.sync import SyncError, check_source_path
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

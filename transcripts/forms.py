@@ -12,13 +12,13 @@ from django.db.models import F, Q, QuerySet
 from django.http import QueryDict
 from django.utils import timezone
 
+from transcripts.actions.sync import SyncError, check_source_path
 from transcripts.core.model import Action, FaultKind
 from transcripts.core.policy import ALLOWED, refused
 from transcripts.engine import DEFAULT_POLICY, PRESETS
 from transcripts.formats import FORMATS
 from transcripts.models import AuditRecord, Job, Membership, Session, SyncSource, Workspace
 from transcripts.policies import names_for
-from transcripts.sync import SyncError, check_source_path
 from transcripts.uploads import Limits, Staged, Unpacker, UploadRefused, clean_name
 
 

@@ -45,13 +45,12 @@ from transcripts import (
     actions,
     compare,
     formats,
-    invitations,
     overview,
     replay,
     search,
-    sync,
     timeline,
 )
+from transcripts.actions import sync
 from transcripts.engine import PRESETS
 from transcripts.formats import FORMATS
 from transcripts.forms import (
@@ -295,7 +294,7 @@ def session_detail(request: HttpRequest, pk: int) -> HttpResponse:
         return form
     data = form.cleaned_data
     policy, read_as = data["policy"], data["format"]
-    tl = timeline.timeline_for(session, policy, read_as)
+    tl = actions.timeline_for(session, policy, read_as)
     filters = _filters(data)
     context: dict[str, Any] = {
         "session": session,
@@ -400,7 +399,7 @@ def session_rows(request: HttpRequest, pk: int) -> HttpResponse:
     if isinstance(form, HttpResponse):
         return form
     data = form.cleaned_data
-    tl = timeline.timeline_for(session, data["policy"], data["format"])
+    tl = actions.timeline_for(session, data["policy"], data["format"])
     if tl.status != Timeline.Status.READY or tl.error:
         return HttpResponseClientRefresh()
     window = _window(tl, _filters(data), data)
@@ -963,7 +962,7 @@ def create_invitation(request: HttpRequest, pk: int) -> HttpResponse:
     form = InvitationForm(request.POST)
     if not form.is_valid():
         return _members_page(request, workspace, invitation_form=form, status=400)
-    _, secret = invitations.do_create_invitation(
+    _, secret = actions.do_create_invitation(
         workspace, form.cleaned_data["role"], acting_user=request.user
     )
     link = request.build_absolute_uri(reverse("accept_invitation", args=[secret]))
@@ -978,7 +977,7 @@ def revoke_invitation(request: HttpRequest, pk: int, invitation: int) -> HttpRes
     if not Membership.has_role(request.user, workspace.pk, Membership.Role.ADMIN):
         raise PermissionDenied
     found = get_object_or_404(workspace.invitations, pk=invitation)
-    if invitations.do_revoke_invitation(found, acting_user=request.user):
+    if actions.do_revoke_invitation(found, acting_user=request.user):
         messages.success(request, "Invitation revoked: its link no longer works.")
     else:
         messages.error(request, "That invitation had already been used or revoked.")
