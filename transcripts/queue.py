@@ -1,13 +1,15 @@
 """Send Celery tasks by name once the caller's transaction commits (zulip's queue_event_on_commit).
 
 A task is named, never imported, so nothing that enqueues work imports
-`transcripts.tasks`, which stays a leaf. The broker is checked reachable
-before the send is registered: a broker that is down raises
-BrokerUnavailable inside the caller's transaction, which rolls it back, so
-nothing is started that cannot run. The message itself goes out only after
-the commit, so a worker always finds the rows it was sent for. A send that
-fails after the commit (the broker gone in between) is logged; the beat
-sweep (`transcripts.sweep_jobs`) re-kicks a job whose kickoff was lost.
+`transcripts.tasks`, which stays a leaf: a task is sent through its object
+where this process has it registered (a worker), else by `send_task` (a web
+process never imports the tasks). The broker is checked reachable before the
+send is registered: a broker that is down raises BrokerUnavailable inside the
+caller's transaction, which rolls it back, so nothing is started that cannot
+run. The message itself goes out only after the commit, so a worker always
+finds the rows it was sent for. A send that fails after the commit (the broker
+gone in between) is logged; the beat sweep (`transcripts.sweep_jobs`) re-kicks
+a job whose kickoff was lost.
 """
 
 from __future__ import annotations
@@ -52,7 +54,16 @@ def send(name: str, *args: Any, to: str | None = None) -> None:
 
     `to` names the queue; None leaves it to the task routes or the default queue.
     """
-    current_app.send_task(name, args, **({"queue": to} if to else {}))
+    _publish(name, args, **({"queue": to} if to else {}))
+
+
+def _publish(name: str, args: tuple[Any, ...], **options: Any) -> None:
+    # Through the task where this process has it registered (a worker), else by name.
+    task = current_app.tasks.get(name)
+    if task is not None:
+        task.apply_async(args, **options)
+    else:
+        current_app.send_task(name, args, **options)
 
 
 def enqueue_on_commit(name: str, *args: Any, sent: Callable[[], None] | None = None) -> None:
@@ -66,7 +77,7 @@ def enqueue_on_commit(name: str, *args: Any, sent: Callable[[], None] | None = N
 
     def publish() -> None:
         try:
-            current_app.send_task(name, args, retry=False)
+            _publish(name, args, retry=False)
         except Exception as exc:  # whatever the broker raised: the sweep sends it again
             logger.warning("task_not_sent", task=name, args=args, error=str(exc))
             return
