@@ -977,6 +977,11 @@ class AuditLog(models.Model):
     def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
         raise ValueError("audit records are append-only")
 
+    @property
+    def details(self) -> list[tuple[str, Any]]:
+        """Return `extra_data` as (key, value) pairs, for templates (a key may be "items")."""
+        return list(self.extra_data.items())
+
     # The columns of an event export, in order.
     EXPORT_FIELDS = (
         "id",

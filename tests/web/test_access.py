@@ -29,6 +29,8 @@ UNSCOPED = {
     "audit_list",
     "audit_export_csv",
     "audit_export_jsonl",
+    "audit_events_csv",
+    "audit_events_jsonl",
     "source_list",
     "workspace_list",
     "api_tokens",
