@@ -24,6 +24,7 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
+from transcripts.core.policy import custom
 from transcripts.fields import StorableJSONField, StorableTextField
 from transcripts.formats.source import FileSource
 
@@ -1271,6 +1272,4 @@ class WorkspacePolicy(models.Model):
 
     def as_policy(self) -> Any:
         """Return the core Policy this row describes (ValueError when a row is refused)."""
-        from transcripts.core.policy import custom
-
         return custom(self.name, self.actions, self.synthetic_text or None, self.description)
