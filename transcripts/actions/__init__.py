@@ -16,6 +16,7 @@ The names below are the package's public ones, importable from here.
 from transcripts.actions.common import (
     HEAD_FIELDS,
     FenceLost,
+    HeadMove,
     HeadState,
     JobStateError,
     fit_name,
@@ -24,6 +25,7 @@ from transcripts.actions.common import (
     open_analysis,
     store_repaired,
     write_head,
+    write_heads,
 )
 from transcripts.actions.jobs import (
     do_cancel_job,
@@ -71,6 +73,7 @@ __all__ = [
     "BrokerUnavailable",
     "CannotDelete",
     "FenceLost",
+    "HeadMove",
     "HeadState",
     "JobStateError",
     "LastAdmin",
@@ -112,4 +115,5 @@ __all__ = [
     "store_repaired",
     "timeline_for",
     "write_head",
+    "write_heads",
 ]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -186,31 +186,50 @@ class HeadState:
         return cls(session.format, record_count, fault_counts, session.error, session.last_write)
 
 
+@dataclass(frozen=True)
+class HeadMove:
+    """`revision` to become `session`'s head with `state`, if the head is still `fence`."""
+
+    session: Session
+    revision: Revision
+    state: HeadState
+    fence: Revision | None
+
+
+def write_heads(moves: Sequence[HeadMove]) -> list[bool]:
+    """Make each move's revision its session's head, if the head is still its fence.
+
+    The one head writer: a compare-and-set in the caller's transaction, one
+    UPDATE of HEAD_FIELDS per session conditional on its head (None: it has
+    none yet). Returns, per move, False when that head had moved (nothing
+    written for it). The moved sessions' search entries go, in one statement
+    (the search holds the old head's records until the new head's timeline
+    is built); each `session` is updated in memory too.
+    """
+    moved = []
+    for move in moves:
+        values = {
+            "head": move.revision,
+            "format": move.state.format,
+            "record_count": move.state.record_count,
+            "fault_counts": move.state.fault_counts,
+            "error": move.state.error,
+            "last_write": move.state.last_write,
+            "live_until": live_until(move.state.last_write),
+        }
+        assert tuple(values) == HEAD_FIELDS
+        session = move.session
+        ok = bool(Session.objects.filter(pk=session.pk, head=move.fence).update(**values))
+        if ok:
+            for name, value in values.items():
+                setattr(session, name, value)
+        moved.append(ok)
+    search.drop_sessions([m.session.pk for m, ok in zip(moves, moved, strict=True) if ok])
+    return moved
+
+
 def write_head(
     session: Session, revision: Revision, state: HeadState, *, fence: Revision | None
 ) -> bool:
-    """Make `revision` `session`'s head, if the head is still `fence` (None: it has none yet).
-
-    A compare-and-set in the caller's transaction: one UPDATE of HEAD_FIELDS
-    conditional on the head. Returns False, writing nothing, when the head
-    moved. The session's search entries go (the search holds the old head's
-    records until the new head's timeline is built); `session` is updated in
-    memory too.
-    """
-    values = {
-        "head": revision,
-        "format": state.format,
-        "record_count": state.record_count,
-        "fault_counts": state.fault_counts,
-        "error": state.error,
-        "last_write": state.last_write,
-        "live_until": live_until(state.last_write),
-    }
-    assert tuple(values) == HEAD_FIELDS
-    moved = Session.objects.filter(pk=session.pk, head=fence).update(**values)
-    if not moved:
-        return False
-    for name, value in values.items():
-        setattr(session, name, value)
-    search.drop_session(session.pk)
-    return True
+    """Write one head, as `write_heads` does; return False when the head was not `fence`."""
+    return write_heads([HeadMove(session, revision, state, fence)])[0]

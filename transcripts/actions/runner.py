@@ -16,6 +16,7 @@ import functools
 import json
 import shutil
 import tempfile
+import time
 import uuid
 import zipfile
 from collections import Counter
@@ -36,11 +37,12 @@ from transcripts.actions.common import (
     UNFINISHED,
     EventType,
     FenceLost,
+    HeadMove,
     HeadState,
     audit,
     open_analysis,
     store_repaired,
-    write_head,
+    write_heads,
 )
 from transcripts.core.model import FaultKind, Op, OpKind
 from transcripts.engine import ENGINE_VERSION, Analysis, analyze
@@ -85,6 +87,8 @@ COUNTERS = {
 DIFF_LINES = 60
 DIFF_MAX_BYTES = 16 << 20  # a dry run diffs sessions up to this size (it reads them whole)
 DIFF_LINE_CHARS = 300
+# Seconds between two writes of a chunk's progress (`Progress`).
+PROGRESS_INTERVAL = 0.5
 
 
 def do_fan_out_job(job_id: int) -> list[list[int]]:
@@ -241,6 +245,7 @@ def _run_claimed(job: Job, claim: uuid.UUID, items: list[JobItem]) -> list[int]:
             ).values_list("session_id", flat=True)
         )
     outcomes = []
+    progress = Progress(job.pk)
     for item in items:
         # The same session, already loaded: reading the base needs its name and format.
         item.base.session = item.session
@@ -249,8 +254,8 @@ def _run_claimed(job: Job, claim: uuid.UUID, items: list[JobItem]) -> list[int]:
         except Exception as exc:  # an engine or storage error must fail one item, not the job
             error = f"{type(exc).__name__}: {exc}"
             outcomes.append(Outcome(item, JobItem.Status.FAILED, {"error": error}))
-        # Counted now, not when the chunk is written: the bar moves a session at a time.
-        Job.objects.filter(pk=job.pk).update(processed=F("processed") + 1)
+        progress.add()
+    progress.flush()
     alone: list[Outcome] = []
     together: list[Outcome] = []
     for outcome in outcomes:
@@ -263,6 +268,35 @@ def _run_claimed(job: Job, claim: uuid.UUID, items: list[JobItem]) -> list[int]:
     for outcome in alone:
         written.extend(_write_alone(job, claim, outcome))
     return written
+
+
+class Progress:
+    """Count the items processed into the job row, before their chunk is written.
+
+    The bar moves as sessions are processed, not only when a chunk is
+    written; but one UPDATE (and commit) per session cost more than many a
+    session's repair, so the count is written at most every
+    PROGRESS_INTERVAL seconds, the first at once, the rest by `flush`.
+    """
+
+    def __init__(self, job_id: int) -> None:
+        self.job_id = job_id
+        self.unwritten = 0
+        self.written_at: float | None = None
+
+    def add(self) -> None:
+        """Count one item processed; write the count if the last write is old enough."""
+        self.unwritten += 1
+        now = time.monotonic()
+        if self.written_at is None or now - self.written_at >= PROGRESS_INTERVAL:
+            self.flush(now)
+
+    def flush(self, now: float | None = None) -> None:
+        """Write the items counted since the last write."""
+        if self.unwritten:
+            Job.objects.filter(pk=self.job_id).update(processed=F("processed") + self.unwritten)
+            self.unwritten = 0
+            self.written_at = time.monotonic() if now is None else now
 
 
 def _write_alone(job: Job, claim: uuid.UUID, outcome: Outcome) -> list[int]:
@@ -374,9 +408,13 @@ def _write_heads(job: Job, outcomes: list[Outcome]) -> list[Revision]:
         return []
     heads = [o.head for o in outcomes if o.head is not None]
     revisions = Revision.objects.bulk_create(Revision(**head.revision) for head in heads)
-    for o, head, revision in zip(outcomes, heads, revisions, strict=True):
-        moved = write_head(o.item.session, revision, head.state, fence=head.fence)
-        assert moved, "the locked session is at its fence"
+    moved = write_heads(
+        [
+            HeadMove(o.item.session, revision, head.state, head.fence)
+            for o, head, revision in zip(outcomes, heads, revisions, strict=True)
+        ]
+    )
+    assert all(moved), "the locked sessions are at their fences"
     AuditRecord.objects.bulk_create(
         AuditRecord(**fields, revision_to=revision)
         for head, revision in zip(heads, revisions, strict=True)
