@@ -239,18 +239,23 @@ def use_database(name: str) -> None:
     connections["default"].settings_dict["NAME"] = name
 
 
-def engine_throughput(paths: list[Path], policy: str) -> tuple[float, float, float, int]:
+def engine_throughput(paths: list[Path], policy: str) -> tuple[float, float, float, int, float]:
     """Return the engine alone on `paths`: sessions/s, with the new head's counts, CPU s/session.
 
     The second figure adds what a repair job asks of the core beyond
-    `analyze`: `repaired_counts` for each repaired session. The last is how
-    many sessions need a repair.
+    `analyze`: `repaired_counts` for each repaired session. The fourth is how
+    many sessions need a repair, the last the CPU seconds per session of
+    rendering their repaired files (to memory), which a job does and
+    `analyze` does not.
     """
+    import io
+
     from transcripts.engine import analyze
 
     files = [(path.name, path.read_bytes()) for path in paths]
     wall = counts = 0.0
     repaired = 0
+    render = 0.0
     cpu = time.process_time()
     for name, data in files:
         start = time.perf_counter()
@@ -261,8 +266,12 @@ def engine_throughput(paths: list[Path], policy: str) -> tuple[float, float, flo
             start = time.perf_counter()
             analysis.repaired_counts()
             counts += time.perf_counter() - start
-    cpu = time.process_time() - cpu
-    return len(files) / wall, len(files) / (wall + counts), cpu / len(files), repaired
+            start_cpu = time.process_time()
+            analysis.write_repaired(io.BytesIO())
+            render += time.process_time() - start_cpu
+    cpu = time.process_time() - cpu - render
+    n = len(files)
+    return n / wall, n / (wall + counts), cpu / n, repaired, render / n
 
 
 def cpu_seconds(pid: int) -> float:
@@ -337,16 +346,20 @@ def run_job(
         job = actions.do_start_job(
             workspace, Session.objects.filter(workspace=workspace), policy=policy, acting_user=None
         )
+        # The workers' backends serve this job alone (the copy was made for it); a
+        # worker may close its connection after a task, so they are looked at each poll.
+        backends: dict[int, float] = {}
         while True:
             job.refresh_from_db()
+            if database:
+                backends.update(database_cpu(database, connection.connection.info.backend_pid))
             if job.status == Job.Status.DONE:
                 break
             if any(p.poll() is not None for p in processes):
                 raise SystemExit("a worker died")
             time.sleep(0.1)
         cpu = sum(cpu_seconds(p.pid) for p in processes) - cpu
-        # The workers' backends served this job alone: the copy was made for it.
-        db_cpu = database_cpu(database, connection.connection.info.backend_pid) if database else 0.0
+        db_cpu = sum(backends.values())
     finally:
         for process in processes:
             process.terminate()
@@ -405,6 +418,17 @@ def breakdown(workspace: Any, policy: str) -> Breakdown:
 
         return wrapper
 
+    def timed_context(key: str, function: Any) -> Any:
+        # A context manager's work is in entering it (opening the blob), not in calling it.
+        @contextlib.contextmanager
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            with function(*args, **kwargs) as value:
+                spent[key] += time.perf_counter() - start
+                yield value
+
+        return wrapper
+
     def on_query(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
         nonlocal queries
         queries += 1
@@ -418,7 +442,7 @@ def breakdown(workspace: Any, policy: str) -> Breakdown:
         (common, "analyze", timed("engine", common.analyze)),
         (Analysis, "write_repaired", timed("engine", Analysis.write_repaired)),
         (Analysis, "repaired_counts", timed("counts", Analysis.repaired_counts)),
-        (Revision, "source", timed("blob_read", Revision.source)),
+        (Revision, "source", timed_context("blob_read", Revision.source)),
         (common, "store_blob_file", timed("blob_write", common.store_blob_file)),
     ]
     originals = [(owner, name, getattr(owner, name)) for owner, name, _ in patches]
@@ -441,8 +465,8 @@ def breakdown(workspace: Any, policy: str) -> Breakdown:
     return Breakdown(job.total, wall, cpu, queries, **spent)
 
 
-def database_cpu(name: str, exclude: int) -> float:
-    """Return the CPU seconds of the database server's backends serving database `name`.
+def database_cpu(name: str, exclude: int) -> dict[int, float]:
+    """Return {pid: CPU seconds so far} of the database server's backends serving database `name`.
 
     PostgreSQL on this machine only (its processes readable in /proc): the
     backends of the run's workers, not `exclude` (this process's own).
@@ -454,11 +478,11 @@ def database_cpu(name: str, exclude: int) -> float:
             "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> %s", [name, exclude]
         )
         pids = [pid for (pid,) in cursor.fetchall()]
-    total = 0.0
+    found = {}
     for pid in pids:
         with contextlib.suppress(OSError):  # on another machine, or gone
-            total += cpu_seconds(pid)
-    return total
+            found[pid] = cpu_seconds(pid)
+    return found
 
 
 def spread(values: list[float], digits: int = 1) -> str:
@@ -514,6 +538,7 @@ def main() -> None:
 
     rows: list[tuple[float, float, float, float, Run, Run]] = []
     breakdowns: list[Breakdown] = []
+    renders: list[float] = []
     try:
         print(
             f"{len(paths)} Claude Code sessions, {args.records} records each, "
@@ -539,7 +564,10 @@ def main() -> None:
         )
         print(header, flush=True)
         for n in range(1, args.rounds + 1):
-            engine, with_counts, engine_cpu, repaired = engine_throughput(paths, args.policy)
+            engine, with_counts, engine_cpu, repaired, render_cpu = engine_throughput(
+                paths, args.policy
+            )
+            renders.append(render_cpu)
             runs = {}
             for workers in (0, 1, 2):
                 # Each run from the ingested state: no revision, blob or row left by another.
@@ -603,6 +631,14 @@ def main() -> None:
         f"{spread([r[4].cpu / r[2] for r in rows], 2)} (1 worker), "
         f"{spread([r[5].cpu / r[2] for r in rows], 2)} (2 workers) "
         "(the worker processes only: not the database server or the broker)"
+    )
+    print(
+        "the same, against the engine with its render:        "
+        f"{spread([r[4].cpu / (r[2] + g) for r, g in zip(rows, renders, strict=True)], 2)} "
+        f"(1 worker), "
+        f"{spread([r[5].cpu / (r[2] + g) for r, g in zip(rows, renders, strict=True)], 2)} "
+        f"(2 workers); rendering the repaired files: {spread([g * 1000 for g in renders], 2)} "
+        "ms CPU per session"
     )
     print(
         "CPU ms per session, engine / 1 worker / 2 workers:   "
