@@ -6,6 +6,7 @@ from django.http import HttpRequest
 
 from transcripts.actions.sync import SyncError, check_source_path
 from transcripts.models import (
+    AuditLog,
     AuditRecord,
     Job,
     JobItem,
@@ -127,3 +128,9 @@ class AuditRecordAdmin(ReadOnlyAdmin):
         "job",
     ]
     list_filter = ["op", "fault_kind"]
+
+
+@admin.register(AuditLog)
+class AuditLogAdmin(ReadOnlyAdmin):
+    list_display = ["created_at", "event_type", "workspace", "acting_user", "on_behalf_of"]
+    list_filter = ["event_type"]
