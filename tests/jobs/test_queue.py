@@ -7,15 +7,20 @@ import os
 import subprocess
 import sys
 import uuid
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from django.db import transaction
+from django.utils import timezone
 from kombu import Connection
 from kombu.simple import SimpleQueue
 
 from project.celery import app as celery_app
-from transcripts import queue
+from tests.helpers import sample
+from transcripts import actions, queue
+from transcripts.actions import runner
+from transcripts.models import Job, JobItem
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -79,3 +84,26 @@ def test_nothing_is_sent_when_the_transaction_rolls_back(monkeypatch):
         queue.enqueue_on_commit(queue.SYNC_SOURCE, 8)
         assert sent == []  # not before the commit
     assert sent == [("transcripts.sync_source", (8,))]
+
+
+@pytest.mark.django_db
+def test_the_sweep_kicks_jobs_whose_kickoff_or_chunk_was_lost(alice, workspace, ingest, settings):
+    session = ingest(workspace, "a.jsonl", sample("formats/claude_code.jsonl"))
+    fresh, lost, running, stale = (
+        actions.do_start_job(workspace, [session], policy="synthesize", acting_user=alice)
+        for _ in range(4)
+    )
+    now = timezone.now()
+    Job.objects.filter(pk=lost.pk).update(
+        created_at=now - timedelta(seconds=settings.JOB_SWEEP_AFTER + 1)
+    )
+    Job.objects.filter(pk__in=[running.pk, stale.pk]).update(status=Job.Status.RUNNING)
+    JobItem.objects.filter(job=running).update(
+        status=JobItem.Status.RUNNING, claimed_at=now - timedelta(seconds=settings.JOB_CLAIM_LEASE)
+    )
+    JobItem.objects.filter(job=stale).update(
+        status=JobItem.Status.RUNNING,
+        claimed_at=now - timedelta(seconds=2 * settings.JOB_CLAIM_LEASE + 1),
+    )
+    assert runner.jobs_to_kick(now) == [lost.pk, stale.pk]
+    assert fresh.pk not in runner.jobs_to_kick(now)
