@@ -35,7 +35,7 @@ from transcripts.actions.jobs import (
     do_start_rollback_job,
     rollback_blocker,
 )
-from transcripts.actions.runner import PROCESSORS, do_fan_out_job, do_run_job_items
+from transcripts.actions.runner import PROCESSORS, chunk_queues, do_fan_out_job, do_run_job_items
 from transcripts.actions.sessions import (
     CannotDelete,
     create_session,
@@ -77,6 +77,7 @@ __all__ = [
     "HeadState",
     "JobStateError",
     "LastAdmin",
+    "chunk_queues",
     "create_session",
     "do_accept_invitation",
     "do_add_member",
