@@ -111,7 +111,7 @@ def concurrent_appends(env: dict[str, str], count: int) -> dict[str, int]:
     workspace = Workspace.objects.get(name="concurrency")
     # A token acts with its creator's role: an editor's may append.
     user = get_user_model().objects.create_user("bench", password=secrets.token_urlsafe())
-    actions.do_add_member(workspace, user, role="editor")
+    actions.do_add_member(workspace, user, role="editor", acting_user=None)
     start = line(type="user", uuid="u0", parentUuid=None, sessionId="c", message={"content": "go"})
     session = actions.do_ingest_session(workspace, "appended.jsonl", start, acting_user=user)
     _, token = actions.do_create_api_token(workspace, "bench", acting_user=user)

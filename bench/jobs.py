@@ -37,6 +37,7 @@ go to temporary folders, tasks to a queue of their own. DEBUG is False unless se
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import secrets
 import shutil
@@ -238,18 +239,23 @@ def use_database(name: str) -> None:
     connections["default"].settings_dict["NAME"] = name
 
 
-def engine_throughput(paths: list[Path], policy: str) -> tuple[float, float, float, int]:
+def engine_throughput(paths: list[Path], policy: str) -> tuple[float, float, float, int, float]:
     """Return the engine alone on `paths`: sessions/s, with the new head's counts, CPU s/session.
 
     The second figure adds what a repair job asks of the core beyond
-    `analyze`: `repaired_counts` for each repaired session. The last is how
-    many sessions need a repair.
+    `analyze`: `repaired_counts` for each repaired session. The fourth is how
+    many sessions need a repair, the last the CPU seconds per session of
+    rendering their repaired files (to memory), which a job does and
+    `analyze` does not.
     """
+    import io
+
     from transcripts.engine import analyze
 
     files = [(path.name, path.read_bytes()) for path in paths]
     wall = counts = 0.0
     repaired = 0
+    render = 0.0
     cpu = time.process_time()
     for name, data in files:
         start = time.perf_counter()
@@ -260,8 +266,12 @@ def engine_throughput(paths: list[Path], policy: str) -> tuple[float, float, flo
             start = time.perf_counter()
             analysis.repaired_counts()
             counts += time.perf_counter() - start
-    cpu = time.process_time() - cpu
-    return len(files) / wall, len(files) / (wall + counts), cpu / len(files), repaired
+            start_cpu = time.process_time()
+            analysis.write_repaired(io.BytesIO())
+            render += time.process_time() - start_cpu
+    cpu = time.process_time() - cpu - render
+    n = len(files)
+    return n / wall, n / (wall + counts), cpu / n, repaired, render / n
 
 
 def cpu_seconds(pid: int) -> float:
@@ -289,10 +299,19 @@ def wait_idle(processes: list[subprocess.Popen[bytes]]) -> None:
 class Run:
     rate: float  # sessions per second
     cpu: float  # CPU seconds of the worker processes per session
+    database: float  # CPU seconds of the database server's backends for the workers, per session
 
 
-def run_job(workspace: Any, workers: int, env: dict[str, str], policy: str) -> Run:
-    """Run a repair job over every session of `workspace` with `workers` worker processes."""
+def run_job(
+    workspace: Any, workers: int, env: dict[str, str], policy: str, database: str | None
+) -> Run:
+    """Run a repair job over every session of `workspace` with `workers` worker processes.
+
+    `database` is the name of the PostgreSQL database the workers use, to
+    read its backends' CPU (None: not measured).
+    """
+    from django.db import connection
+
     from transcripts import actions
     from transcripts.models import Job, Session
 
@@ -327,14 +346,20 @@ def run_job(workspace: Any, workers: int, env: dict[str, str], policy: str) -> R
         job = actions.do_start_job(
             workspace, Session.objects.filter(workspace=workspace), policy=policy, acting_user=None
         )
+        # The workers' backends serve this job alone (the copy was made for it); a
+        # worker may close its connection after a task, so they are looked at each poll.
+        backends: dict[int, float] = {}
         while True:
             job.refresh_from_db()
+            if database:
+                backends.update(database_cpu(database, connection.connection.info.backend_pid))
             if job.status == Job.Status.DONE:
                 break
             if any(p.poll() is not None for p in processes):
                 raise SystemExit("a worker died")
             time.sleep(0.1)
         cpu = sum(cpu_seconds(p.pid) for p in processes) - cpu
+        db_cpu = sum(backends.values())
     finally:
         for process in processes:
             process.terminate()
@@ -343,7 +368,121 @@ def run_job(workspace: Any, workers: int, env: dict[str, str], policy: str) -> R
     assert job.started_at is not None and job.finished_at is not None
     assert (job.done, job.failed) == (job.total, 0), job
     seconds = (job.finished_at - job.started_at).total_seconds()
-    return Run(job.total / seconds, cpu / job.total)
+    return Run(job.total / seconds, cpu / job.total, db_cpu / job.total)
+
+
+@dataclass
+class Breakdown:
+    """Where a repair job's time goes, per session, measured in this process (seconds)."""
+
+    sessions: int
+    wall: float
+    cpu: float
+    queries: int
+    database: float  # waiting for the database: every round trip, from send to result
+    engine: float  # analyze and render the repaired file
+    counts: float  # the new head's fault counts (`repaired_counts`)
+    blob_read: float  # opening the base revision's blob
+    blob_write: float  # hashing and storing the repaired blob
+
+    def per_session(self, seconds: float) -> float:
+        return seconds / self.sessions * 1000
+
+
+def breakdown(workspace: Any, policy: str) -> Breakdown:
+    """Run a repair job of `workspace` in this process, timing what it spends where.
+
+    The job's tasks are not sent to a worker: this process fans it out and
+    runs each chunk as a worker would (the same actions), with timers around
+    the engine, the blob storage calls and every database round trip.
+    """
+    from django.db import connection
+
+    from transcripts import actions
+    from transcripts.actions import common, runner
+    from transcripts.engine import Analysis
+    from transcripts.models import Job, Revision, Session
+
+    spent: dict[str, float] = dict.fromkeys(
+        ("database", "engine", "counts", "blob_read", "blob_write"), 0.0
+    )
+    queries = 0
+
+    def timed(key: str, function: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                spent[key] += time.perf_counter() - start
+
+        return wrapper
+
+    def timed_context(key: str, function: Any) -> Any:
+        # A context manager's work is in entering it (opening the blob), not in calling it.
+        @contextlib.contextmanager
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            with function(*args, **kwargs) as value:
+                spent[key] += time.perf_counter() - start
+                yield value
+
+        return wrapper
+
+    def on_query(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        nonlocal queries
+        queries += 1
+        start = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            spent["database"] += time.perf_counter() - start
+
+    patches = [
+        (common, "analyze", timed("engine", common.analyze)),
+        (Analysis, "write_repaired", timed("engine", Analysis.write_repaired)),
+        (Analysis, "repaired_counts", timed("counts", Analysis.repaired_counts)),
+        (Revision, "source", timed_context("blob_read", Revision.source)),
+        (common, "store_blob_file", timed("blob_write", common.store_blob_file)),
+    ]
+    originals = [(owner, name, getattr(owner, name)) for owner, name, _ in patches]
+    job = actions.do_start_job(
+        workspace, Session.objects.filter(workspace=workspace), policy=policy, acting_user=None
+    )
+    for owner, name, replacement in patches:
+        setattr(owner, name, replacement)
+    wall, cpu = time.perf_counter(), time.process_time()
+    try:
+        with connection.execute_wrapper(on_query):
+            for item_ids in runner.do_fan_out_job(job.pk):
+                assert runner.do_run_job_items(job.pk, item_ids) == []
+    finally:
+        for owner, name, original in originals:
+            setattr(owner, name, original)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    job = Job.objects.get(pk=job.pk)
+    assert (job.status, job.done) == (Job.Status.DONE, job.total), job
+    return Breakdown(job.total, wall, cpu, queries, **spent)
+
+
+def database_cpu(name: str, exclude: int) -> dict[int, float]:
+    """Return {pid: CPU seconds so far} of the database server's backends serving database `name`.
+
+    PostgreSQL on this machine only (its processes readable in /proc): the
+    backends of the run's workers, not `exclude` (this process's own).
+    """
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> %s", [name, exclude]
+        )
+        pids = [pid for (pid,) in cursor.fetchall()]
+    found = {}
+    for pid in pids:
+        with contextlib.suppress(OSError):  # on another machine, or gone
+            found[pid] = cpu_seconds(pid)
+    return found
 
 
 def spread(values: list[float], digits: int = 1) -> str:
@@ -391,12 +530,15 @@ def main() -> None:
     from django.conf import settings
     from django.core.management import call_command
     from django.db import connections
+    from django.test.utils import override_settings
 
     from project.celery import app
     from transcripts import actions
     from transcripts.models import Workspace
 
     rows: list[tuple[float, float, float, float, Run, Run]] = []
+    breakdowns: list[Breakdown] = []
+    renders: list[float] = []
     try:
         print(
             f"{len(paths)} Claude Code sessions, {args.records} records each, "
@@ -417,13 +559,17 @@ def main() -> None:
         print()
         header = (
             f"{'round':>5} {'engine/s':>9} {'+counts/s':>9} {'1 worker':>9} {'2 workers':>9} "
-            f"{'overhead':>8} {'scaling':>7} {'CPU ms/session: engine, job':>28}"
+            f"{'overhead':>8} {'scaling':>7} {'CPU ms/session: engine, job':>28} "
+            f"{'database CPU ms/session':>24}"
         )
         print(header, flush=True)
         for n in range(1, args.rounds + 1):
-            engine, with_counts, engine_cpu, repaired = engine_throughput(paths, args.policy)
+            engine, with_counts, engine_cpu, repaired, render_cpu = engine_throughput(
+                paths, args.policy
+            )
+            renders.append(render_cpu)
             runs = {}
-            for workers in (1, 2):
+            for workers in (0, 1, 2):
                 # Each run from the ingested state: no revision, blob or row left by another.
                 use_database(databases.copy)
                 databases.fresh_copy()
@@ -436,16 +582,24 @@ def main() -> None:
                     "DATABASE_URL": databases.url(databases.copy),
                     "MEDIA_ROOT": str(run_media),
                 }
-                runs[workers] = run_job(
-                    Workspace.objects.get(pk=workspace.pk), workers, run_env, args.policy
-                )
+                copy = Workspace.objects.get(pk=workspace.pk)
+                if workers == 0:
+                    # In this process, timed part by part: where the job's time goes.
+                    with override_settings(MEDIA_ROOT=str(run_media)):
+                        breakdowns.append(breakdown(copy, args.policy))
+                    with app.connection_for_write() as broker:
+                        broker.default_channel.queue_purge(QUEUE)  # its kickoff, never run
+                else:
+                    name = databases.copy if databases.postgres else None
+                    runs[workers] = run_job(copy, workers, run_env, args.policy, name)
                 use_database(databases.base)
             one, two = runs[1], runs[2]
             rows.append((engine, with_counts, engine_cpu, engine / one.rate, one, two))
             print(
                 f"{n:>5} {engine:9.1f} {with_counts:9.1f} {one.rate:9.1f} {two.rate:9.1f} "
                 f"{engine / one.rate:8.2f} {two.rate / one.rate:7.2f} "
-                f"{engine_cpu * 1000:14.2f}, {one.cpu * 1000:5.2f} (1), {two.cpu * 1000:5.2f} (2)",
+                f"{engine_cpu * 1000:14.2f}, {one.cpu * 1000:5.2f} (1), {two.cpu * 1000:5.2f} (2) "
+                f"{one.database * 1000:9.2f}, {two.database * 1000:5.2f}",
                 flush=True,
             )
     finally:
@@ -474,8 +628,52 @@ def main() -> None:
     )
     print(
         "CPU per session, job worker / engine alone:          "
-        f"{spread([r[4].cpu / r[2] for r in rows], 2)} "
-        "(the worker process only: not the database server or the broker)"
+        f"{spread([r[4].cpu / r[2] for r in rows], 2)} (1 worker), "
+        f"{spread([r[5].cpu / r[2] for r in rows], 2)} (2 workers) "
+        "(the worker processes only: not the database server or the broker)"
+    )
+    print(
+        "the same, against the engine with its render:        "
+        f"{spread([r[4].cpu / (r[2] + g) for r, g in zip(rows, renders, strict=True)], 2)} "
+        f"(1 worker), "
+        f"{spread([r[5].cpu / (r[2] + g) for r, g in zip(rows, renders, strict=True)], 2)} "
+        f"(2 workers); rendering the repaired files: {spread([g * 1000 for g in renders], 2)} "
+        "ms CPU per session"
+    )
+    print(
+        "CPU ms per session, engine / 1 worker / 2 workers:   "
+        f"{spread([r[2] * 1000 for r in rows], 2)} / {spread([r[4].cpu * 1000 for r in rows], 2)}"
+        f" / {spread([r[5].cpu * 1000 for r in rows], 2)}"
+    )
+    if databases.postgres:
+        print(
+            "database server CPU ms per session (its backends):   "
+            f"{spread([r[4].database * 1000 for r in rows], 2)} (1 worker), "
+            f"{spread([r[5].database * 1000 for r in rows], 2)} (2 workers); "
+            "share of worker + database CPU: "
+            f"{spread([r[4].database / (r[4].database + r[4].cpu) * 100 for r in rows], 0)} %"
+        )
+    print()
+    print("where a session's time goes, the job run in this process (ms per session, low–high):")
+    parts = [
+        ("engine: analyze and render", lambda b: b.engine),
+        ("the new head's fault counts", lambda b: b.counts),
+        ("blob I/O: open the base", lambda b: b.blob_read),
+        ("blob I/O: hash and store the repair", lambda b: b.blob_write),
+        ("database round trips", lambda b: b.database),
+    ]
+    for label, part in parts:
+        print(f"  {label + ':':<38} {spread([b.per_session(part(b)) for b in breakdowns], 2)}")
+    rest = [
+        b.per_session(b.wall - b.engine - b.counts - b.blob_read - b.blob_write - b.database)
+        for b in breakdowns
+    ]
+    print(f"  {'the rest (ORM, Python, audit rows):':<38} {spread(rest, 2)}")
+    print(f"  {'all, by the clock:':<38} {spread([b.per_session(b.wall) for b in breakdowns], 2)}")
+    print(
+        f"  database round trips per session:      "
+        f"{spread([b.queries / b.sessions for b in breakdowns], 1)}; their share of the clock: "
+        f"{spread([b.database / b.wall * 100 for b in breakdowns], 0)} %"
     )
 
 

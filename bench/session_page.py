@@ -170,7 +170,7 @@ def main() -> None:
 
 
 def run(args: argparse.Namespace, files: dict[int, Path], settings, User, Client) -> None:  # type: ignore[no-untyped-def]
-    from transcripts import actions, formats, timeline
+    from transcripts import actions, formats
     from transcripts.models import TimelineRow
 
     user = User.objects.create_user("bench")
@@ -193,9 +193,9 @@ def run(args: argparse.Namespace, files: dict[int, Path], settings, User, Client
             workspace, path.name, path.read_bytes(), acting_user=user
         )
         ingested = time.perf_counter() - start
-        built = timeline.timeline_for(session, "synthesize")
+        built = actions.timeline_for(session, "synthesize")
         start = time.perf_counter()
-        assert timeline.do_build_timeline(built.pk)
+        assert actions.do_build_timeline(built.pk)
         build = time.perf_counter() - start
         built.refresh_from_db()
         rows = TimelineRow.objects.filter(timeline=built)

@@ -329,6 +329,9 @@ if os.getenv("CELERY_BROKER_URL") and BROKER_VISIBILITY_TIMEOUT <= JOB_CLAIM_LEA
         f"BROKER_VISIBILITY_TIMEOUT ({BROKER_VISIBILITY_TIMEOUT} s) must be above "
         f"JOB_CLAIM_LEASE ({JOB_CLAIM_LEASE} s)"
     )
+# The beat sweep kicks a job again once it has been queued this many seconds (its
+# kickoff was lost: the broker went away between the commit and the send).
+JOB_SWEEP_AFTER = envint("JOB_SWEEP_AFTER", "60")
 
 # Sync: folders may be followed only under these roots (os.pathsep-separated). By
 # default only var/sync, so nothing else on the machine is readable until an
@@ -349,6 +352,7 @@ CELERY_BEAT_SCHEDULE = {
         "task": "transcripts.expire_live_sessions",
         "schedule": float(max(5, min(60, LIVE_GRACE // 4))),
     },
+    "sweep-jobs": {"task": "transcripts.sweep_jobs", "schedule": float(JOB_SWEEP_AFTER)},
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 

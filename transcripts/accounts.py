@@ -20,7 +20,7 @@ from django.shortcuts import redirect, render
 from django.urls import path
 from django.views.decorators.http import require_http_methods
 
-from transcripts import invitations
+from transcripts import actions, invitations
 
 
 class LoginView(auth_views.LoginView):
@@ -67,7 +67,7 @@ def accept_invitation(request: HttpRequest, secret: str) -> HttpResponse:
         return render(request, "transcripts/bad_request.html", context, status=403)
     if request.method == "POST":
         try:
-            membership = invitations.do_accept_invitation(invitation, acting_user=request.user)
+            membership = actions.do_accept_invitation(invitation, acting_user=request.user)
         except (invitations.InvitationClosed, invitations.AlreadyMember) as exc:
             messages.error(request, str(exc))
         else:

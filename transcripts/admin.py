@@ -4,7 +4,9 @@ from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
+from transcripts.actions.sync import SyncError, check_source_path
 from transcripts.models import (
+    AuditLog,
     AuditRecord,
     Job,
     JobItem,
@@ -14,7 +16,6 @@ from transcripts.models import (
     SyncGrant,
     Workspace,
 )
-from transcripts.sync import SyncError, check_source_path
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -127,3 +128,9 @@ class AuditRecordAdmin(ReadOnlyAdmin):
         "job",
     ]
     list_filter = ["op", "fault_kind"]
+
+
+@admin.register(AuditLog)
+class AuditLogAdmin(ReadOnlyAdmin):
+    list_display = ["created_at", "event_type", "workspace", "acting_user", "on_behalf_of"]
+    list_filter = ["event_type"]

@@ -12,13 +12,21 @@ from django.db.models import F, Q, QuerySet
 from django.http import QueryDict
 from django.utils import timezone
 
+from transcripts.actions.sync import SyncError, check_source_path
 from transcripts.core.model import Action, FaultKind
 from transcripts.core.policy import ALLOWED, refused
 from transcripts.engine import DEFAULT_POLICY, PRESETS
 from transcripts.formats import FORMATS
-from transcripts.models import AuditRecord, Job, Membership, Session, SyncSource, Workspace
+from transcripts.models import (
+    AuditLog,
+    AuditRecord,
+    Job,
+    Membership,
+    Session,
+    SyncSource,
+    Workspace,
+)
 from transcripts.policies import names_for
-from transcripts.sync import SyncError, check_source_path
 from transcripts.uploads import Limits, Staged, Unpacker, UploadRefused, clean_name
 
 
@@ -337,7 +345,7 @@ class StartJobForm(forms.Form):
 
 
 class AuditFilterForm(forms.Form):
-    """Filter audit records by job, session, fault kind and acting user."""
+    """Filter audit records by job, session, fault kind and acting user; events by type too."""
 
     job = forms.IntegerField(required=False, min_value=1, max_value=2**63 - 1)
     session = forms.IntegerField(
@@ -349,6 +357,9 @@ class AuditFilterForm(forms.Form):
     )
     user = forms.ModelChoiceField(
         queryset=get_user_model().objects.none(), required=False, empty_label="anyone"
+    )
+    event_type = forms.ChoiceField(
+        label="Event", required=False, choices=[("", "any")] + AuditLog.EventType.choices
     )
 
     def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
@@ -377,6 +388,26 @@ class AuditFilterForm(forms.Form):
         if data.get("user"):
             records = records.filter(acting_user=data["user"])
         return records.order_by("-id")
+
+    def events(self) -> QuerySet[AuditLog]:
+        """Return the events of the user's workspaces matching the valid filters, newest first.
+
+        The fault kind, a detail of repair ops, filters only the records; a
+        user matches the events they made and those made on their behalf.
+        """
+        events = AuditLog.objects.for_user(self.user)
+        data = self.cleaned_data if self.is_valid() else {}
+        if data.get("event_type"):
+            events = events.filter(event_type=data["event_type"])
+        if data.get("job"):
+            events = events.filter(job_id=data["job"])
+        if data.get("session"):
+            events = events.filter(session_id=data["session"])
+        if data.get("session_name"):
+            events = events.filter(session__name__icontains=data["session_name"])
+        if data.get("user"):
+            events = events.filter(Q(acting_user=data["user"]) | Q(on_behalf_of=data["user"]))
+        return events.order_by("-id")
 
 
 class ApiTokenForm(forms.Form):

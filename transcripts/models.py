@@ -24,6 +24,7 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
+from transcripts.core.policy import custom
 from transcripts.fields import StorableJSONField, StorableTextField
 from transcripts.formats.source import FileSource
 
@@ -879,6 +880,145 @@ class AuditRecord(models.Model):
         return text + ("…" if len(data) > REMOVED_PREVIEW_BYTES else "")
 
 
+class AuditLogQuerySet(models.QuerySet["AuditLog"]):
+    def for_user(self, user: Any, role: str | None = None) -> AuditLogQuerySet:
+        """Return the events of `user`'s workspaces (those they hold at least `role` in)."""
+        return self.filter(**member_filter("workspace__", user, role))
+
+    def update(self, **kwargs: Any) -> int:
+        raise ValueError("audit records are append-only")
+
+    def delete(self) -> tuple[int, dict[str, int]]:
+        raise ValueError("audit records are append-only")
+
+
+class AuditLog(models.Model):
+    """Append-only: one row per state change of anything in a workspace (zulip's RealmAuditLog).
+
+    Every `do_*` action writes one in its own transaction: the session
+    changes (whose ops keep their detail in AuditRecord), and memberships,
+    invitations, API tokens, policies, sync sources and jobs. `acting_user`
+    is None for a change no person made at that moment (a sync, a job's
+    worker): then `source` or `job` names what made it and `on_behalf_of`
+    the user who set that up. `extra_data` holds what the event type needs
+    beyond its targets (a role before and after, a token's name, counts).
+    """
+
+    class EventType(models.TextChoices):
+        WORKSPACE_CREATED = "workspace_created"
+        MEMBER_ADDED = "member_added"
+        MEMBER_ROLE_CHANGED = "member_role_changed"
+        MEMBER_REMOVED = "member_removed"
+        INVITATION_CREATED = "invitation_created"
+        INVITATION_ACCEPTED = "invitation_accepted"
+        INVITATION_REVOKED = "invitation_revoked"
+        TOKEN_CREATED = "token_created"
+        TOKEN_REVOKED = "token_revoked"
+        POLICY_CREATED = "policy_created"
+        POLICY_CHANGED = "policy_changed"
+        POLICY_DELETED = "policy_deleted"
+        FOLDER_GRANTED = "folder_granted"
+        SOURCE_ADDED = "source_added"
+        SOURCE_CHANGED = "source_changed"
+        SOURCE_WRITE_BACK_ON = "source_write_back_on", "source switched to write-back"
+        SOURCE_SYNC_QUEUED = "source_sync_queued"
+        SESSION_INGESTED = "session_ingested"
+        SESSION_DELETED = "session_deleted"
+        SESSION_APPENDED = "session_appended"
+        SESSION_REWRITTEN = "session_rewritten"
+        SESSION_RENAMED = "session_renamed"
+        SESSION_FILE_GONE = "session_file_gone"
+        SESSION_REPAIRED = "session_repaired"
+        SESSION_ROLLED_BACK = "session_rolled_back"
+        SESSION_WRITTEN_BACK = "session_written_back"
+        JOB_CREATED = "job_created"
+        JOB_STARTED = "job_started"
+        JOB_FINISHED = "job_finished"
+        JOB_CANCELLED = "job_cancelled"
+        JOB_RETRIED = "job_retried"
+
+    workspace = models.ForeignKey(Workspace, models.PROTECT, related_name="audit_log")
+    session = models.ForeignKey(Session, models.PROTECT, null=True, blank=True, related_name="+")
+    job = models.ForeignKey(Job, models.PROTECT, null=True, blank=True, related_name="+")
+    source = models.ForeignKey(
+        "SyncSource", models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    revision = models.ForeignKey(Revision, models.PROTECT, null=True, blank=True, related_name="+")
+    acting_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    on_behalf_of = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="Who set up the sync source or job that made the change.",
+    )
+    event_type = models.CharField(max_length=40, choices=EventType.choices)
+    extra_data = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = AuditLogQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [
+            models.Index(fields=["workspace", "event_type"], name="auditlog_workspace_event"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.event_type} in {self.workspace_id}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not self._state.adding:
+            raise ValueError("audit records are append-only")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
+        raise ValueError("audit records are append-only")
+
+    @property
+    def details(self) -> list[tuple[str, Any]]:
+        """Return `extra_data` as (key, value) pairs, for templates (a key may be "items")."""
+        return list(self.extra_data.items())
+
+    # The columns of an event export, in order.
+    EXPORT_FIELDS = (
+        "id",
+        "created_at",
+        "workspace",
+        "event_type",
+        "acting_user",
+        "on_behalf_of",
+        "session",
+        "job",
+        "source",
+        "revision",
+        "extra_data",
+    )
+
+    def export_row(self) -> dict[str, Any]:
+        """Return the event as {EXPORT_FIELDS name: JSON-ready value}.
+
+        Users are given by username, the revision by number. Expects both
+        users and `revision` selected with it.
+        """
+        return {
+            "id": self.pk,
+            "created_at": self.created_at.isoformat(),
+            "workspace": self.workspace_id,
+            "event_type": self.event_type,
+            "acting_user": self.acting_user.get_username() if self.acting_user else None,
+            "on_behalf_of": self.on_behalf_of.get_username() if self.on_behalf_of else None,
+            "session": self.session_id,
+            "job": self.job_id,
+            "source": self.source_id,
+            "revision": self.revision.number if self.revision else None,
+            "extra_data": self.extra_data,
+        }
+
+
 class Timeline(models.Model):
     """The side-by-side rows of one revision as one view shows them, computed once.
 
@@ -1132,6 +1272,4 @@ class WorkspacePolicy(models.Model):
 
     def as_policy(self) -> Any:
         """Return the core Policy this row describes (ValueError when a row is refused)."""
-        from transcripts.core.policy import custom
-
         return custom(self.name, self.actions, self.synthetic_text or None, self.description)

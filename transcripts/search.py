@@ -71,15 +71,23 @@ def index_session(session_id: int, entries: Iterable[tuple[int, str]]) -> None:
 
 def drop_session(session_id: int) -> None:
     """Delete the search entries of session `session_id`."""
-    start = _rowid(session_id, 0)
+    drop_sessions([session_id])
+
+
+def drop_sessions(session_ids: list[int]) -> None:
+    """Delete the search entries of the sessions `session_ids` (one statement on PostgreSQL)."""
+    if not session_ids:
+        return
     with connection.cursor() as cursor:
         if connection.vendor == "sqlite":
-            cursor.execute(
-                f"DELETE FROM {TABLE} WHERE rowid BETWEEN %s AND %s",
-                [start, start + RECORDS_PER_SESSION - 1],
-            )
+            for session_id in session_ids:
+                start = _rowid(session_id, 0)
+                cursor.execute(
+                    f"DELETE FROM {TABLE} WHERE rowid BETWEEN %s AND %s",
+                    [start, start + RECORDS_PER_SESSION - 1],
+                )
         else:
-            cursor.execute(f"DELETE FROM {TABLE} WHERE session_id = %s", [session_id])
+            cursor.execute(f"DELETE FROM {TABLE} WHERE session_id = ANY(%s)", [session_ids])
 
 
 def words(query: str) -> list[str]:

@@ -1,7 +1,9 @@
-"""Thin Celery tasks: take ids, call one action.
+"""Thin Celery tasks: take ids, call one action. A leaf: nothing imports this module.
 
-Every task may run more than once (`acks_late`: a worker that dies mid-task
-leaves its message to be delivered again); the actions make that harmless.
+Work is sent by name (`transcripts.queue`), so the actions never import the
+tasks. Every task may run more than once (`acks_late`: a worker that dies
+mid-task leaves its message to be delivered again); the actions make that
+harmless.
 """
 
 from typing import Any
@@ -11,25 +13,21 @@ from celery import Task, shared_task
 from django.conf import settings
 from django.db import DatabaseError
 
-from transcripts import actions, sync, timeline
-from transcripts.models import Job
+from transcripts import actions, queue
+from transcripts.actions import runner, sync
 
 logger = structlog.get_logger(__name__)
 
 
-@shared_task(name="transcripts.start_job", bind=True, acks_late=True, max_retries=30)
-def start_job(self: Task, job_id: int) -> None:
+@shared_task(name=queue.START_JOB, acks_late=True)
+def start_job(job_id: int) -> None:
     """Fan job `job_id` out into chunks of items, one task each."""
-    try:
-        chunks = actions.do_fan_out_job(job_id)
-    except Job.DoesNotExist:
-        # Sent just before the job's transaction commits: give the commit a moment.
-        raise self.retry(countdown=0.5) from None
-    for item_ids, queue in actions.chunk_queues(job_id, chunks):
-        run_job_items.apply_async((job_id, item_ids), queue=queue)
+    chunks = runner.do_fan_out_job(job_id)
+    for item_ids, to in runner.chunk_queues(job_id, chunks):
+        queue.send(queue.RUN_JOB_ITEMS, job_id, item_ids, to=to)
 
 
-@shared_task(name="transcripts.run_job_items", bind=True, acks_late=True, max_retries=None)
+@shared_task(name=queue.RUN_JOB_ITEMS, bind=True, acks_late=True, max_retries=None)
 def run_job_items(self: Task, job_id: int, item_ids: list[int]) -> Any:
     """Process one chunk of job `job_id`; retry the items another worker holds later.
 
@@ -38,7 +36,7 @@ def run_job_items(self: Task, job_id: int, item_ids: list[int]) -> Any:
     passed, so the retry takes over the items this run had claimed.
     """
     try:
-        busy = actions.do_run_job_items(job_id, item_ids)
+        busy = runner.do_run_job_items(job_id, item_ids)
     except DatabaseError as exc:
         logger.warning("job_chunk_retried", job=job_id, items=len(item_ids), error=str(exc))
         raise self.retry(countdown=settings.JOB_CLAIM_LEASE, exc=exc) from None
@@ -47,7 +45,16 @@ def run_job_items(self: Task, job_id: int, item_ids: list[int]) -> Any:
         raise self.retry(args=(job_id, busy), countdown=settings.JOB_CLAIM_LEASE)
 
 
-@shared_task(name="transcripts.sync_source", acks_late=True)
+@shared_task(name="transcripts.sweep_jobs")
+def sweep_jobs() -> int:
+    """Kick again the jobs whose kickoff or chunks were lost (the beat schedule runs this)."""
+    kicked = runner.jobs_to_kick()
+    for job_id in kicked:
+        queue.send(queue.START_JOB, job_id)
+    return len(kicked)
+
+
+@shared_task(name=queue.SYNC_SOURCE, acks_late=True)
 def sync_source(source_id: int) -> str:
     """Sync one source's folder; a sync already running on it makes this a no-op."""
     return sync.do_sync_source(source_id).summary()
@@ -57,7 +64,7 @@ def sync_source(source_id: int) -> str:
 def sync_all_sources() -> None:
     """Queue a sync of every enabled source (the beat schedule runs this)."""
     for source_id in sync.sources_due():
-        sync_source.delay(source_id)
+        queue.send(queue.SYNC_SOURCE, source_id)
 
 
 @shared_task(name="transcripts.expire_live_sessions")
@@ -66,7 +73,7 @@ def expire_live_sessions() -> int:
     return sync.do_expire_live_sessions()
 
 
-@shared_task(name="transcripts.build_timeline", acks_late=True)
+@shared_task(name=queue.BUILD_TIMELINE, acks_late=True)
 def build_timeline(timeline_id: int) -> None:
     """Build the rows of timeline `timeline_id` for the session page (once, whoever asks)."""
-    timeline.do_build_timeline(timeline_id)
+    actions.do_build_timeline(timeline_id)

@@ -19,30 +19,22 @@ request, larger ones by a Celery task while the page polls.
 from __future__ import annotations
 
 import re
-import uuid
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import IO, Any
 
 import orjson
 from django.conf import settings
 from django.core.files.storage import default_storage
-from django.db import connection, transaction
 from django.db.models import Q, QuerySet
-from django.utils import timezone
 
-from transcripts import search
-from transcripts.actions import send_task
 from transcripts.core.align import Cell, Row, RowStatus
 from transcripts.core.branch import live_context
 from transcripts.core.compaction import Compacted, before_compaction
 from transcripts.core.model import OpKind, Record
 from transcripts.core.validate import request_positions
 from transcripts.engine import (
-    DEFAULT_POLICY,
-    ENGINE_VERSION,
     PRESETS,
     Analysis,
     FileSource,
@@ -51,7 +43,7 @@ from transcripts.engine import (
 )
 from transcripts.fields import storable, storable_text
 from transcripts.formats.display import Shown, ShownKind, read_record, timestamp
-from transcripts.models import Revision, Session, Timeline, TimelineRow, blob_name
+from transcripts.models import Revision, Timeline, TimelineRow, blob_name
 from transcripts.policies import policy_for
 from transcripts.verdict import Verdict, verdicts
 
@@ -62,9 +54,6 @@ FAULTS_LISTED = 200
 # A record longer than this is shown by its preview in a window; expanding it reads it whole.
 MAX_WINDOW_RECORD = 1 << 20
 MAX_RECORD = 64 << 20
-# Timelines kept per session head (policies × formats × live); the least recently used go first.
-KEPT_PER_SESSION = 6
-BUILD_BATCH = 2000
 # What a build does, in order; Timeline.stage is the number (1-based) of the one under way.
 BUILD_STAGES = (
     "reading the file and finding its faults",
@@ -77,154 +66,78 @@ BUILD_STAGES = (
 # Building.
 
 
-def timeline_for(session: Session, policy: str, read_as: str = "") -> Timeline:
-    """Return the timeline of `session`'s head under `policy`, read as `read_as` ("" = its own).
+@dataclass
+class Built:
+    """A timeline's rows and summary, computed from its revision and key, not yet stored.
 
-    A missing timeline is created; a revision of at most TIMELINE_INLINE_BYTES
-    is built now, a larger one is handed to a Celery task (again when a
-    build's lease has passed: its worker died). The timeline returned may
-    therefore still be queued or building.
+    `rows` are TimelineRow column tuples (`COLUMNS` order, after the timeline
+    id); `before` and `after` the provider's verdicts on the raw and the
+    repaired file; `others` {policy: verdict dict} for the other presets.
     """
-    head = session.head
-    assert head is not None
-    timeline, created = Timeline.objects.get_or_create(
-        revision=head,
-        policy=policy,
-        read_as=read_as,
-        live=session.is_live(),
-        engine_version=ENGINE_VERSION,
-    )
-    now = timezone.now()
-    if timeline.status == Timeline.Status.READY:
-        if timeline.used_at < now - timedelta(hours=1):
-            Timeline.objects.filter(pk=timeline.pk).update(used_at=now)
-        return timeline
-    if timeline.status == Timeline.Status.FAILED and not created:
-        return timeline
-    if head.size <= settings.TIMELINE_INLINE_BYTES:
-        do_build_timeline(timeline.pk)
-        timeline.refresh_from_db()
-        return timeline
-    lease = timedelta(seconds=settings.JOB_CLAIM_LEASE)
-    if created or timeline.claimed_at is None or timeline.claimed_at < now - lease:
-        from transcripts import tasks
 
-        def send() -> None:
-            # BrokerUnavailable while the broker is down (a 503 page); marked as asked
-            # for once sent, so that the polls in between do not send it again.
-            send_task(tasks.build_timeline, timeline.pk)
-            Timeline.objects.filter(pk=timeline.pk).update(claimed_at=now)
+    analysis: Analysis
+    compacted: Compacted | None
+    rows: list[tuple[Any, ...]]
+    before: Verdict | None
+    after: Verdict | None
+    others: dict[str, Any]
 
-        transaction.on_commit(send)
-    return timeline
-
-
-def do_build_timeline(timeline_id: int) -> bool:
-    """Build the rows of timeline `timeline_id`; return False when it was not this call's to build.
-
-    A queued timeline, or one whose builder's lease has passed, is claimed with
-    a conditional UPDATE; the rows and the READY status are written in one
-    transaction that first checks the claim still holds, so two builders never
-    both write rows. An engine error marks the timeline FAILED with its text.
-    """
-    token = uuid.uuid4()
-    now = timezone.now()
-    stale = now - timedelta(seconds=settings.JOB_CLAIM_LEASE)
-    claimable = Q(status=Timeline.Status.QUEUED) | Q(
-        status=Timeline.Status.BUILDING, claimed_at__lt=stale
-    )
-    if not Timeline.objects.filter(claimable, pk=timeline_id).update(
-        status=Timeline.Status.BUILDING, claim=token, claimed_at=now
-    ):
-        return False
-    timeline = Timeline.objects.select_related("revision__session").get(pk=timeline_id)
-
-    def stage(number: int) -> None:
-        # Committed at once (no transaction is open): the page polling for the build shows it.
-        Timeline.objects.filter(pk=timeline_id, claim=token).update(stage=number)
-
-    try:
-        with timeline.revision.source() as data:
-            stage(1)
-            analysis = _analyze(timeline, data)
-            stage(2)
-            compacted = (
-                before_compaction(analysis.transcript) if analysis.transcript is not None else None
-            )
-            rows = list(_rows(analysis, compacted)) if analysis.error is None else []
-            stage(3)
-            before, after = verdicts(analysis)
-            others = _other_verdicts(timeline, data, analysis) if after is not None else {}
-        stage(4)
-    except Exception as exc:  # an engine bug shows on the page instead of a build retried forever
-        Timeline.objects.filter(pk=timeline_id, claim=token).update(
-            status=Timeline.Status.FAILED, error=f"{type(exc).__name__}: {exc}"
-        )
-        return True
-    with transaction.atomic(durable=True):
-        if not Timeline.objects.filter(pk=timeline_id, claim=token).update(
-            status=Timeline.Status.READY,
-            format=analysis.format,
-            format_label=analysis.format_label,
-            provider=analysis.provider,
-            record_count=analysis.record_count,
-            row_count=len(rows),
-            fault_counts=analysis.fault_counts,
-            op_count=len(analysis.plan.ops),
-            compaction=_compaction_summary(compacted, rows),
-            verdict={
+    def fields(self) -> dict[str, Any]:
+        """Return the Timeline fields a built timeline stores (but its status and times)."""
+        analysis = self.analysis
+        return {
+            "format": analysis.format,
+            "format_label": analysis.format_label,
+            "provider": analysis.provider,
+            "record_count": analysis.record_count,
+            "row_count": len(self.rows),
+            "fault_counts": analysis.fault_counts,
+            "op_count": len(analysis.plan.ops),
+            "compaction": _compaction_summary(self.compacted, self.rows),
+            "verdict": {
                 **{
                     name: verdict.as_dict()
-                    for name, verdict in (("raw", before), ("repaired", after))
+                    for name, verdict in (("raw", self.before), ("repaired", self.after))
                     if verdict is not None
                 },
-                "policies": others,
+                "policies": self.others,
             },
-            error=analysis.error or "",
-            used_at=now,
-        ):
-            return False  # another builder took the claim over; it writes the rows
-        _insert(timeline_id, rows)
-        session = timeline.revision.session
-        if (
-            timeline.policy == DEFAULT_POLICY
-            and not timeline.read_as
-            and timeline.revision_id == session.head_id
-        ):
-            # The raw records of the head, for the search across sessions.
-            search.index_session(
-                session.pk,
-                (
-                    (row[2], MESSAGE_TOKEN.sub("", row[9]))
-                    for row in rows
-                    if row[3] and row[2] is not None
-                ),
-            )
-    _prune(timeline.revision.session)
-    return True
+            "error": analysis.error or "",
+        }
+
+    def search_entries(self) -> Iterator[tuple[int, str]]:
+        """Yield (raw record index, text) of the raw records, for the search across sessions."""
+        return (
+            (row[2], MESSAGE_TOKEN.sub("", row[9]))
+            for row in self.rows
+            if row[3] and row[2] is not None
+        )
 
 
-_COLUMNS = ("position", "status", "record", "raw", "start", "end", "faulty", "tool", "data", "text")
+def build(timeline: Timeline, stage: Callable[[int], None]) -> Built:
+    """Compute the rows of `timeline` from its revision's bytes, streamed from storage.
 
-
-def _insert(timeline_id: int, rows: list[tuple[Any, ...]]) -> None:
-    """Insert the rows of a timeline, BUILD_BATCH at a time.
-
-    Plain `executemany`, not `bulk_create`: for the 50,000 rows of a long
-    session the ORM's per-field preparation took ten times the insert itself.
+    `stage(n)` is called as each of BUILD_STAGES begins (1-based) and with
+    the last once the file is closed. Raises whatever the engine or storage
+    raises.
     """
-    quote = connection.ops.quote_name
-    table = quote(TimelineRow._meta.db_table)
-    columns = ", ".join(
-        quote(TimelineRow._meta.get_field(n).column) for n in ("timeline", *_COLUMNS)
-    )
-    values = ", ".join(["%s"] * (len(_COLUMNS) + 1))
-    with connection.cursor() as cursor:
-        for start in range(0, len(rows), BUILD_BATCH):
-            cursor.executemany(
-                f"INSERT INTO {table} ({columns}) VALUES ({values})",
-                [(timeline_id, *row) for row in rows[start : start + BUILD_BATCH]],
-            )
+    with timeline.revision.source() as data:
+        stage(1)
+        analysis = _analyze(timeline, data)
+        stage(2)
+        compacted = (
+            before_compaction(analysis.transcript) if analysis.transcript is not None else None
+        )
+        rows = list(_rows(analysis, compacted)) if analysis.error is None else []
+        stage(3)
+        before, after = verdicts(analysis)
+        others = _other_verdicts(timeline, data, analysis) if after is not None else {}
+    stage(4)
+    return Built(analysis, compacted, rows, before, after, others)
+
+
+# The TimelineRow columns a built row holds, in order, after the timeline id.
+COLUMNS = ("position", "status", "record", "raw", "start", "end", "faulty", "tool", "data", "text")
 
 
 class RevisionBytes:
@@ -279,14 +192,6 @@ def _analyze(timeline: Timeline, data: bytes | FileSource) -> Analysis:
     return analyze(data, session.name, chosen, format=timeline.read_as or own, **live)
 
 
-def _prune(session: Session) -> None:
-    """Delete the session's timelines of old heads and all but the most recently used few."""
-    timelines = Timeline.objects.filter(revision__session=session)
-    timelines.exclude(revision=session.head_id).delete()
-    keep = timelines.order_by("-used_at", "-pk").values_list("pk", flat=True)[:KEPT_PER_SESSION]
-    timelines.exclude(pk__in=list(keep)).delete()
-
-
 def _cell(cell: Cell) -> dict[str, Any]:
     return {
         "i": cell.index,
@@ -299,7 +204,7 @@ def _cell(cell: Cell) -> dict[str, Any]:
 
 
 def _rows(analysis: Analysis, compacted: Compacted | None = None) -> Iterator[tuple[Any, ...]]:
-    """Yield the rows of `analysis`'s side-by-side view in order, as values of `_COLUMNS`.
+    """Yield the rows of `analysis`'s side-by-side view in order, as values of `COLUMNS`.
 
     With `compacted`, a row whose raw record the runtime no longer sends
     carries the compaction's record index (`nc`) and the faults that record

@@ -45,6 +45,13 @@ urlpatterns = [
     path("audit/", views.audit_list, name="audit_list"),
     path("audit/export.csv", views.audit_export, {"format": "csv"}, name="audit_export_csv"),
     path("audit/export.jsonl", views.audit_export, {"format": "jsonl"}, name="audit_export_jsonl"),
+    path("audit/events.csv", views.audit_events_export, {"format": "csv"}, name="audit_events_csv"),
+    path(
+        "audit/events.jsonl",
+        views.audit_events_export,
+        {"format": "jsonl"},
+        name="audit_events_jsonl",
+    ),
     path("tokens/", views.api_tokens, name="api_tokens"),
     path("policies/", views.policies, name="policies"),
     path("policies/<int:pk>/", views.policy_edit, name="policy_edit"),

@@ -45,13 +45,12 @@ from transcripts import (
     actions,
     compare,
     formats,
-    invitations,
     overview,
     replay,
     search,
-    sync,
     timeline,
 )
+from transcripts.actions import sync
 from transcripts.engine import PRESETS
 from transcripts.formats import FORMATS
 from transcripts.forms import (
@@ -71,6 +70,7 @@ from transcripts.forms import (
 )
 from transcripts.models import (
     ApiToken,
+    AuditLog,
     AuditRecord,
     Job,
     JobItem,
@@ -295,7 +295,7 @@ def session_detail(request: HttpRequest, pk: int) -> HttpResponse:
         return form
     data = form.cleaned_data
     policy, read_as = data["policy"], data["format"]
-    tl = timeline.timeline_for(session, policy, read_as)
+    tl = actions.timeline_for(session, policy, read_as)
     filters = _filters(data)
     context: dict[str, Any] = {
         "session": session,
@@ -400,7 +400,7 @@ def session_rows(request: HttpRequest, pk: int) -> HttpResponse:
     if isinstance(form, HttpResponse):
         return form
     data = form.cleaned_data
-    tl = timeline.timeline_for(session, data["policy"], data["format"])
+    tl = actions.timeline_for(session, data["policy"], data["format"])
     if tl.status != Timeline.Status.READY or tl.error:
         return HttpResponseClientRefresh()
     window = _window(tl, _filters(data), data)
@@ -711,11 +711,19 @@ def audit_list(request: HttpRequest) -> HttpResponse:
     )
     if invalid:
         records = records.none()  # not every record, as ignoring the bad value would give
+    events = form.events().select_related("acting_user", "on_behalf_of", "session", "revision")
+    if invalid:
+        events = events.none()
     page = Paginator(records, AUDIT_PER_PAGE).get_page(request.GET.get("page"))
+    events_page = Paginator(events, AUDIT_PER_PAGE).get_page(request.GET.get("events_page"))
+    events_query = request.GET.copy()
+    events_query.pop("events_page", None)
     context = {
         "form": form,
         "page": page,
+        "events_page": events_page,
         "query": _query_without_page(request),
+        "events_query": events_query.urlencode(),
         "invalid": invalid,
     }
     return render(request, "transcripts/audit_list.html", context, status=400 if invalid else 200)
@@ -768,6 +776,58 @@ def audit_export(request: HttpRequest, format: str) -> HttpResponse | StreamingH
         content_type = "application/x-ndjson"
     response = StreamingHttpResponse(lines, content_type=content_type)
     response["Content-Disposition"] = content_disposition_header(True, f"pairfix-audit.{format}")
+    return response
+
+
+@login_required
+@require_GET
+def audit_events_export(request: HttpRequest, format: str) -> HttpResponse | StreamingHttpResponse:
+    """Stream the workspace events the filters match as CSV or JSON Lines, one event a row.
+
+    `extra_data` is a JSON object (in CSV, its JSON text); CSV text a
+    spreadsheet would run as a formula gets a leading apostrophe, as in
+    `audit_export`.
+    """
+    form = AuditFilterForm(request.GET or None, user=request.user)
+    if form.is_bound and not form.is_valid():
+        return HttpResponse(
+            "The filter is not valid: " + form.errors.as_text(),
+            status=400,
+            content_type="text/plain; charset=utf-8",
+        )
+    events = (
+        form.events()
+        .select_related("acting_user", "on_behalf_of", "revision")
+        .order_by("id")
+        .iterator(chunk_size=1000)
+    )
+    rows = (event.export_row() for event in events)
+    if format == "csv":
+        writer = csv.writer(_Echo())
+        lines = itertools.chain(
+            [writer.writerow(AuditLog.EXPORT_FIELDS)],
+            (
+                writer.writerow(
+                    [
+                        _spreadsheet_safe(
+                            json.dumps(row[name], ensure_ascii=False)
+                            if name == "extra_data"
+                            else row[name]
+                        )
+                        for name in AuditLog.EXPORT_FIELDS
+                    ]
+                )
+                for row in rows
+            ),
+        )
+        content_type = "text/csv; charset=utf-8"
+    else:
+        lines = (json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+        content_type = "application/x-ndjson"
+    response = StreamingHttpResponse(lines, content_type=content_type)
+    response["Content-Disposition"] = content_disposition_header(
+        True, f"pairfix-audit-events.{format}"
+    )
     return response
 
 
@@ -963,7 +1023,7 @@ def create_invitation(request: HttpRequest, pk: int) -> HttpResponse:
     form = InvitationForm(request.POST)
     if not form.is_valid():
         return _members_page(request, workspace, invitation_form=form, status=400)
-    _, secret = invitations.do_create_invitation(
+    _, secret = actions.do_create_invitation(
         workspace, form.cleaned_data["role"], acting_user=request.user
     )
     link = request.build_absolute_uri(reverse("accept_invitation", args=[secret]))
@@ -978,7 +1038,7 @@ def revoke_invitation(request: HttpRequest, pk: int, invitation: int) -> HttpRes
     if not Membership.has_role(request.user, workspace.pk, Membership.Role.ADMIN):
         raise PermissionDenied
     found = get_object_or_404(workspace.invitations, pk=invitation)
-    if invitations.do_revoke_invitation(found, acting_user=request.user):
+    if actions.do_revoke_invitation(found, acting_user=request.user):
         messages.success(request, "Invitation revoked: its link no longer works.")
     else:
         messages.error(request, "That invitation had already been used or revoked.")

@@ -7,7 +7,7 @@ from playwright.sync_api import expect
 
 from tests.browser.conftest import log_in, screenshot
 from tests.helpers import generated_sessions, sample
-from transcripts import actions, timeline
+from transcripts import actions
 from transcripts.models import Job, Session, Timeline
 
 pytestmark = pytest.mark.browser
@@ -53,7 +53,7 @@ def test_a_timeline_build_shows_a_bar_until_the_timeline_replaces_it(
     expect(bar).to_have_attribute("value", "0")
     expect(page.locator(".build-stage")).to_have_text("waiting for a worker to start")
     # What a worker does; the page's poll swaps the timeline in.
-    assert timeline.do_build_timeline(Timeline.objects.get().pk)
+    assert actions.do_build_timeline(Timeline.objects.get().pk)
     expect(page.locator(".fault.missing_result")).to_have_count(1)
     expect(bar).to_have_count(0)
 

@@ -50,8 +50,8 @@ def log_in(page, live_server, alice):
 def stored(workspace, alice, path):
     """Store the file as a session and build its timeline as the worker would."""
     session = actions.do_ingest_session(workspace, path.name, path.read_bytes(), acting_user=alice)
-    built = timeline.timeline_for(session, "synthesize")
-    timeline.do_build_timeline(built.pk)
+    built = actions.timeline_for(session, "synthesize")
+    actions.do_build_timeline(built.pk)
     return session
 
 

@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from tests.helpers import ORPHANED_CALL, run_inline, sample
 from transcripts import actions
+from transcripts.actions import runner
 from transcripts.engine import analyze
 from transcripts.models import AuditRecord, Job, JobItem, Revision, Session
 
@@ -166,11 +167,11 @@ def test_a_worker_that_lost_its_claim_writes_nothing(alice, workspace, faulty):
     job = actions.do_start_job(workspace, faulty[:1], policy="synthesize", acting_user=alice)
     actions.do_fan_out_job(job.pk)
     item = job.items.select_related("session__head", "base__parent").get()
-    claim = actions._claim([item.pk])
+    claim = runner._claim([item.pk])
     # Another worker took the item over (this one stalled beyond its lease).
     JobItem.objects.filter(pk=item.pk).update(claim="00000000-0000-0000-0000-000000000002")
 
-    assert actions._run_claimed(job, claim, [item]) == []
+    assert runner._run_claimed(job, claim, [item]) == []
 
     assert faulty[0].revisions.count() == 1
     assert not AuditRecord.objects.filter(job=job).exists()
@@ -185,11 +186,11 @@ def test_cancel_stops_the_items_not_yet_written(alice, workspace, faulty):
     actions.do_run_job_items(job.pk, [first])
     # A worker is halfway through the second item when the operator cancels.
     working = job.items.select_related("session__head", "base__parent").get(pk=rest[0])
-    claim = actions._claim([working.pk])
+    claim = runner._claim([working.pk])
 
     assert actions.do_cancel_job(job, acting_user=alice)
 
-    assert actions._run_claimed(job, claim, [working]) == []
+    assert runner._run_claimed(job, claim, [working]) == []
     assert actions.do_run_job_items(job.pk, rest) == []
     job.refresh_from_db()
     assert (job.status, job.done, job.cancelled, job.finished_items) == ("cancelled", 1, 2, 3)

@@ -9,6 +9,7 @@ from django.db import connection, connections, transaction
 
 from tests.helpers import run_inline, sample
 from transcripts import actions
+from transcripts.actions import common, runner
 from transcripts.engine import analyze
 from transcripts.models import AuditRecord, JobItem, Revision, Session
 
@@ -50,7 +51,7 @@ def test_each_new_head_has_the_counts_of_its_own_bytes(alice, workspace, faulty,
 def test_a_head_that_moved_costs_only_its_own_session(alice, workspace, faulty, monkeypatch):
     job = actions.do_start_job(workspace, faulty, policy="synthesize", acting_user=alice)
     moved = faulty[1]
-    store_blob_file = actions.store_blob_file
+    store_blob_file = common.store_blob_file
 
     def meanwhile(f):
         # Another writer moves one session's head while the chunk is being repaired.
@@ -62,7 +63,7 @@ def test_a_head_that_moved_costs_only_its_own_session(alice, workspace, faulty, 
             Session.objects.filter(pk=moved.pk).update(head=other)
         return store_blob_file(f)
 
-    monkeypatch.setattr(actions, "store_blob_file", meanwhile)
+    monkeypatch.setattr(common, "store_blob_file", meanwhile)
     job = run_inline(job)
 
     assert (job.done, job.fence_lost) == (len(FAULTY) - 1, 1)
@@ -86,7 +87,7 @@ def test_a_revision_number_taken_under_the_chunk_costs_only_its_session(
 ):
     job = actions.do_start_job(workspace, faulty, policy="synthesize", acting_user=alice)
     taken = faulty[2]
-    store_blob_file = actions.store_blob_file
+    store_blob_file = common.store_blob_file
 
     def meanwhile(f):
         # A writer that takes revision 1 without moving the head: the chunk's
@@ -98,7 +99,7 @@ def test_a_revision_number_taken_under_the_chunk_costs_only_its_session(
             )
         return store_blob_file(f)
 
-    monkeypatch.setattr(actions, "store_blob_file", meanwhile)
+    monkeypatch.setattr(common, "store_blob_file", meanwhile)
     job = run_inline(job)
 
     assert (job.done, job.fence_lost) == (len(FAULTY) - 1, 1)
@@ -121,7 +122,7 @@ def test_a_revision_number_taken_under_the_chunk_costs_only_its_session(
 def test_an_item_a_cancel_is_writing_is_left_to_the_cancel(alice, workspace, faulty):
     job = actions.do_start_job(workspace, faulty, policy="synthesize", acting_user=alice)
     [ids] = actions.do_fan_out_job(job.pk)
-    claim = actions._claim(ids)
+    claim = runner._claim(ids)
     items = list(JobItem.objects.filter(pk__in=ids).select_related("session__head", "base__parent"))
     locked, release = threading.Event(), threading.Event()
 
@@ -139,7 +140,7 @@ def test_an_item_a_cancel_is_writing_is_left_to_the_cancel(alice, workspace, fau
     thread.start()
     assert locked.wait(30)
     try:
-        written = actions._run_claimed(job, claim, items)
+        written = runner._run_claimed(job, claim, items)
         # Written without waiting for the cancel (two such waits can deadlock).
         assert thread.is_alive()
     finally:

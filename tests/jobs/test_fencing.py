@@ -12,6 +12,7 @@ from django.utils import timezone
 from tests.helpers import run_inline, sample
 from tests.sessions import Script, Turn, claude_code
 from transcripts import actions
+from transcripts.actions import common
 from transcripts.engine import analyze
 from transcripts.models import AuditRecord, Revision, Session
 
@@ -140,7 +141,7 @@ def test_a_head_that_moves_while_the_job_repairs_it_is_not_overwritten(
 ):
     session = ingest(workspace, "claude_code.jsonl", sample("formats/claude_code.jsonl"))
     job = actions.do_start_job(workspace, [session], policy="synthesize", acting_user=alice)
-    store_blob_file = actions.store_blob_file
+    store_blob_file = common.store_blob_file
 
     def meanwhile(f):
         # Another writer commits revision 1 after the job read the head.
@@ -156,7 +157,7 @@ def test_a_head_that_moves_while_the_job_repairs_it_is_not_overwritten(
         Session.objects.filter(pk=session.pk).update(head=other)
         return store_blob_file(f)
 
-    monkeypatch.setattr(actions, "store_blob_file", meanwhile)
+    monkeypatch.setattr(common, "store_blob_file", meanwhile)
     job = run_inline(job)
 
     item = job.items.get()

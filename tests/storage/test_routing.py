@@ -3,7 +3,8 @@
 import pytest
 
 from tests.sync.conftest import age, call, user
-from transcripts import actions, sync
+from transcripts import actions
+from transcripts.actions import sync
 from transcripts.models import JobItem
 
 pytestmark = pytest.mark.django_db

@@ -20,7 +20,8 @@ from django.urls import reverse
 from tests.helpers import sample, wait_for_job
 from tests.storage.conftest import MULTIPART_BYTES, keys
 from tests.sync.conftest import age, call, reply, user
-from transcripts import actions, sync
+from transcripts import actions
+from transcripts.actions import sync
 from transcripts.engine import analyze
 from transcripts.models import Revision, Session, SyncedFile, blob_name
 from transcripts.storage import S3BlobStorage

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from transcripts import sync
+from transcripts.actions import sync
 from transcripts.models import SyncSource, Workspace
 
 OLD = time.time() - 86_400

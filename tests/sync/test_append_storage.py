@@ -7,7 +7,8 @@ from django.core.files.storage import default_storage
 
 from tests.helpers import run_inline
 from tests.sync.conftest import call, reply, result, user
-from transcripts import actions, sync
+from transcripts import actions
+from transcripts.actions import sync
 from transcripts.models import Revision, blob_name
 
 pytestmark = pytest.mark.django_db

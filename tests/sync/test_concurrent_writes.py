@@ -18,7 +18,8 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from tests.sync.conftest import age, call, user
-from transcripts import actions, sync
+from transcripts import actions
+from transcripts.actions import sync
 from transcripts.models import Session, SyncedFile
 
 pytestmark = pytest.mark.django_db(transaction=True)

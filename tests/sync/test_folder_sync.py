@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 
 from tests.sync.conftest import age, call, reply, result, user
-from transcripts import sync
+from transcripts.actions import sync
 from transcripts.models import AuditRecord, Session, SyncedFile, SyncSource
 
 pytestmark = pytest.mark.django_db

@@ -6,7 +6,8 @@ from django.utils import timezone
 
 from tests.helpers import run_inline
 from tests.sync.conftest import call, reply, result, user
-from transcripts import actions, sync
+from transcripts import actions
+from transcripts.actions import sync
 from transcripts.models import Session, SyncedFile
 
 pytestmark = pytest.mark.django_db

@@ -14,7 +14,7 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from tests.sync.conftest import age, call, reply, result, user
-from transcripts import sync
+from transcripts.actions import sync
 from transcripts.models import SyncedFile, SyncSource
 
 pytestmark = pytest.mark.django_db

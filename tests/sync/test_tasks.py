@@ -11,9 +11,13 @@ from transcripts.models import Session
 START = user("u1", None, "hi") + call("a1", "u1", "toolu_1")
 
 
-def test_the_beat_schedule_syncs_every_source_and_expires_live_sessions():
+def test_the_beat_schedule_syncs_every_source_expires_live_sessions_and_sweeps_jobs():
     schedule = {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
-    assert schedule == {"transcripts.sync_all_sources", "transcripts.expire_live_sessions"}
+    assert schedule == {
+        "transcripts.sync_all_sources",
+        "transcripts.expire_live_sessions",
+        "transcripts.sweep_jobs",
+    }
     assert schedule <= set(tasks.sync_all_sources.app.tasks)
 
 

@@ -14,7 +14,7 @@ import pytest
 from django.db import connection
 
 from tests.sync.conftest import age, call, result, user
-from transcripts import sync
+from transcripts.actions import sync
 from transcripts.models import AuditRecord, SyncGrant, SyncSource
 
 START = user("u1", None, "list the files") + call("a1", "u1", "toolu_1")

@@ -6,7 +6,8 @@ import pytest
 
 from tests.helpers import run_inline
 from tests.sync.conftest import age, call, reply, user
-from transcripts import actions, sync
+from transcripts import actions
+from transcripts.actions import sync
 from transcripts.engine import analyze
 from transcripts.models import AuditRecord, SyncedFile, SyncSource
 from transcripts.writeback import BACKUP_MARK

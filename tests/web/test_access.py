@@ -14,7 +14,8 @@ import pytest
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from tests.helpers import run_inline, sample
-from transcripts import actions, invitations, sync
+from transcripts import actions
+from transcripts.actions import sync
 from transcripts.models import Membership
 
 pytestmark = pytest.mark.django_db
@@ -28,6 +29,8 @@ UNSCOPED = {
     "audit_list",
     "audit_export_csv",
     "audit_export_jsonl",
+    "audit_events_csv",
+    "audit_events_jsonl",
     "source_list",
     "workspace_list",
     "api_tokens",
@@ -70,7 +73,7 @@ def bobs(bob: Any, other_workspace: Any, tmp_path: Any, settings: Any) -> dict[s
     policy = actions.do_save_workspace_policy(
         other_workspace, "bobs-policy", {"missing_result": "drop"}, "", "", acting_user=bob
     )
-    invitation, _ = invitations.do_create_invitation(other_workspace, "admin", acting_user=bob)
+    invitation, _ = actions.do_create_invitation(other_workspace, "admin", acting_user=bob)
     return {
         "policy": policy,
         "token": token,

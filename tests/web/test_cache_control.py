@@ -24,6 +24,8 @@ PAGES = {
     "audit_list": lambda s, j: [],
     "audit_export_csv": lambda s, j: [],
     "audit_export_jsonl": lambda s, j: [],
+    "audit_events_csv": lambda s, j: [],
+    "audit_events_jsonl": lambda s, j: [],
     "workspace_list": lambda s, j: [],
     "source_list": lambda s, j: [],
     "api_tokens": lambda s, j: [],

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from tests.helpers import ORPHANED_CALL, run_inline, sample
-from transcripts import actions, search, timeline
+from transcripts import actions, search
 from transcripts.models import Job, Session
 
 pytestmark = pytest.mark.django_db
@@ -14,17 +14,17 @@ pytestmark = pytest.mark.django_db
 def test_a_built_timeline_indexes_the_heads_records(alice, workspace, ingest):
     session = ingest(workspace, "mine.jsonl", sample("formats/claude_code.jsonl"))
     assert search.search(ORPHANED_CALL) == []
-    timeline.timeline_for(session, "synthesize")
+    actions.timeline_for(session, "synthesize")
     [hit] = search.search(ORPHANED_CALL)
     assert (hit.session_id, hit.record) == (session.pk, 8)
     # Another policy's timeline of the same head adds nothing twice.
-    timeline.timeline_for(session, "discard")
+    actions.timeline_for(session, "discard")
     assert len(search.search(ORPHANED_CALL)) == 1
 
 
 def test_every_word_must_match_and_query_syntax_is_taken_literally(alice, workspace, ingest):
     session = ingest(workspace, "mine.jsonl", sample("formats/claude_code.jsonl"))
-    timeline.timeline_for(session, "synthesize")
+    actions.timeline_for(session, "synthesize")
     assert {h.record for h in search.search("integration suite")} == {7, 8}
     assert search.search("integration nowhere") == []
     assert search.search('" OR * NEAR(') == []
@@ -32,7 +32,7 @@ def test_every_word_must_match_and_query_syntax_is_taken_literally(alice, worksp
 
 def test_a_deleted_session_leaves_the_index(alice, workspace, ingest):
     session = ingest(workspace, "mine.jsonl", sample("formats/claude_code.jsonl"))
-    timeline.timeline_for(session, "synthesize")
+    actions.timeline_for(session, "synthesize")
     assert [h.session_id for h in search.search(ORPHANED_CALL)] == [session.pk]
     actions.do_delete_sessions([session], acting_user=alice)
     assert search.search(ORPHANED_CALL) == []
@@ -57,9 +57,9 @@ def test_other_workspaces_hits_neither_crowd_out_nor_show(
 ):
     # Bob's records match better (short, the word repeated) and outnumber the limit.
     theirs = ingest(other_workspace, "theirs.jsonl", _user_lines(["zebra zebra"] * 12), user=bob)
-    timeline.timeline_for(theirs, "synthesize")
+    actions.timeline_for(theirs, "synthesize")
     mine = ingest(workspace, "mine.jsonl", _user_lines(["one zebra " + "filler " * 60]))
-    timeline.timeline_for(mine, "synthesize")
+    actions.timeline_for(mine, "synthesize")
     monkeypatch.setattr(search, "MAX_HITS", 2)
     assert {h.session_id for h in search.search("zebra")} == {theirs.pk}
     scoped = search.search("zebra", Session.objects.for_user(alice))
@@ -73,7 +73,7 @@ def test_other_workspaces_hits_neither_crowd_out_nor_show(
 
 def test_a_repair_replaces_the_old_heads_entries(alice, workspace, ingest):
     session = ingest(workspace, "mine.jsonl", sample("formats/claude_code.jsonl"))
-    timeline.timeline_for(session, "synthesize")
+    actions.timeline_for(session, "synthesize")
     assert [h.record for h in search.search(ORPHANED_CALL)] == [8]
     job = actions.do_start_job(
         workspace, [session], kind=Job.Kind.REPAIR, policy="synthesize", acting_user=alice
@@ -82,7 +82,7 @@ def test_a_repair_replaces_the_old_heads_entries(alice, workspace, ingest):
     # The old head's records no longer answer; the new head's do once its page is built.
     assert search.search(ORPHANED_CALL) == []
     session.refresh_from_db()
-    timeline.timeline_for(session, "synthesize")
+    actions.timeline_for(session, "synthesize")
     hits = search.search(ORPHANED_CALL)
     assert {h.session_id for h in hits} == {session.pk}
     assert len(hits) == 2  # the call, and the result the repair wrote for it

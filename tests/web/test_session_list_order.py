@@ -6,7 +6,8 @@ import pytest
 from django.urls import reverse
 
 from tests.helpers import run_inline, sample
-from transcripts import actions, sync
+from transcripts import actions
+from transcripts.actions import sync
 from transcripts.models import Session
 
 URL = reverse("transcripts:session_list")

@@ -1,7 +1,7 @@
 import pytest
 
 from tests.sync.conftest import call, user
-from transcripts import sync
+from transcripts.actions import sync
 from transcripts.models import Membership, Session, SyncSource, Workspace
 
 pytestmark = pytest.mark.django_db

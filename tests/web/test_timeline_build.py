@@ -8,7 +8,8 @@ from django.utils import timezone
 
 from tests.helpers import run_inline, sample
 from tests.sync.conftest import call, reply, result, user
-from transcripts import actions, sync, timeline
+from transcripts import actions, timeline
+from transcripts.actions import sync, timelines
 from transcripts.engine import analyze
 from transcripts.models import Timeline, TimelineRow
 
@@ -55,7 +56,7 @@ def test_a_large_session_is_built_by_a_task_while_the_page_polls(
     assert sent == [built.pk]
     assert "Preparing the timeline" in poll.content.decode()
 
-    assert timeline.do_build_timeline(built.pk)
+    assert actions.do_build_timeline(built.pk)
     poll = alice_client.get(session.get_absolute_url(), headers={"HX-Request": "true"})
     html = poll.content.decode()
     assert html.lstrip().startswith('<section id="timeline">')
@@ -99,8 +100,8 @@ def test_a_second_builder_writes_nothing(session):
     built = Timeline.objects.create(
         revision=session.head, policy="synthesize", engine_version="1", live=False
     )
-    assert timeline.do_build_timeline(built.pk)
-    assert not timeline.do_build_timeline(built.pk)
+    assert actions.do_build_timeline(built.pk)
+    assert not actions.do_build_timeline(built.pk)
     assert TimelineRow.objects.filter(timeline=built).count() == ROWS
 
 
@@ -113,11 +114,11 @@ def test_a_build_whose_builder_died_is_taken_over(session, settings):
         status=Timeline.Status.BUILDING,
         claimed_at=timezone.now(),
     )
-    assert not timeline.do_build_timeline(built.pk)
+    assert not actions.do_build_timeline(built.pk)
     Timeline.objects.update(
         claimed_at=timezone.now() - timedelta(seconds=settings.JOB_CLAIM_LEASE + 1)
     )
-    assert timeline.do_build_timeline(built.pk)
+    assert actions.do_build_timeline(built.pk)
     built.refresh_from_db()
     assert built.status == Timeline.Status.READY
     assert TimelineRow.objects.filter(timeline=built).count() == ROWS
@@ -182,7 +183,7 @@ def test_only_a_few_views_of_a_session_are_kept(alice_client, session):
     for policy in ("synthesize", "discard", "native", "openmaic", "openclaw"):
         for read_as in ("", "claude_code"):
             alice_client.get(session.get_absolute_url(), {"policy": policy, "format": read_as})
-    assert Timeline.objects.count() == timeline.KEPT_PER_SESSION
+    assert Timeline.objects.count() == timelines.KEPT_PER_SESSION
 
 
 @pytest.mark.django_db

@@ -7,16 +7,15 @@ name a preset already has.
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.core.validators import validate_slug
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from transcripts import actions
 from transcripts.api import errors, permissions
 from transcripts.api.serializers import ErrorSerializer, TextField
 from transcripts.core.model import FaultKind
@@ -112,10 +111,21 @@ def _policy(request: Request, pk: int) -> WorkspacePolicy:
         raise errors.NotFound(f"There is no policy {pk} in this workspace.") from None
 
 
-def _save(body: WorkspacePolicySerializer, **fields: Any) -> WorkspacePolicy:
+def _save(
+    request: Request, body: WorkspacePolicySerializer, instance: WorkspacePolicy | None = None
+) -> WorkspacePolicy:
+    data = body.validated_data
     try:
-        with transaction.atomic():
-            return body.save(**fields)
+        return actions.do_save_workspace_policy(
+            permissions.workspace(request),
+            data["name"],
+            data["actions"],
+            # As a serializer's update does: a field left out keeps its value.
+            data.get("synthetic_text", instance.synthetic_text if instance else ""),
+            data.get("description", instance.description if instance else ""),
+            instance=instance,
+            acting_user=permissions.acting_user(request),
+        )
     except IntegrityError:
         raise errors.Conflict("The workspace already has a policy of that name.") from None
 
@@ -139,7 +149,7 @@ class PolicyList(APIView):
         permissions.require(request, Membership.Role.EDITOR)
         body = WorkspacePolicySerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        row = _save(body, workspace=permissions.workspace(request))
+        row = _save(request, body)
         return Response(WorkspacePolicySerializer(row).data, status=status.HTTP_201_CREATED)
 
 
@@ -162,12 +172,15 @@ class PolicyDetail(APIView):
     )
     def put(self, request: Request, pk: int) -> Response:
         permissions.require(request, Membership.Role.EDITOR)
-        body = WorkspacePolicySerializer(_policy(request, pk), data=request.data)
+        policy = _policy(request, pk)
+        body = WorkspacePolicySerializer(policy, data=request.data)
         body.is_valid(raise_exception=True)
-        return Response(WorkspacePolicySerializer(_save(body)).data)
+        return Response(WorkspacePolicySerializer(_save(request, body, policy)).data)
 
     @extend_schema(summary="Delete a policy", responses={204: None, 404: ErrorSerializer})
     def delete(self, request: Request, pk: int) -> Response:
         permissions.require(request, Membership.Role.EDITOR)
-        _policy(request, pk).delete()
+        actions.do_delete_workspace_policy(
+            _policy(request, pk), acting_user=permissions.acting_user(request)
+        )
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -27,7 +27,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from transcripts import actions, formats, replay, sync
+from transcripts import actions, formats, replay
+from transcripts.actions import sync
 from transcripts.api import errors, permissions
 from transcripts.api.serializers import (
     ErrorSerializer,

@@ -21,15 +21,18 @@ request body breaks, as the provider's 400 would word them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
-
-import orjson
-
-from transcripts import formats
-from transcripts.core.model import Transcript
-from transcripts.core.validate import Violation, validate
+from transcripts.replay import claude_code, codex, gemini_cli, openclaw  # noqa: F401 (they register)
+from transcripts.replay._request import message_text, request_messages
+from transcripts.replay.base import (
+    AGENTS,
+    CannotPreview,
+    Dropped,
+    Message,
+    Preview,
+    check_request,
+    preview,
+    register,
+)
 
 __all__ = [
     "AGENTS",
@@ -38,130 +41,13 @@ __all__ = [
     "Message",
     "Preview",
     "check_request",
+    "describe",
+    "kept_by",
     "message_text",
     "request_messages",
     "preview",
     "register",
 ]
-
-# Provider id -> format id that reads a request body of that provider.
-_REQUEST_FORMATS = {
-    "anthropic": "anthropic",
-    "openai_responses": "responses",
-    "gemini": "gemini",
-    "openai_chat": "openai_chat",
-    "bedrock": "bedrock",
-}
-
-
-@dataclass(frozen=True, slots=True)
-class Message:
-    """One request message: its role (`user`, `assistant`, `tool`), texts, call and result ids."""
-
-    role: str
-    texts: tuple[str, ...] = ()
-    calls: tuple[str, ...] = ()
-    results: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Dropped:
-    """Something in the file the agent's loader or recovery does not send.
-
-    `record` is the record index (as `formats.load` numbers records);
-    `what` is `call`, `result`, `text` or `record`; `reason` says why in the
-    agent's terms ("unanswered tool_use dropped on resume").
-    """
-
-    record: int
-    what: str
-    reason: str
-    tool_call_id: str | None = None
-
-
-@dataclass(slots=True)
-class Preview:
-    """What `agent` sends `provider` on resuming a file.
-
-    `messages` are the request's messages in order; `violations` the
-    provider's verdict (empty: the request is accepted); `dropped` what the
-    agent silently leaves out; `added` what it writes in itself (synthetic
-    results, "No response requested.").
-    """
-
-    agent: str
-    provider: str
-    messages: list[Message]
-    violations: list[Violation] = field(default_factory=list)
-    dropped: list[Dropped] = field(default_factory=list)
-    added: list[Message] = field(default_factory=list)
-
-    @property
-    def valid(self) -> bool:
-        """Return True when the provider accepts the request."""
-        return not self.violations
-
-
-Model = Callable[[Transcript], Preview]
-
-# format id -> the function that models the agent that writes that format. Each
-# agent's module registers itself; the imports at the end of this file load them.
-AGENTS: dict[str, Model] = {}
-
-
-def register(format_id: str) -> Callable[[Model], Model]:
-    """Register the resume model of the agent that writes `format_id` files."""
-
-    def decorator(fn: Model) -> Model:
-        AGENTS[format_id] = fn
-        return fn
-
-    return decorator
-
-
-class CannotPreview(ValueError):
-    """The agent's loader cannot be modelled on this file (a record of a shape it never writes)."""
-
-
-def preview(transcript: Transcript) -> Preview | None:
-    """Return what the session's agent sends on resuming `transcript`, or None.
-
-    None means the format is not an agent's own session file (a plain message
-    list has no loader to model). Raises CannotPreview when a record has a
-    shape the agent never writes (an id that is a list, content that is a
-    number): what the agent does with it is not known, so nothing is claimed.
-    """
-    model = AGENTS.get(transcript.format)
-    if model is None:
-        return None
-    try:
-        return model(transcript)
-    except (TypeError, ValueError, KeyError, AttributeError, IndexError, StopIteration) as exc:
-        # The models read records as the agents write them; a hostile file may not be.
-        raise CannotPreview(
-            f"{transcript.filename or 'the file'} holds a record of a shape its agent never "
-            f"writes ({type(exc).__name__}: {exc}); what the agent does with it is not "
-            "modelled, so there is no resume preview"
-        ) from exc
-
-
-def _request_transcript(provider: str, body: dict[str, Any]) -> Transcript:
-    try:
-        fmt = _REQUEST_FORMATS[provider]
-    except KeyError:
-        raise ValueError(f"unknown provider {provider!r}") from None
-    return formats.load(orjson.dumps(body), "request.json", fmt)
-
-
-def check_request(provider: str, body: dict[str, Any]) -> list[Violation]:
-    """Return the pairing rules a request body breaks, worded as `provider`'s 400 words them.
-
-    `body` is the decoded JSON body the agent sent (`{"messages": [...]}`,
-    `{"input": [...]}` or `{"contents": [...]}`). Raises ValueError for an
-    unknown provider and `formats.FormatError` for a body that is not one.
-    """
-    transcript = _request_transcript(provider, body)
-    return validate(transcript, provider, context=list(range(len(transcript.records))))
 
 
 def _things(dropped: list[Dropped]) -> str:
@@ -217,8 +103,3 @@ def describe(raw: Preview, repaired: Preview, policy: str) -> list[str]:
         + (f"; {raw.agent} still drops {_things(repaired.dropped)}." if repaired.dropped else ".")
     )
     return sentences
-
-
-# The agents' modules register themselves; `_request` needs this module's names.
-from transcripts.replay import claude_code, codex, gemini_cli, openclaw  # noqa: E402, F401
-from transcripts.replay._request import message_text, request_messages  # noqa: E402

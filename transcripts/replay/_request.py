@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from transcripts.replay import Message
+from transcripts.replay.base import Message
 
 __all__ = ["message_text", "request_messages"]
 

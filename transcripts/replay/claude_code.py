@@ -43,8 +43,8 @@ from typing import Any
 
 from transcripts.core.branch import live_context
 from transcripts.core.model import Record, Role, Transcript
-from transcripts.replay import Dropped, Message, Preview, check_request, register
 from transcripts.replay._request import request_messages
+from transcripts.replay.base import Dropped, Message, Preview, check_request, register
 
 NO_RESPONSE = "No response requested."
 SYNTHETIC_MODEL = "<synthetic>"

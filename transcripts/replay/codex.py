@@ -29,8 +29,8 @@ from __future__ import annotations
 from typing import Any
 
 from transcripts.core.model import Transcript
-from transcripts.replay import Dropped, Message, Preview, check_request, register
 from transcripts.replay._request import request_messages
+from transcripts.replay.base import Dropped, Message, Preview, check_request, register
 
 ABORTED = "aborted"
 _CALLS = {

@@ -30,8 +30,8 @@ from __future__ import annotations
 from typing import Any
 
 from transcripts.core.model import Transcript
-from transcripts.replay import Dropped, Message, Preview, check_request, register
 from transcripts.replay._request import message_text
+from transcripts.replay.base import Dropped, Message, Preview, check_request, register
 
 __all__ = ["INTERRUPTED", "preview"]
 

@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from transcripts.core.model import Transcript
-from transcripts.replay import Dropped, Message, Preview, check_request, register
 from transcripts.replay._request import message_text
+from transcripts.replay.base import Dropped, Message, Preview, check_request, register
 
 __all__ = ["NO_RESULT", "Target", "normalize_id", "preview", "preview_for", "session_target"]
 

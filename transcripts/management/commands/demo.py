@@ -5,7 +5,8 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
-from transcripts import actions, sync
+from transcripts import actions
+from transcripts.actions import sync
 from transcripts.models import Membership, SyncSource, Workspace
 
 DEMO_USERNAME = "demo"

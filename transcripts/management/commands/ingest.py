@@ -76,7 +76,7 @@ class Command(BaseCommand):
             if workspace is None:
                 workspace = actions.do_create_workspace(name, acting_user=user)
             elif user is not None:
-                actions.do_add_member(workspace, user, role=Membership.Role.ADMIN)
+                actions.do_add_member(workspace, user, role=Membership.Role.ADMIN, acting_user=None)
             for path, file_name, last_write, files in staged:
                 sessions = actions.do_ingest_sessions(
                     workspace, files, acting_user=user, last_write=last_write

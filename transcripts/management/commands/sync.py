@@ -4,7 +4,8 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
-from transcripts import actions, sync
+from transcripts import actions
+from transcripts.actions import sync
 from transcripts.models import Membership, SyncSource, Workspace
 
 
@@ -80,7 +81,7 @@ class Command(BaseCommand):
         if workspace is None:
             workspace = actions.do_create_workspace(options["workspace"], acting_user=user)
         elif user is not None:
-            actions.do_add_member(workspace, user, role=Membership.Role.ADMIN)
+            actions.do_add_member(workspace, user, role=Membership.Role.ADMIN, acting_user=None)
         try:
             # Whoever runs this on the server is its operator: the folder is granted first.
             sync.do_grant_folder(workspace, options["add"], acting_user=user)

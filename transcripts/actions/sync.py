@@ -8,7 +8,9 @@ newline; a partial last line waits for the next sync. Anything else (a file
 that shrank, changed before its old end, or a JSON document) is a rewrite: a
 new revision holding the whole file. A file gone from the folder keeps its
 session; a file that reappears under another name (same inode, or same
-fingerprints) is a rename. Every change is audited.
+fingerprints) is a rename. Which of these a file is, is decided by
+`transcripts.filechange` from what was stored and what is on disk. Every
+change is audited.
 
 Appended records go onto the session's head revision, so a repair made in the
 dashboard is kept and the agent's new records follow it. A session written
@@ -34,16 +36,19 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from transcripts import formats, search
-from transcripts.actions import (
-    create_session,
+from transcripts import formats, queue
+from transcripts.actions.common import (
+    EventType,
+    HeadState,
+    audit,
     fit_name,
     live_fields,
-    live_until,
     open_analysis,
-    send_task,
+    write_head,
 )
+from transcripts.actions.sessions import create_session
 from transcripts.engine import ENGINE_VERSION, analyze
+from transcripts.filechange import Change, OnDisk, Stored, decide, rename_candidates, rewrite_reason
 from transcripts.models import (
     AuditRecord,
     Revision,
@@ -184,9 +189,16 @@ def do_grant_folder(workspace: Workspace, path: str, *, acting_user: Any) -> Syn
     """
     resolved = check_source_path(path)
     with transaction.atomic(durable=True):
-        grant, _ = SyncGrant.objects.get_or_create(
+        grant, created = SyncGrant.objects.get_or_create(
             workspace=workspace, path=str(resolved), defaults={"granted_by": acting_user}
         )
+        if created:
+            audit(
+                EventType.FOLDER_GRANTED,
+                workspace_id=workspace.pk,
+                acting_user=acting_user,
+                extra_data={"path": str(resolved)},
+            )
     return grant
 
 
@@ -243,7 +255,7 @@ def do_create_source(
                 f"{resolved} overlaps {where}: a file would become two sessions; "
                 "each folder belongs to one workspace"
             )
-        return SyncSource.objects.create(
+        source = SyncSource.objects.create(
             workspace=workspace,
             name=fit_name(name or resolved.name, SyncSource._meta.get_field("name").max_length),
             path=str(resolved),
@@ -251,6 +263,14 @@ def do_create_source(
             write_back=write_back,
             created_by=acting_user,
         )
+        audit(
+            EventType.SOURCE_ADDED,
+            workspace_id=workspace.pk,
+            acting_user=acting_user,
+            source=source,
+            extra_data={"path": source.path, "format": format, "write_back": write_back},
+        )
+    return source
 
 
 def is_line_oriented(session: Session) -> bool:
@@ -329,7 +349,37 @@ def append_records(
         span_end=len(content),
         note=note or f"{origin}: {records} record(s), {len(data)} bytes",
     )
+    _audit_session(
+        EventType.SESSION_APPENDED,
+        session,
+        revision,
+        acting_user=acting_user,
+        source=source,
+        extra_data={"origin": origin, "records": records, "bytes": len(data)},
+    )
     return revision
+
+
+def _audit_session(
+    event_type: str,
+    session: Session,
+    revision: Revision | None,
+    *,
+    acting_user: Any,
+    source: SyncSource | None,
+    extra_data: dict[str, Any],
+) -> None:
+    """Audit a change to `session`: a sync's is the source's, on behalf of its creator."""
+    audit(
+        event_type,
+        workspace_id=session.workspace_id,
+        acting_user=None if source is not None else acting_user,
+        on_behalf_of=acting_user if source is not None else None,
+        session=session,
+        source=source,
+        revision=revision,
+        extra_data=extra_data,
+    )
 
 
 def do_append_records(
@@ -435,25 +485,8 @@ def _new_head(
         parent=head,
         created_by=acting_user,
     )
-    session.head = revision
-    search.drop_session(session.pk)  # indexed again when the new head's timeline is built
-    session.format = analysis.format
-    session.record_count = analysis.record_count
-    session.fault_counts = analysis.fault_counts
-    session.error = analysis.error or ""
-    session.last_write = now
-    session.live_until = live_until(now)
-    session.save(
-        update_fields=[
-            "head",
-            "format",
-            "record_count",
-            "fault_counts",
-            "error",
-            "last_write",
-            "live_until",
-        ]
-    )
+    moved = write_head(session, revision, HeadState.of(analysis, now), fence=head)
+    assert moved, "the session is locked at its head"
     return revision
 
 
@@ -669,7 +702,9 @@ def _sync_file(
     path = root / rel
     now = timezone.now()
     lines = path.suffix in LINE_SUFFIXES
+    disk = _on_disk(stat, lines)
     if synced is None:
+        assert decide(None, disk) is Change.NEW
         raw = _read(path)
         content = _complete(raw, lines)
         if not content:
@@ -693,27 +728,37 @@ def _sync_file(
                 **_file_fields(stat, raw, content, now),
             )
         return "new"
-    if synced.missing_since is None and (stat.st_size, stat.st_mtime_ns, stat.st_ino) == (
-        synced.size,
-        synced.mtime_ns,
-        synced.inode,
-    ):
-        return "unchanged"
-    # Growth past what the last sync saw, with the old end's bytes in place, is an
-    # append, read from the old end (the fingerprints sample the first and last
-    # bytes: an agent appends, it does not edit in place). A file written without
-    # growing past that is read whole, and is an append still if its first
-    # `offset` bytes are exactly the mirrored revision's.
-    if lines and synced.missing_since is None and stat.st_size >= synced.offset:
-        if stat.st_size > synced.size and _same_prefix(path, synced):
-            return _grow(path, stat, synced, now)
+    stored = _stored(synced)
+    change = decide(stored, disk)
+    if change is Change.CHECK_ENDS:
+        change = decide(stored, disk, same_ends=_same_prefix(path, synced))
+    raw = None
+    if change is Change.CHECK_MIRROR:
         raw = _read(path)
         mirror = synced.revision
-        if mirror is not None and hashlib.sha256(raw[: synced.offset]).digest() == bytes.fromhex(
-            mirror.sha256
-        ):
-            return _grow(path, stat, synced, now, raw[synced.offset :])
+        assert mirror is not None
+        mirrors = hashlib.sha256(raw[: synced.offset]).digest() == bytes.fromhex(mirror.sha256)
+        change = decide(stored, disk, same_ends=False, mirrors_prefix=mirrors)
+    if change is Change.UNCHANGED:
+        return "unchanged"
+    if change is Change.APPEND:
+        return _grow(path, stat, synced, now, None if raw is None else raw[synced.offset :])
     return _rewrite(path, stat, synced, lines, now)
+
+
+def _stored(synced: SyncedFile) -> Stored:
+    return Stored(
+        size=synced.size,
+        mtime_ns=synced.mtime_ns,
+        inode=synced.inode,
+        offset=synced.offset,
+        gone=synced.missing_since is not None,
+        mirrored=synced.revision_id is not None,
+    )
+
+
+def _on_disk(stat: os.stat_result, lines: bool) -> OnDisk:
+    return OnDisk(stat.st_size, stat.st_mtime_ns, stat.st_ino, lines, stat.st_dev)
 
 
 def _same_prefix(path: Path, synced: SyncedFile) -> bool:
@@ -781,12 +826,7 @@ def _rewrite(
             # Touched, or written back by us: nothing new to store.
             SyncedFile.objects.filter(pk=synced.pk).update(revision=head, **fields)
             return "unchanged"
-        if synced.missing_since is not None:
-            how = "reappeared"
-        elif stat.st_size < synced.offset:
-            how = "shrank"
-        else:
-            how = "changed before its old end" if lines else "changed"
+        how = rewrite_reason(_stored(synced), _on_disk(stat, lines))
         added_by = synced.source.created_by
         revision = _new_head(
             session, head, content, origin="rewrite", acting_user=added_by, now=_mtime(stat)
@@ -801,6 +841,14 @@ def _rewrite(
             engine_version=ENGINE_VERSION,
             note=f"sync: {synced.path} {how} ({synced.offset} → {len(content)} bytes)",
         )
+        _audit_session(
+            EventType.SESSION_REWRITTEN,
+            session,
+            revision,
+            acting_user=added_by,
+            source=synced.source,
+            extra_data={"path": synced.path, "how": how, "bytes": len(content)},
+        )
         SyncedFile.objects.filter(pk=synced.pk).update(revision=revision, **fields)
     return "rewritten"
 
@@ -813,12 +861,11 @@ def _find_rename(
     The inode alone proves nothing: a filesystem hands a freed inode number to
     the next new file at once.
     """
-    candidates = sorted(
-        gone.values(), key=lambda f: (f.inode, f.device) != (stat.st_ino, stat.st_dev)
-    )
-    for synced in candidates:
-        if stat.st_size >= synced.offset and _same_prefix(path, synced):
-            return synced
+    disk = _on_disk(stat, lines=True)
+    stored = ((f.path, _stored(f), f.device) for f in gone.values())
+    for candidate in rename_candidates(stored, disk):
+        if _same_prefix(path, gone[candidate]):
+            return gone[candidate]
     return None
 
 
@@ -837,6 +884,14 @@ def _rename(synced: SyncedFile, rel: str) -> None:
             engine_version=ENGINE_VERSION,
             note=f"sync: {old} → {rel}",
         )
+        _audit_session(
+            EventType.SESSION_RENAMED,
+            synced.session,
+            None,
+            acting_user=synced.source.created_by,
+            source=synced.source,
+            extra_data={"path_before": old, "path": rel},
+        )
 
 
 def _mark_gone(synced: SyncedFile, now: datetime) -> None:
@@ -850,6 +905,14 @@ def _mark_gone(synced: SyncedFile, now: datetime) -> None:
             op=AuditRecord.Action.DELETE,
             engine_version=ENGINE_VERSION,
             note=f"sync: {synced.path} is gone from the folder; the session and its revisions stay",
+        )
+        _audit_session(
+            EventType.SESSION_FILE_GONE,
+            synced.session,
+            None,
+            acting_user=synced.source.created_by,
+            source=synced.source,
+            extra_data={"path": synced.path},
         )
 
 
@@ -897,15 +960,33 @@ def sources_due() -> Iterator[int]:
 
 
 def do_queue_sync(source: SyncSource, *, acting_user: Any) -> None:
-    """Queue a sync of `source` now; raise actions.BrokerUnavailable if the queue is down."""
-    from transcripts.tasks import sync_source  # the tasks module imports this one
-
-    send_task(sync_source, source.pk)
+    """Queue a sync of `source` now; raise queue.BrokerUnavailable if the queue is down."""
+    with transaction.atomic(durable=True):
+        audit(
+            EventType.SOURCE_SYNC_QUEUED,
+            workspace_id=source.workspace_id,
+            acting_user=acting_user,
+            source=source,
+        )
+        queue.enqueue_on_commit(queue.SYNC_SOURCE, source.pk)
 
 
 def do_update_source(source: SyncSource, *, acting_user: Any, **fields: Any) -> None:
-    """Set `fields` (enabled, write_back) of `source`."""
+    """Set `fields` (enabled, write_back) of `source`.
+
+    Switching write-back on is audited as such: from then on a repair
+    replaces the folder's files.
+    """
     with transaction.atomic(durable=True):
+        before = {name: getattr(source, name) for name in fields}
         for name, value in fields.items():
             setattr(source, name, value)
         source.save(update_fields=list(fields))
+        switched_on = fields.get("write_back") and not before.get("write_back", True)
+        audit(
+            EventType.SOURCE_WRITE_BACK_ON if switched_on else EventType.SOURCE_CHANGED,
+            workspace_id=source.workspace_id,
+            acting_user=acting_user,
+            source=source,
+            extra_data={"before": before, "after": fields},
+        )

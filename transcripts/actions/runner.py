@@ -1,0 +1,820 @@
+"""The job runner: what the tasks call to fan a job out and to process a chunk of its items.
+
+The kickoff fans the items out in chunks; a worker claims a chunk's items
+with one conditional UPDATE under a token of its own (`claim`), processes
+them with no row written (`process`), and writes their results in one
+transaction (`_write`) that first locks the items still held under that
+token and finishes them with another conditional UPDATE on it. Every task
+may run twice (`acks_late`): a finished item is never claimed again, and a
+claim whose worker died is taken over once its lease has passed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import json
+import shutil
+import tempfile
+import time
+import uuid
+import zipfile
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.core.files import File
+from django.core.files.storage import default_storage
+from django.db import DataError, IntegrityError, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from transcripts import writeback
+from transcripts.actions.common import (
+    UNFINISHED,
+    EventType,
+    FenceLost,
+    HeadMove,
+    HeadState,
+    audit,
+    open_analysis,
+    store_repaired,
+    write_heads,
+)
+from transcripts.core.model import FaultKind, Op, OpKind
+from transcripts.engine import ENGINE_VERSION, Analysis, analyze
+from transcripts.models import (
+    AuditLog,
+    AuditRecord,
+    Job,
+    JobItem,
+    Revision,
+    Session,
+    SyncedFile,
+    blob_chunks,
+    blob_name,
+)
+
+# Ops that take bytes out of a record: the audit keeps that record's span and bytes.
+REMOVING_OPS = {
+    OpKind.DROP_RESULT,
+    OpKind.MOVE_RESULT,
+    OpKind.DROP_CALL,
+    OpKind.DROP_RECORD,
+    OpKind.RESULTS_FIRST,
+    OpKind.RENAME_ID,
+    OpKind.SPLIT_AFTER_CALL,
+    OpKind.SPLIT_REPLY,
+    OpKind.DROP_CONTENT,
+}
+
+# The job counter each finished item status adds to.
+COUNTERS = {
+    JobItem.Status.REPAIRED: "done",
+    JobItem.Status.WOULD_REPAIR: "done",
+    JobItem.Status.ROLLED_BACK: "done",
+    JobItem.Status.EXPORTED: "done",
+    JobItem.Status.UNCHANGED: "done",
+    JobItem.Status.FENCE_LOST: "fence_lost",
+    JobItem.Status.PENDING: "pending",
+    JobItem.Status.FAILED: "failed",
+}
+
+# A dry run keeps this much of each session's diff: enough to judge the change.
+DIFF_LINES = 60
+DIFF_MAX_BYTES = 16 << 20  # a dry run diffs sessions up to this size (it reads them whole)
+DIFF_LINE_CHARS = 300
+# Seconds between two writes of a chunk's progress (`Progress`).
+PROGRESS_INTERVAL = 0.5
+
+
+def do_fan_out_job(job_id: int) -> list[list[int]]:
+    """Mark job `job_id` running and return its unfinished item ids in chunks.
+
+    Chunks hold `settings.JOB_CHUNK_SIZE` items. A job with nothing left to
+    do is finished here; one cancelled, finished or gone gives no chunk. The
+    kickoff is sent once the job's transaction has committed, so the job is
+    there to be read.
+    """
+    with transaction.atomic(durable=True):
+        started = Job.objects.filter(pk=job_id, status=Job.Status.QUEUED).update(
+            status=Job.Status.RUNNING, started_at=timezone.now()
+        )
+        job = Job.objects.filter(pk=job_id).first()
+        if job is None:
+            return []
+        if started:
+            audit(
+                EventType.JOB_STARTED,
+                workspace_id=job.workspace_id,
+                acting_user=None,
+                on_behalf_of_id=job.created_by_id,
+                job=job,
+                extra_data={"items": job.total},
+            )
+    if job.status != Job.Status.RUNNING:
+        return []
+    ids = list(job.items.filter(status__in=UNFINISHED).order_by("pk").values_list("pk", flat=True))
+    if not ids:
+        _maybe_finish(job_id)
+    size = settings.JOB_CHUNK_SIZE
+    return [ids[i : i + size] for i in range(0, len(ids), size)]
+
+
+def chunk_queues(job_id: int, chunks: list[list[int]]) -> list[tuple[list[int], str | None]]:
+    """Return each chunk of job `job_id`'s item ids with the queue to send it to.
+
+    None is the default queue. With settings.CELERY_SYNC_QUEUE set (sync
+    folders live on one host), the items of a repair or rollback whose
+    session's source writes back are regrouped into chunks of their own for
+    that queue, whose worker has the folder; the rest keep the default.
+    """
+    queue = settings.CELERY_SYNC_QUEUE
+    if not queue or not chunks or not Job.objects.get(pk=job_id).writes:
+        return [(chunk, None) for chunk in chunks]
+    ids = [pk for chunk in chunks for pk in chunk]
+    local = set(
+        JobItem.objects.filter(
+            pk__in=ids, session__synced_file__source__write_back=True
+        ).values_list("pk", flat=True)
+    )
+    size = settings.JOB_CHUNK_SIZE
+    routed: list[tuple[list[int], str | None]] = []
+    for group, to in (
+        ([pk for pk in ids if pk in local], queue),
+        ([pk for pk in ids if pk not in local], None),
+    ):
+        routed += [(group[i : i + size], to) for i in range(0, len(group), size)]
+    return routed
+
+
+def do_run_job_items(job_id: int, item_ids: Iterable[int]) -> list[int]:
+    """Claim the items of `item_ids` and process them; return those left unfinished.
+
+    One conditional UPDATE claims every item of the chunk that is queued, or
+    whose claim's lease has passed (its worker died), under one token. An
+    item already finished, or cancelled, is skipped. The claimed items are
+    processed, then written together (see `_write`). One another worker holds
+    within its lease, or one this worker could not write (see `_write`), is
+    returned, for a retry once the lease has passed. Finishes the job when
+    no item is left.
+    """
+    job = Job.objects.select_related("created_by", "source_job").get(pk=job_id)
+    item_ids = list(item_ids)
+    claim = _claim(item_ids)
+    items = list(
+        JobItem.objects.filter(pk__in=item_ids, claim=claim, status=JobItem.Status.RUNNING)
+        .select_related("session__head", "base__parent")
+        .order_by("pk")
+    )
+    written = _run_claimed(job, claim, items)
+    busy = []
+    if len(written) < len(item_ids):
+        busy = list(
+            JobItem.objects.filter(pk__in=item_ids, status=JobItem.Status.RUNNING)
+            .exclude(pk__in=written)
+            .values_list("pk", flat=True)
+        )
+    _maybe_finish(job_id)
+    return busy
+
+
+def _claim(item_ids: list[int]) -> uuid.UUID:
+    """Claim the claimable items of `item_ids` for this worker; return the claim token."""
+    now = timezone.now()
+    stale = now - timedelta(seconds=settings.JOB_CLAIM_LEASE)
+    token = uuid.uuid4()
+    with transaction.atomic(durable=True):
+        JobItem.objects.filter(
+            Q(status=JobItem.Status.QUEUED)
+            | Q(status=JobItem.Status.RUNNING, claimed_at__lt=stale),
+            pk__in=item_ids,
+        ).update(status=JobItem.Status.RUNNING, claim=token, claimed_at=now)
+    return token
+
+
+@dataclass
+class NewHead:
+    """A revision to become its session's head, if the head is still `fence`.
+
+    `revision` holds the Revision's fields, `state` the session fields that
+    go with the new head, `audit` the fields of each audit record (all of them
+    from `fence` to the new revision), `event` the AuditLog event type.
+    `write_back`, when set, replaces the session's source file in the same
+    transaction with the bytes `content` yields (streamed from storage).
+    """
+
+    fence: Revision
+    revision: dict[str, Any]
+    state: HeadState
+    audit: list[dict[str, Any]]
+    event: str
+    write_back: writeback.WriteBack | None = None
+    content: Callable[[], Iterator[bytes]] | None = None
+
+
+@dataclass
+class Outcome:
+    """What processing one job item came to: its status and fields, and a new head to write."""
+
+    item: JobItem
+    status: str
+    fields: dict[str, Any] = field(default_factory=dict)
+    head: NewHead | None = None
+
+
+def _run_claimed(job: Job, claim: uuid.UUID, items: list[JobItem]) -> list[int]:
+    """Process `items`, claimed under `claim`, and write their results; return the pks written.
+
+    Processing (reading, repairing, storing blobs) writes no row; the
+    results are written in one transaction (`_write`). A session whose
+    source file is written back is written in a transaction of its own, as
+    is each session again when another writer took a revision number under
+    the chunk's transaction, so one session never costs the others their
+    results. An item no longer ours (cancelled, or taken over) writes nothing.
+    """
+    # One query for the chunk: only these sessions' source files are checked for a write-back.
+    writing_back = set()
+    if job.writes:
+        writing_back = set(
+            SyncedFile.objects.filter(
+                session__in=[item.session_id for item in items], source__write_back=True
+            ).values_list("session_id", flat=True)
+        )
+    outcomes = []
+    progress = Progress(job.pk)
+    for item in items:
+        # The same session, already loaded: reading the base needs its name and format.
+        item.base.session = item.session
+        try:
+            outcomes.append(PROCESSORS[job.kind](item, job, item.session_id in writing_back))
+        except Exception as exc:  # an engine or storage error must fail one item, not the job
+            error = f"{type(exc).__name__}: {exc}"
+            outcomes.append(Outcome(item, JobItem.Status.FAILED, {"error": error}))
+        progress.add()
+    progress.flush()
+    alone: list[Outcome] = []
+    together: list[Outcome] = []
+    for outcome in outcomes:
+        writes_back = outcome.head is not None and outcome.head.write_back is not None
+        (alone if writes_back else together).append(outcome)
+    try:
+        written = _write(job, claim, together)
+    except (IntegrityError, DataError):
+        alone, written = outcomes, []
+    for outcome in alone:
+        written.extend(_write_alone(job, claim, outcome))
+    return written
+
+
+class Progress:
+    """Count the items processed into the job row, before their chunk is written.
+
+    The bar moves as sessions are processed, not only when a chunk is
+    written; but one UPDATE (and commit) per session cost more than many a
+    session's repair, so the count is written at most every
+    PROGRESS_INTERVAL seconds, the first at once, the rest by `flush`.
+    """
+
+    def __init__(self, job_id: int) -> None:
+        self.job_id = job_id
+        self.unwritten = 0
+        self.written_at: float | None = None
+
+    def add(self) -> None:
+        """Count one item processed; write the count if the last write is old enough."""
+        self.unwritten += 1
+        now = time.monotonic()
+        if self.written_at is None or now - self.written_at >= PROGRESS_INTERVAL:
+            self.flush(now)
+
+    def flush(self, now: float | None = None) -> None:
+        """Write the items counted since the last write."""
+        if self.unwritten:
+            Job.objects.filter(pk=self.job_id).update(processed=F("processed") + self.unwritten)
+            self.unwritten = 0
+            self.written_at = time.monotonic() if now is None else now
+
+
+def _write_alone(job: Job, claim: uuid.UUID, outcome: Outcome) -> list[int]:
+    """Write one outcome in its own transaction; one that cannot be written costs only itself.
+
+    A refused write-back, or another writer that took the session's next
+    revision, makes it fence_lost; a row the database refuses (IntegrityError,
+    DataError) makes it failed, with the database's reason. Any other
+    database error (the server gone) is raised: the task is retried.
+    """
+    try:
+        return _write(job, claim, [outcome])
+    except (writeback.WriteBackRefused, OSError) as exc:
+        status, error = JobItem.Status.FENCE_LOST, str(exc)
+    except (IntegrityError, DataError) as exc:
+        assert outcome.head is not None
+        fence = outcome.head.fence
+        taken = Revision.objects.filter(session=outcome.item.session_id, number=fence.number + 1)
+        if taken.exists():
+            status = JobItem.Status.FENCE_LOST
+            error = f"another writer took revision {fence.number + 1} of the session"
+        else:
+            status = JobItem.Status.FAILED
+            error = f"the database refused the session's new revision: {exc}".strip()
+    return _write(job, claim, [Outcome(outcome.item, status, {"error": error})])
+
+
+SESSION_DELETED = "the session was deleted"
+
+
+def _write(job: Job, claim: uuid.UUID, outcomes: list[Outcome]) -> list[int]:
+    """Write `outcomes` in one transaction; return the pks of the items written.
+
+    First the items still held under `claim` are locked: a cancel, or a
+    worker taking them over, waits for this transaction and then finds them
+    finished. One that such a transaction has locked already is passed over
+    (it is cancelled or taken over, or else retried once its lease has
+    passed): waiting for it could deadlock, as those lock items in no
+    particular order. Then the sessions that get a new head are locked, in
+    pk order so that two workers never wait for each other in a circle: a
+    session whose head is no longer its item's fence is finished as
+    fence_lost and written nothing, one deleted meanwhile as failed
+    (SESSION_DELETED). Each other one gets its revision, its
+    head moved by a compare-and-set on the fence, its audit records and its
+    write-back; then every item is finished and counted, the job row last.
+    Raises IntegrityError when another writer took a revision number
+    meanwhile (nothing is written), and WriteBackRefused or OSError from a
+    write-back (keep such an outcome alone).
+    """
+    if not outcomes:
+        return []
+    by_pk = {outcome.item.pk: outcome for outcome in outcomes}
+    held = JobItem.objects.filter(claim=claim, status=JobItem.Status.RUNNING)
+    with transaction.atomic(durable=True):
+        ours = held.select_for_update(skip_locked=True).filter(pk__in=by_pk).order_by("pk")
+        kept = [by_pk[pk] for pk in ours.values_list("pk", flat=True)]
+        if not kept:
+            return []
+        results = {o.item.pk: (o.status, dict(o.fields)) for o in kept}
+        moving = [o for o in kept if o.head is not None]
+        if moving:
+            heads = dict(
+                Session.objects.select_for_update()
+                .filter(pk__in=[o.item.session_id for o in moving])
+                .order_by("pk")
+                .values_list("pk", "head_id")
+            )
+            fenced = []
+            for o in moving:
+                assert o.head is not None
+                if o.item.session_id not in heads:
+                    # Deleted since the job was made (the manager hides it): nothing to write.
+                    results[o.item.pk] = (JobItem.Status.FAILED, {"error": SESSION_DELETED})
+                    continue
+                if heads[o.item.session_id] == o.head.fence.pk:
+                    fenced.append(o)
+                    continue
+                # Every writer writes the revision after the head it read.
+                error = f"another writer took revision {o.head.fence.number + 1} of the session"
+                results[o.item.pk] = (JobItem.Status.FENCE_LOST, {"error": error})
+            moving = fenced
+            revisions = _write_heads(job, moving)
+            for o, revision in zip(moving, revisions, strict=True):
+                results[o.item.pk][1]["revision"] = revision
+        # One UPDATE per item with fields of its own, one per status for the others:
+        # cheaper than bulk_update's CASE expressions, in this process and in the database.
+        finished = 0
+        plain: dict[str, list[int]] = {}
+        for pk, (status, fields) in results.items():
+            if fields:
+                finished += held.filter(pk=pk).update(status=status, **fields)
+            else:
+                plain.setdefault(status, []).append(pk)
+        for status, pks in plain.items():
+            finished += held.filter(pk__in=pks).update(status=status)
+        assert finished == len(kept), "the locked items are ours until this transaction ends"
+        counts = Counter(COUNTERS[JobItem.Status(status)] for status, _ in results.values())
+        # Last in the transaction: the job row is the one row every worker writes.
+        Job.objects.filter(pk=job.pk).update(**{c: F(c) + n for c, n in counts.items()})
+    return [o.item.pk for o in kept]
+
+
+def _write_heads(job: Job, outcomes: list[Outcome]) -> list[Revision]:
+    """Write each outcome's new head: revision, session head (`write_head`), audit, write-back.
+
+    The sessions are locked and still at their fences. Return the revisions.
+    """
+    if not outcomes:
+        return []
+    heads = [o.head for o in outcomes if o.head is not None]
+    revisions = Revision.objects.bulk_create(Revision(**head.revision) for head in heads)
+    moved = write_heads(
+        [
+            HeadMove(o.item.session, revision, head.state, head.fence)
+            for o, head, revision in zip(outcomes, heads, revisions, strict=True)
+        ]
+    )
+    assert all(moved), "the locked sessions are at their fences"
+    AuditRecord.objects.bulk_create(
+        AuditRecord(**fields, revision_to=revision)
+        for head, revision in zip(heads, revisions, strict=True)
+        for fields in head.audit
+    )
+    AuditLog.objects.bulk_create(
+        AuditLog(
+            event_type=head.event,
+            workspace_id=job.workspace_id,
+            on_behalf_of_id=job.created_by_id,
+            job=job,
+            session_id=o.item.session_id,
+            revision=revision,
+            extra_data={"from": head.fence.number, "to": revision.number, "ops": len(head.audit)},
+        )
+        for o, head, revision in zip(outcomes, heads, revisions, strict=True)
+    )
+    for o, head, revision in zip(outcomes, heads, revisions, strict=True):
+        if head.write_back is not None:
+            revision.session = o.item.session
+            assert head.content is not None
+            _write_back(head.write_back, head.content, job, head.fence, revision)
+    return revisions
+
+
+def _check_fence(item: JobItem) -> None:
+    head = item.session.head
+    assert head is not None
+    if head.pk != item.base_id:
+        raise FenceLost(
+            f"the session's head moved from revision {item.base.number} to revision "
+            f"{head.number} since the job was created"
+        )
+
+
+def _repair_item(item: JobItem, job: Job, writes_back: bool) -> Outcome:
+    """Repair (or, in a dry run, plan) one session from its fenced head.
+
+    A non-empty plan becomes revision n+1, fenced on `item.base`, with one
+    audit record per op, and replaces the source file if `writes_back` (its
+    source writes back and the file checks out); a dry run keeps the plan's
+    diff instead.
+    """
+    session, base = item.session, item.base
+    try:
+        _check_fence(item)
+    except FenceLost as exc:
+        return Outcome(item, JobItem.Status.FENCE_LOST, {"error": str(exc)})
+    last_write = None if job.force else session.last_write
+    with open_analysis(base, job.policy, last_write=last_write) as analysis:
+        return _repair_analysed(item, job, writes_back, analysis)
+
+
+def _repair_analysed(item: JobItem, job: Job, writes_back: bool, analysis: Analysis) -> Outcome:
+    """The rest of `_repair_item`, once the fenced head is analysed (its source open)."""
+    session, base = item.session, item.base
+    if analysis.error:
+        return Outcome(item, JobItem.Status.FAILED, {"error": analysis.error})
+    pending = analysis.fault_counts.get(FaultKind.PENDING_RESULT, 0)
+    if pending:
+        assert session.last_write is not None
+        error = (
+            f"{pending} pending result(s): the session was last written at "
+            f"{session.last_write:%Y-%m-%d %H:%M:%S %Z} and may still be running; "
+            "a forced job repairs it anyway"
+        )
+        return Outcome(item, JobItem.Status.PENDING, {"error": error})
+    ops = analysis.plan.ops
+    if not ops:
+        return Outcome(item, JobItem.Status.UNCHANGED)
+    plan_fields: dict[str, Any] = {
+        "op_count": len(ops),
+        "op_counts": dict(Counter(str(op.kind) for op in ops)),
+    }
+    if job.kind == Job.Kind.DRY_RUN:
+        if base.size > DIFF_MAX_BYTES:
+            diff = f"(no diff: the session is {base.size / 1e6:.0f} MB)"
+        else:
+            diff = _diff(base.read(), analysis.repaired, session.name)
+        return Outcome(item, JobItem.Status.WOULD_REPAIR, {"diff": diff, **plan_fields})
+    try:
+        write_back = writeback.check(session, base) if writes_back else None
+    except writeback.WriteBackRefused as exc:
+        return Outcome(item, JobItem.Status.FENCE_LOST, {"error": str(exc)})
+    # The new head's own faults, for the session list.
+    record_count, fault_counts = analysis.repaired_counts()
+    sha256, size = store_repaired(analysis)
+    revision = {
+        "session": session,
+        "number": base.number + 1,
+        "sha256": sha256,
+        "size": size,
+        "policy": job.policy,
+        "engine_version": ENGINE_VERSION,
+        "origin": "repair",
+        "parent": base,
+        "created_by": job.created_by,
+    }
+    head = NewHead(
+        base,
+        revision,
+        HeadState.counted(session, record_count, fault_counts),
+        [_op_audit_fields(op, analysis, job=job, base=base) for op in ops],
+        EventType.SESSION_REPAIRED,
+        write_back,
+        functools.partial(blob_chunks, sha256),
+    )
+    return Outcome(item, JobItem.Status.REPAIRED, plan_fields, head)
+
+
+def _write_back(
+    write_back: writeback.WriteBack,
+    content: Callable[[], Iterator[bytes]],
+    job: Job,
+    base: Revision,
+    revision: Revision,
+) -> None:
+    """Replace the session's source file with `revision` (`content`) and audit it; see writeback."""
+    backup = write_back.replace(content, revision, now=timezone.now())
+    write_back.synced.save()
+    AuditRecord.objects.create(
+        job=job,
+        acting_user=job.created_by,
+        session=revision.session,
+        revision_from=base,
+        revision_to=revision,
+        op=AuditRecord.Action.WRITE_BACK,
+        policy=job.policy,
+        engine_version=ENGINE_VERSION,
+        note=f"wrote {write_back.path} ({revision.size} bytes); the file before is {backup}",
+    )
+    audit(
+        EventType.SESSION_WRITTEN_BACK,
+        workspace_id=job.workspace_id,
+        acting_user=None,
+        on_behalf_of_id=job.created_by_id,
+        job=job,
+        session=revision.session,
+        source_id=write_back.synced.source_id,
+        revision=revision,
+        extra_data={"path": str(write_back.path), "backup": str(backup), "size": revision.size},
+    )
+
+
+def _rollback_item(item: JobItem, job: Job, writes_back: bool) -> Outcome:
+    """Make the revision before the one `job.source_job` wrote the session's head again.
+
+    The restored bytes become a new revision (n+1, same blob), audited, and
+    replace the source file if `writes_back`; a session whose head is no
+    longer the job's revision is reported, not touched.
+    """
+    session, undone = item.session, item.base
+    previous = undone.parent
+    assert job.source_job is not None and previous is not None and session.head is not None
+    if session.head.pk != undone.pk:
+        error = (
+            f"the session changed since job {job.source_job.pk}: its head is revision "
+            f"{session.head.number}, not the job's revision {undone.number}"
+        )
+        return Outcome(item, JobItem.Status.FENCE_LOST, {"error": error})
+    with previous.source() as source:
+        restored = analyze(source, session.name, format=session.format, summaries=False)
+    try:
+        write_back = writeback.check(session, undone) if writes_back else None
+    except writeback.WriteBackRefused as exc:
+        return Outcome(item, JobItem.Status.FENCE_LOST, {"error": str(exc)})
+    revision = {
+        "session": session,
+        "number": undone.number + 1,
+        **previous.storage_fields(),
+        "engine_version": ENGINE_VERSION,
+        "origin": "rollback",
+        "parent": undone,
+        "created_by": job.created_by,
+    }
+    audit_fields = {
+        "job": job,
+        "acting_user": job.created_by,
+        "session": session,
+        "revision_from": undone,
+        "op": AuditRecord.Action.ROLLBACK,
+        "policy": job.policy,
+        "engine_version": ENGINE_VERSION,
+    }
+    head = NewHead(
+        undone,
+        revision,
+        HeadState.counted(session, restored.record_count, restored.fault_counts),
+        [audit_fields],
+        EventType.SESSION_ROLLED_BACK,
+        write_back,
+        previous.chunks,
+    )
+    return Outcome(item, JobItem.Status.ROLLED_BACK, {}, head)
+
+
+def _export_item(item: JobItem, job: Job, writes_back: bool) -> Outcome:
+    """Repair one session's fenced head under the job's policy into a blob for the archive.
+
+    Nothing is written to the session or its source file; as the
+    single-session download does, the export ignores whether the session is live.
+    """
+    with open_analysis(item.base, job.policy) as analysis:
+        if analysis.error:
+            return Outcome(item, JobItem.Status.FAILED, {"error": analysis.error})
+        # Stored even when unchanged: a revision made by an append may keep only its delta.
+        sha256_after, _ = store_repaired(analysis)
+    ops = analysis.plan.ops
+    fields = {
+        "sha256_after": sha256_after,
+        "op_count": len(ops),
+        "op_counts": dict(Counter(str(op.kind) for op in ops)),
+        "ops": [
+            {
+                "op": str(op.kind),
+                "fault_kind": str(op.fault.kind),
+                "tool_call_id": op.tool_call_id,
+                "record": op.record if op.record is not None else op.fault.record,
+                "policy_row": op.policy_row,
+            }
+            for op in ops
+        ],
+    }
+    return Outcome(item, JobItem.Status.EXPORTED, fields)
+
+
+PROCESSORS = {
+    Job.Kind.REPAIR: _repair_item,
+    Job.Kind.DRY_RUN: _repair_item,
+    Job.Kind.ROLLBACK: _rollback_item,
+    Job.Kind.EXPORT: _export_item,
+}
+
+
+def _maybe_finish(job_id: int) -> None:
+    """Mark the job done once no item is left; for an export, build its archive first.
+
+    Two workers may both get here at the end: the conditional UPDATE lets one
+    win, and the loser throws its archive away.
+    """
+    if JobItem.objects.filter(job_id=job_id, status__in=UNFINISHED).exists():
+        return
+    job = Job.objects.get(pk=job_id)
+    if job.status != Job.Status.RUNNING:
+        return
+    archive = _build_archive(job) if job.kind == Job.Kind.EXPORT else ""
+    previous = job.archive
+    with transaction.atomic(durable=True):
+        won = Job.objects.filter(pk=job_id, status=Job.Status.RUNNING).update(
+            status=Job.Status.DONE, finished_at=timezone.now(), archive=archive or job.archive
+        )
+        if won:
+            job.refresh_from_db()
+            audit(
+                EventType.JOB_FINISHED,
+                workspace_id=job.workspace_id,
+                acting_user=None,
+                on_behalf_of_id=job.created_by_id,
+                job=job,
+                extra_data={
+                    "done": job.done,
+                    "failed": job.failed,
+                    "fence_lost": job.fence_lost,
+                    "pending": job.pending,
+                },
+            )
+    # The loser's archive, or the one a retry of failed items replaced.
+    stale = previous if won else archive
+    if archive and stale:
+        default_storage.delete(stale)
+
+
+def _archive_path(item: JobItem) -> str:
+    # Session names come from users: keep them one safe path component.
+    name = item.session.name.replace("/", "_").replace("\\", "_").lstrip(".") or "session"
+    return f"sessions/{item.session_id}/{name}"
+
+
+def _build_archive(job: Job) -> str:
+    """Write the zip of the export job `job` to storage; return its storage name.
+
+    It holds each exported session's repaired file under
+    `sessions/<session id>/<name>` and `manifest.json`: per session its
+    format, the revision exported, sha256 before and after, the ops applied
+    and, for a session that could not be read, the error.
+    """
+    items = (
+        job.items.filter(status__in=[JobItem.Status.EXPORTED, JobItem.Status.FAILED])
+        .select_related("session", "base")
+        .order_by("session_id")
+    )
+    manifest: dict[str, Any] = {
+        "job": job.pk,
+        "policy": job.policy,
+        "engine_version": ENGINE_VERSION,
+        "created_at": timezone.now().isoformat(),
+        "sessions": [],
+    }
+    with tempfile.TemporaryFile() as f:
+        with zipfile.ZipFile(f, "w", zipfile.ZIP_DEFLATED) as archive:
+            for item in items.iterator(chunk_size=500):
+                entry: dict[str, Any] = {
+                    "session": item.session_id,
+                    "name": item.session.name,
+                    "format": item.session.format,
+                    "revision": item.base.number,
+                    "sha256_before": item.base.sha256,
+                    "sha256_after": item.sha256_after or None,
+                    "ops_applied": item.ops,
+                    "path": None,
+                    "error": item.error or None,
+                }
+                if item.status == JobItem.Status.EXPORTED:
+                    entry["path"] = _archive_path(item)
+                    with (
+                        default_storage.open(blob_name(item.sha256_after), "rb") as blob,
+                        archive.open(entry["path"], "w") as member,
+                    ):
+                        shutil.copyfileobj(blob, member)
+                manifest["sessions"].append(entry)
+            archive.writestr("manifest.json", json.dumps(manifest, indent=2, ensure_ascii=False))
+        f.seek(0)
+        return default_storage.save(f"exports/job-{job.pk}-{uuid.uuid4().hex}.zip", File(f))
+
+
+def _diff(before: bytes, after: bytes, name: str) -> str:
+    """Return the unified diff of two revisions as text, cut to DIFF_LINES lines."""
+    lines = difflib.unified_diff(
+        before.decode("utf-8", "replace").splitlines(),
+        after.decode("utf-8", "replace").splitlines(),
+        f"{name} (before)",
+        f"{name} (after)",
+        n=1,
+        lineterm="",
+    )
+    kept = []
+    for n, line in enumerate(lines):
+        if n == DIFF_LINES:
+            kept.append("…")
+            break
+        kept.append(line if len(line) <= DIFF_LINE_CHARS else line[:DIFF_LINE_CHARS] + "…")
+    return "\n".join(kept)
+
+
+def _op_audit_fields(op: Op, analysis: Analysis, *, job: Job, base: Revision) -> dict[str, Any]:
+    """Return the fields of the audit record of `op`, but its `revision_to`."""
+    start = end = removed = None
+    transcript = analysis.transcript
+    if op.kind in REMOVING_OPS and op.record is not None and transcript is not None:
+        record = transcript.records[op.record]
+        start, end, removed = record.start, record.end, transcript.raw[record.start : record.end]
+    return {
+        "job": job,
+        "acting_user": job.created_by,
+        "session": base.session,
+        "revision_from": base,
+        "op": str(op.kind),
+        "fault_kind": str(op.fault.kind),
+        "tool_call_id": op.tool_call_id or "",
+        "record": op.record if op.record is not None else op.fault.record,
+        "block": op.block,
+        "anchor": op.anchor,
+        "target": op.target,
+        "policy": job.policy,
+        "policy_row": op.policy_row,
+        "engine_version": ENGINE_VERSION,
+        "span_start": start,
+        "span_end": end,
+        "removed_bytes": removed,
+        "note": _op_note(op),
+    }
+
+
+def _op_note(op: Op) -> str:
+    """Return what an op does beyond its kind: the new id of a rename, the blocks a split takes."""
+    if op.kind is OpKind.RENAME_ID:
+        return f"tool call id {op.tool_call_id} -> {op.text}"
+    if op.blocks:
+        return f"blocks {', '.join(map(str, op.blocks))} of record {op.record}"
+    return ""
+
+
+def jobs_to_kick(now: datetime | None = None) -> list[int]:
+    """Return the ids of the jobs whose work was lost on the way, for the sweep to kick again.
+
+    A job still queued settings.JOB_SWEEP_AFTER seconds after it was made
+    (or retried) lost its kickoff; a running one with an item claimed more
+    than twice JOB_CLAIM_LEASE ago lost the retry that should have taken it
+    over. Kicking a job twice is harmless: a finished item is never claimed
+    again, and a claim within its lease is not taken over.
+    """
+    now = now or timezone.now()
+    queued_since = now - timedelta(seconds=settings.JOB_SWEEP_AFTER)
+    stale = now - timedelta(seconds=2 * settings.JOB_CLAIM_LEASE)
+    lost_kickoff = Job.objects.filter(status=Job.Status.QUEUED, created_at__lt=queued_since)
+    lost_chunk = Job.objects.filter(
+        status=Job.Status.RUNNING,
+        items__status=JobItem.Status.RUNNING,
+        items__claimed_at__lt=stale,
+    )
+    ids = set(lost_kickoff.values_list("pk", flat=True))
+    ids.update(lost_chunk.values_list("pk", flat=True))
+    return sorted(ids)

@@ -1,0 +1,268 @@
+"""Sessions: ingest (revision 0 of a new session) and delete."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from django.core.files.storage import default_storage
+from django.db import DatabaseError, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from transcripts import search
+from transcripts.actions.common import (
+    UNFINISHED,
+    EventType,
+    HeadState,
+    audit,
+    fit_name,
+    live_fields,
+    write_head,
+)
+from transcripts.engine import ENGINE_VERSION, analyze
+from transcripts.models import (
+    ApiToken,
+    AuditLog,
+    AuditRecord,
+    JobItem,
+    Revision,
+    Session,
+    Timeline,
+    Workspace,
+    blob_name,
+    store_blob,
+)
+from transcripts.uploads import Staged, printable_name, store
+
+
+def create_session(
+    workspace: Workspace,
+    name: str,
+    data: bytes | Staged,
+    *,
+    acting_user: Any,
+    last_write: datetime | None = None,
+    format: str | None = None,
+    origin: str = "upload",
+    present: set[str] | None = None,
+    **fields: Any,
+) -> Session:
+    """Store `data` as revision 0 of a new session; the caller holds the transaction.
+
+    See `do_ingest_session`; `present` as for `store_blob`; `fields` are
+    further Session fields (source, parent).
+    """
+    name = printable_name(name)
+    name = fit_name(name, Session._meta.get_field("name").max_length or len(name))
+    if isinstance(data, Staged):
+        # Read from its file and copied to storage a chunk at a time: never whole in memory.
+        with data.source() as source:
+            analysis = analyze(source, name, format=format or None, **live_fields(last_write))
+        sha256, size = store(data, present=present), data.size
+    else:
+        analysis = analyze(data, name, format=format or None, **live_fields(last_write))
+        sha256, size = store_blob(data, present=present), len(data)
+    session = Session.objects.create(
+        workspace=workspace, name=name, format=analysis.format, created_by=acting_user, **fields
+    )
+    raw = Revision.objects.create(
+        session=session,
+        number=0,
+        sha256=sha256,
+        size=size,
+        engine_version=ENGINE_VERSION,
+        origin=origin,
+        created_by=acting_user,
+    )
+    write_head(session, raw, HeadState.of(analysis, last_write), fence=None)
+    source = fields.get("source")
+    AuditRecord.objects.create(
+        source=source,
+        acting_user=acting_user,
+        session=session,
+        revision_to=raw,
+        op=AuditRecord.Action.INGEST,
+        engine_version=ENGINE_VERSION,
+        note=f"{origin}: {size} bytes",
+    )
+    # A sync's session is the source's doing, on behalf of whoever added the source.
+    audit(
+        EventType.SESSION_INGESTED,
+        workspace_id=workspace.pk,
+        acting_user=None if source is not None else acting_user,
+        on_behalf_of=acting_user if source is not None else None,
+        session=session,
+        source=source,
+        revision=raw,
+        extra_data={"origin": origin, "size": size, "name": name},
+    )
+    return session
+
+
+def do_ingest_session(
+    workspace: Workspace,
+    name: str,
+    data: bytes | Staged,
+    *,
+    acting_user: Any,
+    last_write: datetime | None = None,
+    format: str | None = None,
+    api_token: ApiToken | None = None,
+) -> Session:
+    """Store `data` (any bytes, readable or not) as revision 0 of a new session.
+
+    `data` is the bytes, or a `Staged` file (an upload), which is analysed
+    and stored a chunk at a time. The bytes are kept exactly as given; an
+    unreadable file becomes a session whose `error` says why (file, line,
+    reason). The name loses its control and format characters (bidi
+    overrides among them); one too long for the database is shortened with
+    `fit_name`. `last_write` is when the source
+    file was last written, if known (a file read from disk; not an upload):
+    within settings.LIVE_GRACE of it the session is live. `api_token` is the
+    token of an upload through the API (its revision's origin is then "api").
+    """
+    return do_ingest_sessions(
+        workspace,
+        [(name, data)],
+        acting_user=acting_user,
+        last_write=last_write,
+        format=format,
+        api_token=api_token,
+    )[0]
+
+
+def do_ingest_sessions(
+    workspace: Workspace,
+    files: Iterable[tuple[str, bytes | Staged]],
+    *,
+    acting_user: Any,
+    last_write: datetime | None = None,
+    format: str | None = None,
+    api_token: ApiToken | None = None,
+) -> list[Session]:
+    """Store each (name, bytes or staged file) of `files` as `do_ingest_session` does, all or none.
+
+    One transaction holds every session; if anything fails, it rolls back and
+    the blobs this call wrote that no revision uses are deleted, so a failed
+    upload leaves nothing half-stored. Returns the sessions in the order of
+    `files`; re-raises what failed.
+    """
+    files = list(files)
+    hashes = {
+        data.sha256 if isinstance(data, Staged) else hashlib.sha256(data).hexdigest()
+        for _, data in files
+    }
+    # Blobs that are not there yet are this call's to take back if it fails. One
+    # `exists` (a HEAD) per content: what it found is not asked again.
+    new = [sha256 for sha256 in hashes if not default_storage.exists(blob_name(sha256))]
+    present = hashes - set(new)
+    try:
+        with transaction.atomic(durable=True):
+            return [
+                create_session(
+                    workspace,
+                    name,
+                    data,
+                    acting_user=acting_user,
+                    last_write=last_write,
+                    format=format,
+                    origin="api" if api_token else "upload",
+                    present=present,
+                    api_token=api_token,
+                )
+                for name, data in files
+            ]
+    except BaseException:
+        _delete_unused_blobs(new)
+        raise
+
+
+class CannotDelete(Exception):
+    """A session cannot be deleted: a sync follows its file, or a job is working on it."""
+
+
+def do_delete_sessions(sessions: Iterable[Session], *, acting_user: Any) -> int:
+    """Delete `sessions` (an editor's act): hidden everywhere, audited, their blobs removed.
+
+    The rows stay (audit records are append-only and name the session and
+    its revisions); each session gets a `delete` audit record and loses its
+    timelines; a blob goes once no revision of a session still there refers
+    to it. Raises CannotDelete, deleting nothing, when a sync source follows
+    one of the files (the next sync would bring it back) or an unfinished
+    job holds one. Returns how many were deleted.
+    """
+    pks = [session.pk for session in sessions]
+    now = timezone.now()
+    with transaction.atomic(durable=True):
+        locked = list(Session.objects.select_for_update().filter(pk__in=pks).order_by("pk"))
+        for session in locked:
+            if session.source_id is not None:
+                raise CannotDelete(
+                    f"{session.name} is synced from a folder: remove the file there, or turn "
+                    "the source off, instead (the next sync would bring it back)."
+                )
+        busy = (
+            JobItem.objects.filter(session__in=locked, status__in=UNFINISHED)
+            .values_list("session__name", flat=True)
+            .first()
+        )
+        if busy is not None:
+            raise CannotDelete(f"{busy} is in a job still running: wait for it, or cancel it.")
+        revisions = Revision.objects.filter(session__in=locked)
+        shas = {sha for pair in revisions.values_list("sha256", "delta") for sha in pair if sha}
+        Timeline.objects.filter(revision__session__in=locked).delete()
+        for session in locked:
+            search.drop_session(session.pk)
+        Session.objects.filter(pk__in=[s.pk for s in locked]).update(deleted_at=now)
+        AuditRecord.objects.bulk_create(
+            AuditRecord(
+                acting_user=acting_user,
+                session=session,
+                revision_from_id=session.head_id,
+                op=AuditRecord.Action.DELETE,
+                engine_version=ENGINE_VERSION,
+                note=f"deleted by {acting_user}: {session.name}"
+                + (f" (unreadable: {session.error[:200]})" if session.error else ""),
+            )
+            for session in locked
+        )
+        AuditLog.objects.bulk_create(
+            AuditLog(
+                event_type=EventType.SESSION_DELETED,
+                workspace_id=session.workspace_id,
+                acting_user=acting_user,
+                session=session,
+                revision_id=session.head_id,
+                extra_data={"name": session.name},
+            )
+            for session in locked
+        )
+        transaction.on_commit(lambda: _delete_blobs_of_deleted(sorted(shas)))
+    return len(locked)
+
+
+def _delete_blobs_of_deleted(shas: list[str]) -> None:
+    """Delete the blobs of `shas` that no revision of a session still there refers to."""
+    kept = Revision.objects.filter(
+        Q(sha256__in=shas) | Q(delta__in=shas), session__deleted_at__isnull=True
+    ).values_list("sha256", "delta")
+    used = {sha for pair in kept for sha in pair}
+    for sha256 in set(shas) - used:
+        default_storage.delete(blob_name(sha256))
+
+
+def _delete_unused_blobs(shas: list[str]) -> None:
+    """Delete the blobs of `shas` that no revision refers to (a failed write's leftovers).
+
+    Best effort: when the database cannot tell (it may be what failed), the
+    blobs stay, unreferenced but harmless.
+    """
+    try:
+        used = set(Revision.objects.filter(sha256__in=shas).values_list("sha256", flat=True))
+    except DatabaseError:
+        return
+    for sha256 in set(shas) - used:
+        default_storage.delete(blob_name(sha256))

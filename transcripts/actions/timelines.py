@@ -1,0 +1,142 @@
+"""Timelines: made when a session page asks, built once (inline or by a task), pruned.
+
+What a timeline holds is computed by `transcripts.timeline.build`; here it is
+claimed, stored and indexed for the search.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from transcripts import queue, search
+from transcripts.engine import DEFAULT_POLICY, ENGINE_VERSION
+from transcripts.models import Session, Timeline, TimelineRow
+from transcripts.timeline import COLUMNS, build
+
+# Timelines kept per session head (policies × formats × live); the least recently used go first.
+KEPT_PER_SESSION = 6
+BUILD_BATCH = 2000
+
+
+def timeline_for(session: Session, policy: str, read_as: str = "") -> Timeline:
+    """Return the timeline of `session`'s head under `policy`, read as `read_as` ("" = its own).
+
+    A missing timeline is created; a revision of at most TIMELINE_INLINE_BYTES
+    is built now, a larger one is handed to a Celery task (again when a
+    build's lease has passed: its worker died). The timeline returned may
+    therefore still be queued or building. Raises queue.BrokerUnavailable
+    when a build must be queued and the broker is down.
+    """
+    head = session.head
+    assert head is not None
+    timeline, created = Timeline.objects.get_or_create(
+        revision=head,
+        policy=policy,
+        read_as=read_as,
+        live=session.is_live(),
+        engine_version=ENGINE_VERSION,
+    )
+    now = timezone.now()
+    if timeline.status == Timeline.Status.READY:
+        if timeline.used_at < now - timedelta(hours=1):
+            Timeline.objects.filter(pk=timeline.pk).update(used_at=now)
+        return timeline
+    if timeline.status == Timeline.Status.FAILED and not created:
+        return timeline
+    if head.size <= settings.TIMELINE_INLINE_BYTES:
+        do_build_timeline(timeline.pk)
+        timeline.refresh_from_db()
+        return timeline
+    lease = timedelta(seconds=settings.JOB_CLAIM_LEASE)
+    if created or timeline.claimed_at is None or timeline.claimed_at < now - lease:
+
+        def asked() -> None:
+            # Marked as asked for once sent, so that the polls in between do not send it again.
+            Timeline.objects.filter(pk=timeline.pk).update(claimed_at=now)
+
+        queue.enqueue_on_commit(queue.BUILD_TIMELINE, timeline.pk, sent=asked)
+    return timeline
+
+
+def do_build_timeline(timeline_id: int) -> bool:
+    """Build the rows of timeline `timeline_id`; return False when it was not this call's to build.
+
+    A queued timeline, or one whose builder's lease has passed, is claimed with
+    a conditional UPDATE; the rows and the READY status are written in one
+    transaction that first checks the claim still holds, so two builders never
+    both write rows. An engine error marks the timeline FAILED with its text.
+    A timeline is derived data (a cache of its revision's rows): no audit row.
+    """
+    token = uuid.uuid4()
+    now = timezone.now()
+    stale = now - timedelta(seconds=settings.JOB_CLAIM_LEASE)
+    claimable = Q(status=Timeline.Status.QUEUED) | Q(
+        status=Timeline.Status.BUILDING, claimed_at__lt=stale
+    )
+    if not Timeline.objects.filter(claimable, pk=timeline_id).update(
+        status=Timeline.Status.BUILDING, claim=token, claimed_at=now
+    ):
+        return False
+    timeline = Timeline.objects.select_related("revision__session").get(pk=timeline_id)
+
+    def stage(number: int) -> None:
+        # Committed at once (no transaction is open): the page polling for the build shows it.
+        Timeline.objects.filter(pk=timeline_id, claim=token).update(stage=number)
+
+    try:
+        built = build(timeline, stage)
+    except Exception as exc:  # an engine bug shows on the page instead of a build retried forever
+        Timeline.objects.filter(pk=timeline_id, claim=token).update(
+            status=Timeline.Status.FAILED, error=f"{type(exc).__name__}: {exc}"
+        )
+        return True
+    with transaction.atomic(durable=True):
+        if not Timeline.objects.filter(pk=timeline_id, claim=token).update(
+            status=Timeline.Status.READY, used_at=now, **built.fields()
+        ):
+            return False  # another builder took the claim over; it writes the rows
+        _insert(timeline_id, built.rows)
+        session = timeline.revision.session
+        if (
+            timeline.policy == DEFAULT_POLICY
+            and not timeline.read_as
+            and timeline.revision_id == session.head_id
+        ):
+            search.index_session(session.pk, built.search_entries())
+    _prune(timeline.revision.session)
+    return True
+
+
+def _insert(timeline_id: int, rows: list[tuple[Any, ...]]) -> None:
+    """Insert the rows of a timeline, BUILD_BATCH at a time.
+
+    Plain `executemany`, not `bulk_create`: for the 50,000 rows of a long
+    session the ORM's per-field preparation took ten times the insert itself.
+    """
+    quote = connection.ops.quote_name
+    table = quote(TimelineRow._meta.db_table)
+    columns = ", ".join(
+        quote(TimelineRow._meta.get_field(n).column) for n in ("timeline", *COLUMNS)
+    )
+    values = ", ".join(["%s"] * (len(COLUMNS) + 1))
+    with connection.cursor() as cursor:
+        for start in range(0, len(rows), BUILD_BATCH):
+            cursor.executemany(
+                f"INSERT INTO {table} ({columns}) VALUES ({values})",
+                [(timeline_id, *row) for row in rows[start : start + BUILD_BATCH]],
+            )
+
+
+def _prune(session: Session) -> None:
+    """Delete the session's timelines of old heads and all but the most recently used few."""
+    timelines = Timeline.objects.filter(revision__session=session)
+    timelines.exclude(revision=session.head_id).delete()
+    keep = timelines.order_by("-used_at", "-pk").values_list("pk", flat=True)[:KEPT_PER_SESSION]
+    timelines.exclude(pk__in=list(keep)).delete()
