@@ -400,7 +400,7 @@ SPECTACULAR_SETTINGS = {
         "id": {"type": "integer", "minimum": 0, "maximum": 999_999_999_999_999_999}
     },
     "ENUM_NAME_OVERRIDES": {
-        "FaultKindEnum": "transcripts.api.serializers.FAULT_KINDS",
+        "FaultKindEnum": "transcripts.models.FaultKinds",
         "JobKindEnum": "transcripts.models.Job.Kind",
         "StartableJobKindEnum": "transcripts.api.serializers.STARTABLE_KINDS",
         "AnswerActionEnum": "transcripts.api.policies.ANSWER_ACTIONS",

@@ -8,18 +8,19 @@ from typing import Any
 from django import forms
 from django.contrib.auth import get_user_model
 from django.db import connections
-from django.db.models import F, Q, QuerySet
+from django.db.models import Q, QuerySet
 from django.http import QueryDict
-from django.utils import timezone
 
 from transcripts.actions.sync import SyncError, check_source_path
 from transcripts.core.model import Action, FaultKind
 from transcripts.core.policy import ALLOWED, refused
 from transcripts.engine import DEFAULT_POLICY, PRESETS
+from transcripts.filters import SessionFilter
 from transcripts.formats import FORMATS
 from transcripts.models import (
     AuditLog,
     AuditRecord,
+    FaultKinds,
     Job,
     Membership,
     Session,
@@ -154,119 +155,11 @@ class IdMultipleChoiceField(forms.ModelMultipleChoiceField):
         return super().clean(value)
 
 
-class SessionFilterForm(forms.Form):
-    """Filter the user's sessions: workspace, format, fault kind, dates, source, state, name.
-
-    `sort` orders the list; it is not a filter, so a job's selection leaves it out.
-    """
-
-    # Each order ends with the primary key, so that pages never overlap.
-    SORTS = {
-        "newest": ("-created", "-id"),
-        "oldest": ("created", "id"),
-        "name": ("name", "id"),
-        "records": ("-record_count", "-id"),
-        "written": (F("last_write").desc(nulls_last=True), "-id"),
-    }
-
-    workspace = forms.ModelChoiceField(
-        queryset=Workspace.objects.none(), required=False, empty_label="any"
-    )
-    format = forms.ChoiceField(required=False)
-    fault = forms.ChoiceField(
-        label="Fault kind",
-        required=False,
-        choices=[("", "any")] + [(str(kind), str(kind)) for kind in FaultKind],
-    )
-    created_after = forms.DateField(
-        label="Stored from", required=False, widget=forms.DateInput(attrs={"type": "date"})
-    )
-    created_before = forms.DateField(
-        label="Stored until", required=False, widget=forms.DateInput(attrs={"type": "date"})
-    )
-    source = forms.ModelChoiceField(
-        queryset=SyncSource.objects.none(), required=False, empty_label="any"
-    )
-    live = forms.ChoiceField(
-        required=False,
-        choices=[("", "any"), ("yes", "live now"), ("no", "not live")],
-        help_text="Live: the session's file or stream was written within the grace period.",
-    )
-    repaired = forms.ChoiceField(
-        required=False,
-        choices=[("", "any"), ("yes", "repaired"), ("no", "never repaired")],
-        help_text="Repaired: the head revision was written by a repair.",
-    )
-    q = forms.CharField(label="Name contains", required=False, max_length=200)
-    sort = forms.ChoiceField(
-        required=False,
-        choices=[
-            ("newest", "newest stored"),
-            ("oldest", "oldest stored"),
-            ("name", "name"),
-            ("records", "most records"),
-            ("written", "last written"),
-        ],
-    )
-
-    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
-        # Its own ids: the upload form on the same page has a workspace field too.
-        kwargs.setdefault("auto_id", "filter_%s")
-        super().__init__(*args, **kwargs)
-        self.user = user
-        self.fields["workspace"].queryset = Workspace.objects.for_user(user)
-        self.fields["source"].queryset = SyncSource.objects.for_user(user)
-        # Every format Pairfix reads, not the distinct formats stored: that would scan
-        # every session of the user on each page of the list.
-        self.fields["format"].choices = [("", "any")] + [
-            (f, f) for f in sorted([*FORMATS, "unknown"])
-        ]
-
-    def sessions(self) -> QuerySet[Session]:
-        """Return the user's sessions that match the valid filters (all of them if none)."""
-        sessions = Session.objects.for_user(self.user)
-        data = self.cleaned_data if self.is_valid() else {}
-        if data.get("workspace"):
-            sessions = sessions.filter(workspace=data["workspace"])
-        if data.get("format"):
-            sessions = sessions.filter(format=data["format"])
-        if data.get("fault"):
-            sessions = sessions.with_fault(data["fault"])
-        if data.get("created_after"):
-            sessions = sessions.filter(created__date__gte=data["created_after"])
-        if data.get("created_before"):
-            sessions = sessions.filter(created__date__lte=data["created_before"])
-        if data.get("source"):
-            sessions = sessions.filter(source=data["source"])
-        if data.get("live") == "yes":
-            sessions = sessions.filter(live_until__gt=timezone.now())
-        elif data.get("live") == "no":
-            sessions = sessions.filter(
-                Q(live_until__isnull=True) | Q(live_until__lte=timezone.now())
-            )
-        if data.get("repaired") == "yes":
-            sessions = sessions.exclude(head__policy="")
-        elif data.get("repaired") == "no":
-            sessions = sessions.filter(head__policy="")
-        if data.get("q"):
-            sessions = sessions.filter(name__icontains=data["q"])
-        return sessions.order_by(*self.SORTS[data.get("sort") or "newest"])
-
-    def selection(self) -> dict[str, Any]:
-        """Return the filters in use, as JSON-ready text (what a job records it was made from)."""
-        data = self.cleaned_data if self.is_valid() else {}
-        return {
-            name: str(value)
-            for name, value in data.items()
-            if value not in (None, "") and name != "sort"
-        }
-
-
 class StartJobForm(forms.Form):
     """Start a dry run, repair or export, of the selected sessions or of all that match a filter.
 
-    The filter's fields come with the same names as on the session list, so
-    the job takes exactly the sessions the list showed.
+    The filter's fields come with the same names as on the session list
+    (`transcripts.filters`), so the job takes exactly the sessions the list showed.
     """
 
     SCOPES = [("selected", "the selected sessions"), ("filter", "all sessions matching the filter")]
@@ -298,7 +191,11 @@ class StartJobForm(forms.Form):
 
     def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.filter_form = SessionFilterForm(*args, user=user, **kwargs)
+        self.filters = SessionFilter(
+            args[0] if args else kwargs.get("data"),
+            queryset=Session.objects.for_user(user),
+            user=user,
+        )
         self.fields["sessions"].queryset = Session.objects.for_user(user)
         workspaces = Workspace.objects.for_user(user).values_list("pk", flat=True)
         self.fields["policy"].choices = policy_choices(list(workspaces))
@@ -311,11 +208,11 @@ class StartJobForm(forms.Form):
         if self.errors:
             return data
         if data.get("scope") == "filter":
-            if not self.filter_form.is_valid():
+            if not self.filters.is_valid():
                 raise forms.ValidationError("The filter is not valid: change it and try again.")
-            sessions = self.filter_form.sessions()
+            sessions = self.filters.sessions()
             workspaces = set(sessions.order_by().values_list("workspace", flat=True).distinct()[:2])
-            data["selection"] = self.filter_form.selection()
+            data["selection"] = self.filters.selection()
             if not workspaces:
                 raise forms.ValidationError("No sessions match the filter.")
         else:
@@ -352,9 +249,7 @@ class AuditFilterForm(forms.Form):
         label="Session id", required=False, min_value=1, max_value=2**63 - 1
     )
     session_name = forms.CharField(label="Session name contains", required=False, max_length=200)
-    fault_kind = forms.ChoiceField(
-        required=False, choices=[("", "any")] + [(str(kind), str(kind)) for kind in FaultKind]
-    )
+    fault_kind = forms.ChoiceField(required=False, choices=[("", "any"), *FaultKinds.choices])
     user = forms.ModelChoiceField(
         queryset=get_user_model().objects.none(), required=False, empty_label="anyone"
     )

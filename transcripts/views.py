@@ -52,6 +52,7 @@ from transcripts import (
 )
 from transcripts.actions import sync
 from transcripts.engine import PRESETS
+from transcripts.filters import SessionFilter
 from transcripts.formats import FORMATS
 from transcripts.forms import (
     ApiTokenForm,
@@ -59,7 +60,6 @@ from transcripts.forms import (
     InvitationForm,
     MemberForm,
     PolicyForm,
-    SessionFilterForm,
     SourceForm,
     SourceSettingsForm,
     StartJobForm,
@@ -142,20 +142,21 @@ def _session_list_page(
     job_form: StartJobForm | None = None,
     status: int = 200,
 ) -> HttpResponse:
-    filter_form = SessionFilterForm(request.GET or None, user=request.user)
-    filter_invalid = filter_form.is_bound and not filter_form.is_valid()
-    sessions = filter_form.sessions().select_related("workspace", "source", "head")
+    filters = SessionFilter(
+        request.GET or None, queryset=Session.objects.for_user(request.user), user=request.user
+    )
+    filter_invalid = filters.is_bound and not filters.is_valid()
+    # An invalid filter lists no session (SessionFilter): say so with the status too.
+    sessions = filters.sessions().select_related("workspace", "source", "head")
     if filter_invalid:
-        # Ignoring a bad value would list (and let a job take) every session.
-        sessions = sessions.none()
         status = max(status, 400)
     page = Paginator(sessions, SESSIONS_PER_PAGE).get_page(request.GET.get("page"))
     context = {
         "page": page,
         "query": _query_without_page(request),
         "sessions": page.object_list,
-        "filter_form": filter_form,
-        "filtering": bool(filter_form.selection()) or filter_invalid,
+        "filter_form": filters.form,
+        "filtering": bool(filters.selection()) or filter_invalid,
         "filter_invalid": filter_invalid,
         "upload_form": upload_form or UploadForm(user=request.user),
         "job_form": job_form or StartJobForm(user=request.user),

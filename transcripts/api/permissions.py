@@ -16,7 +16,7 @@ from django.db.models import QuerySet
 from rest_framework import exceptions, permissions
 from rest_framework.request import Request
 
-from transcripts.models import ApiToken, Job, Membership, Session, Workspace
+from transcripts.models import ApiToken, Job, Membership, Session, Workspace, roles_at_least
 
 
 def _token(request: Request) -> ApiToken:
@@ -40,12 +40,11 @@ def role(request: Request) -> str | None:
 def require(request: Request, needed: str) -> None:
     """Raise PermissionDenied (403) unless the request's token acts with at least `needed`."""
     held = role(request)
-    order = list(Membership.Role.values)
     if held is None:
         raise exceptions.PermissionDenied(
             "The token's creator is no longer a member of its workspace."
         )
-    if order.index(held) < order.index(needed):
+    if held not in roles_at_least(needed):
         raise exceptions.PermissionDenied(
             f"This needs the {needed} role; the token's creator is a {held} of the workspace."
         )

@@ -8,15 +8,13 @@ from django.core.validators import ProhibitNullCharactersValidator
 from rest_framework import serializers
 from rest_framework.utils import html
 
-from transcripts.core.model import FaultKind
 from transcripts.engine import DEFAULT_POLICY
 from transcripts.formats import FORMATS
-from transcripts.models import Job, Revision, Session
+from transcripts.models import FaultKinds, Job, Revision, Session
 from transcripts.uploads import clean_name, unusable_name
 
 # Ids the database can hold: a larger one names nothing, and some backends fail on it.
 MAX_ID = 2**63 - 1
-FAULT_KINDS = [str(kind) for kind in FaultKind]
 # The kinds of job started on a selection of sessions; a rollback starts from a job.
 STARTABLE_KINDS = [Job.Kind.REPAIR, Job.Kind.DRY_RUN, Job.Kind.EXPORT]
 # A job lists at most this many sessions by id; a filter selects any number.
@@ -166,7 +164,7 @@ class SessionSerializer(serializers.ModelSerializer):
 
 
 class FaultSerializer(serializers.Serializer):
-    kind = serializers.ChoiceField(choices=FAULT_KINDS)
+    kind = serializers.ChoiceField(choices=FaultKinds.choices)
     tool_call_id = serializers.CharField(allow_null=True)
     record = serializers.IntegerField(help_text="Raw record index (0-based) of the call or result.")
     block = serializers.IntegerField(allow_null=True)
@@ -250,7 +248,7 @@ class RepairSerializer(serializers.Serializer):
 
 class SessionFilterSerializer(serializers.Serializer):
     fault = ChoiceField(
-        choices=FAULT_KINDS, required=False, help_text="Sessions with a fault of this kind."
+        choices=FaultKinds.choices, required=False, help_text="Sessions with a fault of this kind."
     )
     format = TextField(required=False, max_length=40, refuse_emptied=True)
     q = TextField(

@@ -44,6 +44,7 @@ from transcripts.api.serializers import (
     SessionUploadSerializer,
 )
 from transcripts.engine import DEFAULT_POLICY, PRESETS
+from transcripts.filters import SessionFilter
 from transcripts.models import Job, Membership, Revision, Session
 from transcripts.policies import names_for, policy_for
 from transcripts.uploads import (
@@ -179,13 +180,7 @@ class SessionList(generics.ListAPIView[Session]):
         query.is_valid(raise_exception=True)
         sessions = permissions.sessions(self.request).select_related("head")
         _expire_live(sessions)
-        if fault := query.validated_data.get("fault"):
-            sessions = sessions.with_fault(fault)
-        if format := query.validated_data.get("format"):
-            sessions = sessions.filter(format=format)
-        if text := query.validated_data.get("q"):
-            sessions = sessions.filter(name__icontains=text)
-        return sessions
+        return SessionFilter(query.validated_data, queryset=sessions).sessions()
 
     @extend_schema(
         summary="List sessions",
@@ -567,12 +562,7 @@ class JobList(generics.ListAPIView[Job]):
                 ids = ", ".join(str(pk) for pk in sorted(missing)[:20])
                 raise errors.NotFound(f"There is no session {ids} in this workspace.")
         selection = {key: str(value) for key, value in data.get("filter", {}).items() if value}
-        if fault := selection.get("fault"):
-            sessions = sessions.with_fault(fault)
-        if format := selection.get("format"):
-            sessions = sessions.filter(format=format)
-        if text := selection.get("q"):
-            sessions = sessions.filter(name__icontains=text)
+        sessions = SessionFilter(selection, queryset=sessions).sessions()
         if not sessions.exists():
             raise errors.NotFound("No session of this workspace matches.")
         job = _start(
