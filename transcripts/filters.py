@@ -133,9 +133,10 @@ class SessionFilter(django_filters.FilterSet):
 
     def sessions(self) -> QuerySet[Session]:
         """Return the sessions that match (all of them, newest first, when unbound)."""
-        if not self.is_bound:
-            return self.queryset.order_by(*SORTS[DEFAULT_SORT])
-        return self.qs
+        sessions: QuerySet[Session] = (
+            self.qs if self.is_bound else self.queryset.order_by(*SORTS[DEFAULT_SORT])
+        )
+        return sessions
 
     def selection(self) -> dict[str, str]:
         """Return the filters in use, as JSON-ready text (what a job records it was made from)."""

@@ -59,6 +59,18 @@ def format_choices() -> list[tuple[str, str]]:
     return [("", "sniff automatically")] + [(f.id, f.label) for f in FORMATS.values()]
 
 
+def _choose_from(field: forms.Field, queryset: QuerySet[Any]) -> None:
+    """Make the model choice `field` (declared with no choices) choose from `queryset`."""
+    assert isinstance(field, forms.ModelChoiceField)
+    field.queryset = queryset
+
+
+def _offer(field: forms.Field, choices: list[tuple[str, str]]) -> None:
+    """Make the choice `field` offer `choices`, (value, label) pairs."""
+    assert isinstance(field, forms.ChoiceField)
+    field.choices = choices
+
+
 class MultipleFileInput(forms.ClearableFileInput):
     allow_multiple_selected = True
 
@@ -78,7 +90,9 @@ class MultipleFileField(forms.FileField):
 
 class UploadForm(forms.Form):
     workspace = forms.ModelChoiceField(queryset=Workspace.objects.none(), empty_label=None)
-    files = MultipleFileField(
+    # The form's metaclass moves declared fields out of the class, so this never hides
+    # BaseForm.files (the uploads); the stubs see only the class attribute.
+    files = MultipleFileField(  # type: ignore[assignment]
         label="Session files",
         # Raw bytes are always stored: an empty file becomes an unreadable session, as in `ingest`.
         allow_empty_file=True,
@@ -94,7 +108,9 @@ class UploadForm(forms.Form):
         self, *args: Any, user: Any, refused: list[str] | None = None, **kwargs: Any
     ) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["workspace"].queryset = Workspace.objects.for_user(user, Membership.Role.EDITOR)
+        _choose_from(
+            self.fields["workspace"], Workspace.objects.for_user(user, Membership.Role.EDITOR)
+        )
         self.limits = Limits.from_settings()
         self.unpacker = Unpacker(self.limits)
         self.refused = refused or []
@@ -128,7 +144,7 @@ class UploadForm(forms.Form):
         self.unpacker.close()
 
 
-class IdMultipleChoiceField(forms.ModelMultipleChoiceField):
+class IdMultipleChoiceField(forms.ModelMultipleChoiceField[Any]):
     """Choices by primary key; a key that is no integer in the key column's range is invalid.
 
     Checked before any query: SQLite raises OverflowError for an integer
@@ -137,6 +153,7 @@ class IdMultipleChoiceField(forms.ModelMultipleChoiceField):
 
     def clean(self, value: Any) -> Any:
         if isinstance(value, list | tuple):
+            assert self.queryset is not None
             connection = connections[self.queryset.db]
             pk = self.queryset.model._meta.pk
             assert pk is not None
@@ -196,27 +213,28 @@ class StartJobForm(forms.Form):
             queryset=Session.objects.for_user(user),
             user=user,
         )
-        self.fields["sessions"].queryset = Session.objects.for_user(user)
+        _choose_from(self.fields["sessions"], Session.objects.for_user(user))
         workspaces = Workspace.objects.for_user(user).values_list("pk", flat=True)
-        self.fields["policy"].choices = policy_choices(list(workspaces))
+        _offer(self.fields["policy"], policy_choices(list(workspaces)))
 
     def clean_kind(self) -> str:
         return self.cleaned_data["kind"] or Job.Kind.REPAIR
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if self.errors:
             return data
         if data.get("scope") == "filter":
             if not self.filters.is_valid():
                 raise forms.ValidationError("The filter is not valid: change it and try again.")
-            sessions = self.filters.sessions()
+            sessions: QuerySet[Session] = self.filters.sessions()
             workspaces = set(sessions.order_by().values_list("workspace", flat=True).distinct()[:2])
             data["selection"] = self.filters.selection()
             if not workspaces:
                 raise forms.ValidationError("No sessions match the filter.")
         else:
-            sessions = data.get("sessions")
+            sessions = data.get("sessions") or Session.objects.none()
             if not sessions:
                 raise forms.ValidationError(
                     "Select at least one session, or choose all sessions matching the filter."
@@ -261,11 +279,12 @@ class AuditFilterForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.user = user
         # Only people who share a workspace with the user.
-        self.fields["user"].queryset = (
+        _choose_from(
+            self.fields["user"],
             get_user_model()
             .objects.filter(memberships__workspace__memberships__user=user)
             .distinct()
-            .order_by("username")
+            .order_by("username"),
         )
 
     def records(self) -> QuerySet[AuditRecord]:
@@ -315,7 +334,9 @@ class ApiTokenForm(forms.Form):
 
     def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["workspace"].queryset = Workspace.objects.for_user(user, Membership.Role.ADMIN)
+        _choose_from(
+            self.fields["workspace"], Workspace.objects.for_user(user, Membership.Role.ADMIN)
+        )
 
 
 class PolicyForm(forms.Form):
@@ -323,7 +344,7 @@ class PolicyForm(forms.Form):
 
     def __init__(self, *args: Any, workspace_id: int | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["policy"].choices = policy_choices([workspace_id])
+        _offer(self.fields["policy"], policy_choices([workspace_id]))
 
     format = forms.ChoiceField(
         choices=format_choices, required=False, label="Read as", help_text="Override sniffing."
@@ -354,7 +375,8 @@ class TimelineForm(PolicyForm):
     PLACES = ("record", "at", "after", "before", "fault_after", "fault_before")
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if sum(data.get(name) is not None for name in self.PLACES) > 1:
             raise forms.ValidationError("Ask for one place in the timeline at a time.")
         return data
@@ -396,7 +418,9 @@ class SourceForm(forms.Form):
 
     def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["workspace"].queryset = Workspace.objects.for_user(user, Membership.Role.ADMIN)
+        _choose_from(
+            self.fields["workspace"], Workspace.objects.for_user(user, Membership.Role.ADMIN)
+        )
 
     def clean_path(self) -> str:
         path: str = self.cleaned_data["path"].strip()
@@ -407,7 +431,7 @@ class SourceForm(forms.Form):
         return path
 
 
-class SourceSettingsForm(forms.ModelForm):
+class SourceSettingsForm(forms.ModelForm[SyncSource]):
     """Turn a source's sync and write-back on or off."""
 
     class Meta:
@@ -481,7 +505,9 @@ class WorkspacePolicyForm(forms.Form):
             }
         super().__init__(*args, **kwargs)
         self.instance = instance
-        self.fields["workspace"].queryset = Workspace.objects.for_user(user, Membership.Role.EDITOR)
+        _choose_from(
+            self.fields["workspace"], Workspace.objects.for_user(user, Membership.Role.EDITOR)
+        )
         # A policy stays in its workspace: jobs there name it, and another's editors
         # would gain it. Disabled, the field keeps the instance's and ignores what is sent.
         self.fields["workspace"].disabled = instance is not None
@@ -504,7 +530,8 @@ class WorkspacePolicyForm(forms.Form):
         return name
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         table: dict[str, str] = {}
         for kind in FaultKind:
             action = data.get(f"kind_{kind}") or ""

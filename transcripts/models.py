@@ -35,7 +35,8 @@ REMOVED_PREVIEW_BYTES = 80
 
 # The core's fault kinds as Django choices, each labelled by its id (the id is what every
 # page shows): the one list the models, the filters and the API offer.
-FaultKinds = models.TextChoices(
+# (django-stubs types only the class form of TextChoices, not this functional one.)
+FaultKinds = models.TextChoices(  # type: ignore[call-overload]
     "FaultKinds", [(kind.name, (kind.value, kind.value)) for kind in FaultKind]
 )
 
@@ -386,7 +387,8 @@ class Session(models.Model):
 def read_blob(sha256: str) -> bytes:
     """Return the bytes of the blob `sha256` (hex)."""
     with default_storage.open(blob_name(sha256), "rb") as f:
-        return f.read()
+        data: bytes = f.read()
+    return data
 
 
 class Revision(models.Model):

@@ -16,7 +16,15 @@ from django.db.models import QuerySet
 from rest_framework import exceptions, permissions
 from rest_framework.request import Request
 
-from transcripts.models import ApiToken, Job, Membership, Session, Workspace, roles_at_least
+from transcripts.models import (
+    ApiToken,
+    Job,
+    Membership,
+    Session,
+    SessionQuerySet,
+    Workspace,
+    roles_at_least,
+)
 
 
 def _token(request: Request) -> ApiToken:
@@ -78,9 +86,9 @@ def acting_user(request: Request) -> Any:
     return _token(request).created_by
 
 
-def sessions(request: Request) -> QuerySet[Session]:
+def sessions(request: Request) -> SessionQuerySet:
     """Return the sessions the request may see: those of the token's workspace."""
-    return Session.objects.filter(workspace=workspace(request))
+    return Session.objects.get_queryset().filter(workspace=workspace(request))
 
 
 def jobs(request: Request) -> QuerySet[Job]:

@@ -54,7 +54,7 @@ def _action_field(kind: FaultKind) -> serializers.ChoiceField:
 class ActionsSerializer(serializers.Serializer[dict[str, str]]):
     """The table {fault kind id: action id}; kinds not listed are only flagged."""
 
-    def get_fields(self) -> dict[str, serializers.Field]:
+    def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
         return {str(kind): _action_field(kind) for kind in FaultKind}
 
 
