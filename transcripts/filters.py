@@ -58,10 +58,11 @@ class SessionFilter(django_filters.FilterSet):
     `sort` orders the list; it is not a filter, so `selection` leaves it out.
     """
 
+    # Labels as a form gives them: django-filter would read them off the model's fields.
     workspace = django_filters.ModelChoiceFilter(
-        queryset=Workspace.objects.none(), empty_label="any"
+        label="Workspace", queryset=Workspace.objects.none(), empty_label="any"
     )
-    format = django_filters.ChoiceFilter(choices=format_ids, empty_label="any")
+    format = django_filters.ChoiceFilter(label="Format", choices=format_ids, empty_label="any")
     fault = django_filters.ChoiceFilter(
         label="Fault kind", choices=FaultKinds.choices, empty_label="any", method="with_fault"
     )
@@ -77,14 +78,18 @@ class SessionFilter(django_filters.FilterSet):
         label="Stored until",
         widget=forms.DateInput(attrs={"type": "date"}),
     )
-    source = django_filters.ModelChoiceFilter(queryset=SyncSource.objects.none(), empty_label="any")
+    source = django_filters.ModelChoiceFilter(
+        label="Source", queryset=SyncSource.objects.none(), empty_label="any"
+    )
     live = django_filters.ChoiceFilter(
+        label="Live",
         choices=[("yes", "live now"), ("no", "not live")],
         empty_label="any",
         method="live_now",
         help_text="Live: the session's file or stream was written within the grace period.",
     )
     repaired = django_filters.ChoiceFilter(
+        label="Repaired",
         choices=[("yes", "repaired"), ("no", "never repaired")],
         empty_label="any",
         method="was_repaired",
@@ -94,6 +99,7 @@ class SessionFilter(django_filters.FilterSet):
         field_name="name", lookup_expr="icontains", label="Name contains", max_length=200
     )
     sort = django_filters.ChoiceFilter(
+        label="Sort",
         choices=[
             ("newest", "newest stored"),
             ("oldest", "oldest stored"),
