@@ -27,14 +27,15 @@ from transcripts.models import (
 )
 
 
-def _token(request: Request) -> ApiToken:
+def request_token(request: Request) -> ApiToken:
+    """Return the API token the request authenticated with (TokenPermission requires one)."""
     assert isinstance(request.auth, ApiToken)
     return request.auth
 
 
 def role(request: Request) -> str | None:
     """Return the role the request's token acts with: its creator's in the workspace, or None."""
-    token = _token(request)
+    token = request_token(request)
     if token.created_by is None:
         return None
     found: str | None = (
@@ -78,12 +79,12 @@ class TokenPermission(permissions.BasePermission):
 
 def workspace(request: Request) -> Workspace:
     """Return the workspace of the request's token."""
-    return _token(request).workspace
+    return request_token(request).workspace
 
 
 def acting_user(request: Request) -> Any:
     """Return the user a request acts as: the token's creator (None if that user is gone)."""
-    return _token(request).created_by
+    return request_token(request).created_by
 
 
 def sessions(request: Request) -> SessionQuerySet:
