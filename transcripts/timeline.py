@@ -343,6 +343,7 @@ def provider_error_position(timeline: Timeline, text: str) -> tuple[int, int, st
     )
     best: tuple[int, int] | None = None
     for position, record, data in rows:
+        assert record is not None  # a raw row shows a raw record
         found_at = _decode(data).request_position
         first_block = found_at[1] if found_at is not None else 0
         if best is None or (block is not None and first_block <= int(block)):
