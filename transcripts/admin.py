@@ -4,7 +4,6 @@ from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
-from transcripts.actions.sync import SyncError, check_source_path
 from transcripts.models import (
     AuditLog,
     AuditRecord,
@@ -16,6 +15,7 @@ from transcripts.models import (
     SyncGrant,
     Workspace,
 )
+from transcripts.roots import SyncError, check_source_path
 
 
 class ReadOnlyAdmin(admin.ModelAdmin[Any]):

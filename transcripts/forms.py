@@ -11,7 +11,6 @@ from django.db import connections
 from django.db.models import Q, QuerySet
 from django.http import QueryDict
 
-from transcripts.actions.sync import SyncError, check_source_path
 from transcripts.core.model import Action, FaultKind
 from transcripts.core.policy import ALLOWED, refused
 from transcripts.engine import DEFAULT_POLICY, PRESETS
@@ -28,6 +27,7 @@ from transcripts.models import (
     Workspace,
 )
 from transcripts.policies import names_for
+from transcripts.roots import SyncError, check_source_path
 from transcripts.uploads import Limits, Staged, Unpacker, UploadRefused, clean_name
 
 

@@ -49,6 +49,7 @@ from transcripts import (
     formats,
     overview,
     replay,
+    roots,
     search,
     timeline,
 )
@@ -907,7 +908,7 @@ def _roots_line(form: SourceForm) -> str:
     folder = Path(path).resolve()
     if any(folder.is_relative_to(root) for root in settings.SYNC_ROOTS):
         return ""
-    return sync.roots_line(folder)
+    return roots.roots_line(folder)
 
 
 @login_required
