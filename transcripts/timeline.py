@@ -184,13 +184,21 @@ class RevisionBytes:
 def _analyze(timeline: Timeline, data: bytes | FileSource) -> Analysis:
     session = timeline.revision.session
     own = session.format if session.format != "unknown" and not session.error else None
-    live: dict[str, float] = {}
+    chosen = policy_for(timeline.policy, session.workspace_id)
     if timeline.live and session.last_write is not None:
         # Analysed as at the last write: pending exactly when the key says live.
         moment = session.last_write.timestamp()
-        live = {"now": moment, "last_write": moment, "grace": max(float(settings.LIVE_GRACE), 1.0)}
-    chosen = policy_for(timeline.policy, session.workspace_id)
-    return analyze(data, session.name, chosen, format=timeline.read_as or own, **live)
+        grace = max(float(settings.LIVE_GRACE), 1.0)
+        return analyze(
+            data,
+            session.name,
+            chosen,
+            format=timeline.read_as or own,
+            now=moment,
+            last_write=moment,
+            grace=grace,
+        )
+    return analyze(data, session.name, chosen, format=timeline.read_as or own)
 
 
 def _rows(analysis: Analysis, compacted: Compacted | None = None) -> Iterator[tuple[Any, ...]]:
@@ -254,7 +262,7 @@ def _compaction_summary(compacted: Compacted | None, rows: list[tuple[Any, ...]]
 
 
 def _row(position: int, row: Row, records: list[Record], data: RowData) -> tuple[Any, ...]:
-    """Return the values of `_COLUMNS` for `row`, its payload `data` completed and encoded."""
+    """Return the values of `COLUMNS` for `row`, its payload `data` completed and encoded."""
     status = row.status
     index = row.left.index if row.left is not None else None
     raw = index is not None

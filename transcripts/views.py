@@ -814,7 +814,7 @@ def audit_events_export(request: HttpRequest, format: str) -> HttpResponse | Str
     rows = (event.export_row() for event in events)
     if format == "csv":
         writer = csv.writer(_Echo())
-        lines = itertools.chain(
+        lines: Iterable[str] = itertools.chain(
             [writer.writerow(AuditLog.EXPORT_FIELDS)],
             (
                 writer.writerow(

@@ -201,7 +201,7 @@ def do_create_source(
             )
         source = SyncSource.objects.create(
             workspace=workspace,
-            name=fit_name(name or resolved.name, SyncSource._meta.get_field("name").max_length),
+            name=fit_name(name or resolved.name, _name_length()),
             path=str(resolved),
             format=format,
             write_back=write_back,
@@ -331,7 +331,7 @@ def do_append_records(
     data: bytes,
     *,
     acting_user: Any,
-    origin: str = "api",
+    origin: str = Revision.Origin.API,
     now: datetime | None = None,
     expected_head: int | None = None,
 ) -> Revision:
@@ -457,10 +457,19 @@ def refresh_live(session: Session, now: datetime | None = None) -> bool:
     return True
 
 
+def _name_length() -> int:
+    """Return how long a source's name may be (its column's max_length)."""
+    length = SyncSource._meta.get_field("name").max_length
+    assert length is not None
+    return length
+
+
 def do_expire_live_sessions(now: datetime | None = None) -> int:
     """Re-count every session whose grace ran out with results pending; return how many."""
     now = now or timezone.now()
-    expired = Session.objects.filter(live_until__lte=now).with_fault("pending_result")
+    expired = (
+        Session.objects.get_queryset().filter(live_until__lte=now).with_fault("pending_result")
+    )
     return sum(refresh_live(session, now) for session in expired.select_related("head"))
 
 
@@ -652,7 +661,7 @@ def _sync_file(
                 acting_user=source.created_by,
                 last_write=_mtime(stat),
                 format=source.format or None,
-                origin="sync",
+                origin=Revision.Origin.SYNC,
                 source=source,
             )
             SyncedFile.objects.create(
@@ -667,17 +676,17 @@ def _sync_file(
     change = decide(stored, disk)
     if change is Change.CHECK_ENDS:
         change = decide(stored, disk, same_ends=_same_prefix(path, synced))
-    raw = None
+    whole: bytes | None = None  # the file, when the mirror check had to read it
     if change is Change.CHECK_MIRROR:
-        raw = _read(path)
+        whole = _read(path)
         mirror = synced.revision
         assert mirror is not None
-        mirrors = hashlib.sha256(raw[: synced.offset]).digest() == bytes.fromhex(mirror.sha256)
+        mirrors = hashlib.sha256(whole[: synced.offset]).digest() == bytes.fromhex(mirror.sha256)
         change = decide(stored, disk, same_ends=False, mirrors_prefix=mirrors)
     if change is Change.UNCHANGED:
         return "unchanged"
     if change is Change.APPEND:
-        return _grow(path, stat, synced, now, None if raw is None else raw[synced.offset :])
+        return _grow(path, stat, synced, now, None if whole is None else whole[synced.offset :])
     return _rewrite(path, stat, synced, lines, now)
 
 
@@ -733,7 +742,7 @@ def _grow(
             added,
             acting_user=synced.source.created_by,
             source=synced.source,
-            origin="sync",
+            origin=Revision.Origin.SYNC,
             now=_mtime(stat),
             note=(
                 f"sync: {records} record(s) appended to {synced.path} "
@@ -764,7 +773,12 @@ def _rewrite(
         how = rewrite_reason(_stored(synced), _on_disk(stat, lines))
         added_by = synced.source.created_by
         revision = _new_head(
-            session, head, content, origin="rewrite", acting_user=added_by, now=_mtime(stat)
+            session,
+            head,
+            content,
+            origin=Revision.Origin.REWRITE,
+            acting_user=added_by,
+            now=_mtime(stat),
         )
         AuditRecord.objects.create(
             source=synced.source,

@@ -7,6 +7,8 @@ name a preset already has.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.core.validators import validate_slug
 from django.db import IntegrityError
 from drf_spectacular.utils import extend_schema, extend_schema_field
