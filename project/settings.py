@@ -13,9 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import dj_database_url
+import django_stubs_ext
 import structlog
 from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
+
+# Django's generic classes (ModelAdmin, ModelForm, ...) take type arguments, as mypy reads them.
+django_stubs_ext.monkeypatch()
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -167,7 +171,7 @@ else:
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
-            "NAME": VAR_DIR / "pairfix.sqlite3",
+            "NAME": str(VAR_DIR / "pairfix.sqlite3"),
             "OPTIONS": SQLITE_OPTIONS,
             # A file, not memory: the test worker thread and the live server need
             # their own connections to the same test database.
@@ -400,7 +404,7 @@ SPECTACULAR_SETTINGS = {
         "id": {"type": "integer", "minimum": 0, "maximum": 999_999_999_999_999_999}
     },
     "ENUM_NAME_OVERRIDES": {
-        "FaultKindEnum": "transcripts.api.serializers.FAULT_KINDS",
+        "FaultKindEnum": "transcripts.models.FaultKinds",
         "JobKindEnum": "transcripts.models.Job.Kind",
         "StartableJobKindEnum": "transcripts.api.serializers.STARTABLE_KINDS",
         "AnswerActionEnum": "transcripts.api.policies.ANSWER_ACTIONS",

@@ -16,6 +16,7 @@ from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required, login_required
 from django.http import Http404, HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
 from django.urls import path
 from django.views.decorators.http import require_http_methods
@@ -30,10 +31,12 @@ class LoginView(auth_views.LoginView):
         return context
 
 
-def _when_mail_is_set_up(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+def _when_mail_is_set_up(
+    view: Callable[..., HttpResponseBase],
+) -> Callable[..., HttpResponseBase]:
     @login_not_required
     @wraps(view)
-    def gated(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+    def gated(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         if not settings.PASSWORD_RESET_ENABLED:
             raise Http404("Password reset needs mail, and no mail server is configured.")
         return view(request, *args, **kwargs)

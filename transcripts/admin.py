@@ -4,7 +4,6 @@ from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
-from transcripts.actions.sync import SyncError, check_source_path
 from transcripts.models import (
     AuditLog,
     AuditRecord,
@@ -16,9 +15,10 @@ from transcripts.models import (
     SyncGrant,
     Workspace,
 )
+from transcripts.roots import SyncError, check_source_path
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnlyAdmin(admin.ModelAdmin[Any]):
     """Show rows that nothing may change: revisions are immutable, audit is append-only."""
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
@@ -31,12 +31,12 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
-class MembershipInline(admin.TabularInline):
+class MembershipInline(admin.TabularInline[Membership, Workspace]):
     model = Membership
     extra = 1
 
 
-class SyncGrantForm(forms.ModelForm):
+class SyncGrantForm(forms.ModelForm[SyncGrant]):
     class Meta:
         model = SyncGrant
         fields = ["path"]
@@ -49,7 +49,7 @@ class SyncGrantForm(forms.ModelForm):
             raise forms.ValidationError(str(exc)) from None
 
 
-class SyncGrantInline(admin.TabularInline):
+class SyncGrantInline(admin.TabularInline[SyncGrant, Workspace]):
     """The folders of SYNC_ROOTS that a site admin lets the workspace's admins follow."""
 
     model = SyncGrant
@@ -60,14 +60,14 @@ class SyncGrantInline(admin.TabularInline):
 
 
 @admin.register(Workspace)
-class WorkspaceAdmin(admin.ModelAdmin):
+class WorkspaceAdmin(admin.ModelAdmin[Workspace]):
     list_display = ["name", "created"]
     inlines = [MembershipInline, SyncGrantInline]
 
     def save_formset(self, request: HttpRequest, form: Any, formset: Any, change: bool) -> None:
         for obj in formset.save(commit=False):
             if isinstance(obj, SyncGrant) and obj.granted_by_id is None:
-                obj.granted_by = request.user
+                obj.granted_by_id = request.user.pk
             obj.save()
         for obj in formset.deleted_objects:
             obj.delete()
@@ -75,7 +75,7 @@ class WorkspaceAdmin(admin.ModelAdmin):
 
 
 @admin.register(Session)
-class SessionAdmin(admin.ModelAdmin):
+class SessionAdmin(admin.ModelAdmin[Session]):
     list_display = ["name", "workspace", "format", "record_count", "created"]
     list_filter = ["workspace", "format"]
     readonly_fields = ["head", "fault_counts", "record_count", "format", "error"]

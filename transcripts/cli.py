@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import orjson
-from tqdm import tqdm  # type: ignore[import-untyped]
+from tqdm import tqdm
 
 from transcripts import formats
 from transcripts.core.model import INFORMATIONAL, Op, Transcript

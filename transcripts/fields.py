@@ -48,7 +48,7 @@ class StorableTextField(models.TextField):  # type: ignore[type-arg]
         return storable_text(value) if isinstance(value, str) else value
 
 
-class StorableJSONField(models.JSONField):  # type: ignore[type-arg]
+class StorableJSONField(models.JSONField):
     """A JSONField whose strings (keys and values) are stored as `storable_text` makes them."""
 
     def get_prep_value(self, value: Any) -> Any:

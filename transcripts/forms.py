@@ -8,18 +8,18 @@ from typing import Any
 from django import forms
 from django.contrib.auth import get_user_model
 from django.db import connections
-from django.db.models import F, Q, QuerySet
+from django.db.models import Q, QuerySet
 from django.http import QueryDict
-from django.utils import timezone
 
-from transcripts.actions.sync import SyncError, check_source_path
 from transcripts.core.model import Action, FaultKind
 from transcripts.core.policy import ALLOWED, refused
 from transcripts.engine import DEFAULT_POLICY, PRESETS
+from transcripts.filters import SessionFilter
 from transcripts.formats import FORMATS
 from transcripts.models import (
     AuditLog,
     AuditRecord,
+    FaultKinds,
     Job,
     Membership,
     Session,
@@ -27,6 +27,7 @@ from transcripts.models import (
     Workspace,
 )
 from transcripts.policies import names_for
+from transcripts.roots import SyncError, check_source_path
 from transcripts.uploads import Limits, Staged, Unpacker, UploadRefused, clean_name
 
 
@@ -58,6 +59,18 @@ def format_choices() -> list[tuple[str, str]]:
     return [("", "sniff automatically")] + [(f.id, f.label) for f in FORMATS.values()]
 
 
+def _choose_from(field: forms.Field, queryset: QuerySet[Any]) -> None:
+    """Make the model choice `field` (declared with no choices) choose from `queryset`."""
+    assert isinstance(field, forms.ModelChoiceField)
+    field.queryset = queryset
+
+
+def _offer(field: forms.Field, choices: list[tuple[str, str]]) -> None:
+    """Make the choice `field` offer `choices`, (value, label) pairs."""
+    assert isinstance(field, forms.ChoiceField)
+    field.choices = choices
+
+
 class MultipleFileInput(forms.ClearableFileInput):
     allow_multiple_selected = True
 
@@ -77,7 +90,9 @@ class MultipleFileField(forms.FileField):
 
 class UploadForm(forms.Form):
     workspace = forms.ModelChoiceField(queryset=Workspace.objects.none(), empty_label=None)
-    files = MultipleFileField(
+    # The form's metaclass moves declared fields out of the class, so this never hides
+    # BaseForm.files (the uploads); the stubs see only the class attribute.
+    files = MultipleFileField(  # type: ignore[assignment]
         label="Session files",
         # Raw bytes are always stored: an empty file becomes an unreadable session, as in `ingest`.
         allow_empty_file=True,
@@ -93,7 +108,9 @@ class UploadForm(forms.Form):
         self, *args: Any, user: Any, refused: list[str] | None = None, **kwargs: Any
     ) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["workspace"].queryset = Workspace.objects.for_user(user, Membership.Role.EDITOR)
+        _choose_from(
+            self.fields["workspace"], Workspace.objects.for_user(user, Membership.Role.EDITOR)
+        )
         self.limits = Limits.from_settings()
         self.unpacker = Unpacker(self.limits)
         self.refused = refused or []
@@ -127,7 +144,7 @@ class UploadForm(forms.Form):
         self.unpacker.close()
 
 
-class IdMultipleChoiceField(forms.ModelMultipleChoiceField):
+class IdMultipleChoiceField(forms.ModelMultipleChoiceField[Any]):
     """Choices by primary key; a key that is no integer in the key column's range is invalid.
 
     Checked before any query: SQLite raises OverflowError for an integer
@@ -136,6 +153,7 @@ class IdMultipleChoiceField(forms.ModelMultipleChoiceField):
 
     def clean(self, value: Any) -> Any:
         if isinstance(value, list | tuple):
+            assert self.queryset is not None
             connection = connections[self.queryset.db]
             pk = self.queryset.model._meta.pk
             assert pk is not None
@@ -154,119 +172,11 @@ class IdMultipleChoiceField(forms.ModelMultipleChoiceField):
         return super().clean(value)
 
 
-class SessionFilterForm(forms.Form):
-    """Filter the user's sessions: workspace, format, fault kind, dates, source, state, name.
-
-    `sort` orders the list; it is not a filter, so a job's selection leaves it out.
-    """
-
-    # Each order ends with the primary key, so that pages never overlap.
-    SORTS = {
-        "newest": ("-created", "-id"),
-        "oldest": ("created", "id"),
-        "name": ("name", "id"),
-        "records": ("-record_count", "-id"),
-        "written": (F("last_write").desc(nulls_last=True), "-id"),
-    }
-
-    workspace = forms.ModelChoiceField(
-        queryset=Workspace.objects.none(), required=False, empty_label="any"
-    )
-    format = forms.ChoiceField(required=False)
-    fault = forms.ChoiceField(
-        label="Fault kind",
-        required=False,
-        choices=[("", "any")] + [(str(kind), str(kind)) for kind in FaultKind],
-    )
-    created_after = forms.DateField(
-        label="Stored from", required=False, widget=forms.DateInput(attrs={"type": "date"})
-    )
-    created_before = forms.DateField(
-        label="Stored until", required=False, widget=forms.DateInput(attrs={"type": "date"})
-    )
-    source = forms.ModelChoiceField(
-        queryset=SyncSource.objects.none(), required=False, empty_label="any"
-    )
-    live = forms.ChoiceField(
-        required=False,
-        choices=[("", "any"), ("yes", "live now"), ("no", "not live")],
-        help_text="Live: the session's file or stream was written within the grace period.",
-    )
-    repaired = forms.ChoiceField(
-        required=False,
-        choices=[("", "any"), ("yes", "repaired"), ("no", "never repaired")],
-        help_text="Repaired: the head revision was written by a repair.",
-    )
-    q = forms.CharField(label="Name contains", required=False, max_length=200)
-    sort = forms.ChoiceField(
-        required=False,
-        choices=[
-            ("newest", "newest stored"),
-            ("oldest", "oldest stored"),
-            ("name", "name"),
-            ("records", "most records"),
-            ("written", "last written"),
-        ],
-    )
-
-    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
-        # Its own ids: the upload form on the same page has a workspace field too.
-        kwargs.setdefault("auto_id", "filter_%s")
-        super().__init__(*args, **kwargs)
-        self.user = user
-        self.fields["workspace"].queryset = Workspace.objects.for_user(user)
-        self.fields["source"].queryset = SyncSource.objects.for_user(user)
-        # Every format Pairfix reads, not the distinct formats stored: that would scan
-        # every session of the user on each page of the list.
-        self.fields["format"].choices = [("", "any")] + [
-            (f, f) for f in sorted([*FORMATS, "unknown"])
-        ]
-
-    def sessions(self) -> QuerySet[Session]:
-        """Return the user's sessions that match the valid filters (all of them if none)."""
-        sessions = Session.objects.for_user(self.user)
-        data = self.cleaned_data if self.is_valid() else {}
-        if data.get("workspace"):
-            sessions = sessions.filter(workspace=data["workspace"])
-        if data.get("format"):
-            sessions = sessions.filter(format=data["format"])
-        if data.get("fault"):
-            sessions = sessions.with_fault(data["fault"])
-        if data.get("created_after"):
-            sessions = sessions.filter(created__date__gte=data["created_after"])
-        if data.get("created_before"):
-            sessions = sessions.filter(created__date__lte=data["created_before"])
-        if data.get("source"):
-            sessions = sessions.filter(source=data["source"])
-        if data.get("live") == "yes":
-            sessions = sessions.filter(live_until__gt=timezone.now())
-        elif data.get("live") == "no":
-            sessions = sessions.filter(
-                Q(live_until__isnull=True) | Q(live_until__lte=timezone.now())
-            )
-        if data.get("repaired") == "yes":
-            sessions = sessions.exclude(head__policy="")
-        elif data.get("repaired") == "no":
-            sessions = sessions.filter(head__policy="")
-        if data.get("q"):
-            sessions = sessions.filter(name__icontains=data["q"])
-        return sessions.order_by(*self.SORTS[data.get("sort") or "newest"])
-
-    def selection(self) -> dict[str, Any]:
-        """Return the filters in use, as JSON-ready text (what a job records it was made from)."""
-        data = self.cleaned_data if self.is_valid() else {}
-        return {
-            name: str(value)
-            for name, value in data.items()
-            if value not in (None, "") and name != "sort"
-        }
-
-
 class StartJobForm(forms.Form):
     """Start a dry run, repair or export, of the selected sessions or of all that match a filter.
 
-    The filter's fields come with the same names as on the session list, so
-    the job takes exactly the sessions the list showed.
+    The filter's fields come with the same names as on the session list
+    (`transcripts.filters`), so the job takes exactly the sessions the list showed.
     """
 
     SCOPES = [("selected", "the selected sessions"), ("filter", "all sessions matching the filter")]
@@ -298,28 +208,33 @@ class StartJobForm(forms.Form):
 
     def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.filter_form = SessionFilterForm(*args, user=user, **kwargs)
-        self.fields["sessions"].queryset = Session.objects.for_user(user)
+        self.filters = SessionFilter(
+            args[0] if args else kwargs.get("data"),
+            queryset=Session.objects.for_user(user),
+            user=user,
+        )
+        _choose_from(self.fields["sessions"], Session.objects.for_user(user))
         workspaces = Workspace.objects.for_user(user).values_list("pk", flat=True)
-        self.fields["policy"].choices = policy_choices(list(workspaces))
+        _offer(self.fields["policy"], policy_choices(list(workspaces)))
 
     def clean_kind(self) -> str:
         return self.cleaned_data["kind"] or Job.Kind.REPAIR
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if self.errors:
             return data
         if data.get("scope") == "filter":
-            if not self.filter_form.is_valid():
+            if not self.filters.is_valid():
                 raise forms.ValidationError("The filter is not valid: change it and try again.")
-            sessions = self.filter_form.sessions()
+            sessions: QuerySet[Session] = self.filters.sessions()
             workspaces = set(sessions.order_by().values_list("workspace", flat=True).distinct()[:2])
-            data["selection"] = self.filter_form.selection()
+            data["selection"] = self.filters.selection()
             if not workspaces:
                 raise forms.ValidationError("No sessions match the filter.")
         else:
-            sessions = data.get("sessions")
+            sessions = data.get("sessions") or Session.objects.none()
             if not sessions:
                 raise forms.ValidationError(
                     "Select at least one session, or choose all sessions matching the filter."
@@ -352,9 +267,7 @@ class AuditFilterForm(forms.Form):
         label="Session id", required=False, min_value=1, max_value=2**63 - 1
     )
     session_name = forms.CharField(label="Session name contains", required=False, max_length=200)
-    fault_kind = forms.ChoiceField(
-        required=False, choices=[("", "any")] + [(str(kind), str(kind)) for kind in FaultKind]
-    )
+    fault_kind = forms.ChoiceField(required=False, choices=[("", "any"), *FaultKinds.choices])
     user = forms.ModelChoiceField(
         queryset=get_user_model().objects.none(), required=False, empty_label="anyone"
     )
@@ -366,11 +279,12 @@ class AuditFilterForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.user = user
         # Only people who share a workspace with the user.
-        self.fields["user"].queryset = (
+        _choose_from(
+            self.fields["user"],
             get_user_model()
             .objects.filter(memberships__workspace__memberships__user=user)
             .distinct()
-            .order_by("username")
+            .order_by("username"),
         )
 
     def records(self) -> QuerySet[AuditRecord]:
@@ -420,7 +334,9 @@ class ApiTokenForm(forms.Form):
 
     def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["workspace"].queryset = Workspace.objects.for_user(user, Membership.Role.ADMIN)
+        _choose_from(
+            self.fields["workspace"], Workspace.objects.for_user(user, Membership.Role.ADMIN)
+        )
 
 
 class PolicyForm(forms.Form):
@@ -428,7 +344,7 @@ class PolicyForm(forms.Form):
 
     def __init__(self, *args: Any, workspace_id: int | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["policy"].choices = policy_choices([workspace_id])
+        _offer(self.fields["policy"], policy_choices([workspace_id]))
 
     format = forms.ChoiceField(
         choices=format_choices, required=False, label="Read as", help_text="Override sniffing."
@@ -459,7 +375,8 @@ class TimelineForm(PolicyForm):
     PLACES = ("record", "at", "after", "before", "fault_after", "fault_before")
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if sum(data.get(name) is not None for name in self.PLACES) > 1:
             raise forms.ValidationError("Ask for one place in the timeline at a time.")
         return data
@@ -501,7 +418,9 @@ class SourceForm(forms.Form):
 
     def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["workspace"].queryset = Workspace.objects.for_user(user, Membership.Role.ADMIN)
+        _choose_from(
+            self.fields["workspace"], Workspace.objects.for_user(user, Membership.Role.ADMIN)
+        )
 
     def clean_path(self) -> str:
         path: str = self.cleaned_data["path"].strip()
@@ -512,7 +431,7 @@ class SourceForm(forms.Form):
         return path
 
 
-class SourceSettingsForm(forms.ModelForm):
+class SourceSettingsForm(forms.ModelForm[SyncSource]):
     """Turn a source's sync and write-back on or off."""
 
     class Meta:
@@ -586,7 +505,9 @@ class WorkspacePolicyForm(forms.Form):
             }
         super().__init__(*args, **kwargs)
         self.instance = instance
-        self.fields["workspace"].queryset = Workspace.objects.for_user(user, Membership.Role.EDITOR)
+        _choose_from(
+            self.fields["workspace"], Workspace.objects.for_user(user, Membership.Role.EDITOR)
+        )
         # A policy stays in its workspace: jobs there name it, and another's editors
         # would gain it. Disabled, the field keeps the instance's and ignores what is sent.
         self.fields["workspace"].disabled = instance is not None
@@ -609,7 +530,8 @@ class WorkspacePolicyForm(forms.Form):
         return name
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         table: dict[str, str] = {}
         for kind in FaultKind:
             action = data.get(f"kind_{kind}") or ""

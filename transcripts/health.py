@@ -28,7 +28,7 @@ from project.celery import app as celery_app
 logger = structlog.get_logger(__name__)
 
 # Seconds a check may take: well under a typical probe's own timeout.
-TIMEOUT = 2.0
+TIMEOUT = 2  # seconds
 
 
 def check_database() -> None:
@@ -54,7 +54,7 @@ def check_broker() -> None:
     with celery_app.connection_for_write(connect_timeout=TIMEOUT) as conn:
         conn.ensure_connection(max_retries=1, interval_start=0, timeout=TIMEOUT)
         if conn.transport_cls == "filesystem":
-            folder = settings.CELERY_BROKER_TRANSPORT_OPTIONS["data_folder_out"]
+            folder = str(settings.CELERY_BROKER_TRANSPORT_OPTIONS["data_folder_out"])
             if not (os.path.isdir(folder) and os.access(folder, os.W_OK)):
                 raise OSError(f"broker folder {folder} is not a writable directory")
 

@@ -24,12 +24,21 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
+from transcripts.core.model import FaultKind
 from transcripts.core.policy import custom
 from transcripts.fields import StorableJSONField, StorableTextField
 from transcripts.formats.source import FileSource
 
 # How much of the bytes an op removed the job page shows; the audit row keeps them all.
 REMOVED_PREVIEW_BYTES = 80
+
+
+# The core's fault kinds as Django choices, each labelled by its id (the id is what every
+# page shows): the one list the models, the filters and the API offer.
+# (django-stubs types only the class form of TextChoices, not this functional one.)
+FaultKinds = models.TextChoices(  # type: ignore[call-overload]
+    "FaultKinds", [(kind.name, (kind.value, kind.value)) for kind in FaultKind]
+)
 
 
 def blob_name(sha256: str) -> str:
@@ -378,7 +387,8 @@ class Session(models.Model):
 def read_blob(sha256: str) -> bytes:
     """Return the bytes of the blob `sha256` (hex)."""
     with default_storage.open(blob_name(sha256), "rb") as f:
-        return f.read()
+        data: bytes = f.read()
+    return data
 
 
 class Revision(models.Model):
@@ -402,10 +412,17 @@ class Revision(models.Model):
     size = models.PositiveBigIntegerField()
     policy = models.CharField(max_length=40, blank=True)
     engine_version = models.CharField(max_length=20)
+
+    class Origin(models.TextChoices):
+        UPLOAD = "upload", "uploaded on the web"
+        API = "api", "uploaded or appended to through the API"
+        SYNC = "sync", "read from a synced folder, or appended to by its sync"
+        REWRITE = "rewrite", "a synced file that changed before its old end"
+        REPAIR = "repair", "written by a repair"
+        ROLLBACK = "rollback", "written by a rollback"
+
     origin = models.CharField(
-        max_length=20,
-        blank=True,
-        help_text="What made it: upload, sync, append, rewrite, repair, rollback.",
+        max_length=20, blank=True, choices=Origin.choices, help_text="What made it."
     )
     parent = models.ForeignKey("self", models.PROTECT, null=True, blank=True, related_name="+")
     appended_to = models.ForeignKey("self", models.PROTECT, null=True, blank=True, related_name="+")
@@ -740,7 +757,7 @@ class AuditRecord(models.Model):
         Revision, models.PROTECT, null=True, blank=True, related_name="+"
     )
     op = models.CharField(max_length=20, choices=Action.choices)
-    fault_kind = models.CharField(max_length=40, blank=True)
+    fault_kind = models.CharField(max_length=40, blank=True, choices=FaultKinds.choices)
     # Any length: an id is whatever the transcript holds (see transcripts.fields).
     tool_call_id = StorableTextField(blank=True)
     record = models.IntegerField(null=True, blank=True, help_text="Raw record index (0-based).")

@@ -22,12 +22,12 @@ from django.core.cache import cache
 from django.db.models import Count, Q
 from django.utils import timezone
 
-from transcripts.core.model import INFORMATIONAL, FaultKind
-from transcripts.models import Session, SyncSource
+from transcripts.core.model import INFORMATIONAL
+from transcripts.models import FaultKinds, Session, SyncSource
 
 DAYS = 30
 OVERVIEW_CACHE = 60
-KIND_ORDER = [str(kind) for kind in FaultKind]
+KIND_ORDER = FaultKinds.values
 
 
 @dataclass

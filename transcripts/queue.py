@@ -40,8 +40,13 @@ def check_broker() -> None:
     """Raise BrokerUnavailable unless the broker accepts a connection (one try, no wait)."""
     with current_app.connection_for_write() as connection:
         try:
-            connection.ensure_connection(max_retries=1, interval_start=0, interval_step=0.5)
-        except (OperationalError, *connection.connection_errors) as exc:
+            # kombu takes float seconds; its stubs say int.
+            connection.ensure_connection(
+                max_retries=1,
+                interval_start=0,
+                interval_step=0.5,  # type: ignore[arg-type]
+            )
+        except (OperationalError, *connection.connection_errors) as exc:  # type: ignore[misc]
             where = maybe_sanitize_url(current_app.conf.broker_url)
             raise BrokerUnavailable(
                 f"The task queue ({where}) cannot be reached: {str(exc).rstrip('.')}. "

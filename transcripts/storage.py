@@ -149,13 +149,15 @@ class S3BlobStorage(S3Storage):
     objects (`bucket.Object`), whose creation costs more CPU than the request.
     """
 
-    def _open(self, name: str, mode: str = "rb") -> File:
+    def _open(self, name: str, mode: str = "rb") -> File[bytes]:
         if mode != "rb":
-            return super()._open(name, mode)
+            opened: File[bytes] = super()._open(name, mode)
+            return opened
         key = self._normalize_name(clean_name(name))
-        return File(S3ObjectReader(self.connection.meta.client, self.bucket_name, key), name)
+        reader = S3ObjectReader(self.connection.meta.client, self.bucket_name, key)
+        return File(reader, name)  # type: ignore[arg-type]  # an io.RawIOBase, not typing.IO
 
-    def _save(self, name: str, content: File) -> str:
+    def _save(self, name: str, content: File[bytes]) -> str:
         """Store `content` as `name`: one PUT up to the multipart threshold, else in parts.
 
         A blob the size of a part is held in memory for its PUT, as a part

@@ -28,7 +28,7 @@ def start_job(job_id: int) -> None:
 
 
 @shared_task(name=queue.RUN_JOB_ITEMS, bind=True, acks_late=True, max_retries=None)
-def run_job_items(self: Task, job_id: int, item_ids: list[int]) -> Any:
+def run_job_items(self: Task[Any, Any], job_id: int, item_ids: list[int]) -> Any:
     """Process one chunk of job `job_id`; retry the items another worker holds later.
 
     A database error the chunk's write could not survive (the server gone, a

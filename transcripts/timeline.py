@@ -45,6 +45,7 @@ from transcripts.fields import storable, storable_text
 from transcripts.formats.display import Shown, ShownKind, read_record, timestamp
 from transcripts.models import Revision, Timeline, TimelineRow, blob_name
 from transcripts.policies import policy_for
+from transcripts.rowdata import InsertedResult, RowData, RowFault, RowOp
 from transcripts.verdict import Verdict, verdicts
 
 WINDOW_ROWS = 100
@@ -183,52 +184,56 @@ class RevisionBytes:
 def _analyze(timeline: Timeline, data: bytes | FileSource) -> Analysis:
     session = timeline.revision.session
     own = session.format if session.format != "unknown" and not session.error else None
-    live: dict[str, float] = {}
+    chosen = policy_for(timeline.policy, session.workspace_id)
     if timeline.live and session.last_write is not None:
         # Analysed as at the last write: pending exactly when the key says live.
         moment = session.last_write.timestamp()
-        live = {"now": moment, "last_write": moment, "grace": max(float(settings.LIVE_GRACE), 1.0)}
-    chosen = policy_for(timeline.policy, session.workspace_id)
-    return analyze(data, session.name, chosen, format=timeline.read_as or own, **live)
-
-
-def _cell(cell: Cell) -> dict[str, Any]:
-    return {
-        "i": cell.index,
-        "role": cell.role,
-        "kind": cell.kind,
-        "s": cell.summary,
-        "c": [list(call) for call in cell.calls],
-        "r": list(cell.results),
-    }
+        grace = max(float(settings.LIVE_GRACE), 1.0)
+        return analyze(
+            data,
+            session.name,
+            chosen,
+            format=timeline.read_as or own,
+            now=moment,
+            last_write=moment,
+            grace=grace,
+        )
+    return analyze(data, session.name, chosen, format=timeline.read_as or own)
 
 
 def _rows(analysis: Analysis, compacted: Compacted | None = None) -> Iterator[tuple[Any, ...]]:
     """Yield the rows of `analysis`'s side-by-side view in order, as values of `COLUMNS`.
 
     With `compacted`, a row whose raw record the runtime no longer sends
-    carries the compaction's record index (`nc`) and the faults that record
-    would have if it were sent (`w`).
+    carries the compaction's record index (`not_sent`) and the faults that
+    record would have if it were sent (`would_be`).
     """
     assert analysis.transcript is not None
     records = analysis.transcript.records
     hidden: set[int] = set(compacted.hidden) if compacted is not None else set()
-    would_be: dict[int, list[dict[str, str]]] = {}
+    would_be: dict[int, list[RowFault]] = {}
     for fault in compacted.faults if compacted is not None else ():
+        # What a row shows of a fault that would be: no provider error, nothing was sent.
         would_be.setdefault(fault.record, []).append(
-            {"k": str(fault.kind), "id": fault.tool_call_id or "", "d": fault.detail}
+            RowFault(str(fault.kind), fault.tool_call_id or "", fault.detail)
         )
     # Where each record of the live context goes in the request the agent builds: what
     # a provider's error names ("messages.128.content.4"), so a pasted error finds it.
     requested = request_positions(analysis.transcript, live_context(analysis.transcript))
     for position, row in enumerate(analysis.rows):
-        extra: dict[str, Any] = {}
+        data = RowData(
+            left=row.left,
+            right=row.right if row.right is not None and row.status != RowStatus.SAME else None,
+            faults=[RowFault.of(f) for f in row.faults],
+            ops=[RowOp.of(op) for op in row.ops],
+        )
         index = row.left.index if row.left is not None else None
         if compacted is not None and index in hidden:
-            extra = {"nc": compacted.boundary, "w": would_be.get(index, [])}
+            data.not_sent = compacted.boundary
+            data.would_be = would_be.get(index, [])
         if index is not None and row.left is not None and index in requested:
-            extra["mp"] = list(requested[index])
-        yield _row(position, row, records, extra)
+            data.request_position = requested[index]
+        yield _row(position, row, records, data)
 
 
 def _compaction_summary(compacted: Compacted | None, rows: list[tuple[Any, ...]]) -> dict[str, Any]:
@@ -256,47 +261,29 @@ def _compaction_summary(compacted: Compacted | None, rows: list[tuple[Any, ...]]
     }
 
 
-def _row(
-    position: int, row: Row, records: list[Record], extra: dict[str, Any] | None = None
-) -> tuple[Any, ...]:
+def _row(position: int, row: Row, records: list[Record], data: RowData) -> tuple[Any, ...]:
+    """Return the values of `COLUMNS` for `row`, its payload `data` completed and encoded."""
     status = row.status
-    data: dict[str, Any] = {
-        "l": _cell(row.left) if row.left is not None else None,
-        "r": _cell(row.right) if row.right is not None and status != RowStatus.SAME else None,
-        "f": [
-            {"k": str(f.kind), "id": f.tool_call_id or "", "d": f.detail, "e": f.error}
-            for f in row.faults
-        ],
-        "o": [
-            {"k": str(op.kind), "p": op.policy_row, "id": op.tool_call_id or ""} for op in row.ops
-        ],
-        **(extra or {}),
-    }
     index = row.left.index if row.left is not None else None
     raw = index is not None
     if row.moved_from is not None:
-        data["m"] = row.moved_from
-        index = row.moved_from
+        data.moved_from = index = row.moved_from
     carried = next((op for op in row.ops if op.kind is OpKind.MOVE_RESULT), None)
     if status == RowStatus.INSERTED and carried is not None and carried.record is not None:
         # A result block carried out of a record that keeps its other blocks: show
         # it as the move it is, read from the record it came from.
         status = RowStatus.MOVED_TO
-        index = data["m"] = carried.record
-        data["only"] = True
+        data.moved_from = index = carried.record
+        data.only_moved = True
     inserted = [
-        {
-            "id": op.call.id,
-            "t": op.text,
-            "from": op.record if op.kind is OpKind.MOVE_RESULT else None,
-        }
+        InsertedResult(op.call.id, op.text, op.record if op.kind is OpKind.MOVE_RESULT else None)
         for op in row.ops
         if op.call is not None
         and op.target is not None
         and op.kind in (OpKind.INSERT_RESULT, OpKind.MOVE_RESULT)
     ]
     if inserted and status == RowStatus.CHANGED:
-        data["ins"] = inserted
+        data.inserted = inserted
     record = records[index] if index is not None else None
     cells = [c for c in (row.left, row.right) if c is not None]
     return (
@@ -308,10 +295,19 @@ def _row(
         record.end if record is not None else None,
         bool(row.faults),
         any(c.calls or c.results for c in cells),
-        _json_text(data),
+        _json_text(data.to_json()),
         storable_text(_search_text(row, record))
-        + (f" {message_token(data['mp'][0])}" if "mp" in data else ""),
+        + (
+            f" {message_token(data.request_position[0])}"
+            if data.request_position is not None
+            else ""
+        ),
     )
+
+
+def _decode(text: str) -> RowData:
+    """Return the payload of a stored row from its `data` column."""
+    return RowData.from_json(orjson.loads(text))
 
 
 def _json_text(data: dict[str, Any]) -> str:
@@ -355,7 +351,9 @@ def provider_error_position(timeline: Timeline, text: str) -> tuple[int, int, st
     )
     best: tuple[int, int] | None = None
     for position, record, data in rows:
-        first_block = orjson.loads(data).get("mp", [message, 0])[1]
+        assert record is not None  # a raw row shows a raw record
+        found_at = _decode(data).request_position
+        first_block = found_at[1] if found_at is not None else 0
         if best is None or (block is not None and first_block <= int(block)):
             best = (position, record)
     if best is None:
@@ -427,13 +425,13 @@ class ShownRow:
     status: str
     left: ShownCell | None
     right: ShownCell | None
-    faults: list[dict[str, str]]
-    ops: list[dict[str, str]]
+    faults: list[RowFault]
+    ops: list[RowOp]
     moved_from: int | None = None
     # The record of the compaction the row's raw record lies before (not sent), and
     # the faults it would have if it were sent.
     not_sent: int | None = None
-    would_be: list[dict[str, str]] = field(default_factory=list)
+    would_be: list[RowFault] = field(default_factory=list)
 
     @property
     def anchor(self) -> str:
@@ -445,7 +443,7 @@ class ShownRow:
     @property
     def fault_kinds(self) -> list[str]:
         """Return the distinct fault kinds of the row, in order."""
-        return list(dict.fromkeys(f["k"] for f in self.faults))
+        return list(dict.fromkeys(f.kind for f in self.faults))
 
 
 @dataclass
@@ -548,10 +546,16 @@ def listed_faults(timeline: Timeline, limit: int = FAULTS_LISTED) -> list[Listed
     faults: list[ListedFault] = []
     for position, record, raw, data in rows.values_list("position", "record", "raw", "data"):
         anchor = f"r-{record}" if raw and record is not None else f"p-{position}"
-        for fault in orjson.loads(data)["f"]:
+        for fault in _decode(data).faults:
             faults.append(
                 ListedFault(
-                    fault["k"], fault["id"], fault["e"], fault["d"], position, record, anchor
+                    fault.kind,
+                    fault.tool_call_id,
+                    fault.error,
+                    fault.detail,
+                    position,
+                    record,
+                    anchor,
                 )
             )
             if len(faults) >= limit:
@@ -605,15 +609,15 @@ def record_blocks(timeline: Timeline, record: int) -> tuple[list[Shown], str]:
 
 
 def _side(
-    cell: dict[str, Any] | None,
+    cell: Cell | None,
     read: tuple[list[Shown], str] | None,
     keep: Iterable[tuple[int | None, Shown]] | None = None,
 ) -> ShownCell | None:
     if cell is None:
         return None
-    shown = ShownCell(cell["i"], cell["role"], cell["kind"], cell["s"])
+    shown = ShownCell(cell.index, cell.role, cell.kind, cell.summary)
     if read is None:
-        shown.too_large = cell["i"] is not None
+        shown.too_large = cell.index is not None
         return shown
     blocks, shown.time = read
     shown.blocks = list(keep) if keep is not None else list(enumerate(blocks))
@@ -649,29 +653,29 @@ def _only(
 
 
 def _shown_row(row: TimelineRow, read: tuple[list[Shown], str] | None) -> ShownRow:
-    data = orjson.loads(row.data)
-    left, right = data["l"], data["r"]
+    data = _decode(row.data)
+    left, right = data.left, data.right
     status = row.status
     right_keep: list[tuple[int | None, Shown]] | None = None
     if read is not None and right is not None:
         blocks = read[0]
         if status == RowStatus.CHANGED and left is not None:
-            inserted = [item["id"] for item in data.get("ins", ())]
-            gone_calls = Counter(c[0] for c in left["c"]) - Counter(c[0] for c in right["c"])
-            gone_results = Counter(left["r"]) - (Counter(right["r"]) - Counter(inserted))
+            inserted = [item.tool_call_id for item in data.inserted]
+            gone_calls = Counter(c[0] for c in left.calls) - Counter(c[0] for c in right.calls)
+            gone_results = Counter(left.results) - (Counter(right.results) - Counter(inserted))
             right_keep = _without(blocks, gone_calls, gone_results)
             right_keep += [
-                (None, Shown(ShownKind.RESULT, _inserted_text(item), tool_call_id=item["id"]))
-                for item in data.get("ins", ())
+                (None, Shown(ShownKind.RESULT, _inserted_text(i), tool_call_id=i.tool_call_id))
+                for i in data.inserted
             ]
-        elif data.get("only"):
-            right_keep = _only(blocks, Counter(c[0] for c in right["c"]), Counter(right["r"]))
+        elif data.only_moved:
+            right_keep = _only(blocks, Counter(c[0] for c in right.calls), Counter(right.results))
     shown_right: ShownCell | None
     if status == RowStatus.INSERTED and right is not None:
-        shown_right = ShownCell(None, right["role"], right["kind"], right["s"])
+        shown_right = ShownCell(None, right.role, right.kind, right.summary)
         shown_right.blocks = [
-            (None, Shown(ShownKind.RESULT, right["s"], tool_call_id=call_id))
-            for call_id in right["r"]
+            (None, Shown(ShownKind.RESULT, right.summary, tool_call_id=call_id))
+            for call_id in right.results
         ]
     else:
         shown_right = _side(right, read, right_keep)
@@ -680,18 +684,18 @@ def _shown_row(row: TimelineRow, read: tuple[list[Shown], str] | None) -> ShownR
         status=status,
         left=_side(left, read) if row.raw else None,
         right=shown_right,
-        faults=data["f"],
-        ops=data["o"],
-        moved_from=data.get("m"),
-        not_sent=data.get("nc"),
-        would_be=data.get("w", []),
+        faults=data.faults,
+        ops=data.ops,
+        moved_from=data.moved_from,
+        not_sent=data.not_sent,
+        would_be=data.would_be,
     )
 
 
-def _inserted_text(item: dict[str, Any]) -> str:
-    if item.get("from") is not None:
-        return f"(moved here from record #{item['from']})"
-    return str(item["t"])
+def _inserted_text(item: InsertedResult) -> str:
+    if item.moved_from is not None:
+        return f"(moved here from record #{item.moved_from})"
+    return item.text
 
 
 def _other_verdicts(
@@ -767,8 +771,8 @@ def ruler(timeline: Timeline) -> list[Mark]:
     for position, record, raw, data in rows:
         top = position * RULER_BUCKETS // total
         anchor = f"r-{record}" if raw and record is not None else f"p-{position}"
-        decoded = orjson.loads(data)
-        kinds = [(f["k"], True) for f in decoded["f"]] + [(o["k"], False) for o in decoded["o"]]
+        decoded = _decode(data)
+        kinds = [(f.kind, True) for f in decoded.faults] + [(o.kind, False) for o in decoded.ops]
         for kind, fault in dict.fromkeys(kinds):
             key = (top, kind, fault)
             found = marks.get(key)

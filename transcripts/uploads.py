@@ -279,7 +279,7 @@ class Unpacker:
     def _stage(
         self,
         name: str,
-        content: IO[bytes],
+        content: IO[bytes] | gzip.GzipFile,
         *,
         source: str,
         verb: str = "is",
@@ -434,8 +434,9 @@ class StagingUploadHandler(TemporaryFileUploadHandler):
         self.digest.update(raw_data)
         super().receive_data_chunk(raw_data, start)
 
-    def file_complete(self, file_size: int) -> UploadedFile:
+    def file_complete(self, file_size: int) -> UploadedFile[bytes]:
         uploaded = super().file_complete(file_size)
+        assert uploaded is not None  # a TemporaryFileUploadHandler always makes the file
         uploaded.sha256 = self.digest.hexdigest()  # type: ignore[attr-defined]
         return uploaded
 
@@ -461,4 +462,4 @@ def keep_unusable_names(request: HttpRequest) -> None:
         return NameKeepingParser(meta, data, request.upload_handlers, request.encoding).parse()
 
     # An instance attribute: HttpRequest._load_post_and_files calls self.parse_file_upload.
-    request.parse_file_upload = parse_file_upload  # type: ignore[method-assign]
+    request.parse_file_upload = parse_file_upload  # type: ignore[assignment]

@@ -32,6 +32,7 @@ from django.http import (
     QueryDict,
     StreamingHttpResponse,
 )
+from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.defaultfilters import pluralize
 from django.urls import reverse
@@ -40,6 +41,7 @@ from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRefresh, push_url
+from django_htmx.middleware import HtmxDetails
 
 from transcripts import (
     actions,
@@ -47,11 +49,13 @@ from transcripts import (
     formats,
     overview,
     replay,
+    roots,
     search,
     timeline,
 )
 from transcripts.actions import sync
 from transcripts.engine import PRESETS
+from transcripts.filters import SessionFilter
 from transcripts.formats import FORMATS
 from transcripts.forms import (
     ApiTokenForm,
@@ -59,7 +63,6 @@ from transcripts.forms import (
     InvitationForm,
     MemberForm,
     PolicyForm,
-    SessionFilterForm,
     SourceForm,
     SourceSettingsForm,
     StartJobForm,
@@ -97,6 +100,12 @@ AUDIT_PER_PAGE = 100
 AUDIT_SHOWN = 200
 FAILED_SHOWN = 50
 DIFF_SAMPLES = 5
+
+
+class HtmxHttpRequest(HttpRequest):
+    """A request through django-htmx's middleware, which sets `htmx` (for the type checker)."""
+
+    htmx: HtmxDetails
 
 
 def _attachment(chunks: Iterable[bytes], filename: str, size: int) -> StreamingHttpResponse:
@@ -142,20 +151,21 @@ def _session_list_page(
     job_form: StartJobForm | None = None,
     status: int = 200,
 ) -> HttpResponse:
-    filter_form = SessionFilterForm(request.GET or None, user=request.user)
-    filter_invalid = filter_form.is_bound and not filter_form.is_valid()
-    sessions = filter_form.sessions().select_related("workspace", "source", "head")
+    filters = SessionFilter(
+        request.GET or None, queryset=Session.objects.for_user(request.user), user=request.user
+    )
+    filter_invalid = filters.is_bound and not filters.is_valid()
+    # An invalid filter lists no session (SessionFilter): say so with the status too.
+    sessions = filters.sessions().select_related("workspace", "source", "head")
     if filter_invalid:
-        # Ignoring a bad value would list (and let a job take) every session.
-        sessions = sessions.none()
         status = max(status, 400)
     page = Paginator(sessions, SESSIONS_PER_PAGE).get_page(request.GET.get("page"))
     context = {
         "page": page,
         "query": _query_without_page(request),
         "sessions": page.object_list,
-        "filter_form": filter_form,
-        "filtering": bool(filter_form.selection()) or filter_invalid,
+        "filter_form": filters.form,
+        "filtering": bool(filters.selection()) or filter_invalid,
         "filter_invalid": filter_invalid,
         "upload_form": upload_form or UploadForm(user=request.user),
         "job_form": job_form or StartJobForm(user=request.user),
@@ -278,7 +288,7 @@ def _session(request: HttpRequest, pk: int) -> Session:
 @login_required
 @require_GET
 @vary_on_headers("HX-Request")
-def session_detail(request: HttpRequest, pk: int) -> HttpResponse:
+def session_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """Show the raw and repaired timelines side by side under the chosen policy, a window at a time.
 
     The first window comes with the page (or the window of `record`, `at`,
@@ -422,7 +432,7 @@ def session_rows(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_GET
 @vary_on_headers("HX-Request")
-def record_detail(request: HttpRequest, pk: int, index: int) -> HttpResponse:
+def record_detail(request: HtmxHttpRequest, pk: int, index: int) -> HttpResponse:
     """Show every block of one raw record in full; for htmx, one block (`block`), full or cut.
 
     Reads the record's bytes only, located by a built timeline of the head.
@@ -478,7 +488,7 @@ def overview_page(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_GET
-def download_revision(request: HttpRequest, pk: int, number: int) -> HttpResponse:
+def download_revision(request: HttpRequest, pk: int, number: int) -> HttpResponseBase:
     """Return the exact bytes of one revision (number 0 is the upload) as the session's file."""
     session = get_object_or_404(Session.objects.for_user(request.user), pk=pk)
     revision = get_object_or_404(session.revisions, number=number)
@@ -487,7 +497,7 @@ def download_revision(request: HttpRequest, pk: int, number: int) -> HttpRespons
 
 @login_required
 @require_GET
-def download_repaired(request: HttpRequest, pk: int) -> HttpResponse:
+def download_repaired(request: HttpRequest, pk: int) -> HttpResponseBase:
     """Return the head revision repaired under the chosen policy, named like the upload."""
     session = get_object_or_404(
         Session.objects.for_user(request.user).select_related("head"), pk=pk
@@ -505,7 +515,7 @@ def download_repaired(request: HttpRequest, pk: int) -> HttpResponse:
         if not analysis.repairable:
             # Nothing was read, so nothing is repaired: say so rather than hand back
             # the upload under a "repaired" name.
-            context = {
+            context: dict[str, Any] = {
                 "session": session,
                 "error": analysis.error,
                 "raw_url": reverse(
@@ -584,7 +594,7 @@ def _job_for(request: HttpRequest, pk: int, role: str | None = None) -> Job:
 @login_required
 @require_GET
 @vary_on_headers("HX-Request")
-def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
+def job_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """Show a job's progress (polled by htmx while it runs), its items and audit records.
 
     The poll that finds the job finished reloads the page, so the item and
@@ -684,7 +694,7 @@ def apply_dry_run(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_GET
-def download_archive(request: HttpRequest, pk: int) -> HttpResponse:
+def download_archive(request: HttpRequest, pk: int) -> HttpResponseBase:
     """Return the zip archive an export job built."""
     job = _job_for(request, pk)
     if not job.archive:
@@ -761,7 +771,7 @@ def audit_export(request: HttpRequest, format: str) -> HttpResponse | StreamingH
     rows = (record.export_row() for record in records)
     if format == "csv":
         writer = csv.writer(_Echo())
-        lines = itertools.chain(
+        lines: Iterable[str] = itertools.chain(
             [writer.writerow(AuditRecord.EXPORT_FIELDS)],
             (
                 writer.writerow(
@@ -804,7 +814,7 @@ def audit_events_export(request: HttpRequest, format: str) -> HttpResponse | Str
     rows = (event.export_row() for event in events)
     if format == "csv":
         writer = csv.writer(_Echo())
-        lines = itertools.chain(
+        lines: Iterable[str] = itertools.chain(
             [writer.writerow(AuditLog.EXPORT_FIELDS)],
             (
                 writer.writerow(
@@ -898,7 +908,7 @@ def _roots_line(form: SourceForm) -> str:
     folder = Path(path).resolve()
     if any(folder.is_relative_to(root) for root in settings.SYNC_ROOTS):
         return ""
-    return sync.roots_line(folder)
+    return roots.roots_line(folder)
 
 
 @login_required
@@ -956,6 +966,7 @@ def source_settings(request: HttpRequest, pk: int) -> HttpResponse:
 @require_GET
 def workspace_list(request: HttpRequest) -> HttpResponse:
     """List the user's workspaces with their role in each."""
+    assert request.user.is_authenticated  # login_required: never the anonymous user
     memberships = (
         Membership.objects.filter(user=request.user)
         .select_related("workspace")
@@ -1181,7 +1192,7 @@ def session_compare(request: HttpRequest, pk: int) -> HttpResponse:
     b = _revision_number(request, "b", session.head.number)
     revisions = {r.number: r for r in session.revisions.all()}
     if a not in revisions or b not in revisions:
-        context = {
+        context: dict[str, Any] = {
             "title": "No such revision",
             "message": (
                 f"{session.name} has revisions {', '.join(str(n) for n in sorted(revisions))}: "

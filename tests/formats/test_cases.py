@@ -13,18 +13,10 @@ from transcripts.formats import load
 from transcripts.formats._json import member_span
 
 CASES = Path(__file__).resolve().parents[2] / "demo" / "samples" / "cases"
-# Formats a later issue adds (Gemini contents).
-LATER = {
-    "15_gemini-parallel-responses-split",
-}
 
 
 def _cases() -> list[str]:
-    return sorted(
-        p.name.removesuffix(".expect.json")
-        for p in CASES.glob("*.expect.json")
-        if p.name.removesuffix(".expect.json") not in LATER
-    )
+    return sorted(p.name.removesuffix(".expect.json") for p in CASES.glob("*.expect.json"))
 
 
 def _unlinked(raw: bytes) -> bytes:

@@ -73,7 +73,11 @@ def do_start_job(
     the token of a job started through the API. Raises BrokerUnavailable
     (and creates nothing) when the task queue is down.
     """
-    ids = sessions.values("pk") if isinstance(sessions, QuerySet) else [s.pk for s in sessions]
+    ids: Iterable[int] = (
+        sessions.values_list("pk", flat=True)
+        if isinstance(sessions, QuerySet)
+        else [s.pk for s in sessions]
+    )
     with transaction.atomic(durable=True):
         rows = (
             Session.objects.filter(pk__in=ids, workspace=workspace, head__isnull=False)

@@ -250,7 +250,8 @@ def _run_claimed(job: Job, claim: uuid.UUID, items: list[JobItem]) -> list[int]:
         # The same session, already loaded: reading the base needs its name and format.
         item.base.session = item.session
         try:
-            outcomes.append(PROCESSORS[job.kind](item, job, item.session_id in writing_back))
+            process = PROCESSORS[Job.Kind(job.kind)]
+            outcomes.append(process(item, job, item.session_id in writing_back))
         except Exception as exc:  # an engine or storage error must fail one item, not the job
             error = f"{type(exc).__name__}: {exc}"
             outcomes.append(Outcome(item, JobItem.Status.FAILED, {"error": error}))
@@ -509,7 +510,7 @@ def _repair_analysed(item: JobItem, job: Job, writes_back: bool, analysis: Analy
         "size": size,
         "policy": job.policy,
         "engine_version": ENGINE_VERSION,
-        "origin": "repair",
+        "origin": Revision.Origin.REPAIR,
         "parent": base,
         "created_by": job.created_by,
     }
@@ -586,7 +587,7 @@ def _rollback_item(item: JobItem, job: Job, writes_back: bool) -> Outcome:
         "number": undone.number + 1,
         **previous.storage_fields(),
         "engine_version": ENGINE_VERSION,
-        "origin": "rollback",
+        "origin": Revision.Origin.ROLLBACK,
         "parent": undone,
         "created_by": job.created_by,
     }

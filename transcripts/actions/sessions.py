@@ -46,7 +46,7 @@ def create_session(
     acting_user: Any,
     last_write: datetime | None = None,
     format: str | None = None,
-    origin: str = "upload",
+    origin: str = Revision.Origin.UPLOAD,
     present: set[str] | None = None,
     **fields: Any,
 ) -> Session:
@@ -78,9 +78,9 @@ def create_session(
         created_by=acting_user,
     )
     write_head(session, raw, HeadState.of(analysis, last_write), fence=None)
-    source = fields.get("source")
+    sync_source = fields.get("source")
     AuditRecord.objects.create(
-        source=source,
+        source=sync_source,
         acting_user=acting_user,
         session=session,
         revision_to=raw,
@@ -92,10 +92,10 @@ def create_session(
     audit(
         EventType.SESSION_INGESTED,
         workspace_id=workspace.pk,
-        acting_user=None if source is not None else acting_user,
-        on_behalf_of=acting_user if source is not None else None,
+        acting_user=None if sync_source is not None else acting_user,
+        on_behalf_of=acting_user if sync_source is not None else None,
         session=session,
-        source=source,
+        source=sync_source,
         revision=raw,
         extra_data={"origin": origin, "size": size, "name": name},
     )
@@ -169,7 +169,7 @@ def do_ingest_sessions(
                     acting_user=acting_user,
                     last_write=last_write,
                     format=format,
-                    origin="api" if api_token else "upload",
+                    origin=Revision.Origin.API if api_token else Revision.Origin.UPLOAD,
                     present=present,
                     api_token=api_token,
                 )

@@ -31,7 +31,6 @@ from typing import Any
 
 import orjson
 import structlog
-from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -59,6 +58,10 @@ from transcripts.models import (
     Workspace,
     store_blob,
 )
+
+# SyncError is the sync's error too: its callers catch sync.SyncError.
+from transcripts.roots import SyncError as SyncError
+from transcripts.roots import check_source_path, is_utf8
 from transcripts.writeback import fingerprints, is_own_file
 
 logger = structlog.get_logger(__name__)
@@ -73,10 +76,6 @@ PATTERNS = {
 LINE_SUFFIXES = (".jsonl", ".ndjson")
 # A sync that has not finished after this long is presumed dead: another may start.
 SYNC_LEASE = timedelta(minutes=30)
-
-
-class SyncError(Exception):
-    """A source cannot be added or synced: its folder is missing or outside the allowed roots."""
 
 
 class AppendError(ValueError):
@@ -124,61 +123,6 @@ class SyncReport:
         return f"source {self.source}: {self.files} files" + (
             ": " + ", ".join(parts) if parts else ""
         )
-
-
-def roots_line(folder: Path) -> str:
-    """Return the SYNC_ROOTS line that allows `folder` as well as the roots allowed now.
-
-    Settings are read once, when Pairfix starts: the line takes effect after a restart.
-    """
-    roots = [str(root) for root in settings.SYNC_ROOTS]
-    if str(folder) not in roots:
-        roots.append(str(folder))
-    return "SYNC_ROOTS=" + os.pathsep.join(roots)
-
-
-def check_source_path(path: str, workspace: Workspace | None = None) -> Path:
-    """Return `path` resolved, if it is a folder under one of settings.SYNC_ROOTS.
-
-    With `workspace`, it must also lie under a folder granted to that
-    workspace (`SyncGrant`). Raises SyncError when it is relative, holds a
-    `..` component, NUL or bytes that are not UTF-8, does not exist, is not a
-    folder, or resolves (through symlinks) outside every root or grant.
-    """
-    if not path or not os.path.isabs(path):
-        raise SyncError(f"{path!r}: give an absolute path")
-    if "\x00" in path or not _is_utf8(path):
-        raise SyncError(f"{path!r}: a path must be UTF-8 text without NUL")
-    if ".." in Path(path).parts:
-        raise SyncError(f"{path}: a path with '..' is not accepted")
-    resolved = Path(path).resolve()
-    if not any(resolved.is_relative_to(root) for root in settings.SYNC_ROOTS):
-        roots = ", ".join(str(r) for r in settings.SYNC_ROOTS)
-        refusal = (
-            f"{path}: not under an allowed sync root ({roots})"
-            if roots
-            else "no folder may be synced: set SYNC_ROOTS to the folders agents write to"
-        )
-        raise SyncError(
-            f"{refusal}. To allow this one, add the line "
-            # The path as given, not resolved: the refusal shows nothing of the server's disk.
-            f"{roots_line(Path(os.path.normpath(path)))} to the .env file beside manage.py "
-            "(or to the server's "
-            "environment), then restart Pairfix."
-        )
-    # The grant first: whether a folder outside it exists is another workspace's business.
-    if workspace is not None:
-        granted = [Path(p) for p in workspace.sync_grants.values_list("path", flat=True)]
-        if not any(resolved.is_relative_to(folder) for folder in granted):
-            raise SyncError(
-                f"{path}: not under a folder granted to {workspace} "
-                f"({', '.join(map(str, granted)) or 'none yet'}); a site admin grants "
-                "folders of the sync roots to a workspace (the workspace's page in /admin/, "
-                "or `manage.py sync --add`)"
-            )
-    if not resolved.is_dir():
-        raise SyncError(f"{path}: no such folder")
-    return resolved
 
 
 def do_grant_folder(workspace: Workspace, path: str, *, acting_user: Any) -> SyncGrant:
@@ -257,7 +201,7 @@ def do_create_source(
             )
         source = SyncSource.objects.create(
             workspace=workspace,
-            name=fit_name(name or resolved.name, SyncSource._meta.get_field("name").max_length),
+            name=fit_name(name or resolved.name, _name_length()),
             path=str(resolved),
             format=format,
             write_back=write_back,
@@ -387,7 +331,7 @@ def do_append_records(
     data: bytes,
     *,
     acting_user: Any,
-    origin: str = "api",
+    origin: str = Revision.Origin.API,
     now: datetime | None = None,
     expected_head: int | None = None,
 ) -> Revision:
@@ -513,10 +457,19 @@ def refresh_live(session: Session, now: datetime | None = None) -> bool:
     return True
 
 
+def _name_length() -> int:
+    """Return how long a source's name may be (its column's max_length)."""
+    length = SyncSource._meta.get_field("name").max_length
+    assert length is not None
+    return length
+
+
 def do_expire_live_sessions(now: datetime | None = None) -> int:
     """Re-count every session whose grace ran out with results pending; return how many."""
     now = now or timezone.now()
-    expired = Session.objects.filter(live_until__lte=now).with_fault("pending_result")
+    expired = (
+        Session.objects.get_queryset().filter(live_until__lte=now).with_fault("pending_result")
+    )
     return sum(refresh_live(session, now) for session in expired.select_related("head"))
 
 
@@ -570,15 +523,6 @@ def do_sync_source(
     return report
 
 
-def _is_utf8(name: str) -> bool:
-    """Return True when `name` (from the file system, surrogate-escaped) is UTF-8 text."""
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def _scan(source: SyncSource, root: Path, report: SyncReport) -> dict[str, os.stat_result]:
     """Return {relative path: stat} of the session files under `root`, symlinks checked."""
     found: dict[str, os.stat_result] = {}
@@ -590,7 +534,7 @@ def _scan(source: SyncSource, root: Path, report: SyncReport) -> dict[str, os.st
                 continue
             path = Path(folder) / name
             rel = str(path.relative_to(root))
-            if not _is_utf8(rel):
+            if not is_utf8(rel):
                 shown = os.fsencode(rel).decode("utf-8", "backslashreplace")
                 report.errors.append(
                     f"{shown}: the file name is not UTF-8; rename the file to sync it"
@@ -717,7 +661,7 @@ def _sync_file(
                 acting_user=source.created_by,
                 last_write=_mtime(stat),
                 format=source.format or None,
-                origin="sync",
+                origin=Revision.Origin.SYNC,
                 source=source,
             )
             SyncedFile.objects.create(
@@ -732,17 +676,17 @@ def _sync_file(
     change = decide(stored, disk)
     if change is Change.CHECK_ENDS:
         change = decide(stored, disk, same_ends=_same_prefix(path, synced))
-    raw = None
+    whole: bytes | None = None  # the file, when the mirror check had to read it
     if change is Change.CHECK_MIRROR:
-        raw = _read(path)
+        whole = _read(path)
         mirror = synced.revision
         assert mirror is not None
-        mirrors = hashlib.sha256(raw[: synced.offset]).digest() == bytes.fromhex(mirror.sha256)
+        mirrors = hashlib.sha256(whole[: synced.offset]).digest() == bytes.fromhex(mirror.sha256)
         change = decide(stored, disk, same_ends=False, mirrors_prefix=mirrors)
     if change is Change.UNCHANGED:
         return "unchanged"
     if change is Change.APPEND:
-        return _grow(path, stat, synced, now, None if raw is None else raw[synced.offset :])
+        return _grow(path, stat, synced, now, None if whole is None else whole[synced.offset :])
     return _rewrite(path, stat, synced, lines, now)
 
 
@@ -798,7 +742,7 @@ def _grow(
             added,
             acting_user=synced.source.created_by,
             source=synced.source,
-            origin="sync",
+            origin=Revision.Origin.SYNC,
             now=_mtime(stat),
             note=(
                 f"sync: {records} record(s) appended to {synced.path} "
@@ -829,7 +773,12 @@ def _rewrite(
         how = rewrite_reason(_stored(synced), _on_disk(stat, lines))
         added_by = synced.source.created_by
         revision = _new_head(
-            session, head, content, origin="rewrite", acting_user=added_by, now=_mtime(stat)
+            session,
+            head,
+            content,
+            origin=Revision.Origin.REWRITE,
+            acting_user=added_by,
+            now=_mtime(stat),
         )
         AuditRecord.objects.create(
             source=synced.source,

@@ -11,7 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection, models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -122,9 +122,7 @@ def _insert(timeline_id: int, rows: list[tuple[Any, ...]]) -> None:
     """
     quote = connection.ops.quote_name
     table = quote(TimelineRow._meta.db_table)
-    columns = ", ".join(
-        quote(TimelineRow._meta.get_field(n).column) for n in ("timeline", *COLUMNS)
-    )
+    columns = ", ".join(quote(_column(n)) for n in ("timeline", *COLUMNS))
     values = ", ".join(["%s"] * (len(COLUMNS) + 1))
     with connection.cursor() as cursor:
         for start in range(0, len(rows), BUILD_BATCH):
@@ -132,6 +130,15 @@ def _insert(timeline_id: int, rows: list[tuple[Any, ...]]) -> None:
                 f"INSERT INTO {table} ({columns}) VALUES ({values})",
                 [(timeline_id, *row) for row in rows[start : start + BUILD_BATCH]],
             )
+
+
+def _column(name: str) -> str:
+    """Return the database column of TimelineRow's field `name`."""
+    found = TimelineRow._meta.get_field(name)
+    assert isinstance(found, models.Field)
+    column: str | None = found.column
+    assert column is not None
+    return column
 
 
 def _prune(session: Session) -> None:

@@ -21,7 +21,7 @@ logger = logging.getLogger(__name__)
 class ApiError(exceptions.APIException):
     """An error with a stable `code`, raised by the API's views."""
 
-    status_code = status.HTTP_400_BAD_REQUEST
+    status_code: int = status.HTTP_400_BAD_REQUEST
     default_code = "bad_request"
     default_detail = "The request is not valid."
 
@@ -126,7 +126,9 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> JsonResponse:
     if wait := getattr(exc, "wait", None):
         headers["Retry-After"] = str(int(wait))
     if isinstance(exc, ApiError):
-        return error_response(exc.status_code, exc.get_codes(), str(exc.detail), headers=headers)
+        # An ApiError's detail is one string, so its codes are one code.
+        code = str(exc.get_codes())
+        return error_response(exc.status_code, code, str(exc.detail), headers=headers)
     code = next((code for cls, code in CODES if isinstance(exc, cls)), "error")
     if isinstance(exc, exceptions.ValidationError):
         return error_response(

@@ -16,17 +16,26 @@ from django.db.models import QuerySet
 from rest_framework import exceptions, permissions
 from rest_framework.request import Request
 
-from transcripts.models import ApiToken, Job, Membership, Session, Workspace
+from transcripts.models import (
+    ApiToken,
+    Job,
+    Membership,
+    Session,
+    SessionQuerySet,
+    Workspace,
+    roles_at_least,
+)
 
 
-def _token(request: Request) -> ApiToken:
+def request_token(request: Request) -> ApiToken:
+    """Return the API token the request authenticated with (TokenPermission requires one)."""
     assert isinstance(request.auth, ApiToken)
     return request.auth
 
 
 def role(request: Request) -> str | None:
     """Return the role the request's token acts with: its creator's in the workspace, or None."""
-    token = _token(request)
+    token = request_token(request)
     if token.created_by is None:
         return None
     found: str | None = (
@@ -40,12 +49,11 @@ def role(request: Request) -> str | None:
 def require(request: Request, needed: str) -> None:
     """Raise PermissionDenied (403) unless the request's token acts with at least `needed`."""
     held = role(request)
-    order = list(Membership.Role.values)
     if held is None:
         raise exceptions.PermissionDenied(
             "The token's creator is no longer a member of its workspace."
         )
-    if order.index(held) < order.index(needed):
+    if held not in roles_at_least(needed):
         raise exceptions.PermissionDenied(
             f"This needs the {needed} role; the token's creator is a {held} of the workspace."
         )
@@ -71,17 +79,17 @@ class TokenPermission(permissions.BasePermission):
 
 def workspace(request: Request) -> Workspace:
     """Return the workspace of the request's token."""
-    return _token(request).workspace
+    return request_token(request).workspace
 
 
 def acting_user(request: Request) -> Any:
     """Return the user a request acts as: the token's creator (None if that user is gone)."""
-    return _token(request).created_by
+    return request_token(request).created_by
 
 
-def sessions(request: Request) -> QuerySet[Session]:
+def sessions(request: Request) -> SessionQuerySet:
     """Return the sessions the request may see: those of the token's workspace."""
-    return Session.objects.filter(workspace=workspace(request))
+    return Session.objects.get_queryset().filter(workspace=workspace(request))
 
 
 def jobs(request: Request) -> QuerySet[Job]:

@@ -7,6 +7,8 @@ name a preset already has.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.core.validators import validate_slug
 from django.db import IntegrityError
 from drf_spectacular.utils import extend_schema, extend_schema_field
@@ -54,7 +56,7 @@ def _action_field(kind: FaultKind) -> serializers.ChoiceField:
 class ActionsSerializer(serializers.Serializer[dict[str, str]]):
     """The table {fault kind id: action id}; kinds not listed are only flagged."""
 
-    def get_fields(self) -> dict[str, serializers.Field]:
+    def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
         return {str(kind): _action_field(kind) for kind in FaultKind}
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 ERROR = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
@@ -12,7 +13,7 @@ def _has_query(op: dict[str, Any]) -> bool:
 
 
 # Status: (when it applies to an operation, its description).
-COMMON_ERRORS = {
+COMMON_ERRORS: dict[str, tuple[Callable[[str, dict[str, Any]], bool], str]] = {
     "400": (lambda path, op: "requestBody" in op or _has_query(op), "Bad request"),
     "401": (lambda path, op: True, "No API token, or one not valid or revoked"),
     "403": (lambda path, op: True, "The token's role in its workspace does not allow this"),

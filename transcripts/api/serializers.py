@@ -8,15 +8,13 @@ from django.core.validators import ProhibitNullCharactersValidator
 from rest_framework import serializers
 from rest_framework.utils import html
 
-from transcripts.core.model import FaultKind
 from transcripts.engine import DEFAULT_POLICY
 from transcripts.formats import FORMATS
-from transcripts.models import Job, Revision, Session
+from transcripts.models import FaultKinds, Job, Revision, Session
 from transcripts.uploads import clean_name, unusable_name
 
 # Ids the database can hold: a larger one names nothing, and some backends fail on it.
 MAX_ID = 2**63 - 1
-FAULT_KINDS = [str(kind) for kind in FaultKind]
 # The kinds of job started on a selection of sessions; a rollback starts from a job.
 STARTABLE_KINDS = [Job.Kind.REPAIR, Job.Kind.DRY_RUN, Job.Kind.EXPORT]
 # A job lists at most this many sessions by id; a filter selects any number.
@@ -30,7 +28,7 @@ class OneValue:
     once, it is refused rather than taking the last.
     """
 
-    field_name: str
+    field_name: str | None
 
     def get_value(self, dictionary: Any) -> Any:
         if html.is_html_input(dictionary) and self.field_name in dictionary:
@@ -110,10 +108,12 @@ class IdField(serializers.IntegerField):
         return value
 
 
-class ErrorBodySerializer(serializers.Serializer):
+class ErrorBodySerializer(serializers.Serializer[Any]):
     code = serializers.CharField(help_text="Stable error code, e.g. not_found or invalid_token.")
     message = serializers.CharField(help_text="What went wrong, for people.")
-    fields = serializers.DictField(
+    # The error body's own key; DRF's metaclass moves declared fields out of the class,
+    # so it never hides Serializer.fields (the stubs see only the class attribute).
+    fields = serializers.DictField(  # type: ignore[assignment]
         required=False,
         help_text=(
             "For bad_request: the messages of each field that was not valid, as a list, "
@@ -122,7 +122,7 @@ class ErrorBodySerializer(serializers.Serializer):
     )
 
 
-class ErrorSerializer(serializers.Serializer):
+class ErrorSerializer(serializers.Serializer[Any]):
     error = ErrorBodySerializer()
 
 
@@ -130,7 +130,7 @@ class FaultCountsField(serializers.DictField):
     child = serializers.IntegerField(min_value=1)
 
 
-class SessionSerializer(serializers.ModelSerializer):
+class SessionSerializer(serializers.ModelSerializer[Session]):
     head = serializers.SerializerMethodField(
         help_text="The number of the head revision (0 is the upload)."
     )
@@ -165,8 +165,8 @@ class SessionSerializer(serializers.ModelSerializer):
         return session.head.number if session.head else None
 
 
-class FaultSerializer(serializers.Serializer):
-    kind = serializers.ChoiceField(choices=FAULT_KINDS)
+class FaultSerializer(serializers.Serializer[Any]):
+    kind = serializers.ChoiceField(choices=FaultKinds.choices)
     tool_call_id = serializers.CharField(allow_null=True)
     record = serializers.IntegerField(help_text="Raw record index (0-based) of the call or result.")
     block = serializers.IntegerField(allow_null=True)
@@ -177,7 +177,7 @@ class FaultSerializer(serializers.Serializer):
     detail = serializers.CharField()
 
 
-class SessionFaultsSerializer(serializers.Serializer):
+class SessionFaultsSerializer(serializers.Serializer[Any]):
     session = serializers.IntegerField()
     revision = serializers.IntegerField()
     format = serializers.CharField()
@@ -185,8 +185,11 @@ class SessionFaultsSerializer(serializers.Serializer):
     faults = FaultSerializer(many=True)
 
 
-class RevisionSerializer(serializers.ModelSerializer):
-    parent = serializers.SerializerMethodField(help_text="The number of the revision it follows.")
+class RevisionSerializer(serializers.ModelSerializer[Revision]):
+    # As `fields` above: a declared field, not Field.parent.
+    parent = serializers.SerializerMethodField(  # type: ignore[assignment]
+        help_text="The number of the revision it follows."
+    )
 
     class Meta:
         model = Revision
@@ -197,7 +200,7 @@ class RevisionSerializer(serializers.ModelSerializer):
         return revision.parent.number if revision.parent else None
 
 
-class SessionUploadSerializer(serializers.Serializer):
+class SessionUploadSerializer(serializers.Serializer[Any]):
     file = serializers.FileField(
         allow_empty_file=True,
         help_text="The session file. Any bytes are stored; an unreadable file says why.",
@@ -235,7 +238,7 @@ class SessionUploadSerializer(serializers.Serializer):
         return data
 
 
-class RepairSerializer(serializers.Serializer):
+class RepairSerializer(serializers.Serializer[Any]):
     policy = TextField(
         default=DEFAULT_POLICY,
         max_length=40,
@@ -248,9 +251,9 @@ class RepairSerializer(serializers.Serializer):
     )
 
 
-class SessionFilterSerializer(serializers.Serializer):
+class SessionFilterSerializer(serializers.Serializer[Any]):
     fault = ChoiceField(
-        choices=FAULT_KINDS, required=False, help_text="Sessions with a fault of this kind."
+        choices=FaultKinds.choices, required=False, help_text="Sessions with a fault of this kind."
     )
     format = TextField(required=False, max_length=40, refuse_emptied=True)
     q = TextField(
@@ -261,7 +264,7 @@ class SessionFilterSerializer(serializers.Serializer):
     )
 
 
-class JobCreateSerializer(serializers.Serializer):
+class JobCreateSerializer(serializers.Serializer[Any]):
     """Start a repair, dry run or export of some sessions of the workspace.
 
     `sessions` and `filter` both narrow the selection; with neither, it is
@@ -289,7 +292,7 @@ class JobCreateSerializer(serializers.Serializer):
     )
 
 
-class JobSerializer(serializers.ModelSerializer):
+class JobSerializer(serializers.ModelSerializer[Job]):
     archive = serializers.SerializerMethodField(
         help_text="Whether an export's zip archive can be downloaded."
     )
@@ -321,7 +324,7 @@ class JobSerializer(serializers.ModelSerializer):
         return bool(job.archive)
 
 
-class PreviewQuerySerializer(serializers.Serializer):
+class PreviewQuerySerializer(serializers.Serializer[Any]):
     policy = TextField(
         default=DEFAULT_POLICY,
         max_length=40,
@@ -329,7 +332,7 @@ class PreviewQuerySerializer(serializers.Serializer):
     )
 
 
-class PreviewMessageSerializer(serializers.Serializer):
+class PreviewMessageSerializer(serializers.Serializer[Any]):
     role = serializers.CharField(help_text="user, assistant or tool, as the provider reads it.")
     texts = serializers.ListField(child=serializers.CharField())
     calls = serializers.ListField(child=serializers.CharField(), help_text="Tool call ids.")
@@ -338,20 +341,20 @@ class PreviewMessageSerializer(serializers.Serializer):
     )
 
 
-class PreviewViolationSerializer(serializers.Serializer):
+class PreviewViolationSerializer(serializers.Serializer[Any]):
     record = serializers.IntegerField()
     tool_call_id = serializers.CharField()
     error = serializers.CharField(help_text="What the provider answers, in its own words.")
 
 
-class PreviewDroppedSerializer(serializers.Serializer):
+class PreviewDroppedSerializer(serializers.Serializer[Any]):
     record = serializers.IntegerField(help_text="Record index (0-based) in that file.")
     what = serializers.CharField(help_text="call, result, text or record.")
     reason = serializers.CharField()
     tool_call_id = serializers.CharField(allow_null=True)
 
 
-class PreviewSideSerializer(serializers.Serializer):
+class PreviewSideSerializer(serializers.Serializer[Any]):
     valid = serializers.BooleanField(help_text="The provider accepts the request.")
     violations = PreviewViolationSerializer(many=True)
     messages = PreviewMessageSerializer(many=True)
@@ -359,7 +362,7 @@ class PreviewSideSerializer(serializers.Serializer):
     added = PreviewMessageSerializer(many=True)
 
 
-class ResumePreviewSerializer(serializers.Serializer):
+class ResumePreviewSerializer(serializers.Serializer[Any]):
     session = serializers.IntegerField()
     revision = serializers.IntegerField(help_text="The head revision previewed.")
     policy = serializers.CharField()

@@ -16,6 +16,7 @@ from django.core.files.storage import default_storage
 from django.db.models import QuerySet
 from django.http import FileResponse, StreamingHttpResponse
 from django.http.multipartparser import MultiPartParserError
+from django.http.response import HttpResponseBase
 from django.utils import timezone
 from django.utils.datastructures import MultiValueDict
 from django.utils.http import content_disposition_header
@@ -44,7 +45,8 @@ from transcripts.api.serializers import (
     SessionUploadSerializer,
 )
 from transcripts.engine import DEFAULT_POLICY, PRESETS
-from transcripts.models import Job, Membership, Revision, Session
+from transcripts.filters import SessionFilter
+from transcripts.models import Job, Membership, Revision, Session, SessionQuerySet
 from transcripts.policies import names_for, policy_for
 from transcripts.uploads import (
     Limits,
@@ -120,7 +122,7 @@ def _session(request: Request, pk: int) -> Session:
     return session
 
 
-def _expire_live(sessions: QuerySet[Session]) -> None:
+def _expire_live(sessions: SessionQuerySet) -> None:
     """Re-count those of `sessions` whose grace has passed with results pending.
 
     Before a list is filtered or shown, so a call that was pending when the
@@ -179,13 +181,7 @@ class SessionList(generics.ListAPIView[Session]):
         query.is_valid(raise_exception=True)
         sessions = permissions.sessions(self.request).select_related("head")
         _expire_live(sessions)
-        if fault := query.validated_data.get("fault"):
-            sessions = sessions.with_fault(fault)
-        if format := query.validated_data.get("format"):
-            sessions = sessions.filter(format=format)
-        if text := query.validated_data.get("q"):
-            sessions = sessions.filter(name__icontains=text)
-        return sessions
+        return SessionFilter(query.validated_data, queryset=sessions).sessions()
 
     @extend_schema(
         summary="List sessions",
@@ -241,7 +237,7 @@ class SessionList(generics.ListAPIView[Session]):
                 acting_user=permissions.acting_user(request),
                 format=data.get("format"),
                 last_write=timezone.now() if data["live"] else None,
-                api_token=request.auth,
+                api_token=permissions.request_token(request),
             )
         return Response(SessionSerializer(session).data, status=status.HTTP_201_CREATED)
 
@@ -260,7 +256,10 @@ class NdjsonParser(parsers.BaseParser):
 
     media_type = "application/x-ndjson"
 
-    def parse(self, stream: Any, media_type: Any = None, parser_context: Any = None) -> bytes:
+    # The stubs type a parser's result as a mapping; DRF hands request.data whatever it is.
+    def parse(  # type: ignore[override]
+        self, stream: Any, media_type: Any = None, parser_context: Any = None
+    ) -> bytes:
         if stream is None:
             return b""
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
@@ -317,7 +316,7 @@ class SessionRecords(APIView):
         },
         responses={200: SessionSerializer, 400: ErrorSerializer, 409: ErrorSerializer},
     )
-    def post(self, request: Request, pk: int) -> Response:
+    def post(self, request: Request, pk: int) -> HttpResponseBase:
         session = _session(request, pk)
         # An empty body comes through DRF as an empty dict: nothing to append.
         data = request.data if isinstance(request.data, bytes) else b""
@@ -558,7 +557,7 @@ class JobList(generics.ListAPIView[Job]):
         _known_policy(data["policy"], permissions.workspace(request).pk)
         if data["kind"] != Job.Kind.EXPORT:
             permissions.require(request, Membership.Role.EDITOR)
-        sessions = permissions.sessions(request)
+        sessions: QuerySet[Session] = permissions.sessions(request)
         if "sessions" in data:
             wanted = set(data["sessions"])
             sessions = sessions.filter(pk__in=wanted)
@@ -567,12 +566,7 @@ class JobList(generics.ListAPIView[Job]):
                 ids = ", ".join(str(pk) for pk in sorted(missing)[:20])
                 raise errors.NotFound(f"There is no session {ids} in this workspace.")
         selection = {key: str(value) for key, value in data.get("filter", {}).items() if value}
-        if fault := selection.get("fault"):
-            sessions = sessions.with_fault(fault)
-        if format := selection.get("format"):
-            sessions = sessions.filter(format=format)
-        if text := selection.get("q"):
-            sessions = sessions.filter(name__icontains=text)
+        sessions = SessionFilter(selection, queryset=sessions).sessions()
         if not sessions.exists():
             raise errors.NotFound("No session of this workspace matches.")
         job = _start(

@@ -401,6 +401,32 @@ class Record:
         self.parsed = value
 
 
+class ValueWriter(Protocol):
+    """Writes one JSON value the way a file does (`formats._json.Style` is one)."""
+
+    def dumps(self, value: Any) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Style:
+    """How a file writes what lies between and around its records, so new ones read alike.
+
+    The model is tomlkit's `Trivia`: the formatting read from the file, typed,
+    kept beside the values (DESIGN.md contract 6). `element` writes a new or
+    changed record's JSON as the file's first record is written (separators,
+    indent, ASCII escaping); None when no record could be read. `eol` is the
+    line end of a JSONL file (its first), written after a new record; `sep`
+    what stands between two elements of a JSON document (for a one-element
+    array: the comma, break and indent it would take). `renamed` holds the
+    records a `rename_id` changed: written anew from their value, not copied.
+    """
+
+    element: ValueWriter | None = None
+    eol: bytes = b"\n"
+    sep: bytes = b""
+    renamed: frozenset[int] = frozenset()
+
+
 @dataclass(slots=True)
 class Transcript:
     """A parsed session: its records plus what export needs to write it back.
@@ -435,7 +461,7 @@ class Transcript:
     inline_results: bool = False
     results_on_calls: bool = False
     native_text: str = "[Request interrupted by user for tool use]"
-    style: dict[str, Any] = field(default_factory=dict)
+    style: Style = field(default_factory=Style)
     agent: bool = False
     server_history: bool = False
     malformed_note: str = ""

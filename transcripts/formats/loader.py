@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from transcripts.core.markers import synthetic_marker
-from transcripts.core.model import Record, Role, ToolResult, Transcript
+from transcripts.core.model import Record, Role, Style, ToolResult, Transcript
 from transcripts.formats import registry
 from transcripts.formats._json import (
     ScanError,
@@ -340,24 +340,23 @@ def _element(
     return record
 
 
-def _document_style(data: bytes, records: list[Record]) -> dict[str, Any]:
-    """Return how a document writes its elements: `element` (a `_json.Style`) and `sep` bytes.
+def _document_style(data: bytes, records: list[Record]) -> Style:
+    """Return how a document writes its elements: the first one's JSON style, and `sep`.
 
     `sep` is what stands between two elements; for a one-element array, a comma
-    then the break and indent before the element. Empty for an empty array.
+    then the break and indent before the element. The default Style for an empty array.
     """
-    style: dict[str, Any] = {}
-    if records:
-        first = records[0]
-        base_bytes = data[data.rfind(b"\n", 0, first.start) + 1 : first.start]
-        base = base_bytes.decode() if not base_bytes.strip() else ""
-        element = data[first.start : first.end].decode()
-        style["element"] = sniff_style(element, base, data.isascii())
-        if len(records) > 1:
-            style["sep"] = data[first.end : records[1].start]
-        else:
-            style["sep"] = b"," + data[first.start - len(base.encode()) - 1 : first.start]
-    return style
+    if not records:
+        return Style()
+    first = records[0]
+    base_bytes = data[data.rfind(b"\n", 0, first.start) + 1 : first.start]
+    base = base_bytes.decode() if not base_bytes.strip() else ""
+    element = sniff_style(data[first.start : first.end].decode(), base, data.isascii())
+    if len(records) > 1:
+        sep = data[first.end : records[1].start]
+    else:
+        sep = b"," + data[first.start - len(base.encode()) - 1 : first.start]
+    return Style(element=element, sep=sep)
 
 
 def _read_line(
@@ -419,12 +418,12 @@ def _load_jsonl(
     if fmt is None or not checked:
         fmt = _settled(fmt, records, data, filename, doc_error, summaries, call_ids)
     fmt.finish(records)
-    style: dict[str, Any] = {"eol": eol or b"\n"}
     first_obj = next((r for r in records if r.error is None), None)
+    element = None
     if first_obj is not None:
         sample = data[first_obj.start : first_obj.end]
-        style["element"] = sniff_style(sample.decode("utf-8", "replace"), "", sample.isascii())
-    return _transcript(fmt, records, data, filename, style)
+        element = sniff_style(sample.decode("utf-8", "replace"), "", sample.isascii())
+    return _transcript(fmt, records, data, filename, Style(element=element, eol=eol or b"\n"))
 
 
 def _transcript(
@@ -432,7 +431,7 @@ def _transcript(
     records: list[Record],
     data: bytes | FileSource,
     filename: str,
-    style: dict[str, Any],
+    style: Style,
 ) -> Transcript:
     """Return the Transcript of `records`, with what its format says about pairing."""
     provider = _provider(fmt, records)

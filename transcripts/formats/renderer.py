@@ -143,7 +143,9 @@ def _new_record(transcript: Transcript, fmt: Format, slot: Slot) -> Any:
 
 
 def _encode(transcript: Transcript, obj: Any) -> bytes:
-    return str(transcript.style["element"].dumps(obj)).encode()
+    element = transcript.style.element
+    assert element is not None  # a record to write was read from a record that parsed
+    return element.dumps(obj).encode()
 
 
 def _slot_value(
@@ -160,7 +162,7 @@ def _slot_value(
         return obj
     record = transcript.records[slot.record]
     if slot.block_order is None:
-        if slot.record not in transcript.style.get("renamed", ()):
+        if slot.record not in transcript.style.renamed:
             return None
         obj = dict(record.obj)
         if slot.record in parents:
@@ -247,7 +249,7 @@ def _renamed(transcript: Transcript, fmt: Format, plan: Plan) -> Transcript:
     """Return `transcript` with the tool call ids the plan's `rename_id` ops give.
 
     The renamed records read as their new JSON value (the raw one is untouched),
-    and `style["renamed"]` names them, so that they are written anew.
+    and `style.renamed` names them, so that they are written anew.
     """
     renames: dict[int, list[tuple[int, str]]] = {}
     for op in plan.ops:
@@ -261,7 +263,7 @@ def _renamed(transcript: Transcript, fmt: Format, plan: Plan) -> Transcript:
         values = {f.name: getattr(record, f.name) for f in dataclasses.fields(Record)}
         values["_rare"] = dict(record._rare) if record._rare else None  # its own, not shared
         records[index] = _Renamed(**values, renames=tuple(items), format=fmt.id)
-    style = {**transcript.style, "renamed": frozenset(renames)}
+    style = dataclasses.replace(transcript.style, renamed=frozenset(renames))
     return dataclasses.replace(transcript, records=records, style=style)
 
 
@@ -391,7 +393,7 @@ def _write_lines(
     as they were; the file's final newline, or lack of one, is kept.
     """
     data, records = transcript.raw, transcript.records
-    eol: bytes = transcript.style["eol"]
+    eol = transcript.style.eol
     last = _last_written(at, len(records))
     # A cut last line that the repair drops takes the open end with it: the agent's
     # next line must start on a line of its own.
@@ -443,7 +445,7 @@ def _write_elements(
     Untouched elements and separators are copied from the raw source in runs.
     """
     records = transcript.records
-    sep: bytes = transcript.style["sep"]
+    sep = transcript.style.sep
     writer.raw(0, records[0].start)
     previous: int | None = None
     for k, slot in enumerate(slots):
@@ -453,7 +455,7 @@ def _write_elements(
                 writer.raw(records[previous].end, records[own].start)
             else:
                 writer.bytes(sep)
-        renamed = own is not None and own in transcript.style.get("renamed", ())
+        renamed = own is not None and own in transcript.style.renamed
         if (
             own is not None
             and slot.block_order is None

@@ -1,8 +1,10 @@
 from django.db import migrations
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
+from django.db.migrations.state import StateApps
 from django.db.models import OuterRef, Subquery
 
 
-def backfill(apps, schema_editor):
+def backfill(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     """Give each job item its fence (the head it started from) and each op its policy.
 
     An item that wrote a revision started from that revision's parent; any

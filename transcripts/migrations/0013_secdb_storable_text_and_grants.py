@@ -3,15 +3,17 @@
 import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
+from django.db.migrations.state import StateApps
 
 import transcripts.fields
 
 
-def grant_followed_folders(apps, schema_editor):
+def grant_followed_folders(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     """Grant each workspace the folders it follows already; refuse folders two follow."""
     SyncSource = apps.get_model("transcripts", "SyncSource")
     SyncGrant = apps.get_model("transcripts", "SyncGrant")
-    owners = {}
+    owners: dict[str, set[int]] = {}
     for source in SyncSource.objects.order_by("pk"):
         owners.setdefault(source.path, set()).add(source.workspace_id)
         SyncGrant.objects.get_or_create(

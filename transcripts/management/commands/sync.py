@@ -52,7 +52,7 @@ class Command(BaseCommand):
                 desc=f"{source.name}", unit="file", disable=options["no_progress"], leave=False
             ) as bar:
 
-                def progress(done: int, total: int, path: str, bar: tqdm = bar) -> None:
+                def progress(done: int, total: int, path: str, bar: "tqdm[Any]" = bar) -> None:
                     bar.total = total
                     bar.update(done - bar.n)
 
