@@ -8,6 +8,7 @@ urlpatterns = [
     path("", views.session_list, name="session_list"),
     path("overview/", views.overview_page, name="overview"),
     path("search/", views.content_search, name="content_search"),
+    path("search/index/", views.index_sessions, name="index_sessions"),
     path("sessions/upload/", views.upload, name="upload"),
     path("sessions/<int:pk>/", views.session_detail, name="session_detail"),
     path("sessions/<int:pk>/compare/", views.session_compare, name="session_compare"),

@@ -1390,8 +1390,31 @@ def content_search(request: HttpRequest) -> HttpResponse:
     hits = search.search(q, mine) if q else []
     sessions = mine.in_bulk({hit.session_id for hit in hits})
     shown = [(sessions[hit.session_id], hit) for hit in hits if hit.session_id in sessions]
-    context = {"q": q, "hits": shown, "words": search.words(q)}
+    context = {
+        "q": q,
+        "hits": shown,
+        "words": search.words(q),
+        "unindexed": actions.unindexed(mine).count(),
+    }
     return render(request, "transcripts/search.html", context)
+
+
+# At most this many builds are queued per click; the page says how many remain.
+INDEX_BATCH = 500
+
+
+@login_required
+@require_POST
+def index_sessions(request: HttpRequest) -> HttpResponse:
+    """Queue the timeline builds that index the user's sessions not yet in the search."""
+    waiting = actions.unindexed(Session.objects.for_user(request.user)).select_related("head")
+    queued = actions.queue_index(waiting.order_by("-pk")[:INDEX_BATCH])
+    messages.success(
+        request,
+        f"{queued} session{pluralize(queued)} queued for indexing; "
+        "they are searchable once the workers have built them.",
+    )
+    return redirect("transcripts:content_search")
 
 
 def policy_edit(request: HttpRequest, pk: int) -> HttpResponse:

@@ -36,6 +36,7 @@ UNSCOPED = {
     "api_tokens",
     "create_api_token",
     "content_search",
+    "index_sessions",
     "dismiss_unreadable",
     "policies",
 }

@@ -53,6 +53,7 @@ POST_ONLY = {
     "revoke_api_token",
     "create_invitation",
     "revoke_invitation",
+    "index_sessions",
 }
 
 

@@ -86,3 +86,31 @@ def test_a_repair_replaces_the_old_heads_entries(alice, workspace, ingest):
     hits = search.search(ORPHANED_CALL)
     assert {h.session_id for h in hits} == {session.pk}
     assert len(hits) == 2  # the call, and the result the repair wrote for it
+
+
+def test_the_page_offers_to_index_the_sessions_never_opened(
+    alice_client, workspace, other_workspace, bob, ingest, django_capture_on_commit_callbacks
+):
+    opened = ingest(workspace, "opened.jsonl", sample("formats/claude_code.jsonl"))
+    never = ingest(workspace, "never.jsonl", sample("formats/claude_code.jsonl"))
+    ingest(workspace, "broken.jsonl", b"{not json\n")  # nothing to index
+    ingest(other_workspace, "bobs.jsonl", sample("formats/claude_code.jsonl"))  # not alice's
+    alice_client.get(opened.get_absolute_url())
+    page = alice_client.get("/search/").content.decode()
+    assert '<span class="unindexed-count">1 session</span> is not in the search yet' in page
+    assert [h.session_id for h in search.search(ORPHANED_CALL, Session.objects.filter(
+        workspace=workspace))] == [opened.pk]  # fmt: skip
+
+    with django_capture_on_commit_callbacks(execute=False) as sent:
+        response = alice_client.post("/search/index/")
+    assert response.status_code == 302 and response["Location"] == "/search/"
+    assert len(sent) == 1  # one build queued, for `never`, sent once committed
+    [timeline] = never.head.timelines.all()
+    actions.do_build_timeline(timeline.pk)  # what the worker runs
+    hits = search.search(ORPHANED_CALL, Session.objects.filter(workspace=workspace))
+    assert sorted(h.session_id for h in hits) == sorted([opened.pk, never.pk])
+    assert "unindexed-count" not in alice_client.get("/search/").content.decode()
+
+
+def test_indexing_takes_a_post(alice_client):
+    assert alice_client.get("/search/index/").status_code == 405

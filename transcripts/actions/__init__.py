@@ -52,7 +52,7 @@ from transcripts.actions.sync import (
     do_sync_source,
     do_update_source,
 )
-from transcripts.actions.timelines import do_build_timeline, timeline_for
+from transcripts.actions.timelines import do_build_timeline, queue_index, timeline_for, unindexed
 from transcripts.actions.tokens import do_create_api_token, do_mark_token_used, do_revoke_api_token
 from transcripts.actions.workspaces import (
     LastAdmin,
@@ -114,7 +114,9 @@ __all__ = [
     "open_analysis",
     "rollback_blocker",
     "store_repaired",
+    "queue_index",
     "timeline_for",
+    "unindexed",
     "write_head",
     "write_heads",
 ]

@@ -7,12 +7,13 @@ claimed, stored and indexed for the search.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import connection, models, transaction
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from transcripts import queue, search
@@ -63,6 +64,50 @@ def timeline_for(session: Session, policy: str, read_as: str = "") -> Timeline:
 
         queue.enqueue_on_commit(queue.BUILD_TIMELINE, timeline.pk, sent=asked)
     return timeline
+
+
+def unindexed(sessions: QuerySet[Session]) -> QuerySet[Session]:
+    """Return those of `sessions` whose head the search has not indexed yet.
+
+    A head is indexed when its timeline under the default policy, read as its
+    own format, is built (`do_build_timeline`). Unreadable heads have nothing
+    to index and are left out.
+    """
+    built = Timeline.objects.filter(
+        revision=OuterRef("head"),
+        policy=DEFAULT_POLICY,
+        read_as="",
+        status=Timeline.Status.READY,
+        engine_version=ENGINE_VERSION,
+    )
+    return sessions.filter(head__isnull=False, error="").exclude(Exists(built))
+
+
+def queue_index(sessions: Iterable[Session]) -> int:
+    """Queue the default timeline build of each session's head on the workers; return how many.
+
+    Derived data only (what the session page would build when opened), so no
+    audit event. Raises queue.BrokerUnavailable when the broker is down.
+    """
+    queued = 0
+    for session in sessions:
+        timeline, _ = Timeline.objects.get_or_create(
+            revision_id=session.head_id,
+            policy=DEFAULT_POLICY,
+            read_as="",
+            live=session.is_live(),
+            engine_version=ENGINE_VERSION,
+        )
+        if timeline.status != Timeline.Status.QUEUED:
+            continue
+        now = timezone.now()
+
+        def asked(pk: int = timeline.pk, at: Any = now) -> None:
+            Timeline.objects.filter(pk=pk).update(claimed_at=at)
+
+        queue.enqueue_on_commit(queue.BUILD_TIMELINE, timeline.pk, sent=asked)
+        queued += 1
+    return queued
 
 
 def do_build_timeline(timeline_id: int) -> bool:
