@@ -91,6 +91,8 @@ def queue_index(sessions: Iterable[Session]) -> int:
     """
     queued = 0
     for session in sessions:
+        if session.head_id is None:
+            continue
         timeline, _ = Timeline.objects.get_or_create(
             revision_id=session.head_id,
             policy=DEFAULT_POLICY,
