@@ -169,7 +169,7 @@ class OpenClaw(Format):
             answered.update(r.tool_call_id for r in record.results)
         for record in records:
             if any(c.problem and c.id in answered and _ARGS in c.problem for c in record.calls):
-                record.calls[:] = [
+                record.calls = [
                     replace(c, problem="") if c.id in answered and _ARGS in c.problem else c
                     for c in record.calls
                 ]

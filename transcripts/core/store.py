@@ -1,0 +1,464 @@
+"""Records of a streamed session kept as columns, read back as light views.
+
+A Record object with its calls, results and id strings costs about 500 bytes;
+a session of a million lines would hold half a gigabyte of them. A
+RecordStore keeps each record as a few machine integers in `array` columns
+and its strings as UTF-8 bytes in one arena, and `store[i]` returns a
+StoredRecord: a Record whose attributes read and write those columns. What
+the rest of the engine sees is a list of Records, as before.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterable, Iterator
+from dataclasses import replace
+from typing import Any, SupportsIndex, overload
+
+from transcripts.core.model import (
+    _RARE_DEFAULTS,
+    Record,
+    Role,
+    ToolCall,
+    ToolResult,
+)
+
+_NONE = -1  # the reference of a field left at its default (None or "")
+# A string's reference packs (arena offset << _LENGTH_BITS) | its length in bytes; a
+# longer string is kept whole in `_long`, its reference -2 for the first, -3 for the next.
+_LENGTH_BITS = 24
+_LENGTH_MASK = (1 << _LENGTH_BITS) - 1
+_RECENT = 4096  # call ids, tool names and kinds remembered for later strings to share
+_ROLES = tuple(Role)
+_ROLE_CODE = {role: code for code, role in enumerate(_ROLES)}
+# A record's calls (or results) column packs (first row << _COUNT_BITS) | count.
+_COUNT_BITS = 20
+_COUNT_MASK = (1 << _COUNT_BITS) - 1
+
+
+class _Settled(list[Any]):
+    """The calls or results of a stored record: a copy, so changing it in place is refused."""
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("a stored record's calls and results change only by assignment")
+
+    append = extend = insert = remove = pop = clear = sort = reverse = _refuse
+    __setitem__ = __delitem__ = __iadd__ = _refuse  # type: ignore[assignment]
+
+
+_EMPTY: Any = _Settled()
+
+
+class RecordStore(list[Record]):
+    """The records of one streamed file, in columns; `store[i]` is a StoredRecord view.
+
+    Appending a Record copies it into the columns (the Record itself can then
+    go). Indexing, slicing, iterating, `len` and `reversed` work as on a list
+    of Records; the list's other changes (insert, delete, sort) raise
+    TypeError. Every view's `source` is the store's `source`, from which a
+    record's JSON is re-read on demand (`Record.obj`).
+
+    Strings (ids, names, previews) are kept as UTF-8 in `_arena`; a reference
+    packs where one starts and its length. A record's
+    parent that is the record before's uid, a message id of the record
+    before, a result's id of a call read lately, and a recurring tool name or
+    kind share one copy.
+    """
+
+    def __init__(self, source: Any) -> None:
+        super().__init__()
+        self.source = source
+        self._arena = bytearray()
+        self._long: list[str] = []
+        self._start = array("q")
+        self._end = array("q")
+        self._line = array("I")
+        self._role = array("B")
+        self._kind = array("q")
+        self._bits = array("Q")
+        self._uid = array("q")
+        self._parent = array("q")
+        self._message = array("q")
+        self._text = array("q")
+        self._calls = array("q")
+        self._results = array("q")
+        # Call rows: block, id, name, args, problem, family.
+        self._call_rows = array("q")
+        # Result rows: block, tool call id, is_error, text, family.
+        self._result_rows = array("q")
+        # Per record, only where set: the fields Record keeps in its `_rare` dict, a
+        # parsed value, and calls or results that do not fit the rows (another record's).
+        self._rare: dict[int, dict[str, Any]] = {}
+        self._parsed: dict[int, Any] = {}
+        self._odd_calls: dict[int, list[ToolCall]] = {}
+        self._odd_results: dict[int, list[ToolResult]] = {}
+        self._shared: dict[str, int] = {}  # recent strings worth sharing: ids, names, kinds
+        self._last_uid: tuple[str | None, int] = (None, _NONE)
+        self._last_message: tuple[str | None, int] = (None, _NONE)
+
+    # Strings ------------------------------------------------------------------------
+
+    def _put(self, text: str | None) -> int:
+        """Return the reference of `text` written to the arena (_NONE for None or "")."""
+        if not text:
+            return _NONE
+        data = text.encode("utf-8", "surrogatepass")
+        if len(data) > _LENGTH_MASK:
+            self._long.append(text)
+            return -1 - len(self._long)
+        at = len(self._arena)
+        self._arena += data
+        return (at << _LENGTH_BITS) | len(data)
+
+    def _put_shared(self, text: str | None) -> int:
+        """Return the reference of `text`, shared with an equal string put lately."""
+        if not text:
+            return _NONE
+        ref = self._shared.get(text)
+        if ref is None:
+            if len(self._shared) >= _RECENT:
+                self._shared.clear()  # what recurs, recurs nearby: older strings not kept
+            ref = self._shared[text] = self._put(text)
+        return ref
+
+    def _get(self, ref: int, default: Any = "") -> Any:
+        """Return the string at `ref` (`default` for _NONE)."""
+        if ref >= 0:
+            at = ref >> _LENGTH_BITS
+            return self._arena[at : at + (ref & _LENGTH_MASK)].decode("utf-8", "surrogatepass")
+        return default if ref == _NONE else self._long[-1 - ref]
+
+    # Appending ----------------------------------------------------------------------
+
+    def append(self, record: Record) -> None:
+        """Copy `record` into the columns as the store's next record.
+
+        Raises ValueError when `record.index` is not the store's length.
+        """
+        index = len(self._start)
+        if record.index != index:
+            raise ValueError(f"record {record.index} appended at {index}")
+        self._start.append(record.start)
+        self._end.append(record.end)
+        self._line.append(record.line)
+        self._role.append(_ROLE_CODE[record.role])
+        self._kind.append(self._put_shared(record.kind))
+        self._bits.append(record._bits)
+        last_uid, last_ref = self._last_uid
+        uid = self._put(record.uid) if record.uid != last_uid else last_ref
+        parent = last_ref if record.parent is not None and record.parent == last_uid else None
+        self._uid.append(uid)
+        self._parent.append(self._put(record.parent) if parent is None else parent)
+        self._last_uid = (record.uid, uid)
+        last_message, message_ref = self._last_message
+        if record.message_id is None or record.message_id != last_message:
+            message_ref = self._put(record.message_id)
+        self._message.append(message_ref)
+        self._last_message = (record.message_id, message_ref)
+        self._text.append(self._put(record.text))
+        self._calls.append(0)
+        self._results.append(0)
+        self._set_calls(index, record.calls)
+        self._set_results(index, record.results)
+        if record._rare:
+            self._rare[index] = dict(record._rare)
+        if record.parsed is not None:
+            self._parsed[index] = record.parsed
+
+    def extend(self, records: Iterable[Record]) -> None:
+        """Append each of `records` (see `append`)."""
+        for record in records:
+            self.append(record)
+
+    def _set_calls(self, index: int, calls: list[ToolCall]) -> None:
+        self._odd_calls.pop(index, None)
+        if not calls:
+            self._calls[index] = 0
+            return
+        if len(calls) > _COUNT_MASK or any(c.record != index for c in calls):
+            self._odd_calls[index] = list(calls)
+            self._calls[index] = 0
+            return
+        rows = self._call_rows
+        self._calls[index] = ((len(rows) // 6) << _COUNT_BITS) | len(calls)
+        shared = self._put_shared
+        for call in calls:
+            rows.extend(
+                (
+                    call.block,
+                    shared(call.id),
+                    shared(call.name),
+                    self._put(call.args),
+                    shared(call.problem),
+                    shared(call.family),
+                )
+            )
+
+    def _set_results(self, index: int, results: list[ToolResult]) -> None:
+        self._odd_results.pop(index, None)
+        if not results:
+            self._results[index] = 0
+            return
+        if len(results) > _COUNT_MASK or any(r.record != index for r in results):
+            self._odd_results[index] = list(results)
+            self._results[index] = 0
+            return
+        rows = self._result_rows
+        self._results[index] = ((len(rows) // 5) << _COUNT_BITS) | len(results)
+        shared = self._put_shared
+        for result in results:
+            rows.extend(
+                (
+                    result.block,
+                    shared(result.tool_call_id),
+                    int(result.is_error),
+                    self._put(result.text),
+                    shared(result.family),
+                )
+            )
+
+    # Reading ------------------------------------------------------------------------
+
+    def _calls_of(self, index: int) -> list[ToolCall]:
+        packed = self._calls[index]
+        if not packed:
+            odd = self._odd_calls.get(index)
+            return _Settled(odd) if odd else _EMPTY
+        first, count = packed >> _COUNT_BITS, packed & _COUNT_MASK
+        rows, get = self._call_rows, self._get
+        calls = []
+        for row in range(6 * first, 6 * (first + count), 6):
+            block, call_id, name, args, problem, family = rows[row : row + 6]
+            call = ToolCall(get(call_id), get(name), index, block, get(args), get(problem))
+            calls.append(call if family < 0 else replace(call, family=get(family)))
+        return _Settled(calls)
+
+    def _results_of(self, index: int) -> list[ToolResult]:
+        packed = self._results[index]
+        if not packed:
+            odd = self._odd_results.get(index)
+            return _Settled(odd) if odd else _EMPTY
+        first, count = packed >> _COUNT_BITS, packed & _COUNT_MASK
+        rows, get = self._result_rows, self._get
+        results = []
+        for row in range(5 * first, 5 * (first + count), 5):
+            block, call_id, is_error, text, family = rows[row : row + 5]
+            results.append(
+                ToolResult(get(call_id), index, block, bool(is_error), get(text), get(family))
+            )
+        return _Settled(results)
+
+    # The list interface ---------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._start)
+
+    def __bool__(self) -> bool:
+        return bool(self._start)
+
+    @overload
+    def __getitem__(self, where: SupportsIndex, /) -> Record: ...
+
+    @overload
+    def __getitem__(self, where: slice, /) -> list[Record]: ...
+
+    def __getitem__(self, where: SupportsIndex | slice, /) -> Record | list[Record]:
+        if isinstance(where, slice):
+            return [StoredRecord(self, i) for i in range(*where.indices(len(self)))]
+        index = where.__index__()
+        size = len(self._start)
+        if index < 0:
+            index += size
+        if not 0 <= index < size:
+            raise IndexError("record index out of range")
+        return StoredRecord(self, index)
+
+    def __iter__(self) -> Iterator[Record]:
+        for index in range(len(self._start)):
+            yield StoredRecord(self, index)
+
+    def __reversed__(self) -> Iterator[Record]:
+        for index in range(len(self._start) - 1, -1, -1):
+            yield StoredRecord(self, index)
+
+    def __contains__(self, value: object) -> bool:
+        return any(record == value for record in self)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, list):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    def __repr__(self) -> str:
+        return f"<RecordStore of {len(self)} records>"
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("a RecordStore only grows by append")
+
+    insert = remove = pop = clear = sort = reverse = _refuse  # type: ignore[assignment]
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse  # type: ignore[assignment]
+
+    def index(self, value: Any, start: SupportsIndex = 0, stop: SupportsIndex = 2**62) -> int:
+        """Return the index of the first record equal to `value`; raise ValueError if none."""
+        for index in range(start.__index__(), min(stop.__index__(), len(self))):
+            if self[index] == value:
+                return index
+        raise ValueError("record not in store")
+
+    def count(self, value: Any) -> int:
+        """Return how many records equal `value`."""
+        return sum(record == value for record in self)
+
+
+class StoredRecord(Record):
+    """Record `_i` of a RecordStore: every attribute reads and writes the store's columns.
+
+    Views are made on each access and compare equal when their fields do;
+    two views of one record share everything but identity. `calls` and
+    `results` are copies: assign a new list to change them.
+    """
+
+    __slots__ = ("_store", "_i")
+    _store: RecordStore
+    _i: int
+
+    def __init__(self, store: RecordStore, index: int) -> None:  # noqa: D107
+        self._store = store
+        self._i = index
+
+    @property
+    def _at(self) -> int:  # type: ignore[override]
+        store, i = self._store, self._i
+        # The packing Record._at documents: index, line, start, end.
+        return (((i << 32) | store._line[i]) << 80) | (store._start[i] << 40) | store._end[i]
+
+    @property
+    def index(self) -> int:
+        return self._i
+
+    @property
+    def start(self) -> int:
+        return self._store._start[self._i]
+
+    @property
+    def end(self) -> int:
+        return self._store._end[self._i]
+
+    @property
+    def line(self) -> int:
+        return self._store._line[self._i]
+
+    @property
+    def role(self) -> Role:
+        return _ROLES[self._store._role[self._i]]
+
+    @role.setter
+    def role(self, value: Role) -> None:
+        self._store._role[self._i] = _ROLE_CODE[value]
+
+    @property
+    def kind(self) -> str:
+        return self._store._get(self._store._kind[self._i])  # type: ignore[no-any-return]
+
+    @kind.setter
+    def kind(self, value: str) -> None:
+        self._store._kind[self._i] = self._store._put_shared(value)
+
+    @property
+    def _bits(self) -> int:
+        return self._store._bits[self._i]
+
+    @_bits.setter
+    def _bits(self, value: int) -> None:
+        self._store._bits[self._i] = value
+
+    @property
+    def _rare(self) -> dict[str, Any] | None:
+        return self._store._rare.get(self._i)
+
+    @_rare.setter
+    def _rare(self, value: dict[str, Any] | None) -> None:
+        if value:
+            self._store._rare[self._i] = value
+        else:
+            self._store._rare.pop(self._i, None)
+
+    def _set_rare(self, name: str, value: Any) -> None:
+        rare = self._store._rare
+        if value == _RARE_DEFAULTS[name]:
+            own = rare.get(self._i)
+            if own is not None:
+                own.pop(name, None)
+                if not own:
+                    del rare[self._i]
+            return
+        rare.setdefault(self._i, {})[name] = value
+
+    @property
+    def parsed(self) -> Any:
+        return self._store._parsed.get(self._i)
+
+    @parsed.setter
+    def parsed(self, value: Any) -> None:
+        if value is None:
+            self._store._parsed.pop(self._i, None)
+        else:
+            self._store._parsed[self._i] = value
+
+    @property
+    def source(self) -> Any:
+        return self._store.source
+
+    @source.setter
+    def source(self, value: Any) -> None:
+        if value is not self._store.source:
+            raise TypeError("a stored record reads from its store's source")
+
+    @property
+    def calls(self) -> list[ToolCall]:
+        return self._store._calls_of(self._i)
+
+    @calls.setter
+    def calls(self, value: list[ToolCall]) -> None:
+        self._store._set_calls(self._i, value)
+
+    @property
+    def results(self) -> list[ToolResult]:
+        return self._store._results_of(self._i)
+
+    @results.setter
+    def results(self, value: list[ToolResult]) -> None:
+        self._store._set_results(self._i, value)
+
+    @property
+    def text(self) -> str:
+        return self._store._get(self._store._text[self._i])  # type: ignore[no-any-return]
+
+    @text.setter
+    def text(self, value: str) -> None:
+        self._store._text[self._i] = self._store._put(value)
+
+    @property
+    def uid(self) -> str | None:
+        return self._store._get(self._store._uid[self._i], None)  # type: ignore[no-any-return]
+
+    @uid.setter
+    def uid(self, value: str | None) -> None:
+        self._store._uid[self._i] = self._store._put(value)
+
+    @property
+    def parent(self) -> str | None:
+        return self._store._get(self._store._parent[self._i], None)  # type: ignore[no-any-return]
+
+    @parent.setter
+    def parent(self, value: str | None) -> None:
+        self._store._parent[self._i] = self._store._put(value)
+
+    @property
+    def message_id(self) -> str | None:
+        store = self._store
+        return store._get(store._message[self._i], None)  # type: ignore[no-any-return]
+
+    @message_id.setter
+    def message_id(self, value: str | None) -> None:
+        self._store._message[self._i] = self._store._put(value)
