@@ -94,6 +94,7 @@ class RecordStore(list[Record]):
         self._odd_results: dict[int, list[ToolResult]] = {}
         self._shared: dict[str, int] = {}  # recent strings worth sharing: ids, names, kinds
         self._last_uid: tuple[str | None, int] = (None, _NONE)
+        self._uid_slots: array[int] | None = None  # see `first_with_uid`
         self._last_message: tuple[str | None, int] = (None, _NONE)
 
     # Strings ------------------------------------------------------------------------
@@ -148,6 +149,7 @@ class RecordStore(list[Record]):
         uid = self._put(record.uid) if record.uid != last_uid else last_ref
         parent = last_ref if record.parent is not None and record.parent == last_uid else None
         self._uid.append(uid)
+        self._uid_slots = None
         self._parent.append(self._put(record.parent) if parent is None else parent)
         self._last_uid = (record.uid, uid)
         last_message, message_ref = self._last_message
@@ -247,6 +249,59 @@ class RecordStore(list[Record]):
                 ToolResult(get(call_id), index, block, bool(is_error), get(text), get(family))
             )
         return _Settled(results)
+
+    # Looking records up by uid ------------------------------------------------------
+
+    def first_with_uid(self, uid: str) -> int | None:
+        """Return the index of the first record whose `uid` is `uid`, or None.
+
+        The lookup table is an open-addressing hash table of record indexes in
+        one array (16 bytes a record, where a dict of the uid strings costs
+        about 150), built on first use and again after a uid changes.
+        """
+        slots = self._uid_slots
+        if slots is None:
+            slots = self._uid_slots = self._uid_table()
+        mask = len(slots) - 1
+        wanted = uid.encode("utf-8", "surrogatepass")
+        probe = hash(uid) & mask
+        refs, arena = self._uid, self._arena
+        while True:
+            entry = slots[probe]
+            if not entry:
+                return None
+            ref = refs[entry - 1]
+            at = ref >> _LENGTH_BITS
+            if (
+                arena[at : at + (ref & _LENGTH_MASK)] == wanted
+                if ref >= 0
+                else self._long[-1 - ref] == uid
+            ):
+                return entry - 1
+            probe = (probe + 1) & mask
+
+    def _uid_table(self) -> array[int]:
+        """Return the slots of `first_with_uid`: record index + 1 at each uid's hash, 0 free."""
+        size = 8
+        while size < 2 * len(self._uid):
+            size *= 2
+        slots = array("q", bytes(8 * size))
+        mask = size - 1
+        refs, get = self._uid, self._get
+        for index, ref in enumerate(refs):
+            if ref == _NONE:
+                continue
+            uid = get(ref)
+            probe = hash(uid) & mask
+            while True:
+                entry = slots[probe]
+                if not entry:
+                    slots[probe] = index + 1
+                    break
+                if get(refs[entry - 1]) == uid:
+                    break  # an earlier record holds this uid: it stands for it
+                probe = (probe + 1) & mask
+        return slots
 
     # The list interface ---------------------------------------------------------------
 
@@ -445,6 +500,7 @@ class StoredRecord(Record):
     @uid.setter
     def uid(self, value: str | None) -> None:
         self._store._uid[self._i] = self._store._put(value)
+        self._store._uid_slots = None
 
     @property
     def parent(self) -> str | None:

@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 import orjson
 
+from transcripts.core.branch import uid_lookup
 from transcripts.core.model import Op, Record, ToolCall, Transcript
 
 # How sure a sniff is that a sample is its format, on pygments' `analyse_text`
@@ -191,8 +192,10 @@ def linked(records: list[Record]) -> bool:
     session) has no chain to follow: it is read in file order, and a repair
     writes no links into it.
     """
-    uids = {r.uid for r in records if r.uid is not None}
-    return any(r.parent is not None and r.parent != r.uid and r.parent in uids for r in records)
+    by_uid = uid_lookup(records)
+    return any(
+        r.parent is not None and r.parent != r.uid and by_uid(r.parent) is not None for r in records
+    )
 
 
 def merge_blocks(blocks: list[Any], order: list[int], placed: Placed) -> list[Any]:
