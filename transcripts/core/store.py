@@ -26,8 +26,28 @@ from transcripts.core.model import (
 _NONE = -1  # the reference of a field left at its default (None or "")
 # A string's reference packs (arena offset << _LENGTH_BITS) | its length in bytes; a
 # longer string is kept whole in `_long`, its reference -2 for the first, -3 for the next.
+# The length _UUID marks a UUID in canonical form (Claude Code's ids) kept as its 16 bytes.
 _LENGTH_BITS = 24
 _LENGTH_MASK = (1 << _LENGTH_BITS) - 1
+_UUID = _LENGTH_MASK
+
+
+def _uuid_text(packed: bytes | bytearray) -> str:
+    """Return the canonical text (lowercase, hyphenated) of a UUID's 16 bytes."""
+    h = packed.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def _uuid_bytes(text: str) -> bytes | None:
+    """Return the 16 bytes of `text` when it is a UUID in canonical form, else None."""
+    if len(text) != 36 or not text[8] == text[13] == text[18] == text[23] == "-":
+        return None
+    try:
+        packed = bytes.fromhex(text.replace("-", ""))
+    except ValueError:
+        return None
+    # fromhex also takes capitals and spaces: only what reads back the same is packed.
+    return packed if len(packed) == 16 and _uuid_text(packed) == text else None
 _RECENT = 4096  # call ids, tool names and kinds remembered for later strings to share
 _ROLES = tuple(Role)
 _ROLE_CODE = {role: code for code, role in enumerate(_ROLES)}
@@ -103,11 +123,15 @@ class RecordStore(list[Record]):
         """Return the reference of `text` written to the arena (_NONE for None or "")."""
         if not text:
             return _NONE
+        at = len(self._arena)
+        packed = _uuid_bytes(text)
+        if packed is not None:
+            self._arena += packed
+            return (at << _LENGTH_BITS) | _UUID
         data = text.encode("utf-8", "surrogatepass")
-        if len(data) > _LENGTH_MASK:
+        if len(data) >= _UUID:
             self._long.append(text)
             return -1 - len(self._long)
-        at = len(self._arena)
         self._arena += data
         return (at << _LENGTH_BITS) | len(data)
 
@@ -125,8 +149,10 @@ class RecordStore(list[Record]):
     def _get(self, ref: int, default: Any = "") -> Any:
         """Return the string at `ref` (`default` for _NONE)."""
         if ref >= 0:
-            at = ref >> _LENGTH_BITS
-            return self._arena[at : at + (ref & _LENGTH_MASK)].decode("utf-8", "surrogatepass")
+            at, size = ref >> _LENGTH_BITS, ref & _LENGTH_MASK
+            if size == _UUID:
+                return _uuid_text(self._arena[at : at + 16])
+            return self._arena[at : at + size].decode("utf-8", "surrogatepass")
         return default if ref == _NONE else self._long[-1 - ref]
 
     # Appending ----------------------------------------------------------------------
@@ -256,27 +282,20 @@ class RecordStore(list[Record]):
         """Return the index of the first record whose `uid` is `uid`, or None.
 
         The lookup table is an open-addressing hash table of record indexes in
-        one array (16 bytes a record, where a dict of the uid strings costs
-        about 150), built on first use and again after a uid changes.
+        one array (8 to 16 bytes a record, where a dict of the uid strings
+        costs about 150), built on first use and again after a uid changes.
         """
         slots = self._uid_slots
         if slots is None:
             slots = self._uid_slots = self._uid_table()
         mask = len(slots) - 1
-        wanted = uid.encode("utf-8", "surrogatepass")
         probe = hash(uid) & mask
-        refs, arena = self._uid, self._arena
+        refs, get = self._uid, self._get
         while True:
             entry = slots[probe]
             if not entry:
                 return None
-            ref = refs[entry - 1]
-            at = ref >> _LENGTH_BITS
-            if (
-                arena[at : at + (ref & _LENGTH_MASK)] == wanted
-                if ref >= 0
-                else self._long[-1 - ref] == uid
-            ):
+            if get(refs[entry - 1]) == uid:
                 return entry - 1
             probe = (probe + 1) & mask
 
@@ -285,7 +304,8 @@ class RecordStore(list[Record]):
         size = 8
         while size < 2 * len(self._uid):
             size *= 2
-        slots = array("q", bytes(8 * size))
+        code = "i" if size < 2**31 else "q"  # record indexes + 1 fit 32 bits nearly always
+        slots = array(code, bytes(array(code).itemsize * size))
         mask = size - 1
         refs, get = self._uid, self._get
         for index, ref in enumerate(refs):
@@ -320,8 +340,10 @@ class RecordStore(list[Record]):
     def __getitem__(self, where: SupportsIndex | slice, /) -> Record | list[Record]:
         if isinstance(where, slice):
             return [StoredRecord(self, i) for i in range(*where.indices(len(self)))]
-        index = where.__index__()
         size = len(self._start)
+        if where.__class__ is int and 0 <= where < size:
+            return StoredRecord(self, where)
+        index = where.__index__()
         if index < 0:
             index += size
         if not 0 <= index < size:
