@@ -48,12 +48,19 @@ def _uuid_bytes(text: str) -> bytes | None:
         return None
     # fromhex also takes capitals and spaces: only what reads back the same is packed.
     return packed if len(packed) == 16 and _uuid_text(packed) == text else None
+
+
 _RECENT = 4096  # call ids, tool names and kinds remembered for later strings to share
 _ROLES = tuple(Role)
 _ROLE_CODE = {role: code for code, role in enumerate(_ROLES)}
-# A record's calls (or results) column packs (first row << _COUNT_BITS) | count.
-_COUNT_BITS = 20
+# A record's calls (or results) column packs (first row << _COUNT_BITS) | count in 32
+# bits; a record whose calls do not fit (63 or more, or rows past 2**26) keeps a list.
+_COUNT_BITS = 6
 _COUNT_MASK = (1 << _COUNT_BITS) - 1
+_ROWS_LIMIT = 1 << (32 - _COUNT_BITS)
+_ROLE_BITS = 3  # a record's kind column packs (kind code << _ROLE_BITS) | role code
+_ROLE_MASK = (1 << _ROLE_BITS) - 1
+_WIDE = 0xFFFFFFFF  # in a 32-bit column: the value is in the column's dict instead
 
 
 class _Settled(list[Any]):
@@ -91,21 +98,33 @@ class RecordStore(list[Record]):
         self._arena = bytearray()
         self._long: list[str] = []
         self._start = array("q")
-        self._end = array("q")
+        self._size = array("I")  # end - start
         self._line = array("I")
-        self._role = array("B")
-        self._kind = array("q")
-        self._bits = array("Q")
+        self._kind = array("I")
+        self._bits = array("I")
         self._uid = array("q")
         self._parent = array("q")
         self._message = array("q")
         self._text = array("q")
-        self._calls = array("q")
-        self._results = array("q")
-        # Call rows: block, id, name, args, problem, family.
-        self._call_rows = array("q")
-        # Result rows: block, tool call id, is_error, text, family.
-        self._result_rows = array("q")
+        self._calls = array("I")
+        self._results = array("I")
+        self._kinds: list[str] = []  # kind code -> kind
+        self._kind_codes: dict[str, int] = {}
+        # Call rows: block, id, name, args; a problem or family in `_call_more`.
+        self._call_block = array("I")
+        self._call_id = array("q")
+        self._call_name = array("q")
+        self._call_args = array("q")
+        self._call_more: dict[int, tuple[int, int]] = {}
+        # Result rows: block, tool call id, text, is_error; a family in `_result_family`.
+        self._result_block = array("I")
+        self._result_id = array("q")
+        self._result_text = array("q")
+        self._result_error = array("B")
+        self._result_family: dict[int, int] = {}
+        # 32-bit columns' values that do not fit, by record index.
+        self._wide_size: dict[int, int] = {}
+        self._wide_bits: dict[int, int] = {}
         # Per record, only where set: the fields Record keeps in its `_rare` dict, a
         # parsed value, and calls or results that do not fit the rows (another record's).
         self._rare: dict[int, dict[str, Any]] = {}
@@ -166,11 +185,13 @@ class RecordStore(list[Record]):
         if record.index != index:
             raise ValueError(f"record {record.index} appended at {index}")
         self._start.append(record.start)
-        self._end.append(record.end)
+        self._size.append(0)
+        self._set_size(index, record.end - record.start)
         self._line.append(record.line)
-        self._role.append(_ROLE_CODE[record.role])
-        self._kind.append(self._put_shared(record.kind))
-        self._bits.append(record._bits)
+        self._kind.append(0)
+        self._set_kind(index, record.kind, record.role)
+        self._bits.append(0)
+        self._set_bits(index, record._bits)
         last_uid, last_ref = self._last_uid
         uid = self._put(record.uid) if record.uid != last_uid else last_ref
         parent = last_ref if record.parent is not None and record.parent == last_uid else None
@@ -198,52 +219,82 @@ class RecordStore(list[Record]):
         for record in records:
             self.append(record)
 
+    def _set_size(self, index: int, size: int) -> None:
+        self._wide_size.pop(index, None)
+        if size >= _WIDE:
+            self._wide_size[index] = size
+            size = _WIDE
+        self._size[index] = size
+
+    def _end_of(self, index: int) -> int:
+        size = self._size[index]
+        return self._start[index] + (size if size != _WIDE else self._wide_size[index])
+
+    def _set_bits(self, index: int, bits: int) -> None:
+        self._wide_bits.pop(index, None)
+        if bits >= _WIDE:
+            self._wide_bits[index] = bits
+            bits = _WIDE
+        self._bits[index] = bits
+
+    def _bits_of(self, index: int) -> int:
+        bits = self._bits[index]
+        return bits if bits != _WIDE else self._wide_bits[index]
+
+    def _set_kind(self, index: int, kind: str, role: Role) -> None:
+        code = self._kind_codes.get(kind)
+        if code is None:
+            code = self._kind_codes[kind] = len(self._kinds)
+            self._kinds.append(kind)
+        self._kind[index] = (code << _ROLE_BITS) | _ROLE_CODE[role]
+
     def _set_calls(self, index: int, calls: list[ToolCall]) -> None:
         self._odd_calls.pop(index, None)
+        first = len(self._call_block)
         if not calls:
             self._calls[index] = 0
             return
-        if len(calls) > _COUNT_MASK or any(c.record != index for c in calls):
+        if (
+            len(calls) >= _COUNT_MASK
+            or first + len(calls) >= _ROWS_LIMIT
+            or any(c.record != index or c.block >= _WIDE for c in calls)
+        ):
             self._odd_calls[index] = list(calls)
             self._calls[index] = 0
             return
-        rows = self._call_rows
-        self._calls[index] = ((len(rows) // 6) << _COUNT_BITS) | len(calls)
+        self._calls[index] = (first << _COUNT_BITS) | len(calls)
         shared = self._put_shared
-        for call in calls:
-            rows.extend(
-                (
-                    call.block,
-                    shared(call.id),
-                    shared(call.name),
-                    self._put(call.args),
-                    shared(call.problem),
-                    shared(call.family),
-                )
-            )
+        for row, call in enumerate(calls, first):
+            self._call_block.append(call.block)
+            self._call_id.append(shared(call.id))
+            self._call_name.append(shared(call.name))
+            self._call_args.append(self._put(call.args))
+            if call.problem or call.family:
+                self._call_more[row] = (shared(call.problem), shared(call.family))
 
     def _set_results(self, index: int, results: list[ToolResult]) -> None:
         self._odd_results.pop(index, None)
+        first = len(self._result_block)
         if not results:
             self._results[index] = 0
             return
-        if len(results) > _COUNT_MASK or any(r.record != index for r in results):
+        if (
+            len(results) >= _COUNT_MASK
+            or first + len(results) >= _ROWS_LIMIT
+            or any(r.record != index or r.block >= _WIDE for r in results)
+        ):
             self._odd_results[index] = list(results)
             self._results[index] = 0
             return
-        rows = self._result_rows
-        self._results[index] = ((len(rows) // 5) << _COUNT_BITS) | len(results)
+        self._results[index] = (first << _COUNT_BITS) | len(results)
         shared = self._put_shared
-        for result in results:
-            rows.extend(
-                (
-                    result.block,
-                    shared(result.tool_call_id),
-                    int(result.is_error),
-                    self._put(result.text),
-                    shared(result.family),
-                )
-            )
+        for row, result in enumerate(results, first):
+            self._result_block.append(result.block)
+            self._result_id.append(shared(result.tool_call_id))
+            self._result_text.append(self._put(result.text))
+            self._result_error.append(result.is_error)
+            if result.family:
+                self._result_family[row] = shared(result.family)
 
     # Reading ------------------------------------------------------------------------
 
@@ -253,12 +304,20 @@ class RecordStore(list[Record]):
             odd = self._odd_calls.get(index)
             return _Settled(odd) if odd else _EMPTY
         first, count = packed >> _COUNT_BITS, packed & _COUNT_MASK
-        rows, get = self._call_rows, self._get
+        get, more = self._get, self._call_more
         calls = []
-        for row in range(6 * first, 6 * (first + count), 6):
-            block, call_id, name, args, problem, family = rows[row : row + 6]
-            call = ToolCall(get(call_id), get(name), index, block, get(args), get(problem))
-            calls.append(call if family < 0 else replace(call, family=get(family)))
+        for row in range(first, first + count):
+            call = ToolCall(
+                get(self._call_id[row]),
+                get(self._call_name[row]),
+                index,
+                self._call_block[row],
+                get(self._call_args[row]),
+            )
+            if row in more:
+                problem, family = more[row]
+                call = replace(call, problem=get(problem), family=get(family))
+            calls.append(call)
         return _Settled(calls)
 
     def _results_of(self, index: int) -> list[ToolResult]:
@@ -267,14 +326,18 @@ class RecordStore(list[Record]):
             odd = self._odd_results.get(index)
             return _Settled(odd) if odd else _EMPTY
         first, count = packed >> _COUNT_BITS, packed & _COUNT_MASK
-        rows, get = self._result_rows, self._get
-        results = []
-        for row in range(5 * first, 5 * (first + count), 5):
-            block, call_id, is_error, text, family = rows[row : row + 5]
-            results.append(
-                ToolResult(get(call_id), index, block, bool(is_error), get(text), get(family))
+        get, family = self._get, self._result_family
+        return _Settled(
+            ToolResult(
+                get(self._result_id[row]),
+                index,
+                self._result_block[row],
+                bool(self._result_error[row]),
+                get(self._result_text[row]),
+                get(family.get(row, _NONE)),
             )
-        return _Settled(results)
+            for row in range(first, first + count)
+        )
 
     # Looking records up by uid ------------------------------------------------------
 
@@ -407,7 +470,7 @@ class StoredRecord(Record):
     def _at(self) -> int:  # type: ignore[override]
         store, i = self._store, self._i
         # The packing Record._at documents: index, line, start, end.
-        return (((i << 32) | store._line[i]) << 80) | (store._start[i] << 40) | store._end[i]
+        return (((i << 32) | store._line[i]) << 80) | (store._start[i] << 40) | store._end_of(i)
 
     @property
     def index(self) -> int:
@@ -419,7 +482,7 @@ class StoredRecord(Record):
 
     @property
     def end(self) -> int:
-        return self._store._end[self._i]
+        return self._store._end_of(self._i)
 
     @property
     def line(self) -> int:
@@ -427,27 +490,28 @@ class StoredRecord(Record):
 
     @property
     def role(self) -> Role:
-        return _ROLES[self._store._role[self._i]]
+        return _ROLES[self._store._kind[self._i] & _ROLE_MASK]
 
     @role.setter
     def role(self, value: Role) -> None:
-        self._store._role[self._i] = _ROLE_CODE[value]
+        self._store._set_kind(self._i, self.kind, value)
 
     @property
     def kind(self) -> str:
-        return self._store._get(self._store._kind[self._i])  # type: ignore[no-any-return]
+        store = self._store
+        return store._kinds[store._kind[self._i] >> _ROLE_BITS]
 
     @kind.setter
     def kind(self, value: str) -> None:
-        self._store._kind[self._i] = self._store._put_shared(value)
+        self._store._set_kind(self._i, value, self.role)
 
     @property
     def _bits(self) -> int:
-        return self._store._bits[self._i]
+        return self._store._bits_of(self._i)
 
     @_bits.setter
     def _bits(self, value: int) -> None:
-        self._store._bits[self._i] = value
+        self._store._set_bits(self._i, value)
 
     @property
     def _rare(self) -> dict[str, Any] | None:
