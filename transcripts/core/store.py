@@ -50,6 +50,51 @@ def _uuid_bytes(text: str) -> bytes | None:
     return packed if len(packed) == 16 and _uuid_text(packed) == text else None
 
 
+# Columns grow a chunk at a time, and chunks never move: an array grown by realloc
+# leaves holes in the heap behind it, which would cost a long session as much again.
+_CHUNK_BITS = 12
+_CHUNK_MASK = (1 << _CHUNK_BITS) - 1
+_ARENA_BITS = 18  # strings are kept in chunks of 256 KiB; a longer one in `_long`
+_ARENA_CHUNK = 1 << _ARENA_BITS
+
+
+class _Column:
+    """An array of machine integers of type `code`, in chunks of 2**_CHUNK_BITS values.
+
+    Supports `append`, `len`, iteration and indexing by non-negative ints; a
+    hot loop may read `chunks[i >> _CHUNK_BITS][i & _CHUNK_MASK]` itself.
+    """
+
+    __slots__ = ("_code", "chunks", "_size")
+
+    def __init__(self, code: str) -> None:
+        self._code = code
+        self.chunks: list[array[int]] = []
+        self._size = 0
+
+    def append(self, value: int) -> None:
+        slot = self._size & _CHUNK_MASK
+        if not slot:
+            self.chunks.append(array(self._code, [0]) * (_CHUNK_MASK + 1))
+        self.chunks[-1][slot] = value
+        self._size += 1
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __getitem__(self, index: int) -> int:
+        return self.chunks[index >> _CHUNK_BITS][index & _CHUNK_MASK]
+
+    def __setitem__(self, index: int, value: int) -> None:
+        self.chunks[index >> _CHUNK_BITS][index & _CHUNK_MASK] = value
+
+    def __iter__(self) -> Iterator[int]:
+        left = self._size
+        for chunk in self.chunks:
+            yield from chunk[: min(left, len(chunk))]
+            left -= len(chunk)
+
+
 _RECENT = 4096  # call ids, tool names and kinds remembered for later strings to share
 _ROLES = tuple(Role)
 _ROLE_CODE = {role: code for code, role in enumerate(_ROLES)}
@@ -85,8 +130,8 @@ class RecordStore(list[Record]):
     TypeError. Every view's `source` is the store's `source`, from which a
     record's JSON is re-read on demand (`Record.obj`).
 
-    Strings (ids, names, previews) are kept as UTF-8 in `_arena`; a reference
-    packs where one starts and its length. A record's
+    Strings (ids, names, previews) are kept as UTF-8 in the chunks of
+    `_arena`; a reference packs where one starts and its length. A record's
     parent that is the record before's uid, a message id of the record
     before, a result's id of a call read lately, and a recurring tool name or
     kind share one copy.
@@ -95,32 +140,34 @@ class RecordStore(list[Record]):
     def __init__(self, source: Any) -> None:
         super().__init__()
         self.source = source
-        self._arena = bytearray()
+        self._arena: list[bytearray] = []  # chunks of _ARENA_CHUNK bytes
+        self._arena_used = _ARENA_CHUNK  # bytes used of the last chunk
         self._long: list[str] = []
-        self._start = array("q")
-        self._size = array("I")  # end - start
-        self._line = array("I")
-        self._kind = array("I")
-        self._bits = array("I")
-        self._uid = array("q")
-        self._parent = array("q")
-        self._message = array("q")
-        self._text = array("q")
-        self._calls = array("I")
-        self._results = array("I")
+        # Offsets of a file below 4 GiB fit 32 bits.
+        self._start = _Column("I" if len(source) < 1 << 32 else "q")
+        self._size = _Column("I")  # end - start
+        self._line = _Column("I")
+        self._kind = _Column("I")
+        self._bits = _Column("I")
+        self._uid = _Column("q")
+        self._parent = _Column("q")
+        self._message = _Column("q")
+        self._text = _Column("q")
+        self._calls = _Column("I")
+        self._results = _Column("I")
         self._kinds: list[str] = []  # kind code -> kind
         self._kind_codes: dict[str, int] = {}
         # Call rows: block, id, name, args; a problem or family in `_call_more`.
-        self._call_block = array("I")
-        self._call_id = array("q")
-        self._call_name = array("q")
-        self._call_args = array("q")
+        self._call_block = _Column("I")
+        self._call_id = _Column("q")
+        self._call_name = _Column("q")
+        self._call_args = _Column("q")
         self._call_more: dict[int, tuple[int, int]] = {}
         # Result rows: block, tool call id, text, is_error; a family in `_result_family`.
-        self._result_block = array("I")
-        self._result_id = array("q")
-        self._result_text = array("q")
-        self._result_error = array("B")
+        self._result_block = _Column("I")
+        self._result_id = _Column("q")
+        self._result_text = _Column("q")
+        self._result_error = _Column("B")
         self._result_family: dict[int, int] = {}
         # 32-bit columns' values that do not fit, by record index.
         self._wide_size: dict[int, int] = {}
@@ -142,17 +189,20 @@ class RecordStore(list[Record]):
         """Return the reference of `text` written to the arena (_NONE for None or "")."""
         if not text:
             return _NONE
-        at = len(self._arena)
         packed = _uuid_bytes(text)
-        if packed is not None:
-            self._arena += packed
-            return (at << _LENGTH_BITS) | _UUID
-        data = text.encode("utf-8", "surrogatepass")
-        if len(data) >= _UUID:
+        data = packed if packed is not None else text.encode("utf-8", "surrogatepass")
+        size = len(data)
+        if size > _ARENA_CHUNK:
             self._long.append(text)
             return -1 - len(self._long)
-        self._arena += data
-        return (at << _LENGTH_BITS) | len(data)
+        used = self._arena_used
+        if used + size > _ARENA_CHUNK:
+            self._arena.append(bytearray(_ARENA_CHUNK))
+            used = 0
+        self._arena[-1][used : used + size] = data
+        self._arena_used = used + size
+        at = ((len(self._arena) - 1) << _ARENA_BITS) | used
+        return (at << _LENGTH_BITS) | (_UUID if packed is not None else size)
 
     def _put_shared(self, text: str | None) -> int:
         """Return the reference of `text`, shared with an equal string put lately."""
@@ -169,9 +219,10 @@ class RecordStore(list[Record]):
         """Return the string at `ref` (`default` for _NONE)."""
         if ref >= 0:
             at, size = ref >> _LENGTH_BITS, ref & _LENGTH_MASK
+            chunk, at = self._arena[at >> _ARENA_BITS], at & (_ARENA_CHUNK - 1)
             if size == _UUID:
-                return _uuid_text(self._arena[at : at + 16])
-            return self._arena[at : at + size].decode("utf-8", "surrogatepass")
+                return _uuid_text(chunk[at : at + 16])
+            return chunk[at : at + size].decode("utf-8", "surrogatepass")
         return default if ref == _NONE else self._long[-1 - ref]
 
     # Appending ----------------------------------------------------------------------
@@ -345,7 +396,7 @@ class RecordStore(list[Record]):
         """Return the index of the first record whose `uid` is `uid`, or None.
 
         The lookup table is an open-addressing hash table of record indexes in
-        one array (8 to 16 bytes a record, where a dict of the uid strings
+        one array (6 to 11 bytes a record, where a dict of the uid strings
         costs about 150), built on first use and again after a uid changes.
         """
         slots = self._uid_slots
@@ -365,10 +416,10 @@ class RecordStore(list[Record]):
     def _uid_table(self) -> array[int]:
         """Return the slots of `first_with_uid`: record index + 1 at each uid's hash, 0 free."""
         size = 8
-        while size < 2 * len(self._uid):
+        while size < len(self._uid) * 3 // 2:  # at most two thirds full
             size *= 2
         code = "i" if size < 2**31 else "q"  # record indexes + 1 fit 32 bits nearly always
-        slots = array(code, bytes(array(code).itemsize * size))
+        slots = array(code, [0]) * size
         mask = size - 1
         refs, get = self._uid, self._get
         for index, ref in enumerate(refs):

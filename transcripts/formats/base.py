@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import re
@@ -240,6 +241,19 @@ def canonical(args: Any) -> str:
         return text
     whole = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
     return f"{text[:_ARGS_KEPT]}…#{whole}"
+
+
+def args_digest(args: str) -> str:
+    """Return a 13-character digest of a call's canonical arguments text ("" stays "").
+
+    What a streamed session keeps of each call's arguments when it shows no
+    rows: equal arguments still give equal text (`detect` compares a turn's
+    calls so), at a fraction of the memory.
+    """
+    if not args:
+        return ""
+    whole = hashlib.blake2b(args.encode("utf-8", "surrogatepass"), digest_size=9).digest()
+    return "#" + base64.urlsafe_b64encode(whole).decode()
 
 
 def call_problem(call_id: Any, name: Any, args: Any, partial: bool = False) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import sys
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -26,7 +27,7 @@ from transcripts.formats._json import (
     skip_ws,
     sniff_style,
 )
-from transcripts.formats.base import Format, linked
+from transcripts.formats.base import Format, args_digest, linked
 from transcripts.formats.registry import FORMATS
 from transcripts.formats.source import FileSource, iter_lines
 from transcripts.formats.streams import stream_refusal
@@ -86,9 +87,10 @@ def load(
     """Parse `data` (the bytes of `filename`, or the file itself) into a Transcript.
 
     With `summaries` False, a streamed file's messages keep no preview text
-    (`Record.text`, and `ToolResult.text` but for an earlier repair's marker):
-    what detecting and repairing need, not what showing rows needs, so a long
-    session costs less memory per record.
+    (`Record.text`, and `ToolResult.text` but for an earlier repair's marker)
+    and their calls' `args` are digests (`base.args_digest`): what detecting
+    and repairing need, not what showing rows needs, so a long session costs
+    less memory per record.
 
     `format` (a FORMATS id) skips sniffing. Raises FormatError when the file
     is empty, not JSON or JSONL, not valid UTF-8 as a whole document, or of no
@@ -540,6 +542,8 @@ def _settle(
         # (META records keep theirs: a format's `finish` may read them, as Gemini CLI's
         # rewinds do.)
         record.text = ""
+        if record.calls:
+            record.calls = [replace(c, args=args_digest(c.args)) for c in record.calls]
         if record.results:
             shared = call_ids or {}
             record.results = [
