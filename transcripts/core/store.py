@@ -223,7 +223,7 @@ class RecordStore(list[Record]):
             if size == _UUID:
                 return _uuid_text(chunk[at : at + 16])
             return chunk[at : at + size].decode("utf-8", "surrogatepass")
-        return default if ref == _NONE else self._long[-1 - ref]
+        return default if ref == _NONE else self._long[-2 - ref]
 
     # Appending ----------------------------------------------------------------------
 
