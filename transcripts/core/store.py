@@ -16,7 +16,11 @@ from dataclasses import replace
 from typing import Any, SupportsIndex, overload
 
 from transcripts.core.model import (
+    _LINE_MASK,
+    _LINE_SHIFT,
     _RARE_DEFAULTS,
+    _SPAN_BITS,
+    _SPAN_MASK,
     Record,
     Role,
     ToolCall,
@@ -42,12 +46,15 @@ def _uuid_bytes(text: str) -> bytes | None:
     """Return the 16 bytes of `text` when it is a UUID in canonical form, else None."""
     if len(text) != 36 or not text[8] == text[13] == text[18] == text[23] == "-":
         return None
+    digits = text.replace("-", "")
+    # fromhex also takes capitals and spaces: 32 lowercase digits exactly, or no UUID.
+    if len(digits) != 32 or digits.lower() != digits:
+        return None
     try:
-        packed = bytes.fromhex(text.replace("-", ""))
+        packed = bytes.fromhex(digits)
     except ValueError:
         return None
-    # fromhex also takes capitals and spaces: only what reads back the same is packed.
-    return packed if len(packed) == 16 and _uuid_text(packed) == text else None
+    return packed if len(packed) == 16 else None
 
 
 # Columns grow a chunk at a time, and chunks never move: an array grown by realloc
@@ -62,7 +69,9 @@ class _Column:
     """An array of machine integers of type `code`, in chunks of 2**_CHUNK_BITS values.
 
     Supports `append`, `len`, iteration and indexing by non-negative ints; a
-    hot loop may read `chunks[i >> _CHUNK_BITS][i & _CHUNK_MASK]` itself.
+    hot loop may read `chunks[i >> _CHUNK_BITS][i & _CHUNK_MASK]` itself. The
+    store's per-record columns are filled slot by slot after `grow` instead,
+    and are as long as the store.
     """
 
     __slots__ = ("_code", "chunks", "_size")
@@ -78,6 +87,10 @@ class _Column:
             self.chunks.append(array(self._code, [0]) * (_CHUNK_MASK + 1))
         self.chunks[-1][slot] = value
         self._size += 1
+
+    def grow(self) -> None:
+        """Add a chunk of zeros."""
+        self.chunks.append(array(self._code, [0]) * (_CHUNK_MASK + 1))
 
     def __len__(self) -> int:
         return self._size
@@ -155,6 +168,12 @@ class RecordStore(list[Record]):
         self._text = _Column("q")
         self._calls = _Column("I")
         self._results = _Column("I")
+        self._count = 0
+        self._columns = (
+            *(self._start, self._size, self._line, self._kind, self._bits, self._uid),
+            *(self._parent, self._message, self._text, self._calls, self._results),
+        )
+        self._read: dict[int, str] = {}  # strings read lately, by reference
         self._kinds: list[str] = []  # kind code -> kind
         self._kind_codes: dict[str, int] = {}
         # Call rows: block, id, name, args; a problem or family in `_call_more`.
@@ -217,13 +236,22 @@ class RecordStore(list[Record]):
 
     def _get(self, ref: int, default: Any = "") -> Any:
         """Return the string at `ref` (`default` for _NONE)."""
-        if ref >= 0:
-            at, size = ref >> _LENGTH_BITS, ref & _LENGTH_MASK
-            chunk, at = self._arena[at >> _ARENA_BITS], at & (_ARENA_CHUNK - 1)
-            if size == _UUID:
-                return _uuid_text(chunk[at : at + 16])
-            return chunk[at : at + size].decode("utf-8", "surrogatepass")
-        return default if ref == _NONE else self._long[-2 - ref]
+        text = self._read.get(ref)
+        if text is not None:
+            return text
+        if ref < 0:
+            return default if ref == _NONE else self._long[-2 - ref]
+        at, size = ref >> _LENGTH_BITS, ref & _LENGTH_MASK
+        chunk, at = self._arena[at >> _ARENA_BITS], at & (_ARENA_CHUNK - 1)
+        if size == _UUID:
+            text = _uuid_text(chunk[at : at + 16])
+        else:
+            text = chunk[at : at + size].decode("utf-8", "surrogatepass")
+        # A walk reads a record's parent, then that record's own uid: the same string.
+        if len(self._read) >= _RECENT:
+            self._read.clear()
+        self._read[ref] = text
+        return text
 
     # Appending ----------------------------------------------------------------------
 
@@ -232,34 +260,50 @@ class RecordStore(list[Record]):
 
         Raises ValueError when `record.index` is not the store's length.
         """
-        index = len(self._start)
+        index = self._count
         if record.index != index:
             raise ValueError(f"record {record.index} appended at {index}")
-        self._start.append(record.start)
-        self._size.append(0)
-        self._set_size(index, record.end - record.start)
-        self._line.append(record.line)
-        self._kind.append(0)
+        slot = index & _CHUNK_MASK
+        if not slot:
+            for column in self._columns:
+                column.grow()
+        self._count += 1
+        at = record._at  # one read for the four numbers it packs
+        start, end = (at >> _SPAN_BITS) & _SPAN_MASK, at & _SPAN_MASK
+        self._start.chunks[-1][slot] = start
+        if end - start < _WIDE:
+            self._size.chunks[-1][slot] = end - start
+        else:
+            self._set_size(index, end - start)
+        self._line.chunks[-1][slot] = (at >> _LINE_SHIFT) & _LINE_MASK
         self._set_kind(index, record.kind, record.role)
-        self._bits.append(0)
-        self._set_bits(index, record._bits)
+        bits = record._bits
+        if bits < _WIDE:
+            self._bits.chunks[-1][slot] = bits
+        else:
+            self._set_bits(index, bits)
+        uid, parent = record.uid, record.parent
         last_uid, last_ref = self._last_uid
-        uid = self._put(record.uid) if record.uid != last_uid else last_ref
-        parent = last_ref if record.parent is not None and record.parent == last_uid else None
-        self._uid.append(uid)
+        uid_ref = last_ref if uid == last_uid else self._put(uid)
+        self._uid.chunks[-1][slot] = uid_ref
         self._uid_slots = None
-        self._parent.append(self._put(record.parent) if parent is None else parent)
-        self._last_uid = (record.uid, uid)
+        shared = parent is not None and parent == last_uid
+        self._parent.chunks[-1][slot] = last_ref if shared else self._put(parent)
+        self._last_uid = (uid, uid_ref)
+        message = record.message_id
         last_message, message_ref = self._last_message
-        if record.message_id is None or record.message_id != last_message:
-            message_ref = self._put(record.message_id)
-        self._message.append(message_ref)
-        self._last_message = (record.message_id, message_ref)
-        self._text.append(self._put(record.text))
-        self._calls.append(0)
-        self._results.append(0)
-        self._set_calls(index, record.calls)
-        self._set_results(index, record.results)
+        if message is None or message != last_message:
+            message_ref = self._put(message)
+            self._last_message = (message, message_ref)
+        self._message.chunks[-1][slot] = message_ref
+        if record.text:
+            self._text.chunks[-1][slot] = self._put(record.text)
+        else:
+            self._text.chunks[-1][slot] = _NONE
+        if record.calls:
+            self._set_calls(index, record.calls)
+        if record.results:
+            self._set_results(index, record.results)
         if record._rare:
             self._rare[index] = dict(record._rare)
         if record.parsed is not None:
@@ -350,7 +394,7 @@ class RecordStore(list[Record]):
     # Reading ------------------------------------------------------------------------
 
     def _calls_of(self, index: int) -> list[ToolCall]:
-        packed = self._calls[index]
+        packed = self._calls.chunks[index >> _CHUNK_BITS][index & _CHUNK_MASK]
         if not packed:
             odd = self._odd_calls.get(index)
             return _Settled(odd) if odd else _EMPTY
@@ -372,7 +416,7 @@ class RecordStore(list[Record]):
         return _Settled(calls)
 
     def _results_of(self, index: int) -> list[ToolResult]:
-        packed = self._results[index]
+        packed = self._results.chunks[index >> _CHUNK_BITS][index & _CHUNK_MASK]
         if not packed:
             odd = self._odd_results.get(index)
             return _Settled(odd) if odd else _EMPTY
@@ -416,13 +460,14 @@ class RecordStore(list[Record]):
     def _uid_table(self) -> array[int]:
         """Return the slots of `first_with_uid`: record index + 1 at each uid's hash, 0 free."""
         size = 8
-        while size < len(self._uid) * 3 // 2:  # at most two thirds full
+        while size < self._count * 3 // 2:  # at most two thirds full
             size *= 2
         code = "i" if size < 2**31 else "q"  # record indexes + 1 fit 32 bits nearly always
         slots = array(code, [0]) * size
         mask = size - 1
         refs, get = self._uid, self._get
-        for index, ref in enumerate(refs):
+        for index in range(self._count):
+            ref = refs[index]
             if ref == _NONE:
                 continue
             uid = get(ref)
@@ -440,10 +485,10 @@ class RecordStore(list[Record]):
     # The list interface ---------------------------------------------------------------
 
     def __len__(self) -> int:
-        return len(self._start)
+        return self._count
 
     def __bool__(self) -> bool:
-        return bool(self._start)
+        return bool(self._count)
 
     @overload
     def __getitem__(self, where: SupportsIndex, /) -> Record: ...
@@ -454,7 +499,7 @@ class RecordStore(list[Record]):
     def __getitem__(self, where: SupportsIndex | slice, /) -> Record | list[Record]:
         if isinstance(where, slice):
             return [StoredRecord(self, i) for i in range(*where.indices(len(self)))]
-        size = len(self._start)
+        size = self._count
         if where.__class__ is int and 0 <= where < size:
             return StoredRecord(self, where)
         index = where.__index__()
@@ -465,11 +510,11 @@ class RecordStore(list[Record]):
         return StoredRecord(self, index)
 
     def __iter__(self) -> Iterator[Record]:
-        for index in range(len(self._start)):
+        for index in range(self._count):
             yield StoredRecord(self, index)
 
     def __reversed__(self) -> Iterator[Record]:
-        for index in range(len(self._start) - 1, -1, -1):
+        for index in range(self._count - 1, -1, -1):
             yield StoredRecord(self, index)
 
     def __contains__(self, value: object) -> bool:
@@ -541,7 +586,8 @@ class StoredRecord(Record):
 
     @property
     def role(self) -> Role:
-        return _ROLES[self._store._kind[self._i] & _ROLE_MASK]
+        i = self._i
+        return _ROLES[self._store._kind.chunks[i >> _CHUNK_BITS][i & _CHUNK_MASK] & _ROLE_MASK]
 
     @role.setter
     def role(self, value: Role) -> None:
@@ -549,8 +595,8 @@ class StoredRecord(Record):
 
     @property
     def kind(self) -> str:
-        store = self._store
-        return store._kinds[store._kind[self._i] >> _ROLE_BITS]
+        store, i = self._store, self._i
+        return store._kinds[store._kind.chunks[i >> _CHUNK_BITS][i & _CHUNK_MASK] >> _ROLE_BITS]
 
     @kind.setter
     def kind(self, value: str) -> None:
@@ -563,6 +609,11 @@ class StoredRecord(Record):
     @_bits.setter
     def _bits(self, value: int) -> None:
         self._store._set_bits(self._i, value)
+
+    def _flag(self, bit: int) -> bool:
+        i = self._i
+        bits = self._store._bits.chunks[i >> _CHUNK_BITS][i & _CHUNK_MASK]
+        return bool((bits if bits != _WIDE else self._store._wide_bits[i]) & bit)
 
     @property
     def _rare(self) -> dict[str, Any] | None:
@@ -624,7 +675,8 @@ class StoredRecord(Record):
 
     @property
     def text(self) -> str:
-        return self._store._get(self._store._text[self._i])  # type: ignore[no-any-return]
+        store, i = self._store, self._i
+        return store._get(store._text.chunks[i >> _CHUNK_BITS][i & _CHUNK_MASK])  # type: ignore[no-any-return]
 
     @text.setter
     def text(self, value: str) -> None:
@@ -632,7 +684,8 @@ class StoredRecord(Record):
 
     @property
     def uid(self) -> str | None:
-        return self._store._get(self._store._uid[self._i], None)  # type: ignore[no-any-return]
+        store, i = self._store, self._i
+        return store._get(store._uid.chunks[i >> _CHUNK_BITS][i & _CHUNK_MASK], None)  # type: ignore[no-any-return]
 
     @uid.setter
     def uid(self, value: str | None) -> None:
@@ -641,7 +694,8 @@ class StoredRecord(Record):
 
     @property
     def parent(self) -> str | None:
-        return self._store._get(self._store._parent[self._i], None)  # type: ignore[no-any-return]
+        store, i = self._store, self._i
+        return store._get(store._parent.chunks[i >> _CHUNK_BITS][i & _CHUNK_MASK], None)  # type: ignore[no-any-return]
 
     @parent.setter
     def parent(self, value: str | None) -> None:
@@ -649,8 +703,8 @@ class StoredRecord(Record):
 
     @property
     def message_id(self) -> str | None:
-        store = self._store
-        return store._get(store._message[self._i], None)  # type: ignore[no-any-return]
+        store, i = self._store, self._i
+        return store._get(store._message.chunks[i >> _CHUNK_BITS][i & _CHUNK_MASK], None)  # type: ignore[no-any-return]
 
     @message_id.setter
     def message_id(self, value: str | None) -> None:
