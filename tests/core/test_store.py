@@ -135,3 +135,12 @@ def test_it_reads_as_a_list_of_records() -> None:
         store.insert(0, records[0])
     with pytest.raises(ValueError, match="appended at 5"):
         store.append(_record(7))
+
+
+def test_a_replaced_copy_reads_its_records_and_leaves_the_store_as_it_was() -> None:
+    store = _stored([_record(k, uid=str(k)) for k in range(4)], b"")
+    other = _record(2, uid="renamed")
+    copy = store.replaced({2: other})
+    assert copy[2] is other and list(copy)[2] is other and list(reversed(copy))[1] is other
+    assert copy[1:3][1] is other and [r.uid for r in copy] == ["0", "1", "renamed", "3"]
+    assert [r.uid for r in store] == ["0", "1", "2", "3"] and len(copy) == len(store)

@@ -174,6 +174,7 @@ class RecordStore(list[Record]):
             *(self._parent, self._message, self._text, self._calls, self._results),
         )
         self._read: dict[int, str] = {}  # strings read lately, by reference
+        self._replaced: dict[int, Record] = {}  # see `replaced`
         self._kinds: list[str] = []  # kind code -> kind
         self._kind_codes: dict[str, int] = {}
         # Call rows: block, id, name, args; a problem or family in `_call_more`.
@@ -482,6 +483,22 @@ class RecordStore(list[Record]):
                 probe = (probe + 1) & mask
         return slots
 
+    def replaced(self, records: dict[int, Record]) -> RecordStore:
+        """Return a store that reads as this one but for `records` ({index: Record}).
+
+        The two share their columns, so that the copy costs nothing per
+        record: it is for reading (a repair renders renamed records so), and
+        a record changed through either shows in both.
+        """
+        other = RecordStore.__new__(RecordStore)
+        other.__dict__.update(self.__dict__)
+        other._replaced = {**self._replaced, **records}
+        return other
+
+    def _view(self, index: int) -> Record:
+        replaced = self._replaced
+        return replaced[index] if replaced and index in replaced else StoredRecord(self, index)
+
     # The list interface ---------------------------------------------------------------
 
     def __len__(self) -> int:
@@ -498,24 +515,28 @@ class RecordStore(list[Record]):
 
     def __getitem__(self, where: SupportsIndex | slice, /) -> Record | list[Record]:
         if isinstance(where, slice):
-            return [StoredRecord(self, i) for i in range(*where.indices(len(self)))]
+            return [self._view(i) for i in range(*where.indices(len(self)))]
         size = self._count
         if where.__class__ is int and 0 <= where < size:
+            if self._replaced and where in self._replaced:
+                return self._replaced[where]
             return StoredRecord(self, where)
         index = where.__index__()
         if index < 0:
             index += size
         if not 0 <= index < size:
             raise IndexError("record index out of range")
-        return StoredRecord(self, index)
+        return self._view(index)
 
     def __iter__(self) -> Iterator[Record]:
+        view = self._view
         for index in range(self._count):
-            yield StoredRecord(self, index)
+            yield view(index)
 
     def __reversed__(self) -> Iterator[Record]:
+        view = self._view
         for index in range(self._count - 1, -1, -1):
-            yield StoredRecord(self, index)
+            yield view(index)
 
     def __contains__(self, value: object) -> bool:
         return any(record == value for record in self)
