@@ -45,8 +45,13 @@ def _reattach(records: list[Record], by_uid: UidLookup, path: list[int]) -> list
     for i in path:
         on_path[i] = 1
     candidates = []
-    for record in records:
-        if on_path[record.index] or record.sidechain or not record.results or record.calls:
+    # By position first: most records are on the path, and a stored record is read
+    # only when it is not.
+    for index in range(len(records)):
+        if on_path[index]:
+            continue
+        record = records[index]
+        if record.sidechain or not record.results or record.calls:
             continue
         parent = by_uid(record.parent) if record.parent is not None else None
         # The path runs through `by_uid`'s records: a parent is on it when its record is.
