@@ -118,7 +118,8 @@ class Analysis:
             with os.fdopen(fd, "wb") as f:
                 self.write_repaired(f)
             with FileSource(path) as repaired:
-                after = analyze(repaired, self.filename, again, format=self.format)
+                # Counting needs no previews: without them the second store costs less.
+                after = analyze(repaired, self.filename, again, format=self.format, summaries=False)
                 return after.record_count, after.fault_counts
         finally:
             os.unlink(path)
@@ -142,9 +143,10 @@ def analyze(
 ) -> Analysis:
     """Parse `data`, detect its faults and plan a repair under `policy`.
 
-    `summaries` False keeps no preview texts of a streamed file's records
-    (see `formats.load`): for a repair that shows no rows (`rows` then have
-    empty summaries), at less memory per record.
+    `summaries` False keeps no preview texts of a streamed file's records,
+    and their calls' arguments only as digests (see `formats.load`): for a
+    repair that shows no rows (`rows` then have empty summaries), at less
+    memory per record.
 
     `data` is the file's bytes, or a FileSource for a file too large to hold
     in memory (JSON lines are then streamed; keep the source open while the

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from transcripts.core.model import Record, Transcript
+from transcripts.core.store import RecordStore
+
+# Return the index of the first record with a given uid, or None.
+UidLookup = Callable[[str], "int | None"]
 
 
 def live_path(transcript: Transcript) -> list[int]:
@@ -21,17 +27,17 @@ def live_path(transcript: Transcript) -> list[int]:
     records = transcript.records
     if not transcript.tree:
         return [r.index for r in records if not r.inactive]
-    by_uid = _by_uid(records)
+    by_uid = uid_lookup(records)
     leaf = next(
         (r for r in reversed(records) if r.uid is not None and not r.sidechain and r.error is None),
         None,
     )
     if leaf is None:
         return [r.index for r in records]
-    return _reattach(records, by_uid, _path_to(by_uid, leaf, len(records)))
+    return _reattach(records, by_uid, _path_to(records, by_uid, leaf))
 
 
-def _reattach(records: list[Record], by_uid: dict[str, Record], path: list[int]) -> list[int]:
+def _reattach(records: list[Record], by_uid: UidLookup, path: list[int]) -> list[int]:
     """Return `path` with the off-path results of its unanswered calls put back after them."""
     # Flags by record index, not sets of indexes and ids: a long session's path holds
     # every record, and a flag costs a byte where a set entry costs tens.
@@ -39,12 +45,17 @@ def _reattach(records: list[Record], by_uid: dict[str, Record], path: list[int])
     for i in path:
         on_path[i] = 1
     candidates = []
-    for record in records:
-        if on_path[record.index] or record.sidechain or not record.results or record.calls:
+    # By position first: most records are on the path, and a stored record is read
+    # only when it is not.
+    for index in range(len(records)):
+        if on_path[index]:
             continue
-        parent = by_uid.get(record.parent) if record.parent is not None else None
+        record = records[index]
+        if record.sidechain or not record.results or record.calls:
+            continue
+        parent = by_uid(record.parent) if record.parent is not None else None
         # The path runs through `by_uid`'s records: a parent is on it when its record is.
-        if parent is not None and on_path[parent.index]:
+        if parent is not None and on_path[parent]:
             candidates.append(record)
     if not candidates:
         return path
@@ -72,28 +83,29 @@ def _reattach(records: list[Record], by_uid: dict[str, Record], path: list[int])
     return out
 
 
-def _by_uid(records: list[Record]) -> dict[str, Record]:
-    by_uid: dict[str, Record] = {}
+def uid_lookup(records: list[Record]) -> UidLookup:
+    """Return a lookup of the first record holding each uid (see `RecordStore.first_with_uid`)."""
+    if isinstance(records, RecordStore):
+        return records.first_with_uid
+    by_uid: dict[str, int] = {}
     for record in records:
         if record.uid is not None and record.uid not in by_uid:
-            by_uid[record.uid] = record
-    return by_uid
+            by_uid[record.uid] = record.index
+    return by_uid.get
 
 
-def _path_to(by_uid: dict[str, Record], leaf: Record, count: int) -> list[int]:
-    """Return the indexes from the root down to `leaf`, following `parent` links.
-
-    `count` is the number of records.
-    """
+def _path_to(records: list[Record], by_uid: UidLookup, leaf: Record) -> list[int]:
+    """Return the indexes from the root down to `leaf`, following `parent` links."""
     path: list[int] = []
     # Each uid stands for one record (its first), so a flag per record index finds a
     # cycle at a byte a record rather than a set of ids.
-    seen = bytearray(count)
-    current: Record | None = by_uid.get(leaf.uid) if leaf.uid else None
-    while current is not None and not seen[current.index]:
-        seen[current.index] = 1
-        path.append(current.index)
-        current = by_uid.get(current.parent) if current.parent is not None else None
+    seen = bytearray(len(records))
+    current = by_uid(leaf.uid) if leaf.uid else None
+    while current is not None and not seen[current]:
+        seen[current] = 1
+        path.append(current)
+        parent = records[current].parent
+        current = by_uid(parent) if parent is not None else None
     path.reverse()
     return path
 
@@ -108,7 +120,7 @@ def branch_paths(transcript: Transcript) -> list[list[int]]:
     if not transcript.tree:
         return paths
     records = transcript.records
-    by_uid = _by_uid(records)
+    by_uid = uid_lookup(records)
     root_of: dict[str, str] = {}
 
     def root(record: Record) -> str:
@@ -118,7 +130,8 @@ def branch_paths(transcript: Transcript) -> list[list[int]]:
             if current.uid in trail:
                 break
             trail.append(current.uid)
-            current = by_uid.get(current.parent) if current.parent is not None else None
+            found = by_uid(current.parent) if current.parent is not None else None
+            current = records[found] if found is not None else None
         top = root_of[current.uid] if current is not None and current.uid in root_of else trail[-1]
         for uid in trail:
             root_of[uid] = top
@@ -128,7 +141,7 @@ def branch_paths(transcript: Transcript) -> list[list[int]]:
     for record in records:
         if record.sidechain and record.uid is not None and record.error is None:
             last_leaf[root(record)] = record
-    paths.extend(_path_to(by_uid, leaf, len(records)) for leaf in last_leaf.values())
+    paths.extend(_path_to(records, by_uid, leaf) for leaf in last_leaf.values())
     return paths
 
 

@@ -105,6 +105,10 @@ def turns(transcript: Transcript, context: list[int]) -> list[Turn]:
     records = transcript.records
     messages = [i for i in context if records[i].role is not Role.META]
     found: list[Turn] = []
+    # Where each turn's records end and its head starts among `messages` (no map of
+    # every message to its position: a long session holds hundreds of thousands).
+    ends: list[int] = []
+    heads: list[int] = []
     k = 0
     while k < len(messages):
         record = records[messages[k]]
@@ -112,6 +116,7 @@ def turns(transcript: Transcript, context: list[int]) -> list[Turn]:
             k += 1
             continue
         turn = Turn([record.index], [], aborted=record.aborted)
+        heads.append(k)
         k += 1
         while (
             k < len(messages)
@@ -130,6 +135,7 @@ def turns(transcript: Transcript, context: list[int]) -> list[Turn]:
                 else:
                     seen.add(key)
                     turn.calls.append(call)
+        ends.append(k)
         turn.follower = messages[k] if k < len(messages) else None
         while k < len(messages) and records[messages[k]].role in (Role.USER, Role.TOOL):
             follower = records[messages[k]]
@@ -145,12 +151,9 @@ def turns(transcript: Transcript, context: list[int]) -> list[Turn]:
             if follower.other_blocks or transcript.provider in SINGLE_RESPONSE_TURN:
                 break
         found.append(turn)
-    position = {index: k for k, index in enumerate(messages)}
     for k, turn in enumerate(found):
-        following = found[k + 1] if k + 1 < len(found) else None
-        start = position[turn.records[-1]] + 1
-        stop = position[following.head] if following is not None else len(messages)
-        turn.span = set(messages[start:stop])
+        stop = heads[k + 1] if k + 1 < len(found) else len(messages)
+        turn.span = set(messages[ends[k] : stop])
     return found
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import re
@@ -10,6 +11,7 @@ from typing import Any, ClassVar
 
 import orjson
 
+from transcripts.core.branch import uid_lookup
 from transcripts.core.model import Op, Record, ToolCall, Transcript
 
 # How sure a sniff is that a sample is its format, on pygments' `analyse_text`
@@ -191,8 +193,10 @@ def linked(records: list[Record]) -> bool:
     session) has no chain to follow: it is read in file order, and a repair
     writes no links into it.
     """
-    uids = {r.uid for r in records if r.uid is not None}
-    return any(r.parent is not None and r.parent != r.uid and r.parent in uids for r in records)
+    by_uid = uid_lookup(records)
+    return any(
+        r.parent is not None and r.parent != r.uid and by_uid(r.parent) is not None for r in records
+    )
 
 
 def merge_blocks(blocks: list[Any], order: list[int], placed: Placed) -> list[Any]:
@@ -237,6 +241,19 @@ def canonical(args: Any) -> str:
         return text
     whole = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
     return f"{text[:_ARGS_KEPT]}…#{whole}"
+
+
+def args_digest(args: str) -> str:
+    """Return a 13-character digest of a call's canonical arguments text ("" stays "").
+
+    What a streamed session keeps of each call's arguments when it shows no
+    rows: equal arguments still give equal text (`detect` compares a turn's
+    calls so), at a fraction of the memory.
+    """
+    if not args:
+        return ""
+    whole = hashlib.blake2b(args.encode("utf-8", "surrogatepass"), digest_size=9).digest()
+    return "#" + base64.urlsafe_b64encode(whole).decode()
 
 
 def call_problem(call_id: Any, name: Any, args: Any, partial: bool = False) -> str:

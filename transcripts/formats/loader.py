@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import re
 import sys
+from dataclasses import replace
 from typing import Any
 
 import orjson
 
 from transcripts.core.markers import synthetic_marker
 from transcripts.core.model import Record, Role, Style, ToolResult, Transcript
+from transcripts.core.store import RecordStore
 from transcripts.formats import registry
 from transcripts.formats._json import (
     ScanError,
@@ -25,7 +27,7 @@ from transcripts.formats._json import (
     skip_ws,
     sniff_style,
 )
-from transcripts.formats.base import Format, linked
+from transcripts.formats.base import Format, args_digest, linked
 from transcripts.formats.registry import FORMATS
 from transcripts.formats.source import FileSource, iter_lines
 from transcripts.formats.streams import stream_refusal
@@ -85,9 +87,10 @@ def load(
     """Parse `data` (the bytes of `filename`, or the file itself) into a Transcript.
 
     With `summaries` False, a streamed file's messages keep no preview text
-    (`Record.text`, and `ToolResult.text` but for an earlier repair's marker):
-    what detecting and repairing need, not what showing rows needs, so a long
-    session costs less memory per record.
+    (`Record.text`, and `ToolResult.text` but for an earlier repair's marker)
+    and their calls' `args` are digests (`base.args_digest`): what detecting
+    and repairing need, not what showing rows needs, so a long session costs
+    less memory per record.
 
     `format` (a FORMATS id) skips sniffing. Raises FormatError when the file
     is empty, not JSON or JSONL, not valid UTF-8 as a whole document, or of no
@@ -392,6 +395,9 @@ def _load_jsonl(
     Each record keeps its byte span and lets its parsed JSON go once classified,
     so memory grows with the number of records, not the size of the file.
     """
+    # A streamed file's records go into columns once the format is known (the first
+    # lines are sniffed as Records first); a file read whole keeps its Records.
+    store = None if isinstance(data, bytes) else RecordStore(data)
     records: list[Record] = []
     call_ids: dict[str, str] = {}  # the recent calls' ids, which their results share
     fmt = FORMATS[format] if format else None
@@ -406,17 +412,21 @@ def _load_jsonl(
         if not (raw[:1] == b"{" or raw.strip()):
             continue  # a blank line: kept in the gap after the record before it
         record = _read_line(raw, len(records), start, end, line_no, terminated, filename)
-        records.append(record)
         if fmt is None or not checked:
+            records.append(record)
             if len(records) < _SNIFF_LINES:
                 continue
             fmt = _settled(fmt, records, data, filename, doc_error, summaries, call_ids)
             checked = True
+            records = _stored(store, records)
         else:
-            previous = records[-2] if len(records) > 1 else None
+            # A stored record shares its strings with the one before by itself.
+            previous = records[-1] if records and store is None else None
             _settle(fmt, record, data, filename, summaries, previous, call_ids)
+            records.append(record)
     if fmt is None or not checked:
         fmt = _settled(fmt, records, data, filename, doc_error, summaries, call_ids)
+        records = _stored(store, records)
     fmt.finish(records)
     first_obj = next((r for r in records if r.error is None), None)
     element = None
@@ -424,6 +434,14 @@ def _load_jsonl(
         sample = data[first_obj.start : first_obj.end]
         element = sniff_style(sample.decode("utf-8", "replace"), "", sample.isascii())
     return _transcript(fmt, records, data, filename, Style(element=element, eol=eol or b"\n"))
+
+
+def _stored(store: RecordStore | None, records: list[Record]) -> list[Record]:
+    """Return `records` moved into `store` (the store itself), or as they are without one."""
+    if store is None:
+        return records
+    store.extend(records)
+    return store
 
 
 def _transcript(
@@ -524,6 +542,8 @@ def _settle(
         # (META records keep theirs: a format's `finish` may read them, as Gemini CLI's
         # rewinds do.)
         record.text = ""
+        if record.calls:
+            record.calls = [replace(c, args=args_digest(c.args)) for c in record.calls]
         if record.results:
             shared = call_ids or {}
             record.results = [

@@ -26,6 +26,7 @@ import copy
 from dataclasses import replace
 from typing import Any
 
+from transcripts.core.branch import uid_lookup
 from transcripts.core.markers import OPENCLAW_SENTENCE
 from transcripts.core.model import Op, Record, Role, ToolResult, Transcript
 from transcripts.core.policy import INTERRUPTED_TEXT
@@ -154,22 +155,26 @@ class OpenClaw(Format):
 
     def finish(self, records: list[Record]) -> None:
         """Re-link results parented on a tool call id; keep answered calls with odd arguments."""
-        uids = {r.uid for r in records if r.uid is not None}
+        by_uid = uid_lookup(records)
+        # The parents no entry holds, which a call's id may be: few, so only their calls'
+        # entries are looked for (not a map of every call of a long session).
+        unknown = {r.parent for r in records if r.parent is not None and by_uid(r.parent) is None}
         entry_of: dict[str, str] = {}
-        for record in records:
+        for record in records if unknown else ():
             if record.role is Role.ASSISTANT and record.uid is not None:
                 for call in record.calls:
-                    entry_of.setdefault(call.id, record.uid)
+                    if call.id in unknown:
+                        entry_of.setdefault(call.id, record.uid)
         answered: set[str] = set()
         for record in records:
-            if record.parent is not None and record.parent not in uids:
+            if record.parent is not None and record.parent in unknown:
                 entry = entry_of.get(record.parent)
                 if entry is not None:
                     record.relinked_from, record.parent = record.parent, entry
             answered.update(r.tool_call_id for r in record.results)
         for record in records:
             if any(c.problem and c.id in answered and _ARGS in c.problem for c in record.calls):
-                record.calls[:] = [
+                record.calls = [
                     replace(c, problem="") if c.id in answered and _ARGS in c.problem else c
                     for c in record.calls
                 ]

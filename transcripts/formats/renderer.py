@@ -19,6 +19,7 @@ from typing import Any, BinaryIO
 from transcripts.core.branch import branch_paths
 from transcripts.core.layout import SPLITS, Slot, layout, sparse_layout
 from transcripts.core.model import Op, OpKind, Plan, RawSource, Record, Role, Transcript
+from transcripts.core.store import RecordStore
 from transcripts.formats._json import member_span
 from transcripts.formats.base import Format
 from transcripts.formats.loader import classify_record
@@ -257,12 +258,20 @@ def _renamed(transcript: Transcript, fmt: Format, plan: Plan) -> Transcript:
             renames.setdefault(op.record, []).append((op.block or 0, op.text))
     if not renames:
         return transcript
-    records = list(transcript.records)
+    renamed: dict[int, Record] = {}
     for index, items in renames.items():
-        record = records[index]
+        record = transcript.records[index]
         values = {f.name: getattr(record, f.name) for f in dataclasses.fields(Record)}
         values["_rare"] = dict(record._rare) if record._rare else None  # its own, not shared
-        records[index] = _Renamed(**values, renames=tuple(items), format=fmt.id)
+        renamed[index] = _Renamed(**values, renames=tuple(items), format=fmt.id)
+    records: list[Record]
+    if isinstance(transcript.records, RecordStore):
+        # Not a list of every record: a streamed session's store, these few replaced.
+        records = transcript.records.replaced(renamed)
+    else:
+        records = list(transcript.records)
+        for index, record in renamed.items():
+            records[index] = record
     style = dataclasses.replace(transcript.style, renamed=frozenset(renames))
     return dataclasses.replace(transcript, records=records, style=style)
 

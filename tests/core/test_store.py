@@ -1,0 +1,146 @@
+"""A RecordStore reads back every field of the records put in it, and keeps what views write."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from transcripts import formats
+from transcripts.core.model import Record, Role, ToolCall, ToolResult
+from transcripts.core.store import _ARENA_CHUNK, RecordStore
+from transcripts.engine import FileSource
+
+SAMPLES = Path(__file__).resolve().parents[2] / "demo" / "samples"
+LINES = sorted(
+    p for p in [*SAMPLES.glob("formats/*.jsonl"), *SAMPLES.glob("cases/*.jsonl")] if p.is_file()
+)
+FIELDS = [
+    *("index", "start", "end", "line", "role", "kind", "calls", "results", "other_blocks"),
+    *("text", "uid", "parent", "message_id", "timestamp", "boundary", "keep_from"),
+    *("sidechain", "aborted", "interrupted", "inactive", "leads", "attached"),
+    *("relinked_from", "error", "obj"),
+]
+
+
+def _fields(record: Record, *, obj: bool = True) -> dict[str, object]:
+    """Return the record's public fields; `obj` False leaves out its JSON (read from the file)."""
+    return {name: getattr(record, name) for name in FIELDS if obj or name != "obj"}
+
+
+def _stored(records: list[Record], source: bytes) -> RecordStore:
+    store = RecordStore(source)
+    store.extend(records)
+    return store
+
+
+@pytest.mark.parametrize("path", LINES, ids=lambda p: p.name)
+def test_it_reads_back_every_field_of_each_sample_record(path: Path) -> None:
+    data = path.read_bytes()
+    records = formats.load(data, path.name).records
+    store = _stored(records, data)
+    assert len(store) == len(records)
+    for record, view in zip(records, store, strict=True):
+        assert _fields(view) == _fields(record)
+
+
+@pytest.mark.parametrize("path", LINES, ids=lambda p: p.name)
+def test_a_streamed_file_holds_its_records_in_a_store_that_reads_as_in_memory(
+    path: Path,
+) -> None:
+    in_memory = formats.load(path.read_bytes(), path.name).records
+    with FileSource(path) as source:
+        streamed = formats.load(source, path.name).records
+        assert isinstance(streamed, RecordStore)
+        assert [_fields(r) for r in streamed] == [_fields(r) for r in in_memory]
+
+
+def test_without_summaries_equal_arguments_keep_equal_digests(tmp_path: Path) -> None:
+    path = SAMPLES / "formats" / "claude_code.jsonl"
+    with FileSource(path) as source:
+        calls = [
+            c for r in formats.load(source, path.name, summaries=False).records for c in r.calls
+        ]
+    whole = [c for r in formats.load(path.read_bytes(), path.name).records for c in r.calls]
+    assert calls and all(c.args.startswith("#") and len(c.args) == 13 for c in calls)
+    for a, b in zip(calls, calls[1:], strict=False):
+        full_a, full_b = (next(w.args for w in whole if w.id == c.id) for c in (a, b))
+        assert (a.args == b.args) == (full_a == full_b)
+
+
+def _record(index: int, **values: Any) -> Record:
+    return Record(index, 10 * index, 10 * index + 5, Role.USER, "user", **values)
+
+
+def test_a_view_writes_through_to_the_store() -> None:
+    store = _stored([_record(0), _record(1, uid="b", parent="a")], b"x" * 100)
+    view = store[1]
+    view.uid, view.parent, view.kind, view.role = "B", None, "assistant", Role.ASSISTANT
+    view.inactive, view.other_blocks, view.timestamp = True, 3, "2025-01-01T00:00:00Z"
+    view.calls = [ToolCall("call_1", "Bash", 1, 0, '{"a":1}')]
+    again = store[1]
+    assert (again.uid, again.parent, again.kind, again.role) == (
+        "B",
+        None,
+        "assistant",
+        Role.ASSISTANT,
+    )
+    assert (again.inactive, again.other_blocks, again.timestamp) == (
+        True,
+        3,
+        "2025-01-01T00:00:00Z",
+    )
+    assert again.calls == [ToolCall("call_1", "Bash", 1, 0, '{"a":1}')]
+    view.timestamp = None
+    assert store[1].timestamp is None and store[1]._rare is None
+    with pytest.raises(TypeError):
+        again.calls.append(ToolCall("call_2", "Bash", 1, 1))
+    assert store[0].uid is None and not store[0].inactive
+
+
+def test_odd_values_read_back_exactly() -> None:
+    calls = [ToolCall(f"c{k}", "Read", 2, k, "{}") for k in range(70)]  # more than a row packs
+    records = [
+        # A UUID spelled in capitals is not the canonical form kept in 16 bytes.
+        _record(0, uid="3FA28A29-7A6F-41DB-B4C1-4C7CFA1EF371", parent=None),
+        _record(1, uid="3fa28a29-7a6f-41db-b4c1-4c7cfa1ef371", text="é" * _ARENA_CHUNK),
+        _record(2, calls=calls, message_id="msg \x00 \ud800"),
+        # A result listed under another record's index is kept as given.
+        _record(3, results=[ToolResult("c1", 2, 0, True, "done", "custom")]),
+        Record(4, 0, 1 << 39, Role.META, "", other_blocks=1 << 40, line=7),
+    ]
+    store = _stored(records, b"")
+    assert [_fields(v, obj=False) for v in store] == [_fields(r, obj=False) for r in records]
+
+
+def test_it_finds_the_first_record_of_a_uid() -> None:
+    store = _stored([_record(0, uid="a"), _record(1, uid="b"), _record(2, uid="a")], b"")
+    assert [store.first_with_uid(u) for u in ("a", "b", "c")] == [0, 1, None]
+    store[0].uid = "z"
+    assert (store.first_with_uid("a"), store.first_with_uid("z")) == (2, 0)
+
+
+def test_it_reads_as_a_list_of_records() -> None:
+    records = [_record(k, uid=str(k)) for k in range(5)]
+    store = _stored(records, b"")
+    assert [_fields(r, obj=False) for r in store] == [_fields(r, obj=False) for r in records]
+    assert store == list(store) and bool(store) and not RecordStore(b"")
+    assert [r.index for r in reversed(store)] == [4, 3, 2, 1, 0]
+    assert [r.index for r in store[1:4]] == [1, 2, 3] and store[-1].index == 4
+    assert store.index(store[3]) == 3 and store[2] in store
+    with pytest.raises(IndexError):
+        store[5]
+    with pytest.raises(TypeError):
+        store.insert(0, records[0])
+    with pytest.raises(ValueError, match="appended at 5"):
+        store.append(_record(7))
+
+
+def test_a_replaced_copy_reads_its_records_and_leaves_the_store_as_it_was() -> None:
+    store = _stored([_record(k, uid=str(k)) for k in range(4)], b"")
+    other = _record(2, uid="renamed")
+    copy = store.replaced({2: other})
+    assert copy[2] is other and list(copy)[2] is other and list(reversed(copy))[1] is other
+    assert copy[1:3][1] is other and [r.uid for r in copy] == ["0", "1", "renamed", "3"]
+    assert [r.uid for r in store] == ["0", "1", "2", "3"] and len(copy) == len(store)

@@ -1,0 +1,732 @@
+"""Records of a streamed session kept as columns, read back as light views.
+
+A Record object with its calls, results and id strings costs about 500 bytes;
+a session of a million lines would hold half a gigabyte of them. A
+RecordStore keeps each record as a few machine integers in `array` columns
+and its strings as UTF-8 bytes in one arena, and `store[i]` returns a
+StoredRecord: a Record whose attributes read and write those columns. What
+the rest of the engine sees is a list of Records, as before.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterable, Iterator
+from dataclasses import replace
+from typing import Any, SupportsIndex, overload
+
+from transcripts.core.model import (
+    _LINE_MASK,
+    _LINE_SHIFT,
+    _RARE_DEFAULTS,
+    _SPAN_BITS,
+    _SPAN_MASK,
+    Record,
+    Role,
+    ToolCall,
+    ToolResult,
+)
+
+_NONE = -1  # the reference of a field left at its default (None or "")
+# A string's reference packs (arena offset << _LENGTH_BITS) | its length in bytes; a
+# longer string is kept whole in `_long`, its reference -2 for the first, -3 for the next.
+# The length _UUID marks a UUID in canonical form (Claude Code's ids) kept as its 16 bytes.
+_LENGTH_BITS = 24
+_LENGTH_MASK = (1 << _LENGTH_BITS) - 1
+_UUID = _LENGTH_MASK
+
+
+def _uuid_text(packed: bytes | bytearray) -> str:
+    """Return the canonical text (lowercase, hyphenated) of a UUID's 16 bytes."""
+    h = packed.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def _uuid_bytes(text: str) -> bytes | None:
+    """Return the 16 bytes of `text` when it is a UUID in canonical form, else None."""
+    if len(text) != 36 or not text[8] == text[13] == text[18] == text[23] == "-":
+        return None
+    digits = text.replace("-", "")
+    # fromhex also takes capitals and spaces: 32 lowercase digits exactly, or no UUID.
+    if len(digits) != 32 or digits.lower() != digits:
+        return None
+    try:
+        packed = bytes.fromhex(digits)
+    except ValueError:
+        return None
+    return packed if len(packed) == 16 else None
+
+
+# Columns grow a chunk at a time, and chunks never move: an array grown by realloc
+# leaves holes in the heap behind it, which would cost a long session as much again.
+_CHUNK_BITS = 12
+_CHUNK_MASK = (1 << _CHUNK_BITS) - 1
+_ARENA_BITS = 18  # strings are kept in chunks of 256 KiB; a longer one in `_long`
+_ARENA_CHUNK = 1 << _ARENA_BITS
+
+
+class _Column:
+    """An array of machine integers of type `code`, in chunks of 2**_CHUNK_BITS values.
+
+    Supports `append`, `len`, iteration and indexing by non-negative ints; a
+    hot loop may read `chunks[i >> _CHUNK_BITS][i & _CHUNK_MASK]` itself. The
+    store's per-record columns are filled slot by slot after `grow` instead,
+    and are as long as the store.
+    """
+
+    __slots__ = ("_code", "chunks", "_size")
+
+    def __init__(self, code: str) -> None:
+        self._code = code
+        self.chunks: list[array[int]] = []
+        self._size = 0
+
+    def append(self, value: int) -> None:
+        slot = self._size & _CHUNK_MASK
+        if not slot:
+            self.chunks.append(array(self._code, [0]) * (_CHUNK_MASK + 1))
+        self.chunks[-1][slot] = value
+        self._size += 1
+
+    def grow(self) -> None:
+        """Add a chunk of zeros."""
+        self.chunks.append(array(self._code, [0]) * (_CHUNK_MASK + 1))
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __getitem__(self, index: int) -> int:
+        return self.chunks[index >> _CHUNK_BITS][index & _CHUNK_MASK]
+
+    def __setitem__(self, index: int, value: int) -> None:
+        self.chunks[index >> _CHUNK_BITS][index & _CHUNK_MASK] = value
+
+    def __iter__(self) -> Iterator[int]:
+        left = self._size
+        for chunk in self.chunks:
+            yield from chunk[: min(left, len(chunk))]
+            left -= len(chunk)
+
+
+_RECENT = 4096  # call ids, tool names and kinds remembered for later strings to share
+_ROLES = tuple(Role)
+_ROLE_CODE = {role: code for code, role in enumerate(_ROLES)}
+# A record's calls (or results) column packs (first row << _COUNT_BITS) | count in 32
+# bits; a record whose calls do not fit (63 or more, or rows past 2**26) keeps a list.
+_COUNT_BITS = 6
+_COUNT_MASK = (1 << _COUNT_BITS) - 1
+_ROWS_LIMIT = 1 << (32 - _COUNT_BITS)
+_ROLE_BITS = 3  # a record's kind column packs (kind code << _ROLE_BITS) | role code
+_ROLE_MASK = (1 << _ROLE_BITS) - 1
+_WIDE = 0xFFFFFFFF  # in a 32-bit column: the value is in the column's dict instead
+
+
+class _Settled(list[Any]):
+    """The calls or results of a stored record: a copy, so changing it in place is refused."""
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("a stored record's calls and results change only by assignment")
+
+    append = extend = insert = remove = pop = clear = sort = reverse = _refuse
+    __setitem__ = __delitem__ = __iadd__ = _refuse  # type: ignore[assignment]
+
+
+_EMPTY: Any = _Settled()
+
+
+class RecordStore(list[Record]):
+    """The records of one streamed file, in columns; `store[i]` is a StoredRecord view.
+
+    Appending a Record copies it into the columns (the Record itself can then
+    go). Indexing, slicing, iterating, `len` and `reversed` work as on a list
+    of Records; the list's other changes (insert, delete, sort) raise
+    TypeError. Every view's `source` is the store's `source`, from which a
+    record's JSON is re-read on demand (`Record.obj`).
+
+    Strings (ids, names, previews) are kept as UTF-8 in the chunks of
+    `_arena`; a reference packs where one starts and its length. A record's
+    parent that is the record before's uid, a message id of the record
+    before, a result's id of a call read lately, and a recurring tool name or
+    kind share one copy.
+    """
+
+    def __init__(self, source: Any) -> None:
+        super().__init__()
+        self.source = source
+        self._arena: list[bytearray] = []  # chunks of _ARENA_CHUNK bytes
+        self._arena_used = _ARENA_CHUNK  # bytes used of the last chunk
+        self._long: list[str] = []
+        # Offsets of a file below 4 GiB fit 32 bits.
+        self._start = _Column("I" if len(source) < 1 << 32 else "q")
+        self._size = _Column("I")  # end - start
+        self._line = _Column("I")
+        self._kind = _Column("I")
+        self._bits = _Column("I")
+        self._uid = _Column("q")
+        self._parent = _Column("q")
+        self._message = _Column("q")
+        self._text = _Column("q")
+        self._calls = _Column("I")
+        self._results = _Column("I")
+        self._count = 0
+        self._columns = (
+            *(self._start, self._size, self._line, self._kind, self._bits, self._uid),
+            *(self._parent, self._message, self._text, self._calls, self._results),
+        )
+        self._read: dict[int, str] = {}  # strings read lately, by reference
+        self._replaced: dict[int, Record] = {}  # see `replaced`
+        self._kinds: list[str] = []  # kind code -> kind
+        self._kind_codes: dict[str, int] = {}
+        # Call rows: block, id, name, args; a problem or family in `_call_more`.
+        self._call_block = _Column("I")
+        self._call_id = _Column("q")
+        self._call_name = _Column("q")
+        self._call_args = _Column("q")
+        self._call_more: dict[int, tuple[int, int]] = {}
+        # Result rows: block, tool call id, text, is_error; a family in `_result_family`.
+        self._result_block = _Column("I")
+        self._result_id = _Column("q")
+        self._result_text = _Column("q")
+        self._result_error = _Column("B")
+        self._result_family: dict[int, int] = {}
+        # 32-bit columns' values that do not fit, by record index.
+        self._wide_size: dict[int, int] = {}
+        self._wide_bits: dict[int, int] = {}
+        # Per record, only where set: the fields Record keeps in its `_rare` dict, a
+        # parsed value, and calls or results that do not fit the rows (another record's).
+        self._rare: dict[int, dict[str, Any]] = {}
+        self._parsed: dict[int, Any] = {}
+        self._odd_calls: dict[int, list[ToolCall]] = {}
+        self._odd_results: dict[int, list[ToolResult]] = {}
+        self._shared: dict[str, int] = {}  # recent strings worth sharing: ids, names, kinds
+        self._last_uid: tuple[str | None, int] = (None, _NONE)
+        self._uid_slots: array[int] | None = None  # see `first_with_uid`
+        self._last_message: tuple[str | None, int] = (None, _NONE)
+
+    # Strings ------------------------------------------------------------------------
+
+    def _put(self, text: str | None) -> int:
+        """Return the reference of `text` written to the arena (_NONE for None or "")."""
+        if not text:
+            return _NONE
+        packed = _uuid_bytes(text)
+        data = packed if packed is not None else text.encode("utf-8", "surrogatepass")
+        size = len(data)
+        if size > _ARENA_CHUNK:
+            self._long.append(text)
+            return -1 - len(self._long)
+        used = self._arena_used
+        if used + size > _ARENA_CHUNK:
+            self._arena.append(bytearray(_ARENA_CHUNK))
+            used = 0
+        self._arena[-1][used : used + size] = data
+        self._arena_used = used + size
+        at = ((len(self._arena) - 1) << _ARENA_BITS) | used
+        return (at << _LENGTH_BITS) | (_UUID if packed is not None else size)
+
+    def _put_shared(self, text: str | None) -> int:
+        """Return the reference of `text`, shared with an equal string put lately."""
+        if not text:
+            return _NONE
+        ref = self._shared.get(text)
+        if ref is None:
+            if len(self._shared) >= _RECENT:
+                self._shared.clear()  # what recurs, recurs nearby: older strings not kept
+            ref = self._shared[text] = self._put(text)
+        return ref
+
+    def _get(self, ref: int, default: Any = "") -> Any:
+        """Return the string at `ref` (`default` for _NONE)."""
+        text = self._read.get(ref)
+        if text is not None:
+            return text
+        if ref < 0:
+            return default if ref == _NONE else self._long[-2 - ref]
+        at, size = ref >> _LENGTH_BITS, ref & _LENGTH_MASK
+        chunk, at = self._arena[at >> _ARENA_BITS], at & (_ARENA_CHUNK - 1)
+        if size == _UUID:
+            text = _uuid_text(chunk[at : at + 16])
+        else:
+            text = chunk[at : at + size].decode("utf-8", "surrogatepass")
+        # A walk reads a record's parent, then that record's own uid: the same string.
+        if len(self._read) >= _RECENT:
+            self._read.clear()
+        self._read[ref] = text
+        return text
+
+    # Appending ----------------------------------------------------------------------
+
+    def append(self, record: Record) -> None:
+        """Copy `record` into the columns as the store's next record.
+
+        Raises ValueError when `record.index` is not the store's length.
+        """
+        index = self._count
+        if record.index != index:
+            raise ValueError(f"record {record.index} appended at {index}")
+        slot = index & _CHUNK_MASK
+        if not slot:
+            for column in self._columns:
+                column.grow()
+        self._count += 1
+        at = record._at  # one read for the four numbers it packs
+        start, end = (at >> _SPAN_BITS) & _SPAN_MASK, at & _SPAN_MASK
+        self._start.chunks[-1][slot] = start
+        if end - start < _WIDE:
+            self._size.chunks[-1][slot] = end - start
+        else:
+            self._set_size(index, end - start)
+        self._line.chunks[-1][slot] = (at >> _LINE_SHIFT) & _LINE_MASK
+        self._set_kind(index, record.kind, record.role)
+        bits = record._bits
+        if bits < _WIDE:
+            self._bits.chunks[-1][slot] = bits
+        else:
+            self._set_bits(index, bits)
+        uid, parent = record.uid, record.parent
+        last_uid, last_ref = self._last_uid
+        uid_ref = last_ref if uid == last_uid else self._put(uid)
+        self._uid.chunks[-1][slot] = uid_ref
+        self._uid_slots = None
+        shared = parent is not None and parent == last_uid
+        self._parent.chunks[-1][slot] = last_ref if shared else self._put(parent)
+        self._last_uid = (uid, uid_ref)
+        message = record.message_id
+        last_message, message_ref = self._last_message
+        if message is None or message != last_message:
+            message_ref = self._put(message)
+            self._last_message = (message, message_ref)
+        self._message.chunks[-1][slot] = message_ref
+        if record.text:
+            self._text.chunks[-1][slot] = self._put(record.text)
+        else:
+            self._text.chunks[-1][slot] = _NONE
+        if record.calls:
+            self._set_calls(index, record.calls)
+        if record.results:
+            self._set_results(index, record.results)
+        if record._rare:
+            self._rare[index] = dict(record._rare)
+        if record.parsed is not None:
+            self._parsed[index] = record.parsed
+
+    def extend(self, records: Iterable[Record]) -> None:
+        """Append each of `records` (see `append`)."""
+        for record in records:
+            self.append(record)
+
+    def _set_size(self, index: int, size: int) -> None:
+        self._wide_size.pop(index, None)
+        if size >= _WIDE:
+            self._wide_size[index] = size
+            size = _WIDE
+        self._size[index] = size
+
+    def _end_of(self, index: int) -> int:
+        size = self._size[index]
+        return self._start[index] + (size if size != _WIDE else self._wide_size[index])
+
+    def _set_bits(self, index: int, bits: int) -> None:
+        self._wide_bits.pop(index, None)
+        if bits >= _WIDE:
+            self._wide_bits[index] = bits
+            bits = _WIDE
+        self._bits[index] = bits
+
+    def _bits_of(self, index: int) -> int:
+        bits = self._bits[index]
+        return bits if bits != _WIDE else self._wide_bits[index]
+
+    def _set_kind(self, index: int, kind: str, role: Role) -> None:
+        code = self._kind_codes.get(kind)
+        if code is None:
+            code = self._kind_codes[kind] = len(self._kinds)
+            self._kinds.append(kind)
+        self._kind[index] = (code << _ROLE_BITS) | _ROLE_CODE[role]
+
+    def _set_calls(self, index: int, calls: list[ToolCall]) -> None:
+        self._odd_calls.pop(index, None)
+        first = len(self._call_block)
+        if not calls:
+            self._calls[index] = 0
+            return
+        if (
+            len(calls) >= _COUNT_MASK
+            or first + len(calls) >= _ROWS_LIMIT
+            or any(c.record != index or c.block >= _WIDE for c in calls)
+        ):
+            self._odd_calls[index] = list(calls)
+            self._calls[index] = 0
+            return
+        self._calls[index] = (first << _COUNT_BITS) | len(calls)
+        shared = self._put_shared
+        for row, call in enumerate(calls, first):
+            self._call_block.append(call.block)
+            self._call_id.append(shared(call.id))
+            self._call_name.append(shared(call.name))
+            self._call_args.append(self._put(call.args))
+            if call.problem or call.family:
+                self._call_more[row] = (shared(call.problem), shared(call.family))
+
+    def _set_results(self, index: int, results: list[ToolResult]) -> None:
+        self._odd_results.pop(index, None)
+        first = len(self._result_block)
+        if not results:
+            self._results[index] = 0
+            return
+        if (
+            len(results) >= _COUNT_MASK
+            or first + len(results) >= _ROWS_LIMIT
+            or any(r.record != index or r.block >= _WIDE for r in results)
+        ):
+            self._odd_results[index] = list(results)
+            self._results[index] = 0
+            return
+        self._results[index] = (first << _COUNT_BITS) | len(results)
+        shared = self._put_shared
+        for row, result in enumerate(results, first):
+            self._result_block.append(result.block)
+            self._result_id.append(shared(result.tool_call_id))
+            self._result_text.append(self._put(result.text))
+            self._result_error.append(result.is_error)
+            if result.family:
+                self._result_family[row] = shared(result.family)
+
+    # Reading ------------------------------------------------------------------------
+
+    def _calls_of(self, index: int) -> list[ToolCall]:
+        packed = self._calls.chunks[index >> _CHUNK_BITS][index & _CHUNK_MASK]
+        if not packed:
+            odd = self._odd_calls.get(index)
+            return _Settled(odd) if odd else _EMPTY
+        first, count = packed >> _COUNT_BITS, packed & _COUNT_MASK
+        get, more = self._get, self._call_more
+        calls = []
+        for row in range(first, first + count):
+            call = ToolCall(
+                get(self._call_id[row]),
+                get(self._call_name[row]),
+                index,
+                self._call_block[row],
+                get(self._call_args[row]),
+            )
+            if row in more:
+                problem, family = more[row]
+                call = replace(call, problem=get(problem), family=get(family))
+            calls.append(call)
+        return _Settled(calls)
+
+    def _results_of(self, index: int) -> list[ToolResult]:
+        packed = self._results.chunks[index >> _CHUNK_BITS][index & _CHUNK_MASK]
+        if not packed:
+            odd = self._odd_results.get(index)
+            return _Settled(odd) if odd else _EMPTY
+        first, count = packed >> _COUNT_BITS, packed & _COUNT_MASK
+        get, family = self._get, self._result_family
+        return _Settled(
+            ToolResult(
+                get(self._result_id[row]),
+                index,
+                self._result_block[row],
+                bool(self._result_error[row]),
+                get(self._result_text[row]),
+                get(family.get(row, _NONE)),
+            )
+            for row in range(first, first + count)
+        )
+
+    # Looking records up by uid ------------------------------------------------------
+
+    def first_with_uid(self, uid: str) -> int | None:
+        """Return the index of the first record whose `uid` is `uid`, or None.
+
+        The lookup table is an open-addressing hash table of record indexes in
+        one array (6 to 11 bytes a record, where a dict of the uid strings
+        costs about 150), built on first use and again after a uid changes.
+        """
+        slots = self._uid_slots
+        if slots is None:
+            slots = self._uid_slots = self._uid_table()
+        mask = len(slots) - 1
+        probe = hash(uid) & mask
+        refs, get = self._uid, self._get
+        while True:
+            entry = slots[probe]
+            if not entry:
+                return None
+            if get(refs[entry - 1]) == uid:
+                return entry - 1
+            probe = (probe + 1) & mask
+
+    def _uid_table(self) -> array[int]:
+        """Return the slots of `first_with_uid`: record index + 1 at each uid's hash, 0 free."""
+        size = 8
+        while size < self._count * 3 // 2:  # at most two thirds full
+            size *= 2
+        code = "i" if size < 2**31 else "q"  # record indexes + 1 fit 32 bits nearly always
+        slots = array(code, [0]) * size
+        mask = size - 1
+        refs, get = self._uid, self._get
+        for index in range(self._count):
+            ref = refs[index]
+            if ref == _NONE:
+                continue
+            uid = get(ref)
+            probe = hash(uid) & mask
+            while True:
+                entry = slots[probe]
+                if not entry:
+                    slots[probe] = index + 1
+                    break
+                if get(refs[entry - 1]) == uid:
+                    break  # an earlier record holds this uid: it stands for it
+                probe = (probe + 1) & mask
+        return slots
+
+    def replaced(self, records: dict[int, Record]) -> RecordStore:
+        """Return a store that reads as this one but for `records` ({index: Record}).
+
+        The two share their columns, so that the copy costs nothing per
+        record: it is for reading (a repair renders renamed records so), and
+        a record changed through either shows in both.
+        """
+        other = RecordStore.__new__(RecordStore)
+        other.__dict__.update(self.__dict__)
+        other._replaced = {**self._replaced, **records}
+        return other
+
+    def _view(self, index: int) -> Record:
+        replaced = self._replaced
+        return replaced[index] if replaced and index in replaced else StoredRecord(self, index)
+
+    # The list interface ---------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __bool__(self) -> bool:
+        return bool(self._count)
+
+    @overload
+    def __getitem__(self, where: SupportsIndex, /) -> Record: ...
+
+    @overload
+    def __getitem__(self, where: slice, /) -> list[Record]: ...
+
+    def __getitem__(self, where: SupportsIndex | slice, /) -> Record | list[Record]:
+        if isinstance(where, slice):
+            return [self._view(i) for i in range(*where.indices(len(self)))]
+        size = self._count
+        if where.__class__ is int and 0 <= where < size:
+            if self._replaced and where in self._replaced:
+                return self._replaced[where]
+            return StoredRecord(self, where)
+        index = where.__index__()
+        if index < 0:
+            index += size
+        if not 0 <= index < size:
+            raise IndexError("record index out of range")
+        return self._view(index)
+
+    def __iter__(self) -> Iterator[Record]:
+        view = self._view
+        for index in range(self._count):
+            yield view(index)
+
+    def __reversed__(self) -> Iterator[Record]:
+        view = self._view
+        for index in range(self._count - 1, -1, -1):
+            yield view(index)
+
+    def __contains__(self, value: object) -> bool:
+        return any(record == value for record in self)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, list):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    def __repr__(self) -> str:
+        return f"<RecordStore of {len(self)} records>"
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("a RecordStore only grows by append")
+
+    insert = remove = pop = clear = sort = reverse = _refuse  # type: ignore[assignment]
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse  # type: ignore[assignment]
+
+    def index(self, value: Any, start: SupportsIndex = 0, stop: SupportsIndex = 2**62) -> int:
+        """Return the index of the first record equal to `value`; raise ValueError if none."""
+        for index in range(start.__index__(), min(stop.__index__(), len(self))):
+            if self[index] == value:
+                return index
+        raise ValueError("record not in store")
+
+    def count(self, value: Any) -> int:
+        """Return how many records equal `value`."""
+        return sum(record == value for record in self)
+
+
+class StoredRecord(Record):
+    """Record `_i` of a RecordStore: every attribute reads and writes the store's columns.
+
+    Views are made on each access and compare equal when their fields do;
+    two views of one record share everything but identity. `calls` and
+    `results` are copies: assign a new list to change them.
+    """
+
+    __slots__ = ("_store", "_i")
+    _store: RecordStore
+    _i: int
+
+    def __init__(self, store: RecordStore, index: int) -> None:  # noqa: D107
+        self._store = store
+        self._i = index
+
+    @property
+    def _at(self) -> int:  # type: ignore[override]
+        store, i = self._store, self._i
+        # The packing Record._at documents: index, line, start, end.
+        return (((i << 32) | store._line[i]) << 80) | (store._start[i] << 40) | store._end_of(i)
+
+    @property
+    def index(self) -> int:
+        return self._i
+
+    @property
+    def start(self) -> int:
+        return self._store._start[self._i]
+
+    @property
+    def end(self) -> int:
+        return self._store._end_of(self._i)
+
+    @property
+    def line(self) -> int:
+        return self._store._line[self._i]
+
+    @property
+    def role(self) -> Role:
+        i = self._i
+        return _ROLES[self._store._kind.chunks[i >> _CHUNK_BITS][i & _CHUNK_MASK] & _ROLE_MASK]
+
+    @role.setter
+    def role(self, value: Role) -> None:
+        self._store._set_kind(self._i, self.kind, value)
+
+    @property
+    def kind(self) -> str:
+        store, i = self._store, self._i
+        return store._kinds[store._kind.chunks[i >> _CHUNK_BITS][i & _CHUNK_MASK] >> _ROLE_BITS]
+
+    @kind.setter
+    def kind(self, value: str) -> None:
+        self._store._set_kind(self._i, value, self.role)
+
+    @property
+    def _bits(self) -> int:
+        return self._store._bits_of(self._i)
+
+    @_bits.setter
+    def _bits(self, value: int) -> None:
+        self._store._set_bits(self._i, value)
+
+    def _flag(self, bit: int) -> bool:
+        i = self._i
+        bits = self._store._bits.chunks[i >> _CHUNK_BITS][i & _CHUNK_MASK]
+        return bool((bits if bits != _WIDE else self._store._wide_bits[i]) & bit)
+
+    @property
+    def _rare(self) -> dict[str, Any] | None:
+        return self._store._rare.get(self._i)
+
+    @_rare.setter
+    def _rare(self, value: dict[str, Any] | None) -> None:
+        if value:
+            self._store._rare[self._i] = value
+        else:
+            self._store._rare.pop(self._i, None)
+
+    def _set_rare(self, name: str, value: Any) -> None:
+        rare = self._store._rare
+        if value == _RARE_DEFAULTS[name]:
+            own = rare.get(self._i)
+            if own is not None:
+                own.pop(name, None)
+                if not own:
+                    del rare[self._i]
+            return
+        rare.setdefault(self._i, {})[name] = value
+
+    @property
+    def parsed(self) -> Any:
+        return self._store._parsed.get(self._i)
+
+    @parsed.setter
+    def parsed(self, value: Any) -> None:
+        if value is None:
+            self._store._parsed.pop(self._i, None)
+        else:
+            self._store._parsed[self._i] = value
+
+    @property
+    def source(self) -> Any:
+        return self._store.source
+
+    @source.setter
+    def source(self, value: Any) -> None:
+        if value is not self._store.source:
+            raise TypeError("a stored record reads from its store's source")
+
+    @property
+    def calls(self) -> list[ToolCall]:
+        return self._store._calls_of(self._i)
+
+    @calls.setter
+    def calls(self, value: list[ToolCall]) -> None:
+        self._store._set_calls(self._i, value)
+
+    @property
+    def results(self) -> list[ToolResult]:
+        return self._store._results_of(self._i)
+
+    @results.setter
+    def results(self, value: list[ToolResult]) -> None:
+        self._store._set_results(self._i, value)
+
+    @property
+    def text(self) -> str:
+        store, i = self._store, self._i
+        return store._get(store._text.chunks[i >> _CHUNK_BITS][i & _CHUNK_MASK])  # type: ignore[no-any-return]
+
+    @text.setter
+    def text(self, value: str) -> None:
+        self._store._text[self._i] = self._store._put(value)
+
+    @property
+    def uid(self) -> str | None:
+        store, i = self._store, self._i
+        return store._get(store._uid.chunks[i >> _CHUNK_BITS][i & _CHUNK_MASK], None)  # type: ignore[no-any-return]
+
+    @uid.setter
+    def uid(self, value: str | None) -> None:
+        self._store._uid[self._i] = self._store._put(value)
+        self._store._uid_slots = None
+
+    @property
+    def parent(self) -> str | None:
+        store, i = self._store, self._i
+        return store._get(store._parent.chunks[i >> _CHUNK_BITS][i & _CHUNK_MASK], None)  # type: ignore[no-any-return]
+
+    @parent.setter
+    def parent(self, value: str | None) -> None:
+        self._store._parent[self._i] = self._store._put(value)
+
+    @property
+    def message_id(self) -> str | None:
+        store, i = self._store, self._i
+        return store._get(store._message.chunks[i >> _CHUNK_BITS][i & _CHUNK_MASK], None)  # type: ignore[no-any-return]
+
+    @message_id.setter
+    def message_id(self, value: str | None) -> None:
+        self._store._message[self._i] = self._store._put(value)
