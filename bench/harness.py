@@ -82,25 +82,43 @@ def children(pid: int) -> list[int]:
     return [int(p) for p in path.read_text().split()] if path.exists() else []
 
 
+# Run by a small Python of its own: a child forked from this (large) process would count
+# this process's pages in its peak until it execs.
+LAUNCHER = """
+import os, subprocess, sys
+process = subprocess.Popen(sys.argv[2:])
+_, status, usage = os.wait4(process.pid, 0)
+with open(sys.argv[1], "w") as f:
+    f.write(str(usage.ru_maxrss))
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
 def run_measured(argv: list[str], env: dict[str, str]) -> tuple[float, float, str]:
     """Run `argv` to its end; return (wall seconds, peak RSS in MB, stdout).
 
     The peak comes with the exit status (wait4), so it is the whole life of
     that process. Raises SystemExit with its error output when it fails.
     """
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    with (
+        tempfile.TemporaryFile() as out,
+        tempfile.TemporaryFile() as err,
+        tempfile.NamedTemporaryFile("r") as peak,
+    ):
         start = time.perf_counter()
-        process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out, stderr=err)
-        _, status, usage = os.wait4(process.pid, 0)
+        code = subprocess.call(
+            [sys.executable, "-c", LAUNCHER, peak.name, *argv],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=err,
+        )
         wall = time.perf_counter() - start
-        process.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
-        if process.returncode:
-            raise SystemExit(
-                f"{' '.join(argv)} failed ({process.returncode}): {err.read().decode()[-3000:]}"
-            )
-        return wall, usage.ru_maxrss * 1024 / 1e6, out.read().decode()
+        if code:
+            raise SystemExit(f"{' '.join(argv)} failed ({code}): {err.read().decode()[-3000:]}")
+        return wall, int(peak.read()) * 1024 / 1e6, out.read().decode()
 
 
 def free_port(low: int, high: int) -> int:
