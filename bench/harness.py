@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
-import shutil
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path

@@ -98,7 +98,10 @@ def main() -> None:
         seconds = time.perf_counter() - start
         _, web_peak = stack.web_rss()
         figures.append(("web (gunicorn worker), API upload", web_peak))
-        print(f"{'POST /api/sessions (gunicorn worker)':44} {seconds:7.1f} {web_idle:8.0f} {web_peak:12.0f}")
+        print(
+            f"{'POST /api/sessions (gunicorn worker)':44} {seconds:7.1f} {web_idle:8.0f} "
+            f"{web_peak:12.0f}"
+        )
 
         seconds, ingest_peak, _ = harness.run_measured(
             [
@@ -114,7 +117,9 @@ def main() -> None:
             stack.env,
         )
         figures.append(("manage.py ingest", ingest_peak))
-        print(f"{'manage.py ingest (its own process)':44} {seconds:7.1f} {'':>8} {ingest_peak:12.0f}")
+        print(
+            f"{'manage.py ingest (its own process)':44} {seconds:7.1f} {'':>8} {ingest_peak:12.0f}"
+        )
 
         sessions = Session.objects.filter(workspace=stack.workspace)
         assert sessions.count() == 2, "both ways in stored a session"

@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -102,7 +101,10 @@ def main() -> None:
     from transcripts.models import Session
 
     try:
-        print(f"Claude Code session: {args.records:,} records, {size / 1e6:.1f} MB; {stack.describe()}")
+        print(
+            f"Claude Code session: {args.records:,} records, {size / 1e6:.1f} MB; "
+            f"{stack.describe()}"
+        )
         stack.start_web()
         stack.start_worker()
         with sync_playwright() as playwright:
@@ -167,7 +169,10 @@ def main() -> None:
         f"reading, checking and storing the upload: the session's page at "
         f"{page_at if page_at is not None else float('nan'):.1f} s ({shown_url})"
     )
-    print(f"timeline build: the bar took the values {built} (max {builds[0]['build'][1] if builds else None}); stages:")
+    print(
+        f"timeline build: the bar took the values {built} "
+        f"(max {builds[0]['build'][1] if builds else None}); stages:"
+    )
     for text, at in stages.items():
         print(f"  {at:6.1f} s  {text}")
     print(f"first rows shown at {rows_at if rows_at is not None else float('nan'):.1f} s")
