@@ -149,7 +149,7 @@ def first_view(stack: harness.Stack, session: Path, cookie: str) -> Run:
 
 def profile_build(session_id: int, top: int = 25) -> None:
     """Build session `session_id`'s timeline again here under cProfile; print where time goes."""
-    from transcripts import timeline
+    from transcripts import actions
     from transcripts.models import Timeline, TimelineRow
 
     built = Timeline.objects.get(revision__session_id=session_id)
@@ -159,7 +159,7 @@ def profile_build(session_id: int, top: int = 25) -> None:
     )
     profiler = cProfile.Profile()
     start = time.perf_counter()
-    profiler.runcall(timeline.do_build_timeline, built.pk)
+    profiler.runcall(actions.do_build_timeline, built.pk)
     seconds = time.perf_counter() - start
     print(f"\nProfile: the worker's build of session {session_id}'s timeline, {seconds:.1f} s here")
     stats = pstats.Stats(profiler)

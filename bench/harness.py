@@ -264,7 +264,6 @@ class Stack:
         call_command("collectstatic", verbosity=0, interactive=False)
         self.user = get_user_model().objects.create_user(self.USERNAME, password=self.PASSWORD)
         self.workspace = actions.do_create_workspace("bench", acting_user=self.user)
-        actions.do_add_member(self.workspace, self.user, role="admin")
         _, self.token = actions.do_create_api_token(self.workspace, "bench", acting_user=self.user)
 
     def describe(self) -> str:
