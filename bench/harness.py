@@ -252,6 +252,14 @@ class Stack:
         self.worker: subprocess.Popen[bytes] | None = None
         self.base = ""
         os.environ.update(self.env)
+        try:
+            self._set_up()
+        except BaseException:
+            self.database.drop()
+            shutil.rmtree(self.var, ignore_errors=True)
+            raise
+
+    def _set_up(self) -> None:
         import django
 
         django.setup()
