@@ -338,6 +338,12 @@ def _analyze(
         source.close()
         run.say_error(f"{item.name}: cannot read: {exc.strerror}")
         return None, None
+    except MemoryError as exc:
+        # Nothing is written from a file that was not read whole; exit 2.
+        source.close()
+        detail = f" ({exc})" if str(exc) else ""
+        run.say_error(f"{item.name}: cannot read: out of memory{detail}")
+        return None, None
     finally:
         if bar is not None:
             bar.close()
@@ -836,6 +842,10 @@ def entry_point() -> None:
         # Python would complain again while flushing at exit: point stdout at nothing.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         status = 128 + signal.SIGPIPE
+    except MemoryError:
+        # Out of memory past the read (a file is replaced only once written whole).
+        sys.stderr.write("pairfix: out of memory; no file was left half-written\n")
+        status = BAD
     sys.exit(status)
 
 

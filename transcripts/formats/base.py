@@ -277,6 +277,8 @@ def call_problem(call_id: Any, name: Any, args: Any, partial: bool = False) -> s
         try:
             orjson.loads(args)
         except orjson.JSONDecodeError as exc:
+            if exc.msg.startswith("Not enough memory"):  # not the arguments' fault
+                raise MemoryError("not enough memory to parse a tool call's arguments") from exc
             return f"the call's arguments are not valid JSON ({exc.msg}); cut off mid-stream?"
     return ""
 

@@ -119,6 +119,7 @@ def load(
         try:
             root = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
+            _refuse_if_out_of_memory(exc, filename, 1)
             doc_error = (exc.lineno, exc.colno, _decode_reason(exc.msg))
     elif not first:
         raise FormatError(filename, 1, "the file is empty")
@@ -170,7 +171,8 @@ def _streams(source: bytes | FileSource, format: str | None) -> bool:
         return False  # one line only: a JSON document
     try:
         return isinstance(orjson.loads(line), dict)
-    except orjson.JSONDecodeError:
+    except orjson.JSONDecodeError as exc:
+        _refuse_if_out_of_memory(exc, "the file", 1)
         return False
 
 
@@ -362,6 +364,20 @@ def _document_style(data: bytes, records: list[Record]) -> Style:
     return Style(element=element, sep=sep)
 
 
+def _refuse_if_out_of_memory(exc: orjson.JSONDecodeError, filename: str, line_no: int) -> None:
+    """Raise MemoryError when orjson failed for want of memory, not on the bytes.
+
+    orjson reports an allocation it could not make as a JSONDecodeError
+    ("Not enough memory to allocate buffer for parsing"); read as a malformed
+    line, a policy that drops malformed lines would drop a valid record.
+    """
+    if exc.msg.startswith("Not enough memory"):
+        raise MemoryError(
+            f"{filename}: line {line_no}: not enough memory to parse it (the line is valid "
+            "or not: it was never read)"
+        ) from exc
+
+
 def _read_line(
     raw: bytes, index: int, start: int, end: int, line_no: int, terminated: bool, filename: str
 ) -> Record:
@@ -370,6 +386,7 @@ def _read_line(
     try:
         obj = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
+        _refuse_if_out_of_memory(exc, filename, line_no)
         reason = f"column {exc.colno}: {_decode_reason(exc.msg)}"
         if not terminated:
             reason = f"truncated last line ({reason})"
