@@ -33,6 +33,7 @@ import os
 import signal
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -43,8 +44,8 @@ import orjson
 from tqdm import tqdm
 
 from transcripts import formats
-from transcripts.core.model import INFORMATIONAL, Op, Transcript
-from transcripts.engine import DEFAULT_POLICY, PRESETS, Analysis, FileSource, analyze
+from transcripts.core.model import INFORMATIONAL, FaultKind, Op, Transcript
+from transcripts.engine import DEFAULT_GRACE, DEFAULT_POLICY, PRESETS, Analysis, FileSource, analyze
 from transcripts.replace import (
     FileChanged,
     Stamp,
@@ -305,6 +306,9 @@ class Run:
     say_error: Say
     stdin: BinaryIO = field(default_factory=lambda: sys.stdin.buffer)
     bars: bool = True
+    # A file written less than this many seconds ago is still being written: its
+    # unanswered last calls are pending, not missing (DESIGN contract 9).
+    grace: float = DEFAULT_GRACE
 
     def __post_init__(self) -> None:
         self.say = _escaped(self.say)
@@ -332,7 +336,14 @@ def _analyze(
         return None, None
     try:
         analysis = analyze(
-            source, item.relative.name, run.policy, format=run.format, summaries=summaries
+            source,
+            item.relative.name,
+            run.policy,
+            format=run.format,
+            summaries=summaries,
+            now=time.time(),
+            last_write=item.path.stat().st_mtime if item.path is not None else None,
+            grace=run.grace,
         )
     except OSError as exc:
         source.close()
@@ -347,6 +358,12 @@ def _analyze(
     finally:
         if bar is not None:
             bar.close()
+    if any(f.kind is FaultKind.PENDING_RESULT for f in analysis.faults):
+        run.say_error(
+            f"{item.name}: written less than {run.grace:g} s ago, so its last unanswered "
+            "calls may still be running: they are pending and left alone (--grace 0 once "
+            "the agent has stopped)"
+        )
     return analysis, source
 
 
@@ -680,6 +697,15 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--json", action="store_true", help="print a machine-readable report on standard output"
     )
+    common.add_argument(
+        "--grace",
+        type=float,
+        default=DEFAULT_GRACE,
+        metavar="SECONDS",
+        help=f"a file written less than this long ago is still being written: its last "
+        f"unanswered calls are pending and left alone (default {DEFAULT_GRACE:g}; 0 once "
+        "the agent has stopped)",
+    )
     check = commands.add_parser(
         "check", parents=[common], help="report each file's faults with the provider's error text"
     )
@@ -735,6 +761,7 @@ def main(
         format=args.format,
         say=(lambda line: None) if args.json and args.command != "preview" else say,
         say_error=say_error,
+        grace=max(0.0, args.grace),
         # tqdm starts its monitor thread when a bar is made, shown or not: off a
         # terminal no bar is made at all, so the process stays one thread.
         bars=_is_terminal(err),

@@ -27,6 +27,7 @@ from transcripts.formats.source import FileSource
 ENGINE_VERSION = "3"  # 3: renamed ids take `-2`, not `_2` (repair._new_ids)
 
 __all__ = [
+    "DEFAULT_GRACE",
     "DEFAULT_POLICY",
     "ENGINE_VERSION",
     "PRESETS",
@@ -155,8 +156,9 @@ def analyze(
     unanswered tail calls are then `pending_result` (see `detect.detect`).
     `policy` is a preset's name or a Policy (a workspace's own, say).
     Never raises for bad content: an unreadable file comes back with `error`
-    set. Raises KeyError for an unknown policy name and OSError when a
-    FileSource cannot be read.
+    set. Raises KeyError for an unknown policy name, OSError when a
+    FileSource cannot be read and MemoryError when parsing needs more memory
+    than the process may have (never read as a malformed record).
     """
     chosen = PRESETS[policy] if isinstance(policy, str) else policy
     policy = chosen.name
