@@ -1,3 +1,4 @@
+import os
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,10 @@ class Command(BaseCommand):
                 added += 1
         self.stdout.write(f"Demo workspace {workspace.name!r}: {added} session(s) added.")
         self._sync_demo(workspace, user)
-        self.stdout.write(f"Log in at http://127.0.0.1:8000/ as {DEMO_USERNAME} / {DEMO_PASSWORD}")
+        port = os.environ.get("PAIRFIX_PORT", "8000")
+        self.stdout.write(
+            f"Log in at http://127.0.0.1:{port}/ as {DEMO_USERNAME} / {DEMO_PASSWORD}"
+        )
 
     def _sync_demo(self, workspace: Workspace, user: Any) -> None:
         """Make a Claude Code projects folder under the first sync root and follow it."""
