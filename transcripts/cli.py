@@ -44,6 +44,7 @@ import orjson
 from tqdm import tqdm
 
 from transcripts import formats
+from transcripts.core.compaction import before_compaction
 from transcripts.core.model import INFORMATIONAL, FaultKind, Op, Transcript
 from transcripts.engine import DEFAULT_GRACE, DEFAULT_POLICY, PRESETS, Analysis, FileSource, analyze
 from transcripts.replace import (
@@ -385,17 +386,35 @@ def check_files(run: Run, items: list[Input], *, as_json: bool) -> tuple[int, li
             status = BAD
             continue
         with source:
-            reports.append(report(analysis, item.name))
+            entry = report(analysis, item.name)
+            reports.append(entry)
             if analysis.error:
                 run.say_error(f"{item.name}: unreadable: {analysis.error}")
                 status = BAD
                 continue
             if _has_faults(analysis):
                 status = max(status, FAULTS)
+            hidden = (
+                before_compaction(analysis.transcript) if analysis.transcript is not None else None
+            )
+            if hidden is not None:
+                entry["before_compaction"] = {
+                    "record": _case_index(analysis.transcript, hidden.boundary),
+                    "records": len(hidden.hidden),
+                    "faults": len(hidden.faults),
+                }
             if not as_json:
                 run.say(f"{item.name}: {_summary(analysis)}")
                 for line in _fault_lines(analysis):
                     run.say(line)
+                if hidden is not None and hidden.faults:
+                    # What the web page shows apart: the agent no longer sends that history.
+                    at = _case_index(analysis.transcript, hidden.boundary)
+                    run.say(
+                        f"  {len(hidden.faults)} more before the compaction at record {at}, "
+                        f"not counted: the agent sends only what follows it "
+                        f"({len(hidden.hidden)} records before it are not sent)"
+                    )
     return status, reports
 
 

@@ -320,3 +320,18 @@ def test_preview_with_a_policy_shows_the_repaired_file() -> None:
     status, out, _ = run("preview", "--json", "--policy", "discard", str(BROKEN))
     document = orjson.loads(out)
     assert (status, document["repaired_by"], document["dropped"]) == (0, "discard", [])
+
+
+def test_check_names_the_faults_a_compaction_hid_apart() -> None:
+    # Case 01: an orphaned result after the compaction (sent, so a fault) and one
+    # unanswered call before it (not sent: shown apart, as the session page does).
+    case = CASES / "01_cc-compaction-orphan-result.jsonl"
+    status, out, _ = run("check", "--grace", "0", str(case))
+    assert status == 1
+    assert (
+        "  1 more before the compaction at record 7, not counted: the agent sends only what "
+        "follows it (7 records before it are not sent)"
+    ) in out.decode()
+    status, out, _ = run("check", "--json", "--grace", "0", str(case))
+    [entry] = orjson.loads(out)["files"]
+    assert entry["before_compaction"] == {"record": 7, "records": 7, "faults": 1}
