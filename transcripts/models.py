@@ -674,6 +674,9 @@ class JobItem(models.Model):
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
     claim = models.UUIDField(null=True, blank=True)
     claimed_at = models.DateTimeField(null=True, blank=True)
+    # Set once the item is counted into its job's `processed`: a chunk redelivered after
+    # its worker died does not count it again.
+    counted = models.BooleanField(default=False)
     revision = models.ForeignKey(Revision, models.PROTECT, null=True, blank=True, related_name="+")
     op_count = models.PositiveIntegerField(default=0)
     # {op kind: count} of the plan, for the dry run's summary.

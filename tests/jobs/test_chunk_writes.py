@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import threading
+from datetime import timedelta
 
 import pytest
 from django.db import connection, connections, transaction
+from django.utils import timezone
 
 from tests.helpers import run_inline, sample
 from transcripts import actions
@@ -153,3 +155,43 @@ def test_an_item_a_cancel_is_writing_is_left_to_the_cancel(alice, workspace, fau
     assert {statuses[pk] for pk in ids[1:]} == {"repaired"}
     job.refresh_from_db()
     assert job.done == len(FAULTY) - 1
+
+
+class Killed(BaseException):
+    """Stands in for SIGKILL: nothing after it runs, no `except Exception` catches it."""
+
+
+@pytest.mark.django_db
+def test_a_chunk_redelivered_after_its_worker_died_counts_its_items_once(
+    alice, workspace, ingest, settings, monkeypatch
+):
+    sessions = [
+        ingest(workspace, f"{i}.jsonl", sample("formats/claude_code.jsonl")) for i in range(4)
+    ]
+    job = actions.do_start_job(workspace, sessions, policy="synthesize", acting_user=alice)
+    [chunk] = runner.do_fan_out_job(job.pk)
+    first, second = chunk[:2], chunk[2:]
+
+    def killed(*args, **kwargs):
+        raise Killed
+
+    # The worker dies after counting its items processed, before writing their results.
+    with monkeypatch.context() as m:
+        m.setattr(runner, "_write", killed)
+        with pytest.raises(Killed):
+            runner.do_run_job_items(job.pk, first)
+    job.refresh_from_db()
+    assert job.processed == 2
+    # Redis redelivers the chunk once its lease has passed (acks_late).
+    JobItem.objects.filter(pk__in=first).update(
+        claimed_at=timezone.now() - timedelta(seconds=settings.JOB_CLAIM_LEASE + 1)
+    )
+    assert runner.do_run_job_items(job.pk, first) == []
+    job.refresh_from_db()
+    finished = JobItem.objects.filter(job=job).exclude(status__in=runner.UNFINISHED).count()
+    assert finished == 2 and len(second) == 2
+    assert job.processed == finished, (job.processed, finished, job.total, job.progress)
+    assert job.progress == 2  # "2 of 4 sessions processed", not every one of them
+    assert runner.do_run_job_items(job.pk, second) == []
+    job.refresh_from_db()
+    assert (job.status, job.processed, job.done) == (job.Status.DONE, 4, 4)

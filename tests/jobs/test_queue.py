@@ -107,3 +107,37 @@ def test_the_sweep_kicks_jobs_whose_kickoff_or_chunk_was_lost(alice, workspace, 
     )
     assert runner.jobs_to_kick(now) == [lost.pk, stale.pk]
     assert fresh.pk not in runner.jobs_to_kick(now)
+
+
+@pytest.mark.django_db
+def test_the_sweep_kicks_a_running_job_whose_chunks_were_lost(alice, workspace, ingest, settings):
+    session = ingest(workspace, "a.jsonl", sample("formats/claude_code.jsonl"))
+    job = actions.do_start_job(workspace, [session], policy="synthesize", acting_user=alice)
+    # start_job fanned out (job running, items queued), then its RUN_JOB_ITEMS send failed
+    # or Redis lost the message: no item is ever claimed.
+    assert runner.do_fan_out_job(job.pk) == [[job.items.get().pk]]
+    job.refresh_from_db()
+    assert job.status == Job.Status.RUNNING
+    assert set(job.items.values_list("status", flat=True)) == {JobItem.Status.QUEUED}
+    assert job.pk not in runner.jobs_to_kick()  # its chunks may still be on the way
+    later = timezone.now() + timedelta(days=1)
+    assert job.pk in runner.jobs_to_kick(later), "a running job with unclaimed items is stuck"
+    # Kicked again, the fan-out sends the same chunk, and the chunk finishes the job.
+    assert runner.do_fan_out_job(job.pk) == [[job.items.get().pk]]
+    assert runner.do_run_job_items(job.pk, [job.items.get().pk]) == []
+    job.refresh_from_db()
+    assert job.status == Job.Status.DONE
+    assert job.pk not in runner.jobs_to_kick(later)
+
+
+@pytest.mark.django_db
+def test_the_sweep_leaves_a_job_whose_chunks_are_being_claimed(alice, workspace, ingest, settings):
+    sessions = [ingest(workspace, f"{i}.jsonl", sample("formats/claude_code.jsonl")) for i in "ab"]
+    job = actions.do_start_job(workspace, sessions, policy="synthesize", acting_user=alice)
+    [[first, _]] = runner.do_fan_out_job(job.pk)
+    now = timezone.now() + timedelta(seconds=settings.JOB_SWEEP_AFTER + 1)
+    # One chunk claimed a moment ago, the other waiting behind it in the queue.
+    JobItem.objects.filter(pk=first).update(status=JobItem.Status.RUNNING, claimed_at=now)
+    assert job.pk not in runner.jobs_to_kick(now)
+    later = now + timedelta(seconds=settings.JOB_SWEEP_AFTER + 1)
+    assert job.pk in runner.jobs_to_kick(later)

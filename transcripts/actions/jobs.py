@@ -217,7 +217,7 @@ def do_retry_failed_items(job: Job, *, acting_user: Any) -> int:
         ):
             return 0
         retried = JobItem.objects.filter(job=job, status=JobItem.Status.FAILED).update(
-            status=JobItem.Status.QUEUED, error="", claim=None, claimed_at=None
+            status=JobItem.Status.QUEUED, error="", claim=None, claimed_at=None, counted=False
         )
         Job.objects.filter(pk=job.pk).update(
             failed=F("failed") - retried,

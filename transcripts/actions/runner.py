@@ -29,7 +29,7 @@ from django.conf import settings
 from django.core.files import File
 from django.core.files.storage import default_storage
 from django.db import DataError, IntegrityError, transaction
-from django.db.models import F, Q
+from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
 from transcripts import writeback
@@ -255,7 +255,7 @@ def _run_claimed(job: Job, claim: uuid.UUID, items: list[JobItem]) -> list[int]:
         except Exception as exc:  # an engine or storage error must fail one item, not the job
             error = f"{type(exc).__name__}: {exc}"
             outcomes.append(Outcome(item, JobItem.Status.FAILED, {"error": error}))
-        progress.add()
+        progress.add(item.pk)
     progress.flush()
     alone: list[Outcome] = []
     together: list[Outcome] = []
@@ -278,25 +278,37 @@ class Progress:
     written; but one UPDATE (and commit) per session cost more than many a
     session's repair, so the count is written at most every
     PROGRESS_INTERVAL seconds, the first at once, the rest by `flush`.
+    Each item is counted once (`JobItem.counted`): a chunk taken over from a
+    worker that died after counting it adds only the items it had not.
     """
 
     def __init__(self, job_id: int) -> None:
         self.job_id = job_id
-        self.unwritten = 0
+        self.unwritten: list[int] = []
         self.written_at: float | None = None
 
-    def add(self) -> None:
-        """Count one item processed; write the count if the last write is old enough."""
-        self.unwritten += 1
+    def add(self, item_id: int) -> None:
+        """Count item `item_id` processed; write the count if the last write is old enough."""
+        self.unwritten.append(item_id)
         now = time.monotonic()
         if self.written_at is None or now - self.written_at >= PROGRESS_INTERVAL:
             self.flush(now)
 
     def flush(self, now: float | None = None) -> None:
-        """Write the items counted since the last write."""
+        """Write the items counted since the last write, less those counted already."""
         if self.unwritten:
-            Job.objects.filter(pk=self.job_id).update(processed=F("processed") + self.unwritten)
-            self.unwritten = 0
+            with transaction.atomic(durable=True):
+                # An item a cancel has locked is left uncounted (it is being cancelled):
+                # waiting for it could deadlock, as a cancel locks items in no order.
+                new = list(
+                    JobItem.objects.select_for_update(skip_locked=True)
+                    .filter(pk__in=self.unwritten, counted=False)
+                    .values_list("pk", flat=True)
+                )
+                if new:
+                    JobItem.objects.filter(pk__in=new).update(counted=True)
+                    Job.objects.filter(pk=self.job_id).update(processed=F("processed") + len(new))
+            self.unwritten = []
             self.written_at = time.monotonic() if now is None else now
 
 
@@ -804,18 +816,31 @@ def jobs_to_kick(now: datetime | None = None) -> list[int]:
     A job still queued settings.JOB_SWEEP_AFTER seconds after it was made
     (or retried) lost its kickoff; a running one with an item claimed more
     than twice JOB_CLAIM_LEASE ago lost the retry that should have taken it
-    over. Kicking a job twice is harmless: a finished item is never claimed
-    again, and a claim within its lease is not taken over.
+    over; a running one fanned out more than JOB_SWEEP_AFTER ago with an
+    item still queued, and no item claimed in that time, lost a chunk's
+    message (its send failed after the fan-out committed, or the broker
+    dropped it). Kicking a job twice is harmless: a finished item is never
+    claimed again, and a claim within its lease is not taken over.
     """
     now = now or timezone.now()
     queued_since = now - timedelta(seconds=settings.JOB_SWEEP_AFTER)
     stale = now - timedelta(seconds=2 * settings.JOB_CLAIM_LEASE)
     lost_kickoff = Job.objects.filter(status=Job.Status.QUEUED, created_at__lt=queued_since)
-    lost_chunk = Job.objects.filter(
+    lost_retry = Job.objects.filter(
         status=Job.Status.RUNNING,
         items__status=JobItem.Status.RUNNING,
         items__claimed_at__lt=stale,
     )
+    # A job whose workers are still claiming its chunks is not sent them again:
+    # its queued items wait behind the chunks in hand, not for a lost message.
+    claiming = JobItem.objects.filter(job=OuterRef("pk"), claimed_at__gte=queued_since)
+    lost_chunk = Job.objects.filter(
+        ~Exists(claiming),
+        status=Job.Status.RUNNING,
+        started_at__lt=queued_since,
+        items__status=JobItem.Status.QUEUED,
+    )
     ids = set(lost_kickoff.values_list("pk", flat=True))
+    ids.update(lost_retry.values_list("pk", flat=True))
     ids.update(lost_chunk.values_list("pk", flat=True))
     return sorted(ids)
