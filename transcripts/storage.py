@@ -31,7 +31,6 @@ from django.core.files import File
 from storages.backends.s3 import S3Storage
 from storages.utils import clean_name
 
-
 # botocore's errors of a server that cannot be reached or stops answering, its retries spent:
 # EndpointConnectionError and ConnectTimeoutError are ConnectionErrors; ReadTimeoutError,
 # ConnectionClosedError and ResponseStreamingError (a body cut mid-read) HTTPClientErrors.

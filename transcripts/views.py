@@ -72,10 +72,10 @@ from transcripts.forms import (
     policy_choices,
 )
 from transcripts.models import (
-    BlobUnreadable,
     ApiToken,
     AuditLog,
     AuditRecord,
+    BlobUnreadable,
     Job,
     JobItem,
     Membership,

@@ -108,8 +108,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> JsonResponse:
 
     DRF's exceptions and Django's 404, permission and suspicious-request
     errors keep their status; an outage (`outages.outage_of`: the database,
-    queue or file storage down, a blob unreadable) is a 503; anything else is a bug: logged, and answered
-    with a 500 in the same shape.
+    queue or file storage down, a blob unreadable) is a 503; anything else
+    is a bug: logged, and answered with a 500 in the same shape.
     """
     set_rollback()
     if isinstance(exc, Http404):
