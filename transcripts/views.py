@@ -110,6 +110,10 @@ class HtmxHttpRequest(HttpRequest):
     htmx: HtmxDetails
 
 
+# What storing an upload may fail with when the database or the file storage is down.
+STORE_ERRORS: tuple[type[Exception], ...] = (OSError, DatabaseError, *UNREACHABLE)
+
+
 def _attachment(chunks: Iterable[bytes], filename: str, size: int) -> StreamingHttpResponse:
     # octet-stream: the bytes go out exactly as stored, whatever the file claims to be.
     response = StreamingHttpResponse(chunks, content_type="application/octet-stream")
@@ -223,7 +227,7 @@ def _store_upload(request: HttpRequest, form: UploadForm) -> HttpResponse:
             acting_user=request.user,
             format=form.cleaned_data["format"] or None,
         )
-    except (OSError, DatabaseError, *UNREACHABLE) as exc:
+    except STORE_ERRORS as exc:
         logger.exception("upload_failed")
         form.add_error(
             None,

@@ -20,7 +20,7 @@ import time
 import uuid
 import zipfile
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -218,7 +218,7 @@ class NewHead:
     audit: list[dict[str, Any]]
     event: str
     write_back: writeback.WriteBack | None = None
-    content: Callable[[], Iterator[bytes]] | None = None
+    content: Callable[[], Iterable[bytes]] | None = None
 
 
 @dataclass
@@ -542,7 +542,7 @@ def _repair_analysed(item: JobItem, job: Job, writes_back: bool, analysis: Analy
 
 def _write_back(
     write_back: writeback.WriteBack,
-    content: Callable[[], Iterator[bytes]],
+    content: Callable[[], Iterable[bytes]],
     job: Job,
     base: Revision,
     revision: Revision,
