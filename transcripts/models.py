@@ -88,6 +88,72 @@ def store_blob_file(f: IO[bytes]) -> tuple[str, int]:
     return sha256, size
 
 
+class BlobUnreadable(OSError):
+    """A blob the storage cannot hand back as stored: missing, or not the size or hash recorded."""
+
+
+class BlobStream:
+    """The bytes of blobs opened in order, a BLOB_CHUNK at a time, each checked against its name.
+
+    `blobs` are (sha256 hex, open file) pairs. A blob is content-addressed, so
+    its bytes, hashed while they stream, must give its name; the last chunk
+    read is held back until the blob after it starts (the very last until
+    its blob is checked), so a blob that does not match raises BlobUnreadable
+    before the stream's last bytes go out: a download sent with its
+    Content-Length then ends short, which the client reports, rather than
+    complete with the wrong bytes. `close` closes every file, read or not.
+    """
+
+    def __init__(self, blobs: list[tuple[str, File[bytes]]]) -> None:
+        self.blobs = blobs
+
+    def __iter__(self) -> Iterator[bytes]:
+        held = None
+        try:
+            for sha256, f in self.blobs:
+                digest = hashlib.sha256()
+                for chunk in _chunks_of(f):
+                    digest.update(chunk)
+                    if held is not None:
+                        yield held
+                    held = chunk
+                if digest.hexdigest() != sha256:
+                    raise BlobUnreadable(
+                        f"the blob {blob_name(sha256)} in storage does not hash to its name: "
+                        "its bytes are damaged"
+                    )
+            if held is not None:
+                yield held
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        for _, f in self.blobs:
+            f.close()
+
+
+def open_blob(sha256: str, size: int) -> File[bytes]:
+    """Open the blob `sha256` (hex) of `size` bytes for reading; return the open file.
+
+    Raises BlobUnreadable when the storage has no such blob or holds another
+    size of it (a truncated upload, a damaged copy), and botocore's
+    UNREACHABLE errors (transcripts.storage) when S3 cannot be reached.
+    """
+    name = blob_name(sha256)
+    try:
+        f = default_storage.open(name, "rb")
+        stored = f.size  # S3: the first GET is made here
+    except FileNotFoundError:
+        raise BlobUnreadable(f"the blob {name} is missing from storage") from None
+    if stored != size:
+        f.close()
+        raise BlobUnreadable(
+            f"the blob {name} in storage holds {stored} bytes, not the {size} stored: "
+            "it is damaged or truncated"
+        )
+    return f
+
+
 def blob_chunks(sha256: str) -> Iterator[bytes]:
     """Yield the bytes of the blob `sha256` (hex) a MiB at a time."""
     with default_storage.open(blob_name(sha256), "rb") as f:
@@ -461,18 +527,32 @@ class Revision(models.Model):
             )
         return read_blob(revision.sha256) + b"".join(reversed(deltas))
 
-    def chunks(self) -> Iterator[bytes]:
-        """Yield the exact bytes of this revision a MiB at a time, streamed from storage."""
-        blobs = []
+    def chunks(self) -> BlobStream:
+        """Open this revision's blobs now; return its exact bytes as a BlobStream, checked.
+
+        Each blob (the base, then each delta) must have the size its revision
+        records; raises BlobUnreadable before any byte is read when one is
+        missing or of another size, so a response is not begun on a blob that
+        cannot be sent whole. The stream raises BlobUnreadable before its
+        last chunk if a blob's bytes do not hash to its name.
+        """
+        parts = []  # (sha256, size) of each blob, the last delta first
         revision = self
         while revision.appended_to_id is not None:
-            blobs.append(revision.delta)
-            revision = Revision.objects.only("sha256", "delta", "appended_to").get(
+            base = Revision.objects.only("sha256", "delta", "appended_to", "size").get(
                 pk=revision.appended_to_id
             )
-        blobs.append(revision.sha256)
-        for sha256 in reversed(blobs):
-            yield from blob_chunks(sha256)
+            parts.append((revision.delta, revision.size - base.size))
+            revision = base
+        parts.append((revision.sha256, revision.size))
+        blobs: list[tuple[str, File[bytes]]] = []
+        try:
+            for sha256, size in reversed(parts):
+                blobs.append((sha256, open_blob(sha256, size)))
+        except BaseException:
+            BlobStream(blobs).close()
+            raise
+        return BlobStream(blobs)
 
     @contextmanager
     def source(self) -> Iterator[FileSource]:
@@ -482,11 +562,11 @@ class Revision(models.Model):
         file (local storage); otherwise (object storage, or a chain of
         appended deltas) the bytes streamed into an unlinked temporary file
         of this host's, gone when the source closes. Raises OSError when
-        storage cannot be read.
+        storage cannot be read (BlobUnreadable: a blob missing or of another size).
         """
         source = None
         if self.appended_to_id is None:
-            with default_storage.open(blob_name(self.sha256), "rb") as blob:
+            with open_blob(self.sha256, self.size) as blob:
                 try:
                     source = FileSource.of_file(blob)
                 except (OSError, AttributeError):  # a stream from object storage: no descriptor

@@ -21,7 +21,9 @@ from django.template import loader
 from django.utils.functional import SimpleLazyObject
 from kombu.exceptions import OperationalError as BrokerOperationalError
 
-from transcripts.actions import BrokerUnavailable
+from transcripts.models import BlobUnreadable
+from transcripts.queue import BrokerUnavailable
+from transcripts.storage import UNREACHABLE
 
 # What each kind of error says is down, and what that stops.
 OUTAGES: list[tuple[tuple[type[BaseException], ...], str, str]] = [
@@ -36,11 +38,20 @@ OUTAGES: list[tuple[tuple[type[BaseException], ...], str, str]] = [
         "Pairfix cannot reach its task queue, so the work this page needs (building a long "
         "session's timeline, starting a job) cannot be started.",
     ),
+    (
+        (*UNREACHABLE, BlobUnreadable),
+        "file storage",
+        "Pairfix cannot read or write the sessions' files in its file storage (S3), so no "
+        "upload, download or timeline that needs them can be made.",
+    ),
 ]
 
 
 def outage_of(exc: BaseException | None) -> tuple[str, str] | None:
-    """Return (what is down, what that stops) for an error that means a service is down."""
+    """Return (what is down, what that stops) for an error that means a service is down.
+
+    The error's causes and contexts are looked through too; None when none is an outage.
+    """
     while exc is not None:
         for kinds, service, effect in OUTAGES:
             if isinstance(exc, kinds):

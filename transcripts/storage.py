@@ -10,7 +10,8 @@ offset when the next read comes. So a download, an export zip or a timeline
 window costs memory in proportion to the chunk read, not to the blob.
 
 `s3_storage` builds the STORAGES entry from the environment (settings.py
-calls it), `parse_storage_url` reads `STORAGE_URL`.
+calls it), `parse_storage_url` reads `STORAGE_URL`. `UNREACHABLE` are the
+errors that mean the server could not be reached or stopped answering.
 """
 
 from __future__ import annotations
@@ -23,11 +24,17 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, HTTPClientError
+from botocore.exceptions import ConnectionError as BotocoreConnectionError
 from django.core.exceptions import ImproperlyConfigured
 from django.core.files import File
 from storages.backends.s3 import S3Storage
 from storages.utils import clean_name
+
+# botocore's errors of a server that cannot be reached or stops answering, its retries spent:
+# EndpointConnectionError and ConnectTimeoutError are ConnectionErrors; ReadTimeoutError,
+# ConnectionClosedError and ResponseStreamingError (a body cut mid-read) HTTPClientErrors.
+UNREACHABLE: tuple[type[Exception], ...] = (BotocoreConnectionError, HTTPClientError)
 
 
 class S3ObjectReader(io.RawIOBase):

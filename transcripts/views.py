@@ -75,6 +75,7 @@ from transcripts.models import (
     ApiToken,
     AuditLog,
     AuditRecord,
+    BlobUnreadable,
     Job,
     JobItem,
     Membership,
@@ -86,6 +87,7 @@ from transcripts.models import (
     WorkspacePolicy,
 )
 from transcripts.policies import policy_for
+from transcripts.storage import UNREACHABLE
 from transcripts.uploads import Limits, LimitUploadHandler, keep_unusable_names
 from transcripts.verdict import Verdict, verdicts
 
@@ -106,6 +108,10 @@ class HtmxHttpRequest(HttpRequest):
     """A request through django-htmx's middleware, which sets `htmx` (for the type checker)."""
 
     htmx: HtmxDetails
+
+
+# What storing an upload may fail with when the database or the file storage is down.
+STORE_ERRORS: tuple[type[Exception], ...] = (OSError, DatabaseError, *UNREACHABLE)
 
 
 def _attachment(chunks: Iterable[bytes], filename: str, size: int) -> StreamingHttpResponse:
@@ -221,7 +227,7 @@ def _store_upload(request: HttpRequest, form: UploadForm) -> HttpResponse:
             acting_user=request.user,
             format=form.cleaned_data["format"] or None,
         )
-    except (OSError, DatabaseError) as exc:
+    except STORE_ERRORS as exc:
         logger.exception("upload_failed")
         form.add_error(
             None,
@@ -492,7 +498,20 @@ def download_revision(request: HttpRequest, pk: int, number: int) -> HttpRespons
     """Return the exact bytes of one revision (number 0 is the upload) as the session's file."""
     session = get_object_or_404(Session.objects.for_user(request.user), pk=pk)
     revision = get_object_or_404(session.revisions, number=number)
-    return _attachment(revision.chunks(), session.name, revision.size)
+    try:
+        chunks = revision.chunks()
+    except BlobUnreadable as exc:
+        # 503, not 404: the revision exists, its bytes are what the storage fails to give
+        # back whole, and restoring the blob (a backup, the right bucket) serves it again.
+        context = {
+            "title": "The stored file cannot be read",
+            "message": f"Pairfix's file storage cannot give back revision {number} as it was "
+            f"stored: {exc}. Nothing else is sent in its place.",
+            "back_url": session.get_absolute_url(),
+            "back_label": f"Back to {session.name}",
+        }
+        return render(request, "transcripts/bad_request.html", context, status=503)
+    return _attachment(chunks, session.name, revision.size)
 
 
 @login_required

@@ -20,11 +20,12 @@ import time
 import uuid
 import zipfile
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+import structlog
 from django.conf import settings
 from django.core.files import File
 from django.core.files.storage import default_storage
@@ -49,6 +50,7 @@ from transcripts.engine import ENGINE_VERSION, Analysis, analyze
 from transcripts.models import (
     AuditLog,
     AuditRecord,
+    BlobUnreadable,
     Job,
     JobItem,
     Revision,
@@ -57,6 +59,9 @@ from transcripts.models import (
     blob_chunks,
     blob_name,
 )
+from transcripts.outages import outage_of
+
+logger = structlog.get_logger(__name__)
 
 # Ops that take bytes out of a record: the audit keeps that record's span and bytes.
 REMOVING_OPS = {
@@ -213,7 +218,7 @@ class NewHead:
     audit: list[dict[str, Any]]
     event: str
     write_back: writeback.WriteBack | None = None
-    content: Callable[[], Iterator[bytes]] | None = None
+    content: Callable[[], Iterable[bytes]] | None = None
 
 
 @dataclass
@@ -230,7 +235,10 @@ def _run_claimed(job: Job, claim: uuid.UUID, items: list[JobItem]) -> list[int]:
     """Process `items`, claimed under `claim`, and write their results; return the pks written.
 
     Processing (reading, repairing, storing blobs) writes no row; the
-    results are written in one transaction (`_write`). A session whose
+    results are written in one transaction (`_write`). An outage
+    (`outages.outage_of`, a blob unreadable aside) stops the chunk: the
+    items from the one it hit on are left claimed and unwritten, for a
+    retry. A session whose
     source file is written back is written in a transaction of its own, as
     is each session again when another writer took a revision number under
     the chunk's transaction, so one session never costs the others their
@@ -252,7 +260,13 @@ def _run_claimed(job: Job, claim: uuid.UUID, items: list[JobItem]) -> list[int]:
         try:
             process = PROCESSORS[Job.Kind(job.kind)]
             outcomes.append(process(item, job, item.session_id in writing_back))
-        except Exception as exc:  # an engine or storage error must fail one item, not the job
+        except Exception as exc:  # an engine or blob error must fail one item, not the job
+            if outage_of(exc) is not None and not isinstance(exc, BlobUnreadable):
+                # Storage or database down: this item and the rest stay claimed, unwritten,
+                # and are returned busy, for the task's retry once the lease has passed;
+                # processing on would wait out the outage once an item.
+                logger.warning("job_chunk_outage", job=job.pk, item=item.pk, error=str(exc))
+                break
             error = f"{type(exc).__name__}: {exc}"
             outcomes.append(Outcome(item, JobItem.Status.FAILED, {"error": error}))
         progress.add(item.pk)
@@ -540,7 +554,7 @@ def _repair_analysed(item: JobItem, job: Job, writes_back: bool, analysis: Analy
 
 def _write_back(
     write_back: writeback.WriteBack,
-    content: Callable[[], Iterator[bytes]],
+    content: Callable[[], Iterable[bytes]],
     job: Job,
     base: Revision,
     revision: Revision,

@@ -19,6 +19,7 @@ from django.utils import timezone
 from transcripts import queue, search
 from transcripts.engine import DEFAULT_POLICY, ENGINE_VERSION
 from transcripts.models import Session, Timeline, TimelineRow
+from transcripts.outages import outage_of
 from transcripts.timeline import COLUMNS, build
 
 # Timelines kept per session head (policies × formats × live); the least recently used go first.
@@ -118,7 +119,9 @@ def do_build_timeline(timeline_id: int) -> bool:
     A queued timeline, or one whose builder's lease has passed, is claimed with
     a conditional UPDATE; the rows and the READY status are written in one
     transaction that first checks the claim still holds, so two builders never
-    both write rows. An engine error marks the timeline FAILED with its text.
+    both write rows. An engine error marks the timeline FAILED with its text;
+    an outage (`outages.outage_of`: storage or database down, a blob unreadable)
+    puts it back in the queue and is raised again, for the 503 page.
     A timeline is derived data (a cache of its revision's rows): no audit row.
     """
     token = uuid.uuid4()
@@ -139,7 +142,15 @@ def do_build_timeline(timeline_id: int) -> bool:
 
     try:
         built = build(timeline, stage)
-    except Exception as exc:  # an engine bug shows on the page instead of a build retried forever
+    except Exception as exc:
+        if outage_of(exc) is not None:
+            # A service down for a moment (storage, database) says nothing of the timeline:
+            # queued again, it is built on the next visit or by the task retried.
+            Timeline.objects.filter(pk=timeline_id, claim=token).update(
+                status=Timeline.Status.QUEUED, claim=None, claimed_at=None, stage=0
+            )
+            raise
+        # An engine bug shows on the page instead of a build retried forever.
         Timeline.objects.filter(pk=timeline_id, claim=token).update(
             status=Timeline.Status.FAILED, error=f"{type(exc).__name__}: {exc}"
         )

@@ -15,6 +15,8 @@ from django.http import Http404, HttpRequest, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.views import set_rollback
 
+from transcripts.outages import outage_of
+
 logger = logging.getLogger(__name__)
 
 
@@ -105,8 +107,9 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> JsonResponse:
     """Return the JSON error response for `exc`, raised inside an API view.
 
     DRF's exceptions and Django's 404, permission and suspicious-request
-    errors keep their status; anything else is a bug: logged, and answered
-    with a 500 in the same shape.
+    errors keep their status; an outage (`outages.outage_of`: the database,
+    queue or file storage down, a blob unreadable) is a 503; anything else
+    is a bug: logged, and answered with a 500 in the same shape.
     """
     set_rollback()
     if isinstance(exc, Http404):
@@ -117,6 +120,11 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> JsonResponse:
         return error_response(413, "too_large", "The request body is too large.")
     elif isinstance(exc, SuspiciousOperation):
         return error_response(400, "bad_request", str(exc) or "The request is not valid.")
+    if not isinstance(exc, exceptions.APIException) and (outage := outage_of(exc)):
+        logger.warning("API outage", exc_info=exc)
+        return error_response(
+            503, "unavailable", f"The {outage[0]} is down: {exc}", headers={"Retry-After": "30"}
+        )
     if not isinstance(exc, exceptions.APIException):
         logger.exception("API error", exc_info=exc)
         return error_response(500, "server_error", "Something went wrong on our side.")

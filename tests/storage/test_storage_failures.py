@@ -1,0 +1,234 @@
+"""A blob missing, truncated or unreachable on S3: the pages say so (503/404), never a 500 nor a
+200 with the wrong bytes; a storage outage leaves a timeline to be built on the next visit.
+
+The unreachable S3 is an endpoint on a port of 9700-9749 nothing listens on (`free_port`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from botocore.config import Config
+from django.test import Client
+from django.urls import reverse
+
+from tests.helpers import sample
+from tests.storage.conftest import free_port, s3_client
+from transcripts import actions
+from transcripts.models import BlobUnreadable, blob_name
+from transcripts.storage import s3_storage
+
+pytestmark = [pytest.mark.s3, pytest.mark.usefixtures("s3_settings")]
+
+FAULTY = "formats/claude_code.jsonl"
+
+
+def dead_s3() -> dict[str, Any]:
+    """Return the STORAGES entry of an S3 endpoint nothing answers on (refused at once).
+
+    One attempt a request: the client's retries would only add their backoff (2 s a test).
+    """
+    port = free_port(range(9700, 9750))
+    entry = s3_storage(
+        {"STORAGE_URL": f"s3://k:s@gone?endpoint_url=http://127.0.0.1:{port}&region=us-east-1"},
+        multipart_bytes=5 * 1024 * 1024,
+        connect_timeout=1,
+        read_timeout=2,
+    )
+    entry["OPTIONS"]["client_config"] = entry["OPTIONS"]["client_config"].merge(
+        Config(retries={"max_attempts": 1, "mode": "standard"})
+    )
+    return entry
+
+
+def body(response: Any) -> bytes:
+    if hasattr(response, "streaming_content"):
+        return b"".join(response.streaming_content)
+    return response.content
+
+
+def client_for(user: Any) -> Client:
+    client = Client(raise_request_exception=False)
+    client.force_login(user)
+    return client
+
+
+def test_a_missing_blob_is_not_a_200_nor_a_500(alice, workspace, s3_endpoint, bucket):
+    raw = sample(FAULTY)
+    session = actions.do_ingest_session(workspace, "s.jsonl", raw, acting_user=alice)
+    s3_client(s3_endpoint).delete_object(Bucket=bucket, Key=blob_name(session.head.sha256))
+    client = client_for(alice)
+    url = reverse("transcripts:download_revision", args=[session.pk, 0])
+    try:
+        response = client.get(url)
+        status, error = response.status_code, None
+        body(response)
+    except Exception as exc:  # raised while streaming, after a 200 went out
+        error = exc
+    assert error is None, f"status {status} sent, then the stream raised {error!r}"
+    assert status in (404, 503), status
+
+
+def test_a_truncated_blob_is_not_served_as_the_raw_bytes(alice, workspace, s3_endpoint, bucket):
+    raw = sample(FAULTY)
+    session = actions.do_ingest_session(workspace, "s.jsonl", raw, acting_user=alice)
+    key = blob_name(session.head.sha256)
+    s3_client(s3_endpoint).put_object(Bucket=bucket, Key=key, Body=raw[: len(raw) // 2])
+    client = client_for(alice)
+    response = client.get(reverse("transcripts:download_revision", args=[session.pk, 0]))
+    try:
+        got = body(response)
+    except Exception as exc:
+        got = exc
+    # Raw is sacred: a 200 must carry exactly the uploaded bytes.
+    assert response.status_code != 200 or got == raw, (
+        response.status_code,
+        response.get("Content-Length"),
+        len(got) if isinstance(got, bytes) else got,
+    )
+
+
+@pytest.mark.parametrize("page", ["download_revision", "download_repaired"])
+def test_storage_down_is_a_503(alice, workspace, settings, page):
+    session = actions.do_ingest_session(workspace, "s.jsonl", sample(FAULTY), acting_user=alice)
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "default": dead_s3(),
+    }
+    args = [session.pk, 0] if page == "download_revision" else [session.pk]
+    client = client_for(alice)
+    try:
+        response = client.get(reverse(f"transcripts:{page}", args=args))
+        status, error = response.status_code, None
+        body(response)
+    except Exception as exc:
+        error = exc
+    assert error is None, f"status {status} sent, then the stream raised {error!r}"
+    assert status == 503, status
+
+
+def dead_storage(settings: Any) -> Any:
+    saved = settings.STORAGES
+    settings.STORAGES = {
+        **saved,
+        "default": dead_s3(),
+    }
+    return saved
+
+
+def test_a_storage_blip_does_not_fail_a_timeline_for_good(alice, workspace, settings):
+    from transcripts.models import Timeline
+
+    session = actions.do_ingest_session(workspace, "s.jsonl", sample(FAULTY), acting_user=alice)
+    client = client_for(alice)
+    url = reverse("transcripts:session_detail", args=[session.pk]) + "?policy=discard"
+    saved = dead_storage(settings)
+    client.get(url)  # S3 unreachable for a moment
+    settings.STORAGES = saved  # S3 back
+    response = client.get(url)
+    timeline = Timeline.objects.get(revision=session.head, policy="discard")
+    assert timeline.status == Timeline.Status.READY, (timeline.status, timeline.error)
+    assert response.status_code == 200
+
+
+def test_an_upload_while_storage_is_down_is_a_503(alice, workspace, settings):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    dead_storage(settings)
+    client = client_for(alice)
+    response = client.post(
+        reverse("transcripts:upload"),
+        {"workspace": workspace.pk, "files": [SimpleUploadedFile("s.jsonl", sample(FAULTY))]},
+    )
+    assert response.status_code == 503, response.status_code
+
+
+def test_the_missing_blob_page_names_the_storage_and_the_blob(
+    alice, workspace, s3_endpoint, bucket
+):
+    session = actions.do_ingest_session(workspace, "s.jsonl", sample(FAULTY), acting_user=alice)
+    key = blob_name(session.head.sha256)
+    s3_client(s3_endpoint).delete_object(Bucket=bucket, Key=key)
+
+    response = client_for(alice).get(reverse("transcripts:download_revision", args=[session.pk, 0]))
+
+    assert response.status_code == 503
+    page = response.content.decode()
+    assert "file storage" in page and f"{key} is missing from storage" in page
+
+
+def test_a_damaged_blob_of_the_right_size_is_cut_short_before_its_last_bytes(
+    alice, workspace, s3_endpoint, bucket
+):
+    raw = sample(FAULTY)
+    session = actions.do_ingest_session(workspace, "s.jsonl", raw, acting_user=alice)
+    damaged = raw[:100] + bytes([raw[100] ^ 1]) + raw[101:]
+    s3_client(s3_endpoint).put_object(
+        Bucket=bucket, Key=blob_name(session.head.sha256), Body=damaged
+    )
+
+    response = client_for(alice).get(reverse("transcripts:download_revision", args=[session.pk, 0]))
+
+    # The size matches, so the response is begun; the hash is known only at the end, and the
+    # last chunk is withheld: the client gets fewer bytes than Content-Length, never `damaged`.
+    assert (response.status_code, response["Content-Length"]) == (200, str(len(raw)))
+    sent: list[bytes] = []
+    with pytest.raises(BlobUnreadable, match="does not hash to its name"):
+        sent.extend(response.streaming_content)
+    assert len(b"".join(sent)) < len(raw)
+
+
+def test_the_api_answers_a_missing_blob_with_a_503(alice, workspace, s3_endpoint, bucket):
+    from rest_framework.test import APIClient
+
+    session = actions.do_ingest_session(workspace, "s.jsonl", sample(FAULTY), acting_user=alice)
+    s3_client(s3_endpoint).delete_object(Bucket=bucket, Key=blob_name(session.head.sha256))
+    _, secret = actions.do_create_api_token(workspace, "runtime", acting_user=alice)
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
+
+    response = api.get(f"/api/sessions/{session.pk}/revisions/0/content")
+
+    assert response.status_code == 503
+    assert response["Retry-After"] == "30"
+    error = response.json()["error"]
+    assert error["code"] == "unavailable" and "file storage is down" in error["message"]
+
+
+def test_a_storage_blip_leaves_the_timeline_queued_behind_a_503(alice, workspace, settings):
+    from transcripts.models import Timeline
+
+    session = actions.do_ingest_session(workspace, "s.jsonl", sample(FAULTY), acting_user=alice)
+    url = reverse("transcripts:session_detail", args=[session.pk]) + "?policy=discard"
+    dead_storage(settings)
+
+    response = client_for(alice).get(url)
+
+    assert response.status_code == 503 and "file storage is down" in response.content.decode()
+    timeline = Timeline.objects.get(revision=session.head, policy="discard")
+    assert (timeline.status, timeline.claim, timeline.error) == (Timeline.Status.QUEUED, None, "")
+
+
+def test_a_storage_blip_leaves_a_job_chunk_to_its_retry(alice, workspace, settings):
+    from transcripts.models import Job, JobItem
+
+    sessions = [
+        actions.do_ingest_session(workspace, f"s{n}.jsonl", sample(FAULTY), acting_user=alice)
+        for n in range(2)
+    ]
+    job = actions.do_start_job(workspace, sessions, policy="synthesize", acting_user=alice)
+    [ids] = actions.do_fan_out_job(job.pk)
+    saved = dead_storage(settings)
+
+    # Unwritten and still claimed, so returned busy: the task retries them after the lease.
+    assert actions.do_run_job_items(job.pk, ids) == ids
+    assert set(JobItem.objects.filter(pk__in=ids).values_list("status", flat=True)) == {"running"}
+    job.refresh_from_db()
+    assert (job.status, job.failed, job.done) == (Job.Status.RUNNING, 0, 0)
+
+    settings.STORAGES = saved
+    settings.JOB_CLAIM_LEASE = 0  # the lease has passed when the retry comes
+    assert actions.do_run_job_items(job.pk, ids) == []
+    job.refresh_from_db()
+    assert (job.status, job.failed, job.done) == (Job.Status.DONE, 0, 2)
