@@ -95,41 +95,36 @@ class BlobUnreadable(OSError):
 class BlobStream:
     """The bytes of blobs opened in order, a BLOB_CHUNK at a time, each checked against its name.
 
-    `blobs` are (sha256 hex, open file) pairs. A blob is content-addressed, so
-    its bytes, hashed while they stream, must give its name; the last chunk
-    read is held back until the blob after it starts (the very last until
-    its blob is checked), so a blob that does not match raises BlobUnreadable
-    before the stream's last bytes go out: a download sent with its
-    Content-Length then ends short, which the client reports, rather than
-    complete with the wrong bytes. `close` closes every file, read or not.
+    `blobs` are (sha256 hex, size) pairs, each opened when the stream reaches
+    it (a response never read holds no file open). A blob is
+    content-addressed, so its bytes, hashed while they stream, must give its
+    name; the last chunk read is held back until the blob after it starts
+    (the very last until its blob is checked), so a blob that does not match
+    raises BlobUnreadable before the stream's last bytes go out: a download
+    sent with its Content-Length then ends short, which the client reports,
+    rather than complete with the wrong bytes.
     """
 
-    def __init__(self, blobs: list[tuple[str, File[bytes]]]) -> None:
+    def __init__(self, blobs: list[tuple[str, int]]) -> None:
         self.blobs = blobs
 
     def __iter__(self) -> Iterator[bytes]:
         held = None
-        try:
-            for sha256, f in self.blobs:
-                digest = hashlib.sha256()
+        for sha256, size in self.blobs:
+            digest = hashlib.sha256()
+            with open_blob(sha256, size) as f:
                 for chunk in _chunks_of(f):
                     digest.update(chunk)
                     if held is not None:
                         yield held
                     held = chunk
-                if digest.hexdigest() != sha256:
-                    raise BlobUnreadable(
-                        f"the blob {blob_name(sha256)} in storage does not hash to its name: "
-                        "its bytes are damaged"
-                    )
-            if held is not None:
-                yield held
-        finally:
-            self.close()
-
-    def close(self) -> None:
-        for _, f in self.blobs:
-            f.close()
+            if digest.hexdigest() != sha256:
+                raise BlobUnreadable(
+                    f"the blob {blob_name(sha256)} in storage does not hash to its name: "
+                    "its bytes are damaged"
+                )
+        if held is not None:
+            yield held
 
 
 def open_blob(sha256: str, size: int) -> File[bytes]:
@@ -528,7 +523,7 @@ class Revision(models.Model):
         return read_blob(revision.sha256) + b"".join(reversed(deltas))
 
     def chunks(self) -> BlobStream:
-        """Open this revision's blobs now; return its exact bytes as a BlobStream, checked.
+        """Check this revision's blobs now; return its exact bytes as a BlobStream, checked.
 
         Each blob (the base, then each delta) must have the size its revision
         records; raises BlobUnreadable before any byte is read when one is
@@ -545,14 +540,11 @@ class Revision(models.Model):
             parts.append((revision.delta, revision.size - base.size))
             revision = base
         parts.append((revision.sha256, revision.size))
-        blobs: list[tuple[str, File[bytes]]] = []
-        try:
-            for sha256, size in reversed(parts):
-                blobs.append((sha256, open_blob(sha256, size)))
-        except BaseException:
-            BlobStream(blobs).close()
-            raise
-        return BlobStream(blobs)
+        parts.reverse()
+        for sha256, size in parts:
+            # Checked now, before a response is begun; read again as the stream reaches it.
+            open_blob(sha256, size).close()
+        return BlobStream(parts)
 
     @contextmanager
     def source(self) -> Iterator[FileSource]:
