@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 from django import forms
 from django.contrib.auth import get_user_model
@@ -259,6 +259,9 @@ class StartJobForm(forms.Form):
         return data
 
 
+_Audited = TypeVar("_Audited", QuerySet[AuditRecord], QuerySet[AuditLog])
+
+
 class AuditFilterForm(forms.Form):
     """Filter audit records by job, session, fault kind and acting user; events by type too."""
 
@@ -287,16 +290,21 @@ class AuditFilterForm(forms.Form):
             .order_by("username"),
         )
 
-    def records(self) -> QuerySet[AuditRecord]:
-        """Return the user's audit records matching the valid filters, newest first."""
-        records = AuditRecord.objects.for_user(self.user)
+    def _by_job_and_session(self, rows: _Audited) -> _Audited:
+        """Return `rows` (records or events) narrowed by the valid job and session filters."""
         data = self.cleaned_data if self.is_valid() else {}
         if data.get("job"):
-            records = records.filter(job_id=data["job"])
+            rows = rows.filter(job_id=data["job"])
         if data.get("session"):
-            records = records.filter(session_id=data["session"])
+            rows = rows.filter(session_id=data["session"])
         if data.get("session_name"):
-            records = records.filter(session__name__icontains=data["session_name"])
+            rows = rows.filter(session__name__icontains=data["session_name"])
+        return rows
+
+    def records(self) -> QuerySet[AuditRecord]:
+        """Return the user's audit records matching the valid filters, newest first."""
+        records = self._by_job_and_session(AuditRecord.objects.for_user(self.user))
+        data = self.cleaned_data if self.is_valid() else {}
         if data.get("fault_kind"):
             records = records.filter(fault_kind=data["fault_kind"])
         if data.get("user"):
@@ -309,16 +317,10 @@ class AuditFilterForm(forms.Form):
         The fault kind, a detail of repair ops, filters only the records; a
         user matches the events they made and those made on their behalf.
         """
-        events = AuditLog.objects.for_user(self.user)
+        events = self._by_job_and_session(AuditLog.objects.for_user(self.user))
         data = self.cleaned_data if self.is_valid() else {}
         if data.get("event_type"):
             events = events.filter(event_type=data["event_type"])
-        if data.get("job"):
-            events = events.filter(job_id=data["job"])
-        if data.get("session"):
-            events = events.filter(session_id=data["session"])
-        if data.get("session_name"):
-            events = events.filter(session__name__icontains=data["session_name"])
         if data.get("user"):
             events = events.filter(Q(acting_user=data["user"]) | Q(on_behalf_of=data["user"]))
         return events.order_by("-id")

@@ -32,7 +32,7 @@ from tests.agents.conftest import Figures, Outcome, Run, history_matches, run_cl
 from tests.agents.provider import Captured, MockProvider
 from transcripts import formats
 from transcripts.core.branch import live_context
-from transcripts.core.model import OpKind, Transcript
+from transcripts.core.model import OpKind, Plan, Transcript
 from transcripts.engine import analyze
 from transcripts.replay import Message, check_request, preview, request_messages
 
@@ -90,9 +90,8 @@ def _resume(agent: Agent, home: Path, data: bytes) -> Resumed:
     return Resumed(run, sent[0] if sent else None)
 
 
-def _dropped(transcript: Transcript, policy: str, data: bytes) -> set[tuple[int, int | None]]:
+def _dropped(plan: Plan) -> set[tuple[int, int | None]]:
     """Return (record, block) the plan deliberately drops; block None: the whole record."""
-    plan = analyze(data, transcript.filename, policy, format=transcript.format).plan
     out: set[tuple[int, int | None]] = set()
     for op in plan.ops:
         if op.kind in (OpKind.DROP_RESULT, OpKind.DROP_CALL) and op.record is not None:
@@ -102,9 +101,8 @@ def _dropped(transcript: Transcript, policy: str, data: bytes) -> set[tuple[int,
     return out
 
 
-def _renamed(transcript: Transcript, policy: str, data: bytes) -> dict[str, str]:
+def _renamed(plan: Plan) -> dict[str, str]:
     """Return {new id: old id} of the calls the plan renames (`rename_id` ops)."""
-    plan = analyze(data, transcript.filename, policy, format=transcript.format).plan
     return {
         op.text: op.call.id
         for op in plan.ops
@@ -129,8 +127,10 @@ def check_input(agent: Agent, name: str, data: bytes, tmp_path: Path, figures: F
     """Resume `data` raw and repaired in `agent`; assert (a)-(d); record the figures."""
     transcript = formats.load(data, name)
     variants = {"raw": data}
+    plans = {}
     for policy in POLICIES:
-        variants[policy] = analyze(data, name, policy).repaired
+        analysis = analyze(data, name, policy)
+        variants[policy], plans[policy] = analysis.repaired, analysis.plan
     homes = {v: tmp_path / v / "home" for v in variants}
     with ThreadPoolExecutor(len(variants)) as pool:
         futures = {v: pool.submit(_resume, agent, homes[v], variants[v]) for v in variants}
@@ -171,8 +171,8 @@ def check_input(agent: Agent, name: str, data: bytes, tmp_path: Path, figures: F
         violations = check_request(agent.provider, body)
         if violations:
             failures.append(f"(a) {variant}: {violations[0].error}")
-        items = _under_old_ids(agent.request_items(body), _renamed(transcript, variant, data))
-        dropped = _dropped(transcript, variant, data)
+        items = _under_old_ids(agent.request_items(body), _renamed(plans[variant]))
+        dropped = _dropped(plans[variant])
         owed = agent.file_items(transcript, context, dropped)
         missing_b = sorted(owed.texts - items.texts) + sorted(
             i for i, _ in owed.results - items.results

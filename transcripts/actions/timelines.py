@@ -38,13 +38,7 @@ def timeline_for(session: Session, policy: str, read_as: str = "") -> Timeline:
     """
     head = session.head
     assert head is not None
-    timeline, created = Timeline.objects.get_or_create(
-        revision=head,
-        policy=policy,
-        read_as=read_as,
-        live=session.is_live(),
-        engine_version=ENGINE_VERSION,
-    )
+    timeline, created = _get_or_create(session, policy, read_as)
     now = timezone.now()
     if timeline.status == Timeline.Status.READY:
         if timeline.used_at < now - timedelta(hours=1):
@@ -58,13 +52,30 @@ def timeline_for(session: Session, policy: str, read_as: str = "") -> Timeline:
         return timeline
     lease = timedelta(seconds=settings.JOB_CLAIM_LEASE)
     if created or timeline.claimed_at is None or timeline.claimed_at < now - lease:
-
-        def asked() -> None:
-            # Marked as asked for once sent, so that the polls in between do not send it again.
-            Timeline.objects.filter(pk=timeline.pk).update(claimed_at=now)
-
-        queue.enqueue_on_commit(queue.BUILD_TIMELINE, timeline.pk, sent=asked)
+        _ask_build(timeline.pk)
     return timeline
+
+
+def _get_or_create(session: Session, policy: str, read_as: str) -> tuple[Timeline, bool]:
+    """Return the timeline of `session`'s head under `policy` and `read_as`, and if it is new."""
+    return Timeline.objects.get_or_create(
+        revision=session.head,
+        policy=policy,
+        read_as=read_as,
+        live=session.is_live(),
+        engine_version=ENGINE_VERSION,
+    )
+
+
+def _ask_build(timeline_id: int) -> None:
+    """Send timeline `timeline_id`'s build to the workers once the transaction commits."""
+    now = timezone.now()
+
+    def asked() -> None:
+        # Marked as asked for once sent, so that the polls in between do not send it again.
+        Timeline.objects.filter(pk=timeline_id).update(claimed_at=now)
+
+    queue.enqueue_on_commit(queue.BUILD_TIMELINE, timeline_id, sent=asked)
 
 
 def unindexed(sessions: QuerySet[Session]) -> QuerySet[Session]:
@@ -94,22 +105,10 @@ def queue_index(sessions: Iterable[Session]) -> int:
     for session in sessions:
         if session.head_id is None:
             continue
-        timeline, _ = Timeline.objects.get_or_create(
-            revision_id=session.head_id,
-            policy=DEFAULT_POLICY,
-            read_as="",
-            live=session.is_live(),
-            engine_version=ENGINE_VERSION,
-        )
-        if timeline.status != Timeline.Status.QUEUED:
-            continue
-        now = timezone.now()
-
-        def asked(pk: int = timeline.pk, at: Any = now) -> None:
-            Timeline.objects.filter(pk=pk).update(claimed_at=at)
-
-        queue.enqueue_on_commit(queue.BUILD_TIMELINE, timeline.pk, sent=asked)
-        queued += 1
+        timeline, _ = _get_or_create(session, DEFAULT_POLICY, "")
+        if timeline.status == Timeline.Status.QUEUED:
+            _ask_build(timeline.pk)
+            queued += 1
     return queued
 
 
