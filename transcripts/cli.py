@@ -343,7 +343,7 @@ def _analyze(
             format=run.format,
             summaries=summaries,
             now=time.time(),
-            last_write=item.path.stat().st_mtime if item.path is not None else None,
+            last_write=_appended_at(item, run),
             grace=run.grace,
         )
     except OSError as exc:
@@ -366,6 +366,16 @@ def _analyze(
             "the agent has stopped)"
         )
     return analysis, source
+
+
+def _appended_at(item: Input, run: Run) -> float | None:
+    """Return when `item` was last written, if it is a JSON-lines session (agents append to those).
+
+    A JSON document is written whole, so a recent one is not being written:
+    None, and its unanswered calls are faults to repair, not pending.
+    """
+    jsonl = formats.FORMATS[run.format].jsonl if run.format else item.name.endswith(".jsonl")
+    return item.path.stat().st_mtime if item.path is not None and jsonl else None
 
 
 def _files_bar(items: list[Input], bars: bool) -> Iterator[Input]:

@@ -56,3 +56,19 @@ def test_grace_0_or_an_old_file_repairs_the_call(tmp_path: Path) -> None:
     hour_ago = path.stat().st_mtime - 3600
     os.utime(path, (hour_ago, hour_ago))
     assert "missing_result toolu_LIVE" in _pairfix("check", str(path)).stdout
+
+
+def test_a_json_document_written_just_now_is_repaired(tmp_path: Path) -> None:
+    # One JSON document is written whole, never appended to: nothing is in flight.
+    path = tmp_path / "chat.json"
+    path.write_text(
+        json.dumps(
+            [
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "call_1", "type": "function",
+                     "function": {"name": "f", "arguments": "{}"}}]},
+            ]
+        )
+    )  # fmt: skip
+    assert "missing_result call_1" in _pairfix("check", str(path)).stdout
