@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from django.conf import settings
@@ -133,3 +135,34 @@ def generated_session(
         building.rename(out)
         shutil.rmtree(building.parent)  # and the generator's list of the faults it made
     return out
+
+
+@contextlib.contextmanager
+def held_open(path: Path, mode: str) -> Iterator[int]:
+    """Hold `path` open in `mode` ("ab", "rb", ...) in a child process; yield its pid.
+
+    Stands in for an agent that keeps its session file open while it runs.
+    The child is killed on exit, and sleeps at most 60 s if it is not.
+    """
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\n"
+            "f = open(sys.argv[1], sys.argv[2])\n"
+            "print('open', flush=True)\n"
+            "time.sleep(60)\n",
+            str(path),
+            mode,
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    with child:
+        try:
+            assert child.stdout is not None
+            assert child.stdout.readline() == "open\n", "the child could not open the file"
+            yield child.pid
+        finally:
+            child.kill()
+            child.wait(timeout=10)

@@ -8,6 +8,12 @@ backup (a hard link: no copy, no moment without a file), the temporary file
 is renamed over the original, and the folder is fsynced last. An agent that
 writes between the fence check and the rename goes unseen only for the few
 microseconds of that rename.
+
+A file another process holds open for writing is never replaced: an agent
+that keeps its session file open (Codex keeps its rollout file open for the
+whole session; Claude Code opens it for each append) would go on appending
+to the replaced file, and those records would be lost. On Linux the check
+reads /proc; elsewhere it finds nothing, and only the fence protects the file.
 """
 
 from __future__ import annotations
@@ -28,6 +34,10 @@ _READ = 1 << 20  # bytes per read when hashing
 
 class FileChanged(Exception):
     """The file is not what was read: replacing it would lose what was written since."""
+
+
+class FileInUse(FileChanged):
+    """Another process holds the file open for writing: what it writes next would be lost."""
 
 
 class SymlinkRefused(OSError):
@@ -83,6 +93,70 @@ def check_unchanged(path: Path, stamp: Stamp, sha256: str) -> None:
         raise FileChanged(f"{path}: the file changed while it was read; nothing was written")
 
 
+def writers_of(path: Path) -> list[tuple[int, str]]:
+    """Return (pid, command name) of each other process holding `path` open for writing.
+
+    Reads Linux's /proc: each /proc/PID/fd entry that is the file (same device
+    and inode) with a write access mode in /proc/PID/fdinfo. Processes this
+    user may not inspect are not seen. Without /proc (macOS, Windows) the list
+    is empty. Never raises.
+    """
+    try:
+        target = os.stat(path)
+        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return []
+    key, me, found = (target.st_dev, target.st_ino), os.getpid(), []
+    for pid in pids:
+        if pid == me:
+            continue
+        folder = f"/proc/{pid}/fd"
+        try:
+            fds = os.listdir(folder)
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                opened = os.stat(f"{folder}/{fd}")
+            except OSError:
+                continue
+            if (opened.st_dev, opened.st_ino) == key and _opened_for_writing(pid, fd):
+                found.append((pid, _command(pid)))
+                break
+    return found
+
+
+def _opened_for_writing(pid: int, fd: str) -> bool:
+    """Return True when descriptor `fd` of `pid` was opened write-only or read-write."""
+    try:
+        with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+            for line in f:
+                if line.startswith("flags:"):
+                    return int(line.split()[1], 8) & (os.O_WRONLY | os.O_RDWR) != 0
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
+
+
+def _command(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return "?"
+
+
+def check_not_held_open(path: Path) -> None:
+    """Raise FileInUse when another process holds `path` open for writing (see `writers_of`)."""
+    writers = writers_of(path)
+    if writers:
+        who = ", ".join(f"process {pid} ({command})" for pid, command in writers)
+        raise FileInUse(
+            f"{path}: held open for writing by {who}, which would go on writing to the "
+            "replaced file; nothing was written (stop it first)"
+        )
+
+
 def backup_path(path: Path, now: datetime) -> Path:
     """Return where the backup of `path` made at `now` (UTC) goes: beside it, timestamped."""
     return path.with_name(f"{path.name}{BACKUP_MARK}{now.strftime('%Y%m%dT%H%M%S%fZ')}")
@@ -96,8 +170,9 @@ def replace_file(
     `write(f)` writes the new content to the temporary file `f`; `fence()`
     runs once that content is on disk and raises if `path` must not be
     replaced (its exception propagates). The new file keeps the original's
-    permission bits. Raises SymlinkRefused if `path` is a symbolic link and
-    OSError if the folder cannot be written. Whatever goes wrong, the
+    permission bits. Raises FileInUse if another process holds `path` open
+    for writing, SymlinkRefused if `path` is a symbolic link and OSError if
+    the folder cannot be written. Whatever goes wrong, the
     original file is untouched and no temporary file is left.
     """
     if path.is_symlink():
@@ -111,6 +186,7 @@ def replace_file(
             os.fsync(f.fileno())
         os.chmod(temp, path.stat().st_mode & 0o7777)
         fence()
+        check_not_held_open(path)
         os.link(path, backup)
         os.replace(temp, path)
     except BaseException:

@@ -19,7 +19,14 @@ from datetime import datetime
 from pathlib import Path
 
 from transcripts.models import Revision, Session, SyncedFile
-from transcripts.replace import BACKUP_MARK, TEMP_PREFIX, is_own_file, replace_file, sha256_of
+from transcripts.replace import (
+    BACKUP_MARK,
+    TEMP_PREFIX,
+    FileInUse,
+    is_own_file,
+    replace_file,
+    sha256_of,
+)
 
 __all__ = [
     "BACKUP_MARK",
@@ -66,15 +73,19 @@ class WriteBack:
 
         Records the new file's stat and fingerprints on the SyncedFile (save it
         in the caller's transaction, which also writes `revision`). Raises
-        WriteBackRefused if the file changed since `check`, OSError if the
+        WriteBackRefused if the file changed since `check` or another process
+        holds it open for writing (an agent still running), OSError if the
         folder cannot be written; either way the original file is untouched.
         """
-        backup = replace_file(
-            self.path,
-            lambda f: f.writelines(content()),
-            lambda: _check_stat(self.synced, self.path),
-            now=now,
-        )
+        try:
+            backup = replace_file(
+                self.path,
+                lambda f: f.writelines(content()),
+                lambda: _check_stat(self.synced, self.path),
+                now=now,
+            )
+        except FileInUse as exc:
+            raise WriteBackRefused(str(exc)) from None
         stat = self.path.stat()
         head, tail = file_fingerprints(self.path, stat.st_size)
         synced = self.synced

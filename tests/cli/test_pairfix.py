@@ -12,6 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from tests.helpers import held_open
 from transcripts import cli
 from transcripts.engine import analyze
 from transcripts.replace import BACKUP_MARK, TEMP_PREFIX
@@ -189,6 +190,28 @@ def test_fix_in_place_refuses_a_file_rewritten_with_its_size_and_time_kept(
     assert status == 2 and "bytes changed while it was read" in err
     assert path.read_bytes() == changed
     assert leftovers(tmp_path) == []
+
+
+@pytest.mark.skipif(not Path("/proc/self/fdinfo").is_dir(), reason="reads Linux's /proc")
+def test_fix_in_place_refuses_a_file_an_agent_holds_open_for_writing(tmp_path: Path) -> None:
+    # Codex keeps its rollout file open while it runs: a file replaced under it would
+    # lose every record it appends after the replacement.
+    path = tmp_path / "session.jsonl"
+    shutil.copyfile(BROKEN, path)
+    with held_open(path, "ab") as pid:
+        status, out, err = run("fix", "--in-place", "--json", str(path))
+    assert status == 2
+    assert f"held open for writing by process {pid} (python" in err
+    assert "nothing was written" in err
+    [entry] = orjson.loads(out)["files"]
+    assert "held open for writing" in entry["error"] and entry["written"] is None
+    assert path.read_bytes() == BROKEN.read_bytes()
+    assert leftovers(tmp_path) == []
+    # Held open for reading only (a viewer, `tail -f`), the file is repaired.
+    with held_open(path, "rb"):
+        status, _, err = run("fix", "--in-place", str(path))
+    assert status == 0, err
+    assert path.read_bytes() == analyze(BROKEN.read_bytes(), path.name).repaired
 
 
 def test_a_folder_is_walked_for_every_session_and_subagent_file(tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import run_inline
+from tests.helpers import held_open, run_inline
 from tests.sync.conftest import age, call, reply, user
 from transcripts import actions
 from transcripts.actions import sync
@@ -84,6 +84,19 @@ def test_a_file_that_grew_since_the_sync_is_not_written(root, writing_source, al
     assert (root / "s.jsonl").read_bytes() == grown
     assert session.revisions.count() == 1
     assert not [p for p in root.iterdir() if BACKUP_MARK in p.name]
+
+
+@pytest.mark.skipif(not Path("/proc/self/fdinfo").is_dir(), reason="reads Linux's /proc")
+def test_a_file_the_agent_holds_open_for_writing_is_not_written(root, writing_source, alice):
+    session = synced(root, writing_source).session
+
+    with held_open(root / "s.jsonl", "ab") as pid:
+        item = repair(session, alice)
+
+    assert item.status == "fence_lost"
+    assert f"held open for writing by process {pid}" in item.error
+    assert (root / "s.jsonl").read_bytes() == BROKEN
+    assert not [p for p in root.iterdir() if BACKUP_MARK in p.name or ".pairfix-tmp" in p.name]
 
 
 def test_a_file_with_a_partial_line_is_not_written(root, writing_source, alice):
