@@ -23,7 +23,7 @@ from kombu.exceptions import OperationalError as BrokerOperationalError
 
 from transcripts.models import BlobUnreadable
 from transcripts.queue import BrokerUnavailable
-from transcripts.storage import UNREACHABLE
+from transcripts.storage import UNREACHABLE, is_server_failing
 
 # What each kind of error says is down, and what that stops.
 OUTAGES: list[tuple[tuple[type[BaseException], ...], str, str]] = [
@@ -51,10 +51,12 @@ def outage_of(exc: BaseException | None) -> tuple[str, str] | None:
     """Return (what is down, what that stops) for an error that means a service is down.
 
     The error's causes and contexts are looked through too; None when none is an outage.
+    S3's 5xx answers (`storage.is_server_failing`: throttling, an internal
+    error) count as file storage down.
     """
     while exc is not None:
         for kinds, service, effect in OUTAGES:
-            if isinstance(exc, kinds):
+            if isinstance(exc, kinds) or (service == "file storage" and is_server_failing(exc)):
                 return service, effect
         exc = exc.__cause__ or exc.__context__
     return None

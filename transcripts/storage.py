@@ -11,7 +11,8 @@ window costs memory in proportion to the chunk read, not to the blob.
 
 `s3_storage` builds the STORAGES entry from the environment (settings.py
 calls it), `parse_storage_url` reads `STORAGE_URL`. `UNREACHABLE` are the
-errors that mean the server could not be reached or stopped answering.
+errors that mean the server could not be reached or stopped answering;
+`is_server_failing` tells its 5xx answers (throttling included).
 """
 
 from __future__ import annotations
@@ -35,6 +36,19 @@ from storages.utils import clean_name
 # EndpointConnectionError and ConnectTimeoutError are ConnectionErrors; ReadTimeoutError,
 # ConnectionClosedError and ResponseStreamingError (a body cut mid-read) HTTPClientErrors.
 UNREACHABLE: tuple[type[Exception], ...] = (BotocoreConnectionError, HTTPClientError)
+
+
+def is_server_failing(exc: BaseException) -> bool:
+    """Return True for S3's answer that it is failing, not that the request is wrong.
+
+    That is a ClientError with a 5xx status (500 InternalError, 503 SlowDown
+    or ServiceUnavailable), which botocore raises once its retries are spent:
+    the storage is down or throttling, as when it cannot be reached.
+    """
+    if not isinstance(exc, ClientError):
+        return False
+    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return isinstance(status, int) and status >= 500
 
 
 class S3ObjectReader(io.RawIOBase):

@@ -6,6 +6,9 @@ The unreachable S3 is an endpoint on a port of 9700-9749 nothing listens on (`fr
 
 from __future__ import annotations
 
+import http.server
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -24,14 +27,15 @@ pytestmark = [pytest.mark.s3, pytest.mark.usefixtures("s3_settings")]
 FAULTY = "formats/claude_code.jsonl"
 
 
-def dead_s3() -> dict[str, Any]:
+def dead_s3(endpoint: str | None = None) -> dict[str, Any]:
     """Return the STORAGES entry of an S3 endpoint nothing answers on (refused at once).
 
-    One attempt a request: the client's retries would only add their backoff (2 s a test).
+    With `endpoint`, that server's instead. One attempt a request: the
+    client's retries would only add their backoff (2 s a test).
     """
-    port = free_port(range(9700, 9750))
+    endpoint = endpoint or f"http://127.0.0.1:{free_port(range(9700, 9750))}"
     entry = s3_storage(
-        {"STORAGE_URL": f"s3://k:s@gone?endpoint_url=http://127.0.0.1:{port}&region=us-east-1"},
+        {"STORAGE_URL": f"s3://k:s@gone?endpoint_url={endpoint}&region=us-east-1"},
         multipart_bytes=5 * 1024 * 1024,
         connect_timeout=1,
         read_timeout=2,
@@ -40,6 +44,44 @@ def dead_s3() -> dict[str, Any]:
         Config(retries={"max_attempts": 1, "mode": "standard"})
     )
     return entry
+
+
+class _SlowDown(http.server.BaseHTTPRequestHandler):
+    """Answers every request as S3 does when it throttles: 503 SlowDown."""
+
+    def _refuse(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            self.rfile.read(length)
+        xml = (
+            b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
+            b"<Message>Please reduce your request rate.</Message></Error>"
+        )
+        self.send_response(503)
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(len(xml)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(xml)
+
+    do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _refuse
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def throttling_s3() -> Iterator[str]:
+    """Yield the endpoint of a server on 127.0.0.1 that answers 503 SlowDown to everything."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port(range(9700, 9750))), _SlowDown)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
 
 
 def body(response: Any) -> bytes:
@@ -142,6 +184,31 @@ def test_an_upload_while_storage_is_down_is_a_503(alice, workspace, settings):
         {"workspace": workspace.pk, "files": [SimpleUploadedFile("s.jsonl", sample(FAULTY))]},
     )
     assert response.status_code == 503, response.status_code
+
+
+def test_s3_throttling_is_an_outage_not_a_failure(alice, workspace, settings, throttling_s3):
+    from transcripts.models import Job, JobItem, Timeline
+
+    sessions = [
+        actions.do_ingest_session(workspace, f"s{n}.jsonl", sample(FAULTY), acting_user=alice)
+        for n in range(2)
+    ]
+    job = actions.do_start_job(workspace, sessions, policy="synthesize", acting_user=alice)
+    [ids] = actions.do_fan_out_job(job.pk)
+    settings.STORAGES = {**settings.STORAGES, "default": dead_s3(throttling_s3)}
+    client = client_for(alice)
+
+    response = client.get(reverse("transcripts:download_revision", args=[sessions[0].pk, 0]))
+    assert response.status_code == 503 and "file storage" in body(response).decode()
+    url = reverse("transcripts:session_detail", args=[sessions[0].pk]) + "?policy=discard"
+    assert client.get(url).status_code == 503
+    timeline = Timeline.objects.get(revision=sessions[0].head, policy="discard")
+    assert (timeline.status, timeline.error) == (Timeline.Status.QUEUED, "")
+    # A job's chunk is left to its retry, its items neither failed nor done.
+    assert actions.do_run_job_items(job.pk, ids) == ids
+    assert set(JobItem.objects.filter(pk__in=ids).values_list("status", flat=True)) == {"running"}
+    job.refresh_from_db()
+    assert (job.status, job.failed, job.done) == (Job.Status.RUNNING, 0, 0)
 
 
 def test_the_missing_blob_page_names_the_storage_and_the_blob(
