@@ -81,6 +81,42 @@ def _container_end(data: bytes, pos: int) -> int:
     raise ScanError("unterminated value", pos)
 
 
+_STRING_REST = re.compile(rb'(?:[^"\\]++|\\.)*+"', re.S)  # a string after its opening quote
+
+
+def value_end(data: bytes, pos: int, deepest: int) -> int | None:
+    """Return the offset just past the JSON value that starts at `pos`, decoding nothing.
+
+    Only its extent is found: strings are skipped as a JSON reader skips
+    them and brackets outside them counted, nothing else checked (orjson
+    checks the value's bytes after). None when the value is not closed, is
+    not JSON at all, or nests more than `deepest` levels.
+    """
+    first = data[pos : pos + 1]
+    if first == b'"':
+        match = _STRING_REST.match(data, pos + 1)
+        return match.end() if match else None
+    if first not in (b"{", b"["):
+        match = _SCALAR.match(data, pos)
+        return match.end() if match else None
+    depth = 0
+    for match in _TO_BRACKET.finditer(data, pos):
+        if match.group(1) in b"[{":
+            depth += 1
+            if depth > deepest:
+                return None
+        else:
+            depth -= 1
+            if depth == 0:
+                return match.end()
+    return None
+
+
+def skip_blank(data: bytes, pos: int) -> int:
+    """Return the offset of the first byte at or after `pos` that is not JSON whitespace."""
+    return _BLANK.match(data, pos).end()  # type: ignore[union-attr]
+
+
 class _Spans:
     """Find the byte spans of values in JSON bytes that orjson has decoded, decoding nothing.
 
