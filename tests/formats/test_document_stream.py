@@ -9,6 +9,7 @@ line and indented, under every policy preset; and hostile documents.
 from __future__ import annotations
 
 import importlib
+import io
 import json
 import random
 import subprocess
@@ -22,8 +23,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests import hostile, sessions
+from transcripts.core.layout import layout, sparse_layout
+from transcripts.core.model import Plan, Transcript
 from transcripts.core.policy import PRESETS
 from transcripts.engine import Analysis, analyze
+from transcripts.formats import renderer
 from transcripts.formats.registry import FORMATS
 
 LOADER = importlib.import_module("transcripts.formats.loader")
@@ -81,6 +85,39 @@ def _outcome(analysis: Analysis) -> dict[str, Any]:
     }
 
 
+def _written_slot_by_slot(transcript: Transcript, plan: Plan) -> bytes:
+    """Return the repaired document as the writer wrote it before: every slot of `layout`."""
+    out = io.BytesIO()
+    writer = renderer._Writer(transcript.raw, out)
+    fmt = FORMATS[transcript.format]
+    if not plan or not transcript.records:
+        return transcript.raw  # type: ignore[return-value]
+    transcript = renderer._renamed(transcript, fmt, plan)
+    at = sparse_layout(transcript, plan)
+    parents = renderer._relink(transcript, fmt, at) if transcript.tree else {}
+    keeps = renderer._rekeep(transcript, fmt, at) if transcript.tree else {}
+    records, sep = transcript.records, transcript.style.sep
+    writer.raw(0, records[0].start)
+    previous: int | None = None
+    for k, slot in enumerate(s for s in layout(transcript, plan) if s.written):
+        own = renderer._own(slot)
+        if k:
+            if own is not None and previous is not None and own == previous + 1:
+                writer.raw(records[previous].end, records[own].start)
+            else:
+                writer.bytes(sep)
+        untouched = own is not None and slot.block_order is None
+        untouched = untouched and own not in parents and own not in keeps
+        if untouched and own not in transcript.style.renamed:
+            writer.raw(records[own].start, records[own].end)
+        else:
+            writer.bytes(renderer._record_bytes(transcript, fmt, slot, parents, keeps))
+        previous = own
+    writer.raw(records[-1].end, len(transcript.raw))
+    writer.flush()
+    return out.getvalue()
+
+
 def _whole(data: bytes, name: str, policy: str, format: str | None) -> Analysis:
     with pytest.MonkeyPatch.context() as m:
         m.setattr(LOADER, "_stream_document", lambda *args, **kwargs: None)
@@ -91,11 +128,10 @@ def _same(data: bytes, name: str, policies: tuple[str, ...] = tuple(PRESETS)) ->
     for policy in policies:
         for format in (None, "openai_chat", "anthropic"):
             streamed = analyze(data, name, policy, format=format)
-            assert _outcome(streamed) == _outcome(_whole(data, name, policy, format)), (
-                name,
-                policy,
-                format,
-            )
+            whole = _whole(data, name, policy, format)
+            assert _outcome(streamed) == _outcome(whole), (name, policy, format)
+            if whole.transcript is not None and not FORMATS[whole.format].jsonl:
+                assert whole.repaired == _written_slot_by_slot(whole.transcript, whole.plan)
 
 
 def _messages(root: Any) -> tuple[str | None, list[Any]] | None:
