@@ -349,7 +349,7 @@ def _stream_document(
     ):
         return None  # a key written twice: orjson keeps the last
     sniffing = registry.DocumentSniff(root, key, filename)
-    elements = _Elements(data, filename, spans)
+    elements = _Elements(data, filename, spans, lined)
     fmt = FORMATS[format] if format is not None else None
     records: list[Record] = []
     held: list[Any] | None = []  # the first values, while no format is guessed (None: none was)
@@ -390,7 +390,10 @@ def _stream_document(
 class _Elements:
     """The elements of a document's message array at their byte spans, made into records."""
 
-    def __init__(self, data: bytes, filename: str, spans: list[tuple[int, int]]) -> None:
+    def __init__(
+        self, data: bytes, filename: str, spans: list[tuple[int, int]], lined: bool
+    ) -> None:
+        """`lined`: each element is on a line of its own (no line break within it)."""
         self.data = data
         self.filename = filename
         self.spans = spans
@@ -399,7 +402,8 @@ class _Elements:
         for start, end in spans:
             line += data.count(b"\n", pos, start)
             self.lines.append(line)
-            line += data.count(b"\n", start, end)
+            if not lined:
+                line += data.count(b"\n", start, end)
             pos = end
 
     def record(self, fmt: Format, index: int, obj: Any) -> Record:
