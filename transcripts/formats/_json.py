@@ -81,6 +81,68 @@ def _container_end(data: bytes, pos: int) -> int:
     raise ScanError("unterminated value", pos)
 
 
+_SPECIAL = re.compile(rb'["\[\]{}]')  # what a value's extent turns on: strings and brackets
+_BACKSLASH = 0x5C
+
+
+def _string_end(data: bytes, pos: int) -> int | None:
+    """Return the offset just past the JSON string whose opening quote is at `pos`.
+
+    The closing quote is the first not escaped, one with an even run of
+    backslashes before it (found at the speed of `bytes.find`).
+    """
+    end = data.find(b'"', pos + 1)
+    while end > 0 and data[end - 1] == _BACKSLASH:
+        run = end - 1
+        while data[run - 1] == _BACKSLASH:
+            run -= 1
+        if (end - run) % 2 == 0:
+            break
+        end = data.find(b'"', end + 1)
+    return end + 1 if end >= 0 else None
+
+
+def value_end(data: bytes, pos: int, deepest: int) -> int | None:
+    """Return the offset just past the JSON value that starts at `pos`, decoding nothing.
+
+    Only its extent is found: strings are skipped as a JSON reader skips
+    them and brackets outside them counted, nothing else checked (orjson
+    checks the value's bytes after). None when the value is not closed, is
+    not JSON at all, or nests more than `deepest` levels.
+    """
+    first = data[pos : pos + 1]
+    if first == b'"':
+        return _string_end(data, pos)
+    if first not in (b"{", b"["):
+        match = _SCALAR.match(data, pos)
+        return match.end() if match else None
+    depth = 0
+    while (found := _SPECIAL.search(data, pos)) is not None:
+        pos = found.start()
+        char = data[pos]
+        if char == 0x22:  # '"'
+            end = _string_end(data, pos)
+            if end is None:
+                return None
+            pos = end
+            continue
+        pos += 1
+        if char in b"[{":
+            depth += 1
+            if depth > deepest:
+                return None
+        else:
+            depth -= 1
+            if depth == 0:
+                return pos
+    return None
+
+
+def skip_blank(data: bytes, pos: int) -> int:
+    """Return the offset of the first byte at or after `pos` that is not JSON whitespace."""
+    return _BLANK.match(data, pos).end()  # type: ignore[union-attr]
+
+
 class _Spans:
     """Find the byte spans of values in JSON bytes that orjson has decoded, decoding nothing.
 

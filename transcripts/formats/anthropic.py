@@ -12,7 +12,42 @@ from typing import Any
 
 from transcripts.core.model import Op, OpKind, Record, Role, Transcript
 from transcripts.formats._blocks import find_result_block, read_blocks, result_block
-from transcripts.formats.base import LIKELY, LOOSE, Format, Placed, merge_blocks, sample_messages
+from transcripts.formats.base import (
+    LIKELY,
+    LOOSE,
+    Format,
+    MessageSniff,
+    Placed,
+    merge_blocks,
+    sniff_messages,
+)
+
+
+def _plain_message(message: Any) -> bool:
+    """Return True for a user or assistant message with neither `tool_calls` nor `parts`."""
+    return (
+        isinstance(message, dict)
+        and message.get("role") in ("user", "assistant")
+        and "tool_calls" not in message
+        and "parts" not in message
+    )
+
+
+def _has_tool_block(message: Any) -> bool:
+    """Return True for a message whose block `content` holds a `tool_use` or `tool_result`."""
+    content = message.get("content") if isinstance(message, dict) else None
+    return isinstance(content, list) and any(
+        isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result") for b in content
+    )
+
+
+def loose_message(message: Any) -> bool:
+    """Return True for a user or assistant message with text or block `content`."""
+    return (
+        isinstance(message, dict)
+        and message.get("role") in ("user", "assistant")
+        and isinstance(message.get("content"), (str, list))
+    )
 
 
 class Anthropic(Format):
@@ -23,36 +58,14 @@ class Anthropic(Format):
     inline_results = True
     priority = 50
 
-    def sniff(self, sample: list[Any], filename: str) -> float:
-        """Return LIKELY for user and assistant messages with a `tool_use` or `tool_result`."""
-        messages = sample_messages(sample)
-        if not messages:
-            return 0.0
-        for message in messages:
-            if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
-                return 0.0
-            if "tool_calls" in message or "parts" in message:
-                return 0.0
-        sure = any(
-            isinstance(m.get("content"), list)
-            and any(
-                isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result")
-                for b in m["content"]
-            )
-            for m in messages
-        )
-        return LIKELY if sure else 0.0
+    def message_sniff(self, root: Any, filename: str, loose: bool) -> float | MessageSniff:
+        """Return LIKELY for user and assistant messages with a `tool_use` or `tool_result`.
 
-    def sniff_loose(self, sample: list[Any], filename: str) -> float:
-        """Return LOOSE for user and assistant messages with text or block `content`."""
-        messages = sample_messages(sample)
-        could = bool(messages) and all(
-            isinstance(m, dict)
-            and m.get("role") in ("user", "assistant")
-            and isinstance(m.get("content"), (str, list))
-            for m in messages or ()
-        )
-        return LOOSE if could else 0.0
+        Loose: LOOSE for user and assistant messages with text or block `content`.
+        """
+        if loose:
+            return sniff_messages(root, LOOSE, every=(loose_message,))
+        return sniff_messages(root, LIKELY, every=(_plain_message,), some=(_has_tool_block,))
 
     def classify(self, obj: Any, record: Record) -> None:
         role = obj.get("role")

@@ -7,6 +7,8 @@ import hashlib
 import json
 import re
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import orjson
@@ -57,12 +59,25 @@ class Format:
     def sniff(self, sample: list[Any], filename: str) -> float:
         """Return how sure this format is of `sample`: 0.0, or one of the tiers above LOOSE.
 
-        `sample` is the first parsed lines of a JSONL file, or [the document's root].
+        `sample` is the first parsed lines of a JSONL file, or [the document's
+        root]. A document format answers from `message_sniff`.
         """
-        raise NotImplementedError
+        if self.jsonl:
+            raise NotImplementedError
+        return document_score(self, sample, filename, loose=False)
 
     def sniff_loose(self, sample: list[Any], filename: str) -> float:
         """Return LOOSE when `sample` could be this format though no sniff is sure, else 0.0."""
+        return 0.0 if self.jsonl else document_score(self, sample, filename, loose=True)
+
+    def message_sniff(self, root: Any, filename: str, loose: bool) -> float | MessageSniff:
+        """Return a document format's sniff of the document `root` (`loose`: its loose one).
+
+        The score itself when the root alone decides it; else the tests to put
+        to each message of one array of the root, which may then be read a
+        message at a time (a large document is never held whole). The root
+        may stand with that array still empty: only the tests read its items.
+        """
         return 0.0
 
     def classify(self, obj: Any, record: Record) -> None:
@@ -155,18 +170,6 @@ class Format:
         set_id(content[block], new_id)
 
 
-def sample_messages(sample: list[Any]) -> list[Any] | None:
-    """Return the message array of a document sample, or None when it holds none.
-
-    `sample` is [document root]: the root itself when it is an array, or its
-    `messages` array (a request body, formats.md §2).
-    """
-    root = sample[0] if len(sample) == 1 else None
-    if isinstance(root, dict) and isinstance(root.get("messages"), list):
-        return list(root["messages"])
-    return list(root) if isinstance(root, list) else None
-
-
 _ID_KEYS = ("id", "tool_use_id", "toolCallId", "toolUseId", "call_id", "tool_call_id")
 
 
@@ -183,6 +186,58 @@ def set_id(part: dict[str, Any], new_id: str) -> None:
 
 
 Placed = tuple[tuple[int, Any], ...]
+
+Test = Callable[[Any], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class MessageSniff:
+    """A document sniff as tests of each message of one array: `score` when they pass.
+
+    `array` names the array: None for the root itself, else the root's member
+    holding it. The score is `score` when some message was seen, each test of
+    `every` held for every message and each test of `some` for at least one;
+    else 0.0. The tests take any JSON value and never raise.
+    """
+
+    array: str | None
+    score: float
+    every: tuple[Test, ...] = ()
+    some: tuple[Test, ...] = ()
+
+    def messages(self, root: Any) -> list[Any]:
+        """Return the items of the array the tests read in `root` (a list, by construction)."""
+        items = root if self.array is None else root[self.array]
+        assert isinstance(items, list)
+        return items
+
+    def run(self, messages: list[Any]) -> float:
+        """Return the score over all of `messages`."""
+        if not messages:
+            return 0.0
+        every = all(all(test(m) for m in messages) for test in self.every)
+        some = all(any(test(m) for m in messages) for test in self.some)
+        return self.score if every and some else 0.0
+
+
+def document_score(fmt: Format, sample: list[Any], filename: str, loose: bool) -> float:
+    """Return `fmt`'s sniff (`loose`: its loose one) of `sample`, [a document's root]."""
+    root = sample[0] if len(sample) == 1 else None
+    found = fmt.message_sniff(root, filename, loose)
+    return found if isinstance(found, float) else found.run(found.messages(root))
+
+
+def sniff_messages(
+    root: Any, score: float, every: tuple[Test, ...] = (), some: tuple[Test, ...] = ()
+) -> float | MessageSniff:
+    """Return the sniff putting these tests to a document's messages.
+
+    They are the root itself when it is an array, or its `messages` array (a
+    request body, formats.md §2); 0.0 for a root that holds neither.
+    """
+    if isinstance(root, dict) and isinstance(root.get("messages"), list):
+        return MessageSniff("messages", score, every, some)
+    return MessageSniff(None, score, every, some) if isinstance(root, list) else 0.0
 
 
 def linked(records: list[Record]) -> bool:

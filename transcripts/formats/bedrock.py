@@ -22,11 +22,12 @@ from transcripts.formats.base import (
     LIKELY,
     LOOSE,
     Format,
+    MessageSniff,
     Placed,
     add_call,
     merge_blocks,
     preview,
-    sample_messages,
+    sniff_messages,
 )
 from transcripts.formats.display import Shown, ShownKind, block_rule, member_block, show_thinking
 
@@ -47,22 +48,35 @@ _BLOCK_KEYS = frozenset(
 )
 
 
-def _blocks(messages: list[Any] | None) -> list[Any] | None:
-    """Return every content block when `messages` are all Converse-shaped, else None."""
-    if not messages:
-        return None
-    blocks: list[Any] = []
-    for message in messages:
-        if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
-            return None
-        content = message.get("content")
-        if not isinstance(content, list):
-            return None
-        blocks.extend(content)
-    # Anthropic blocks carry `type`; Converse blocks never do.
-    if not all(isinstance(b, dict) and "type" not in b for b in blocks):
-        return None
-    return blocks
+def _converse(message: Any) -> bool:
+    """Return True for a user or assistant message whose `content` is Converse blocks.
+
+    Anthropic blocks carry `type`; Converse blocks never do.
+    """
+    if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
+        return False
+    content = message.get("content")
+    return isinstance(content, list) and all(
+        isinstance(b, dict) and "type" not in b for b in content
+    )
+
+
+def _has_blocks(message: Any) -> bool:
+    return isinstance(message, dict) and bool(message.get("content"))
+
+
+def _has_tool_block(message: Any) -> bool:
+    content = message.get("content") if isinstance(message, dict) else None
+    return isinstance(content, list) and any(
+        isinstance(b, dict) and ("toolUse" in b or "toolResult" in b) for b in content
+    )
+
+
+def _known_blocks(message: Any) -> bool:
+    content = message.get("content") if isinstance(message, dict) else None
+    return isinstance(content, list) and all(
+        isinstance(b, dict) and bool(_BLOCK_KEYS.intersection(b)) for b in content
+    )
 
 
 def _result_template(records: list[Record]) -> dict[str, Any] | None:
@@ -82,17 +96,15 @@ class Bedrock(Format):
     inline_results = True
     priority = 60
 
-    def sniff(self, sample: list[Any], filename: str) -> float:
-        """Return LIKELY for Converse messages with a `toolUse` or `toolResult` block."""
-        blocks = _blocks(sample_messages(sample))
-        sure = bool(blocks) and any("toolUse" in b or "toolResult" in b for b in blocks or ())
-        return LIKELY if sure else 0.0
+    def message_sniff(self, root: Any, filename: str, loose: bool) -> float | MessageSniff:
+        """Return LIKELY for Converse messages with a `toolUse` or `toolResult` block.
 
-    def sniff_loose(self, sample: list[Any], filename: str) -> float:
-        """Return LOOSE for Converse messages without tool blocks (every block of a known kind)."""
-        blocks = _blocks(sample_messages(sample))
-        could = bool(blocks) and all(_BLOCK_KEYS.intersection(b) for b in blocks or ())
-        return LOOSE if could else 0.0
+        Loose: LOOSE for Converse messages without tool blocks (every block of a known kind).
+        """
+        if loose:
+            tests = (_converse, _known_blocks)
+            return sniff_messages(root, LOOSE, every=tests, some=(_has_blocks,))
+        return sniff_messages(root, LIKELY, every=(_converse,), some=(_has_tool_block,))
 
     def classify(self, obj: Any, record: Record) -> None:
         role = obj.get("role")

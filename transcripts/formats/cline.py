@@ -21,8 +21,8 @@ from pathlib import PurePath
 from typing import Any
 
 from transcripts.core.model import Record, Role, ToolResult, Transcript
-from transcripts.formats.anthropic import Anthropic
-from transcripts.formats.base import SPECIFIC, preview, sample_messages
+from transcripts.formats.anthropic import Anthropic, loose_message
+from transcripts.formats.base import SPECIFIC, MessageSniff, preview, sniff_messages
 
 # `[tool_name for 'target'] Result:` or `[tool_name] Result:`, opening its own text block;
 # for "next-gen" models some versions wrapped the output in `<function_results>` instead.
@@ -75,6 +75,11 @@ def text_results(obj: Any) -> list[str]:
     return [name for text in _texts(obj) if (name := _result_name(text)) is not None]
 
 
+def _answers(message: Any) -> bool:
+    """Return True for a message holding a result text block."""
+    return bool(text_results(message))
+
+
 @dataclass(frozen=True, slots=True)
 class TextPair:
     """A tool call written as text and the text result that answers it (record indexes)."""
@@ -117,17 +122,16 @@ class Cline(Anthropic):
     label = "Cline / Roo Code task history"
     priority = 120  # specialises Anthropic: wins on the files both accept
 
-    def sniff(self, sample: list[Any], filename: str) -> float:
-        """Return SPECIFIC for Anthropic messages named as Cline names them, or in its protocol."""
-        if not Anthropic.sniff_loose(self, sample, filename):
-            return 0.0
-        if PurePath(filename).name.endswith(FILENAME):
-            return SPECIFIC
-        sure = any(text_results(m) for m in sample_messages(sample) or ())
-        return SPECIFIC if sure else 0.0
+    def message_sniff(self, root: Any, filename: str, loose: bool) -> float | MessageSniff:
+        """Return SPECIFIC for Anthropic messages named as Cline names them, or in its protocol.
 
-    def sniff_loose(self, sample: list[Any], filename: str) -> float:
-        return 0.0  # what only looks like Anthropic messages is Anthropic's
+        What only looks like Anthropic messages is Anthropic's: no loose sniff.
+        """
+        if loose:
+            return 0.0
+        named = PurePath(filename).name.endswith(FILENAME)
+        some = () if named else (_answers,)
+        return sniff_messages(root, SPECIFIC, every=(loose_message,), some=some)
 
     def classify(self, obj: Any, record: Record) -> None:
         super().classify(obj, record)

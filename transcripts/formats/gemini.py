@@ -26,6 +26,7 @@ from transcripts.formats._json import ordered_like
 from transcripts.formats.base import (
     LIKELY,
     Format,
+    MessageSniff,
     Placed,
     add_call,
     canonical,
@@ -36,15 +37,6 @@ from transcripts.formats.display import Shown, ShownKind, block_rule, cut, membe
 
 # What Gemini CLI itself writes as the response of a call the user cancelled.
 CANCELLED = "[Operation Cancelled] Reason: User did not allow tool call"
-
-
-def _contents(sample: list[Any], key: str) -> list[Any] | None:
-    root = sample[0] if len(sample) == 1 else None
-    if isinstance(root, dict) and isinstance(root.get(key), list):
-        return list(root[key])
-    if isinstance(root, list) and key == "contents":
-        return list(root)
-    return None
 
 
 def _is_content(item: Any) -> bool:
@@ -69,10 +61,16 @@ class Gemini(Format):
     content_key = "parts"
     array_keys = ("contents",)
 
-    def sniff(self, sample: list[Any], filename: str) -> float:
+    def message_sniff(self, root: Any, filename: str, loose: bool) -> float | MessageSniff:
         """Return LIKELY when every item of the array is a content (`role` and `parts`)."""
-        contents = _contents(sample, self.array_keys[0])
-        return LIKELY if bool(contents) and all(_is_content(c) for c in contents or ()) else 0.0
+        key = self.array_keys[0]
+        if loose:
+            return 0.0
+        if isinstance(root, dict) and isinstance(root.get(key), list):
+            return MessageSniff(key, LIKELY, every=(_is_content,))
+        if isinstance(root, list) and key == "contents":
+            return MessageSniff(None, LIKELY, every=(_is_content,))
+        return 0.0
 
     def classify(self, obj: Any, record: Record) -> None:
         role = obj.get("role")

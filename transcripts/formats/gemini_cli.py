@@ -24,7 +24,15 @@ import copy
 from typing import Any
 
 from transcripts.core.model import Op, Record, Role, ToolResult, Transcript
-from transcripts.formats.base import CERTAIN, Format, Placed, add_call, canonical, preview
+from transcripts.formats.base import (
+    CERTAIN,
+    Format,
+    MessageSniff,
+    Placed,
+    add_call,
+    canonical,
+    preview,
+)
 from transcripts.formats.display import Shown, ShownKind, cut, message_rule, show_calls
 from transcripts.formats.gemini import CANCELLED
 
@@ -173,10 +181,12 @@ class GeminiCliSession(GeminiCli):
     jsonl = False
     array_keys = ("messages",)
 
-    def sniff(self, sample: list[Any], filename: str) -> float:
+    sniff = Format.sniff
+    sniff_loose = Format.sniff_loose
+
+    def message_sniff(self, root: Any, filename: str, loose: bool) -> float | MessageSniff:
         """Return CERTAIN for an object with `sessionId`, `projectHash` and `messages`."""
-        root = sample[0] if len(sample) == 1 else None
-        sure = (
+        sure = not loose and (
             isinstance(root, dict)
             and isinstance(root.get("sessionId"), str)
             and "projectHash" in root

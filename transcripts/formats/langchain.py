@@ -18,11 +18,12 @@ from transcripts.formats._json import ordered_like
 from transcripts.formats.base import (
     SPECIFIC,
     Format,
+    MessageSniff,
     Placed,
     call_problem,
     canonical,
     preview,
-    sample_messages,
+    sniff_messages,
 )
 from transcripts.formats.display import envelope
 
@@ -76,6 +77,18 @@ def _kind(element: dict[str, Any]) -> str:
     return kind if isinstance(kind, str) else ""
 
 
+def _element(element: Any) -> bool:
+    """Return True for anything but an object, and for `{"type", "data": {...}}`."""
+    return not isinstance(element, dict) or (
+        isinstance(element.get("data"), dict) and "type" in element
+    )
+
+
+def _message(element: Any) -> bool:
+    """Return True for an object whose `type` names a LangChain message class."""
+    return isinstance(element, dict) and _kind(element) in _ROLES
+
+
 def _has_content(data: dict[str, Any]) -> bool:
     return data.get("content") not in (None, "", [])
 
@@ -91,15 +104,14 @@ class LangChain(Format):
 
     priority = 110
 
-    def sniff(self, sample: list[Any], filename: str) -> float:
-        """Return SPECIFIC when every element is `{"type", "data": {...}}` of a LangChain type."""
-        messages = [m for m in sample_messages(sample) or () if isinstance(m, dict)]
-        sure = (
-            bool(messages)
-            and all(isinstance(m.get("data"), dict) and "type" in m for m in messages)
-            and any(_kind(m) in _ROLES for m in messages)
-        )
-        return SPECIFIC if sure else 0.0
+    def message_sniff(self, root: Any, filename: str, loose: bool) -> float | MessageSniff:
+        """Return SPECIFIC when every element is `{"type", "data": {...}}` of a LangChain type.
+
+        Elements that are not objects are left out.
+        """
+        if loose:
+            return 0.0
+        return sniff_messages(root, SPECIFIC, every=(_element,), some=(_message,))
 
     def classify(self, obj: Any, record: Record) -> None:
         kind = _kind(obj)

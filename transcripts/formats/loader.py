@@ -24,8 +24,10 @@ from transcripts.formats._json import (
     array_spans,
     scan_array,
     scan_object,
+    skip_blank,
     skip_ws,
     sniff_style,
+    value_end,
 )
 from transcripts.formats.base import Format, args_digest, linked
 from transcripts.formats.registry import FORMATS
@@ -49,6 +51,11 @@ _JSON_TYPES = {
     type(None): "null",
 }
 _BOM = b"\xef\xbb\xbf"
+# Where a document may keep its message array: the root members a format reads it from.
+_ARRAY_KEYS = frozenset(key for f in FORMATS.values() if not f.jsonl for key in f.array_keys)
+_DEEPEST = 256  # levels an element read on its own may nest (orjson refuses beyond 1024)
+_GUESS_ITEMS = 50  # elements read before the format is guessed, to classify the rest as read
+_GUESS_BYTES = 1 << 20  # ... or fewer, once they hold this many bytes
 
 
 class FormatError(ValueError):
@@ -112,6 +119,10 @@ def load(
     begin, end = _content_bounds(body)
     if begin == end:
         raise FormatError(filename, 1, "the file is empty")
+    if body[begin : begin + 1] in (b"[", b"{") and (format is None or not FORMATS[format].jsonl):
+        streamed = _stream_document(data, filename, format)
+        if streamed is not None:
+            return streamed
     root: Any = None
     doc_error: tuple[int, int, str] | None = None
     first = body[begin : begin + 1]
@@ -302,6 +313,238 @@ def _load_document(data: bytes, filename: str, root: Any, format: str | None) ->
     transcript = _transcript(fmt, records, data, filename, _document_style(data, records))
     transcript.server_history = server_history
     return transcript
+
+
+def _stream_document(
+    data: bytes, filename: str, format: str | None, by_lines: bool = True
+) -> Transcript | None:
+    """Return the Transcript of a JSON document read an element of its message array at a time.
+
+    The Transcript `_load_document` makes of the whole parsed document, at
+    the memory of one element: each is parsed, sniffed, classified and let
+    go (its record re-reads it from `data` when asked). The format is
+    guessed from the first elements and checked once all are read; a wrong
+    guess reads them again. With `by_lines`, elements written one a line are
+    taken at their lines, as orjson then confirms (else, or if it does not,
+    they are found bracket by bracket). None for a document this does not
+    follow (not valid JSON, a root key written twice, two candidate arrays,
+    deep nesting, no format claiming it or the chosen one not fitting),
+    which reading it whole then answers as ever.
+    """
+    begin = _skip_blank(data)
+    found = _message_member(data, begin, by_lines)
+    if found is None:
+        return None
+    key, open_, close, spans, members, lined = found
+    # Every byte parsed, pieces and the rest, is the whole document parsed, whatever
+    # the spans; pieces taken at their lines that do not parse may be other pieces.
+    try:
+        root = orjson.loads(data[begin:open_] + b"[]" + data[close:])
+    except orjson.JSONDecodeError:
+        return _stream_document(data, filename, format, False) if lined else None
+    if key is None and root != []:
+        return None
+    if key is not None and not (
+        isinstance(root, dict) and len(root) == members and root.get(key) == []
+    ):
+        return None  # a key written twice: orjson keeps the last
+    sniffing = registry.DocumentSniff(root, key, filename)
+    elements = _Elements(data, filename, spans, lined)
+    fmt = FORMATS[format] if format is not None else None
+    records: list[Record] = []
+    held: list[Any] | None = []  # the first values, while no format is guessed (None: none was)
+    view = memoryview(data)
+    for index, (start, end) in enumerate(spans):
+        try:
+            obj = orjson.loads(view[start:end])
+        except orjson.JSONDecodeError:
+            return _stream_document(data, filename, format, False) if lined else None
+        sniffing.see(obj)
+        if fmt is not None:
+            records.append(elements.record(fmt, index, obj))
+        elif held is not None:
+            held.append(obj)
+            if len(held) >= _GUESS_ITEMS or end - spans[0][0] >= _GUESS_BYTES:
+                fmt = sniffing.surest()
+                records = [elements.record(fmt, k, v) for k, v in enumerate(held)] if fmt else []
+                held = None
+    final = FORMATS[format] if format is not None else sniffing.surest()
+    if final is None:
+        return None
+    if format is not None and not sniffing.confidence(final) and sniffing.surest(loose=False):
+        return None  # reading it whole names the format the file has the shape of
+    if isinstance(root, dict) and key != next(
+        (k for k in final.array_keys if isinstance(root.get(k), list)), None
+    ):
+        return None
+    if held:
+        records = [elements.record(final, k, v) for k, v in enumerate(held)]
+    elif fmt is not final:
+        records = elements.reread(final, view)
+    final.finish(records)
+    transcript = _transcript(final, records, data, filename, _document_style(data, records))
+    transcript.server_history = final.continues(root)
+    return transcript
+
+
+class _Elements:
+    """The elements of a document's message array at their byte spans, made into records."""
+
+    def __init__(
+        self, data: bytes, filename: str, spans: list[tuple[int, int]], lined: bool
+    ) -> None:
+        """`lined`: each element is on a line of its own (no line break within it)."""
+        self.data = data
+        self.filename = filename
+        self.spans = spans
+        self.lines: list[int] = []
+        line, pos = 1, 0
+        for start, end in spans:
+            line += data.count(b"\n", pos, start)
+            self.lines.append(line)
+            if not lined:
+                line += data.count(b"\n", start, end)
+            pos = end
+
+    def record(self, fmt: Format, index: int, obj: Any) -> Record:
+        """Return the record of element `index`, JSON `obj`, classified as `fmt` reads it."""
+        start, end = self.spans[index]
+        record = _element(fmt, index, start, end, obj, self.lines[index], self.filename)
+        if record.error is None:
+            record.parsed, record.source = None, self.data
+        return record
+
+    def reread(self, fmt: Format, view: memoryview) -> list[Record]:
+        """Return every element's record, each parsed again (all parsed once already)."""
+        return [
+            self.record(fmt, index, orjson.loads(view[start:end]))
+            for index, (start, end) in enumerate(self.spans)
+        ]
+
+
+def _message_member(
+    data: bytes, begin: int, by_lines: bool
+) -> tuple[str | None, int, int, list[tuple[int, int]], int, bool] | None:
+    """Find the message array of the document whose root value opens at `begin`.
+
+    Return (its root member's key, or None for a root array; the offsets of
+    its `[` and just past its `]`; its elements' spans; how many members the
+    root has; whether the spans were taken at lines, see `_element_spans`),
+    or None when the root is an object with no member of `_ARRAY_KEYS`
+    holding an array, or more than one. Nothing is decoded but the root's
+    keys: the spans hold for valid JSON, which orjson then checks.
+    """
+    if data[begin : begin + 1] == b"[":
+        found = _element_spans(data, begin, by_lines)
+        return None if found is None else (None, begin, found[1], found[0], 0, found[2])
+    pos = skip_blank(data, begin + 1)
+    members = 0
+    array: tuple[str, int, int, list[tuple[int, int]], bool] | None = None
+    if data[pos : pos + 1] == b"}":
+        return None
+    while True:
+        key_end = value_end(data, pos, 0)
+        if data[pos : pos + 1] != b'"' or key_end is None:
+            return None
+        try:
+            key = orjson.loads(data[pos:key_end])
+        except orjson.JSONDecodeError:
+            return None
+        pos = skip_blank(data, key_end)
+        if data[pos : pos + 1] != b":":
+            return None
+        pos = skip_blank(data, pos + 1)
+        members += 1
+        if key in _ARRAY_KEYS and data[pos : pos + 1] == b"[":
+            found = _element_spans(data, pos, by_lines)
+            if found is None or array is not None:
+                return None
+            array = (key, pos, found[1], found[0], found[2])
+            end = found[1]
+        else:
+            value = value_end(data, pos, _DEEPEST)
+            if value is None:
+                return None
+            end = value
+        pos = skip_blank(data, end)
+        separator = data[pos : pos + 1]
+        if separator == b"}":
+            break
+        if separator != b",":
+            return None
+        pos = skip_blank(data, pos + 1)
+    if array is None:
+        return None
+    key, open_, close, spans, lined = array
+    return key, open_, close, spans, members, lined
+
+
+def _element_spans(
+    data: bytes, open_: int, by_lines: bool
+) -> tuple[list[tuple[int, int]], int, bool] | None:
+    """Return the spans of the elements of the array that opens at `open_`, its end, and how.
+
+    With `by_lines`, first as lines: each element an object or array alone
+    on its line but for the comma after it (True: only orjson can tell
+    whether they are the elements). Else, or when the array is not written
+    so, bracket by bracket (False). None when the array is not closed, or an
+    element nests too deep to be read alone.
+    """
+    if by_lines:
+        found = _line_spans(data, open_)
+        if found is not None:
+            return found[0], found[1], True
+    spans: list[tuple[int, int]] = []
+    pos = skip_blank(data, open_ + 1)
+    if data[pos : pos + 1] == b"]":
+        return spans, pos + 1, False
+    while True:
+        end = value_end(data, pos, _DEEPEST)
+        if end is None:
+            return None
+        spans.append((pos, end))
+        pos = skip_blank(data, end)
+        separator = data[pos : pos + 1]
+        if separator == b"]":
+            return spans, pos + 1, False
+        if separator != b",":
+            return None
+        pos = skip_blank(data, pos + 1)
+
+
+_CLOSING = {ord("{"): ord("}"), ord("["): ord("]")}
+
+
+def _line_spans(data: bytes, open_: int) -> tuple[list[tuple[int, int]], int] | None:
+    """Return the spans of the array's elements taken one a line, and its end; None if not so.
+
+    A JSON string holds no raw line break, so a line that opens with a
+    bracket and closes with its match, a comma after it, is likely one
+    element: orjson says for sure.
+    """
+    spans: list[tuple[int, int]] = []
+    pos = skip_blank(data, open_ + 1)
+    if data[pos : pos + 1] == b"]":
+        return spans, pos + 1
+    size = len(data)
+    while True:
+        closing = _CLOSING.get(data[pos]) if pos < size else None
+        if closing is None:
+            return None
+        end = data.find(b"\n", pos)
+        end = size if end < 0 else end
+        while data[end - 1] in b" \t\r,":
+            end -= 1
+        if end <= pos or data[end - 1] != closing:
+            return None
+        spans.append((pos, end))
+        pos = skip_blank(data, end)
+        separator = data[pos : pos + 1]
+        if separator == b"]":
+            return spans, pos + 1
+        if separator != b",":
+            return None
+        pos = skip_blank(data, pos + 1)
 
 
 def _skip_blank(data: bytes) -> int:

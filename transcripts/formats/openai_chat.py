@@ -16,14 +16,31 @@ from transcripts.formats.base import (
     LIKELY,
     LOOSE,
     Format,
+    MessageSniff,
     Placed,
     add_call,
     preview,
-    sample_messages,
+    sniff_messages,
 )
 from transcripts.formats.display import Shown, ShownKind, cut, message_rule, show_calls
 
 _ROLES = {"user": Role.USER, "assistant": Role.ASSISTANT, "tool": Role.TOOL}
+
+
+def _tool_message(m: Any) -> bool:
+    """Return True for a message with `tool_calls`, or a `tool` message with its id."""
+    return isinstance(m, dict) and (
+        "tool_calls" in m or (m.get("role") == "tool" and "tool_call_id" in m)
+    )
+
+
+def _text_message(m: Any) -> bool:
+    """Return True for a message with a `role` and text (or no) `content`."""
+    return (
+        isinstance(m, dict)
+        and isinstance(m.get("role"), str)
+        and (m.get("content") is None or isinstance(m.get("content"), str))
+    )
 
 
 class OpenAIChat(Format):
@@ -34,26 +51,14 @@ class OpenAIChat(Format):
     native_text = "aborted"
     priority = 80
 
-    def sniff(self, sample: list[Any], filename: str) -> float:
-        """Return LIKELY for messages with `tool_calls`, or a `tool` message with its id."""
-        messages = sample_messages(sample)
-        sure = bool(messages) and any(
-            isinstance(m, dict)
-            and ("tool_calls" in m or (m.get("role") == "tool" and "tool_call_id" in m))
-            for m in messages or ()
-        )
-        return LIKELY if sure else 0.0
+    def message_sniff(self, root: Any, filename: str, loose: bool) -> float | MessageSniff:
+        """Return LIKELY for messages with `tool_calls`, or a `tool` message with its id.
 
-    def sniff_loose(self, sample: list[Any], filename: str) -> float:
-        """Return LOOSE for messages that all have a `role` and text (or no) `content`."""
-        messages = sample_messages(sample)
-        could = bool(messages) and all(
-            isinstance(m, dict)
-            and isinstance(m.get("role"), str)
-            and (m.get("content") is None or isinstance(m.get("content"), str))
-            for m in messages or ()
-        )
-        return LOOSE if could else 0.0
+        Loose: LOOSE for messages that all have a `role` and text (or no) `content`.
+        """
+        if loose:
+            return sniff_messages(root, LOOSE, every=(_text_message,))
+        return sniff_messages(root, LIKELY, some=(_tool_message,))
 
     def classify(self, obj: Any, record: Record) -> None:
         role = obj.get("role")

@@ -14,7 +14,14 @@ from typing import Any
 
 from transcripts.core.model import POSITIONAL, Op, Record, Role, ToolResult, Transcript
 from transcripts.formats._json import ordered_like
-from transcripts.formats.base import SPECIFIC, Placed, add_call, preview, sample_messages
+from transcripts.formats.base import (
+    SPECIFIC,
+    MessageSniff,
+    Placed,
+    add_call,
+    preview,
+    sniff_messages,
+)
 from transcripts.formats.display import member_call
 from transcripts.formats.openai_chat import OpenAIChat
 
@@ -49,14 +56,14 @@ class OpenAIFunctions(OpenAIChat):
 
     priority = 90  # specialises Chat Completions: wins on the files both accept
 
-    def sniff(self, sample: list[Any], filename: str) -> float:
-        """Return SPECIFIC when some message is a legacy `function_call` or `function` message."""
-        messages = sample_messages(sample)
-        return SPECIFIC if any(_is_legacy(m) for m in messages or ()) else 0.0
+    def message_sniff(self, root: Any, filename: str, loose: bool) -> float | MessageSniff:
+        """Return SPECIFIC when some message is a legacy `function_call` or `function` message.
 
-    def sniff_loose(self, sample: list[Any], filename: str) -> float:
-        # Files without a legacy message are plain Chat Completions.
-        return 0.0
+        Files without a legacy message are plain Chat Completions: no loose sniff.
+        """
+        if loose:
+            return 0.0
+        return sniff_messages(root, SPECIFIC, some=(_is_legacy,))
 
     def classify(self, obj: Any, record: Record) -> None:
         super().classify(obj, record)

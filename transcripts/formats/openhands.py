@@ -16,6 +16,7 @@ from transcripts.formats._json import ordered_like
 from transcripts.formats.base import (
     LIKELY,
     Format,
+    MessageSniff,
     Placed,
     add_call,
     canonical,
@@ -32,13 +33,19 @@ from transcripts.formats.display import (
     walk,
 )
 
+
+def _event(e: Any) -> bool:
+    """Return True for an event of a `...Event` kind, or a rejection."""
+    return (
+        isinstance(e, dict)
+        and str(e.get("kind", "")).endswith("Event")
+        or isinstance(e, dict)
+        and e.get("kind") == "UserRejectObservation"
+    )
+
+
 _RESULTS = ("ObservationEvent", "UserRejectObservation", "AgentErrorEvent")
 _INTERRUPTED = "The action was interrupted before it returned an observation."
-
-
-def _events(sample: list[Any]) -> list[Any] | None:
-    root = sample[0] if len(sample) == 1 else None
-    return list(root) if isinstance(root, list) else None
 
 
 class OpenHands(Format):
@@ -49,17 +56,11 @@ class OpenHands(Format):
     provider = "openai_chat"
     native_text = _INTERRUPTED
 
-    def sniff(self, sample: list[Any], filename: str) -> float:
+    def message_sniff(self, root: Any, filename: str, loose: bool) -> float | MessageSniff:
         """Return LIKELY for an array of events, each of a `...Event` kind (or a rejection)."""
-        events = _events(sample)
-        sure = bool(events) and all(
-            isinstance(e, dict)
-            and str(e.get("kind", "")).endswith("Event")
-            or isinstance(e, dict)
-            and e.get("kind") == "UserRejectObservation"
-            for e in events or ()
-        )
-        return LIKELY if sure else 0.0
+        if loose or not isinstance(root, list):
+            return 0.0
+        return MessageSniff(None, LIKELY, every=(_event,))
 
     def classify(self, obj: Any, record: Record) -> None:
         kind = str(obj.get("kind"))

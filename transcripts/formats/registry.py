@@ -20,7 +20,7 @@ import importlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from transcripts.formats.base import Format
+from transcripts.formats.base import Format, MessageSniff
 
 # One line per format; their order here means nothing.
 REGISTERED = (
@@ -109,5 +109,95 @@ def sniff(
     scored = [(fmt.sniff(sample, filename), fmt) for fmt in candidates]
     if loose and not any(score for score, _ in scored):
         scored = [(fmt.sniff_loose(sample, filename), fmt) for fmt in candidates]
+    return _surest(scored)
+
+
+def _surest(scored: Iterable[tuple[float, Format]]) -> Format | None:
+    """Return the format of the highest score above 0.0, the higher `priority` on a tie."""
     claimed = [(score, fmt.priority, fmt) for score, fmt in scored if score > 0]
     return max(claimed, key=lambda item: item[:2])[2] if claimed else None
+
+
+class _Tally:
+    """A MessageSniff's tests, told the messages one at a time."""
+
+    def __init__(self, sniff: MessageSniff) -> None:
+        self.sniff = sniff
+        self.failed = False  # a test of `every` did not hold for some message
+        self.some = [False] * len(sniff.some)
+
+    def score(self, seen: bool) -> float:
+        sure = seen and not self.failed and all(self.some)
+        return self.sniff.score if sure else 0.0
+
+
+class DocumentSniff:
+    """The registry's sniff of a JSON document whose message array is read an item at a time.
+
+    `root` is the document with that array (`array`: None for the root
+    itself, else the root's member holding it) still empty. After `see` of
+    each of its items in order, `surest` and `confidence` answer as `sniff`
+    and `confidence` answer of the whole document ([root], jsonl False),
+    without the array ever held whole; before, of the items seen so far.
+    """
+
+    def __init__(
+        self,
+        root: Any,
+        array: str | None,
+        filename: str,
+        formats: Mapping[str, Format] | None = None,
+    ) -> None:
+        chosen = FORMATS if formats is None else formats
+        self.formats = [f for f in chosen.values() if not f.jsonl]
+        self.seen = False
+        self.scores: dict[tuple[str, bool], float | _Tally] = {}
+        # The tests still open: (tally, test of `every`?, rank, test).
+        self.open: list[tuple[_Tally, bool, int, Any]] = []
+        for fmt in self.formats:
+            for loose in (False, True):
+                found = fmt.message_sniff(root, filename, loose)
+                if isinstance(found, float):
+                    self.scores[fmt.id, loose] = found
+                elif found.array != array:
+                    self.scores[fmt.id, loose] = found.run(found.messages(root))
+                else:
+                    tally = _Tally(found)
+                    self.scores[fmt.id, loose] = tally
+                    self.open += [(tally, True, k, t) for k, t in enumerate(found.every)]
+                    self.open += [(tally, False, k, t) for k, t in enumerate(found.some)]
+
+    def see(self, message: Any) -> None:
+        """Put the tests to the next item of the array."""
+        self.seen = True
+        settled = False
+        for tally, every, rank, test in self.open:
+            if tally.failed:
+                settled = True
+            elif every:
+                if not test(message):
+                    tally.failed = settled = True
+            elif test(message):
+                tally.some[rank] = settled = True
+        if settled:
+            self.open = [
+                item
+                for item in self.open
+                if not item[0].failed and (item[1] or not item[0].some[item[2]])
+            ]
+
+    def score(self, fmt: Format, loose: bool) -> float:
+        """Return `fmt`'s sniff (`loose`: its loose one) of the document."""
+        found = self.scores[fmt.id, loose]
+        return found if isinstance(found, float) else found.score(self.seen)
+
+    def confidence(self, fmt: Format) -> float:
+        """Return `confidence(fmt, [root], ...)` of the document."""
+        return self.score(fmt, False) or self.score(fmt, True)
+
+    def surest(self, loose: bool = True) -> Format | None:
+        """Return `sniff([root], ..., jsonl=False, loose=loose)` of the document."""
+        scored = [(self.score(fmt, False), fmt) for fmt in self.formats]
+        if loose and not any(score for score, _ in scored):
+            scored = [(self.score(fmt, True), fmt) for fmt in self.formats]
+        return _surest(scored)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from transcripts.core.branch import branch_paths
-from transcripts.core.layout import SPLITS, Slot, layout, sparse_layout
+from transcripts.core.layout import SPLITS, Slot, sparse_layout
 from transcripts.core.model import Op, OpKind, Plan, RawSource, Record, Role, Transcript
 from transcripts.core.store import RecordStore
 from transcripts.formats._json import member_span
@@ -344,8 +344,7 @@ def render_to(transcript: Transcript, plan: Plan, out: BinaryIO) -> None:
     if fmt.jsonl:
         _write_lines(transcript, fmt, at, parents, writer, keeps)
     else:
-        slots = [slot for slot in layout(transcript, plan) if slot.written]
-        _write_elements(transcript, fmt, slots, parents, keeps, writer)
+        _write_elements(transcript, fmt, at, parents, keeps, writer)
     writer.flush()
 
 
@@ -444,36 +443,57 @@ def _last_written(at: dict[int, list[Slot]], count: int) -> tuple[int, Slot | No
 def _write_elements(
     transcript: Transcript,
     fmt: Format,
-    slots: list[Slot],
+    at: dict[int, list[Slot]],
     parents: dict[int | Slot, str],
     keeps: dict[int, str],
     writer: _Writer,
 ) -> None:
     """Write array elements, keeping the original separator between neighbours that stay.
 
-    Untouched elements and separators are copied from the raw source in runs.
+    Records the sparse layout `at` lacks, and that keep their parent, are
+    untouched: each run of them is copied from the raw source in one piece,
+    separators and all.
     """
     records = transcript.records
+    changed = sorted(
+        set(at).union(keeps, transcript.style.renamed, (k for k in parents if isinstance(k, int)))
+    )
     sep = transcript.style.sep
     writer.raw(0, records[0].start)
-    previous: int | None = None
-    for k, slot in enumerate(slots):
-        own = _own(slot)
-        if k:
-            if own is not None and previous is not None and own == previous + 1:
-                writer.raw(records[previous].end, records[own].start)
+    previous: int | None = None  # raw index of the record written last (None: a new one)
+    written = False
+    following = 0  # the first record not yet written
+    for index in [*changed, len(records)]:
+        if following < index:  # untouched records: one raw run
+            if written:
+                if previous is not None and following == previous + 1:
+                    writer.raw(records[previous].end, records[following].start)
+                else:
+                    writer.bytes(sep)
+            writer.raw(records[following].start, records[index - 1].end)
+            previous, written = index - 1, True
+        if index == len(records):
+            break
+        for slot in at.get(index) or (Slot(index),):
+            if not slot.written:
+                continue
+            own = _own(slot)
+            if written:
+                if own is not None and previous is not None and own == previous + 1:
+                    writer.raw(records[previous].end, records[own].start)
+                else:
+                    writer.bytes(sep)
+            renamed = own is not None and own in transcript.style.renamed
+            if (
+                own is not None
+                and slot.block_order is None
+                and own not in parents
+                and own not in keeps
+                and not renamed
+            ):
+                writer.raw(records[own].start, records[own].end)
             else:
-                writer.bytes(sep)
-        renamed = own is not None and own in transcript.style.renamed
-        if (
-            own is not None
-            and slot.block_order is None
-            and own not in parents
-            and own not in keeps
-            and not renamed
-        ):
-            writer.raw(records[own].start, records[own].end)
-        else:
-            writer.bytes(_record_bytes(transcript, fmt, slot, parents, keeps))
-        previous = own
+                writer.bytes(_record_bytes(transcript, fmt, slot, parents, keeps))
+            previous, written = own, True
+        following = index + 1
     writer.raw(records[-1].end, len(transcript.raw))

@@ -17,7 +17,7 @@ from typing import Any
 
 from transcripts.core.model import Op, Record, Role, Transcript
 from transcripts.formats._json import ordered_like
-from transcripts.formats.base import SPECIFIC, Format
+from transcripts.formats.base import SPECIFIC, Format, MessageSniff
 from transcripts.formats.codex import Codex
 
 # Item types that only a Responses input holds (§9). Chat Completions messages
@@ -58,17 +58,17 @@ class Responses(Codex):
     agent = False  # a request body, not a file Codex writes
     malformed_note = Format.malformed_note
 
-    def sniff(self, sample: list[Any], filename: str) -> float:
+    sniff = Format.sniff
+    sniff_loose = Format.sniff_loose
+
+    def message_sniff(self, root: Any, filename: str, loose: bool) -> float | MessageSniff:
         """Return SPECIFIC for an object with an `input` array, or an array of Responses items."""
-        root = sample[0] if len(sample) == 1 else None
+        if loose:
+            return 0.0
         if isinstance(root, dict):
             sure = isinstance(root.get("input"), list) and "messages" not in root
-        else:
-            sure = isinstance(root, list) and any(_is_item(item) for item in root)
-        return SPECIFIC if sure else 0.0
-
-    def sniff_loose(self, sample: list[Any], filename: str) -> float:
-        return 0.0
+            return SPECIFIC if sure else 0.0
+        return MessageSniff(None, SPECIFIC, some=(_is_item,)) if isinstance(root, list) else 0.0
 
     def continues(self, root: Any) -> bool:
         """Return True for a request with `previous_response_id` or `conversation` set.

@@ -22,11 +22,12 @@ from transcripts.formats.base import (
     LIKELY,
     LOOSE,
     Format,
+    MessageSniff,
     Placed,
     add_call,
     merge_blocks,
     preview,
-    sample_messages,
+    sniff_messages,
 )
 
 _ROLES = {"user": Role.USER, "assistant": Role.ASSISTANT, "tool": Role.TOOL}
@@ -48,6 +49,51 @@ _ERROR_OUTPUTS = ("error-text", "error-json", "execution-denied")
 
 
 _APPROVALS = "tool/approval"
+
+
+def _model_message(m: Any) -> bool:
+    """Return True for a message with a `role` and no UI `parts`."""
+    return isinstance(m, dict) and "role" in m and "parts" not in m
+
+
+def _has_tool_part(m: Any) -> bool:
+    content = m.get("content") if isinstance(m, dict) else None
+    return isinstance(content, list) and any(
+        isinstance(p, dict) and p.get("type") in _TOOL_PARTS for p in content
+    )
+
+
+def _sdk_part(p: Any) -> bool:
+    return isinstance(p, dict) and isinstance(p.get("type"), str) and p["type"] in _PART_TYPES
+
+
+def _sdk_message(m: Any) -> bool:
+    """Return True for an SDK message: a known role, text or SDK parts as `content`."""
+    if not (
+        isinstance(m, dict)
+        and m.get("role") in ("system", "user", "assistant", "tool")
+        and "parts" not in m
+    ):
+        return False
+    content = m.get("content")
+    return isinstance(content, str) or (
+        isinstance(content, list) and all(_sdk_part(p) for p in content)
+    )
+
+
+def _has_parts(m: Any) -> bool:
+    return isinstance(m, dict) and isinstance(m.get("content"), list) and bool(m["content"])
+
+
+def _not_anthropic(m: Any) -> bool:
+    """Return True for a `system` or `tool` message, or a part Anthropic has no type for."""
+    if not isinstance(m, dict):
+        return False
+    content = m.get("content")
+    return m.get("role") in ("system", "tool") or (
+        isinstance(content, list)
+        and any(isinstance(p, dict) and p.get("type") not in ("text", "image") for p in content)
+    )
 
 
 def _is_part(part: Any, kind: str) -> bool:
@@ -83,54 +129,19 @@ class VercelAI(Format):
     native_text = "aborted"
     priority = 70
 
-    def sniff(self, sample: list[Any], filename: str) -> float:
+    def message_sniff(self, root: Any, filename: str, loose: bool) -> float | MessageSniff:
         """Return LIKELY for messages with `role` whose content parts include tool parts.
 
-        UI messages (`parts`, not `content`) are another format (§8.2).
+        UI messages (`parts`, not `content`) are another format (§8.2). Loose:
+        LOOSE for SDK messages without tool parts that no other format could
+        be: every part is of an SDK type, and a `system` or `tool` message or
+        a part Anthropic has no type for rules out Anthropic Messages, whose
+        text-only messages look the same (a file a repair left without calls, say).
         """
-        messages = sample_messages(sample)
-        if not messages or not all(
-            isinstance(m, dict) and "role" in m and "parts" not in m for m in messages
-        ):
-            return 0.0
-        sure = any(
-            isinstance(m.get("content"), list)
-            and any(isinstance(p, dict) and p.get("type") in _TOOL_PARTS for p in m["content"])
-            for m in messages
-        )
-        return LIKELY if sure else 0.0
-
-    def sniff_loose(self, sample: list[Any], filename: str) -> float:
-        """Return LOOSE for SDK messages without tool parts that no other format could be.
-
-        Every part is of an SDK type, and a `system` or `tool` message or a part
-        Anthropic has no type for rules out Anthropic Messages, whose text-only
-        messages look the same (a file a repair left without calls, say).
-        """
-        messages = sample_messages(sample)
-        if not messages or not all(
-            isinstance(m, dict)
-            and m.get("role") in ("system", "user", "assistant", "tool")
-            and "parts" not in m
-            for m in messages
-        ):
-            return 0.0
-        parts: list[Any] = []
-        for message in messages:
-            content = message.get("content")
-            if isinstance(content, list):
-                parts.extend(content)
-            elif not isinstance(content, str):
-                return 0.0
-        if not parts or not all(
-            isinstance(p, dict) and isinstance(p.get("type"), str) and p["type"] in _PART_TYPES
-            for p in parts
-        ):
-            return 0.0
-        could = any(m["role"] in ("system", "tool") for m in messages) or any(
-            p["type"] not in ("text", "image") for p in parts
-        )
-        return LOOSE if could else 0.0
+        if loose:
+            every = (_sdk_message,)
+            return sniff_messages(root, LOOSE, every=every, some=(_has_parts, _not_anthropic))
+        return sniff_messages(root, LIKELY, every=(_model_message,), some=(_has_tool_part,))
 
     def classify(self, obj: Any, record: Record) -> None:
         role = obj.get("role")
