@@ -41,6 +41,9 @@ def _top(modules: set[str]) -> set[str]:
 
 
 WEB = "from django.urls import get_resolver\nimport project.wsgi\nget_resolver().url_patterns"
+# What `celery worker` does before it takes a task: the Django fixup's setup (and
+# checks, unless skipped) and the tasks' modules.
+WORKER = "from project.celery import app\napp.loader.import_default_modules()"
 
 
 def test_a_web_process_on_local_storage_never_loads_the_s3_client() -> None:
@@ -52,3 +55,12 @@ def test_a_web_process_on_local_storage_never_loads_the_s3_client() -> None:
 def test_a_web_process_on_s3_loads_the_s3_storage() -> None:
     modules = _modules_after(WEB, STORAGE_URL="s3://key:secret@bucket")
     assert {"transcripts.storage", "botocore", "storages"} <= modules
+
+
+def test_a_worker_loads_its_tasks_but_no_page_nor_the_s3_client() -> None:
+    modules = _modules_after(WORKER)
+    assert {"transcripts.tasks", "transcripts.actions.runner"} <= modules
+    # Celery's system checks would import the URLconf: views, forms and the API schema.
+    assert not modules & {"transcripts.urls", "transcripts.views", "transcripts.api.urls"}
+    assert not modules & {"drf_spectacular.openapi", "rest_framework.views", "django.test"}
+    assert not _top(modules) & set(S3)
