@@ -64,3 +64,15 @@ def test_a_worker_loads_its_tasks_but_no_page_nor_the_s3_client() -> None:
     assert not modules & {"transcripts.urls", "transcripts.views", "transcripts.api.urls"}
     assert not modules & {"drf_spectacular.openapi", "rest_framework.views", "django.test"}
     assert not _top(modules) & set(S3)
+
+
+def test_manage_py_ingest_checks_the_models_but_loads_no_page() -> None:
+    # Django's own start of the command (its checks), with the storing left out.
+    modules = _modules_after(
+        "import django\ndjango.setup()\n"
+        "from transcripts.management.commands.ingest import Command\n"
+        "Command.handle = lambda self, *args, **options: None\n"
+        "Command().run_from_argv(['manage.py', 'ingest', 'session.jsonl'])"
+    )
+    assert "django.core.checks.model_checks" in modules
+    assert not modules & {"transcripts.urls", "transcripts.views", "transcripts.api.urls"}
