@@ -42,7 +42,7 @@ def test_a_streamed_files_verdicts_are_those_of_its_bytes(tmp_path: Path, policy
     assert after.valid, after
 
 
-@pytest.mark.parametrize("path", sorted(SAMPLES.glob("*.jsonl")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted(SAMPLES.glob("*.json*")), ids=lambda p: p.name)
 def test_each_samples_streamed_verdicts_are_those_of_its_bytes(path: Path) -> None:
     with FileSource(path) as source:
         before, after = verdicts(analyze(source, path.name))
