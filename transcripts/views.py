@@ -1181,8 +1181,10 @@ def resume_preview(request: HttpRequest, pk: int) -> HttpResponse:
         if analysis.transcript is not None and analysis.format in replay.AGENTS:
             try:
                 raw = replay.preview(analysis.transcript)
-                fixed = formats.load(analysis.repaired, session.name, analysis.format)
-                repaired = replay.preview(fixed)
+                # Read back from a file, as `verdicts` does: never the repaired bytes whole.
+                with analysis.repaired_file() as data:
+                    fixed = formats.load(data, session.name, analysis.format)
+                    repaired = replay.preview(fixed)
             except (replay.CannotPreview, formats.FormatError) as exc:
                 context["cannot"] = str(exc)
                 return render(request, "transcripts/resume_preview.html", context)
