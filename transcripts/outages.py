@@ -49,7 +49,7 @@ OUTAGES: list[tuple[tuple[type[BaseException], ...], str, str]] = [
 def storage_unreachable() -> tuple[type[Exception], ...]:
     """Return the errors that mean the S3 storage cannot be reached (`storage.UNREACHABLE`).
 
-    None until `transcripts.storage` is loaded: only the S3 storage raises
+    Empty until `transcripts.storage` is loaded: only the S3 storage raises
     them, and settings.py loads that module to configure it. Without S3,
     botocore and django-storages (some 20 MB of a process) are not imported
     for nothing.
