@@ -7,9 +7,10 @@ Repair is a pure function of (bytes, format, policy, ENGINE_VERSION).
 
 from __future__ import annotations
 
-import os
 import tempfile
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import BinaryIO
@@ -110,20 +111,30 @@ class Analysis:
                 Counter({str(k): n for k, n in counts.items()})
             )
         again = self.policy if self.policy is not None else self.plan.policy
-        if isinstance(self.raw, bytes):
-            after = analyze(self.repaired, self.filename, again, format=self.format)
+        with self.repaired_file() as repaired:
+            # Counting needs no previews: without them the second store costs less.
+            after = analyze(repaired, self.filename, again, format=self.format, summaries=False)
             return after.record_count, after.fault_counts
-        # A streamed file's repair is read back streamed too, from a temporary file.
-        fd, path = tempfile.mkstemp(prefix="pairfix-repaired-")
-        try:
-            with os.fdopen(fd, "wb") as f:
+
+    @contextmanager
+    def repaired_file(self) -> Iterator[bytes | FileSource]:
+        """Yield the repaired file to read back: bytes, or for a streamed file a FileSource.
+
+        A streamed file's repair is written to a temporary file (gone once the
+        `with` ends) and read from there, never held in memory; with nothing
+        to repair, that is the raw source itself. Raises OSError when the
+        temporary folder cannot be written.
+        """
+        if isinstance(self.raw, bytes):
+            yield self.repaired
+        elif self.transcript is None or not self.plan:
+            yield self.raw
+        else:
+            with tempfile.TemporaryFile(prefix="pairfix-repaired-") as f:
                 self.write_repaired(f)
-            with FileSource(path) as repaired:
-                # Counting needs no previews: without them the second store costs less.
-                after = analyze(repaired, self.filename, again, format=self.format, summaries=False)
-                return after.record_count, after.fault_counts
-        finally:
-            os.unlink(path)
+                f.flush()
+                with FileSource.of_file(f) as source:
+                    yield source
 
 
 def count_faults(counts: Counter[str]) -> dict[str, int]:

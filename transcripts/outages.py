@@ -23,7 +23,6 @@ from kombu.exceptions import OperationalError as BrokerOperationalError
 
 from transcripts.models import BlobUnreadable
 from transcripts.queue import BrokerUnavailable
-from transcripts.storage import UNREACHABLE, is_server_failing
 
 # What each kind of error says is down, and what that stops.
 OUTAGES: list[tuple[tuple[type[BaseException], ...], str, str]] = [
@@ -39,7 +38,7 @@ OUTAGES: list[tuple[tuple[type[BaseException], ...], str, str]] = [
         "session's timeline, starting a job) cannot be started.",
     ),
     (
-        (*UNREACHABLE, BlobUnreadable),
+        (BlobUnreadable,),
         "file storage",
         "Pairfix cannot read or write the sessions' files in its file storage (S3), so no "
         "upload, download or timeline that needs them can be made.",
@@ -47,16 +46,44 @@ OUTAGES: list[tuple[tuple[type[BaseException], ...], str, str]] = [
 ]
 
 
+def storage_unreachable() -> tuple[type[Exception], ...]:
+    """Return the errors that mean the S3 storage cannot be reached (`storage.UNREACHABLE`).
+
+    Empty until `transcripts.storage` is loaded: only the S3 storage raises
+    them, and settings.py loads that module to configure it. Without S3,
+    botocore and django-storages (some 20 MB of a process) are not imported
+    for nothing.
+    """
+    if "transcripts.storage" not in sys.modules:
+        return ()
+    from transcripts import storage
+
+    return storage.UNREACHABLE
+
+
+def storage_failing(exc: BaseException) -> bool:
+    """Return True for an error that means the S3 storage is down or failing.
+
+    That is one of `storage_unreachable`, or S3's 5xx answer
+    (`storage.is_server_failing`: throttling, an internal error).
+    """
+    if "transcripts.storage" not in sys.modules:
+        return False
+    from transcripts import storage
+
+    return isinstance(exc, storage.UNREACHABLE) or storage.is_server_failing(exc)
+
+
 def outage_of(exc: BaseException | None) -> tuple[str, str] | None:
     """Return (what is down, what that stops) for an error that means a service is down.
 
     The error's causes and contexts are looked through too; None when none is an outage.
-    S3's 5xx answers (`storage.is_server_failing`: throttling, an internal
-    error) count as file storage down.
+    S3 that cannot be reached, or answers 5xx (`storage_failing`), counts as
+    file storage down.
     """
     while exc is not None:
         for kinds, service, effect in OUTAGES:
-            if isinstance(exc, kinds) or (service == "file storage" and is_server_failing(exc)):
+            if isinstance(exc, kinds) or (service == "file storage" and storage_failing(exc)):
                 return service, effect
         exc = exc.__cause__ or exc.__context__
     return None

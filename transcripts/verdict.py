@@ -84,7 +84,9 @@ def verdicts(analysis: Analysis) -> tuple[Verdict | None, Verdict | None]:
     """Return (verdict on the file as it is, verdict on it repaired under the analysis's policy).
 
     Both None for an unreadable file. The repaired file is rendered and read
-    back in its format, exactly as it would be downloaded.
+    back in its format, exactly as it would be downloaded; a streamed file's
+    through a temporary file (`Analysis.repaired_file`), never whole in
+    memory. Raises OSError when that file cannot be written.
     """
     if analysis.transcript is None:
         return None, None
@@ -93,9 +95,12 @@ def verdicts(analysis: Analysis) -> tuple[Verdict | None, Verdict | None]:
     if not analysis.plan:
         return before, before
     try:
-        repaired = formats.load(analysis.repaired, analysis.filename, analysis.format)
+        with analysis.repaired_file() as data:
+            # The provider's rules read roles, ids and order, never texts: no previews.
+            repaired = formats.load(data, analysis.filename, analysis.format, summaries=False)
+            after = verdict_of(repaired, policy)
     except FormatError as exc:
         return before, Verdict(
             analysis.provider, 1, [f"the repaired file cannot be read back: {exc}"]
         )
-    return before, verdict_of(repaired, policy)
+    return before, after

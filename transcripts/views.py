@@ -86,8 +86,8 @@ from transcripts.models import (
     Workspace,
     WorkspacePolicy,
 )
+from transcripts.outages import storage_unreachable
 from transcripts.policies import policy_for
-from transcripts.storage import UNREACHABLE
 from transcripts.uploads import Limits, LimitUploadHandler, keep_unusable_names
 from transcripts.verdict import Verdict, verdicts
 
@@ -108,10 +108,6 @@ class HtmxHttpRequest(HttpRequest):
     """A request through django-htmx's middleware, which sets `htmx` (for the type checker)."""
 
     htmx: HtmxDetails
-
-
-# What storing an upload may fail with when the database or the file storage is down.
-STORE_ERRORS: tuple[type[Exception], ...] = (OSError, DatabaseError, *UNREACHABLE)
 
 
 def _attachment(chunks: Iterable[bytes], filename: str, size: int) -> StreamingHttpResponse:
@@ -220,6 +216,8 @@ def _store_upload(request: HttpRequest, form: UploadForm) -> HttpResponse:
     if not form.is_valid():
         logger.info("upload_refused", errors=form.errors.get_json_data())
         return _session_list_page(request, upload_form=form, status=400)
+    # What storing an upload may fail with when the database or the file storage is down.
+    store_errors: tuple[type[Exception], ...] = (OSError, DatabaseError, *storage_unreachable())
     try:
         sessions = actions.do_ingest_sessions(
             form.cleaned_data["workspace"],
@@ -227,7 +225,7 @@ def _store_upload(request: HttpRequest, form: UploadForm) -> HttpResponse:
             acting_user=request.user,
             format=form.cleaned_data["format"] or None,
         )
-    except STORE_ERRORS as exc:
+    except store_errors as exc:
         logger.exception("upload_failed")
         form.add_error(
             None,
@@ -1183,8 +1181,10 @@ def resume_preview(request: HttpRequest, pk: int) -> HttpResponse:
         if analysis.transcript is not None and analysis.format in replay.AGENTS:
             try:
                 raw = replay.preview(analysis.transcript)
-                fixed = formats.load(analysis.repaired, session.name, analysis.format)
-                repaired = replay.preview(fixed)
+                # Read back from a file, as `verdicts` does: never the repaired bytes whole.
+                with analysis.repaired_file() as data:
+                    fixed = formats.load(data, session.name, analysis.format)
+                    repaired = replay.preview(fixed)
             except (replay.CannotPreview, formats.FormatError) as exc:
                 context["cannot"] = str(exc)
                 return render(request, "transcripts/resume_preview.html", context)

@@ -57,13 +57,15 @@ def create_session(
     """
     name = printable_name(name)
     name = fit_name(name, Session._meta.get_field("name").max_length or len(name))
+    # Only the head's format and counts are kept: no previews (the timeline reads its own).
+    read = {"format": format or None, "summaries": False, **live_fields(last_write)}
     if isinstance(data, Staged):
         # Read from its file and copied to storage a chunk at a time: never whole in memory.
         with data.source() as source:
-            analysis = analyze(source, name, format=format or None, **live_fields(last_write))
+            analysis = analyze(source, name, **read)
         sha256, size = store(data, present=present), data.size
     else:
-        analysis = analyze(data, name, format=format or None, **live_fields(last_write))
+        analysis = analyze(data, name, **read)
         sha256, size = store_blob(data, present=present), len(data)
     session = Session.objects.create(
         workspace=workspace, name=name, format=analysis.format, created_by=acting_user, **fields

@@ -441,8 +441,10 @@ class SessionResumePreview(APIView):
                 )
             try:
                 raw = replay.preview(analysis.transcript)
-                fixed = formats.load(analysis.repaired, session.name, analysis.format)
-                repaired = replay.preview(fixed)
+                # Read back from a file, as `verdicts` does: never the repaired bytes whole.
+                with analysis.repaired_file() as data:
+                    fixed = formats.load(data, session.name, analysis.format)
+                    repaired = replay.preview(fixed)
             except (replay.CannotPreview, formats.FormatError) as exc:
                 raise errors.NotFound(str(exc), code="no_preview") from None
         assert raw is not None and repaired is not None

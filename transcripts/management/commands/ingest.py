@@ -4,6 +4,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core.checks import Tags
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
@@ -18,6 +19,9 @@ class Command(BaseCommand):
         "one session and a .zip one per file. One run is one upload: every file is read, "
         "a chunk at a time, within the upload limits before any is stored."
     )
+    # The models' checks only: the URL checks import every view, form and the API schema,
+    # some 15 MB this process would hold while it reads a session of a gigabyte.
+    requires_system_checks = [Tags.models]
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("files", nargs="+", type=Path, metavar="FILE")
