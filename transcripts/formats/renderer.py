@@ -24,7 +24,7 @@ from transcripts.formats._json import member_span
 from transcripts.formats.base import Format
 from transcripts.formats.loader import classify_record
 from transcripts.formats.registry import FORMATS
-from transcripts.formats.source import CHUNK
+from transcripts.formats.source import CHUNK, FileSource
 
 
 def _relink(
@@ -377,9 +377,11 @@ class _Writer:
         self.run = None
         if isinstance(self.data, bytes):
             self.out.write(memoryview(self.data)[start:stop])
-            return
-        for offset in range(start, stop, CHUNK):
-            self.out.write(self.data[offset : min(stop, offset + CHUNK)])
+        elif isinstance(self.data, FileSource):
+            self.data.copy_to(self.out, start, stop)
+        else:
+            for offset in range(start, stop, CHUNK):
+                self.out.write(self.data[offset : min(stop, offset + CHUNK)])
 
 
 def _own(slot: Slot) -> int | None:
@@ -398,7 +400,10 @@ def _write_lines(
     """Write JSONL records, each followed by its own line end (and any blank lines after it).
 
     Records the sparse layout `at` lacks, and whose parent stays, are copied
-    as they were; the file's final newline, or lack of one, is kept.
+    as they were; the file's final newline, or lack of one, is kept. Only the
+    records a plan touches (and the last ones) are looked at one by one: the
+    lines between them go out as one run of raw bytes, line ends and blank
+    lines included, so a long session costs its changes, not its length.
     """
     data, records = transcript.raw, transcript.records
     eol = transcript.style.eol
@@ -407,8 +412,8 @@ def _write_lines(
     # next line must start on a line of its own.
     cut = records[-1].error is not None and any(s.dropped for s in at.get(len(records) - 1, ()))
     ends_open = not data.endswith(b"\n") and not cut
-    writer.raw(0, records[0].start)
-    for i, record in enumerate(records):
+
+    def write(i: int, record: Record) -> None:
         here: Sequence[Slot | None] = at.get(i) or (None,)
         for slot in here:
             if slot is not None and not slot.written:
@@ -426,6 +431,21 @@ def _write_lines(
                     writer.raw(records[own].end, following)
                     continue
             writer.bytes(eol)
+
+    # Every other record is written as it was, up to the next record's start: a line
+    # ends before the next one starts, so its end and what follows are raw bytes too.
+    looked_at = {*at, *keeps, len(records) - 1}
+    looked_at.update(k for k in parents if isinstance(k, int))
+    if last is not None:
+        looked_at.add(last[0])
+    writer.raw(0, records[0].start)
+    done = 0  # the records before this index are written
+    for i in sorted(looked_at):
+        record = records[i]
+        if i > done:
+            writer.raw(records[done].start, record.start)
+        write(i, record)
+        done = i + 1
 
 
 def _last_written(at: dict[int, list[Slot]], count: int) -> tuple[int, Slot | None] | None:
