@@ -115,7 +115,15 @@ def branch_paths(transcript: Transcript) -> list[list[int]]:
 
     A Claude Code sidechain (`isSidechain`, a subagent's conversation) is its
     own conversation; its path runs from its own root to its last record.
+    Found once per Transcript (its records are not changed once read) and
+    kept in `transcript.paths`: callers must not change the lists.
     """
+    if transcript.paths is None:
+        transcript.paths = _branch_paths(transcript)
+    return transcript.paths
+
+
+def _branch_paths(transcript: Transcript) -> list[list[int]]:
     paths = [live_path(transcript)]
     if not transcript.tree:
         return paths

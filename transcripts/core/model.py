@@ -465,6 +465,9 @@ class Transcript:
     agent: bool = False
     server_history: bool = False
     malformed_note: str = ""
+    # `core.branch.branch_paths`, kept once found: pairing and rendering both walk them.
+    # Not an init field, so `dataclasses.replace` (a renamed copy) finds them anew.
+    paths: list[list[int]] | None = field(default=None, init=False, repr=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
