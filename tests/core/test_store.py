@@ -144,3 +144,60 @@ def test_a_replaced_copy_reads_its_records_and_leaves_the_store_as_it_was() -> N
     assert copy[2] is other and list(copy)[2] is other and list(reversed(copy))[1] is other
     assert copy[1:3][1] is other and [r.uid for r in copy] == ["0", "1", "renamed", "3"]
     assert [r.uid for r in store] == ["0", "1", "2", "3"] and len(copy) == len(store)
+
+
+def _scans(records: list[Record]) -> tuple[list[tuple[int, str]], list[str], list[int]]:
+    """Return what the store's column scans give, found from the records one by one."""
+    apart = []
+    previous: str | None = None
+    for record in records:
+        if record.parent is not None and record.parent != previous:
+            apart.append((record.index, record.parent))
+        previous = record.uid
+    ids = [result.tool_call_id for record in records for result in record.results]
+    problems = [r.index for r in records if any(c.problem for c in r.calls)]
+    return apart, ids, problems
+
+
+def _store_scans(store: RecordStore) -> tuple[list[tuple[int, str]], list[str], list[int]]:
+    """Return the store's column scans, with each parent it yields that is the uid before left out.
+
+    Such a parent is one the scan could not tell from its references (it was set since).
+    """
+    apart = [
+        (index, parent)
+        for index, parent in store.parents_apart()
+        if not index or parent != store[index - 1].uid
+    ]
+    return apart, list(store.result_ids()), list(store.with_call_problems())
+
+
+def test_its_column_scans_give_what_the_records_say() -> None:
+    odd = [ToolCall(f"c{k}", "Read", 4, k, "{}", "bad" if k == 69 else "") for k in range(70)]
+    records = [
+        _record(0, uid="a", parent="z"),
+        _record(1, uid="b", parent="a", calls=[ToolCall("c1", "Bash", 1, 0, "", "no args")]),
+        _record(2, uid="c", parent="a", results=[ToolResult("c1", 2, 0, False, "")]),
+        _record(3, uid="d", parent="c", calls=[ToolCall("c2", "Bash", 3, 0, "{}")]),
+        _record(4, uid="e", parent=None, calls=odd),
+        _record(5, results=[ToolResult("c9", 2, 0, True, "x")]),  # another record's: kept odd
+    ]
+    store = _stored(records, b"")
+    assert _store_scans(store) == _scans(records)
+    assert list(store.parents_apart()) == [(0, "z"), (2, "a")]  # as read: nothing more
+    # Changed through views, the scans follow: a parent re-set, a uid changed, results replaced.
+    store[3].parent = "c"  # the same text, now a string of its own: yielded, and held
+    store[1].uid = "B"  # record 2's parent is no longer the uid before it
+    store[2].results = [ToolResult("c3", 2, 0, False, ""), ToolResult("c4", 2, 1, False, "")]
+    store[1].calls = [ToolCall("c1", "Bash", 1, 0, "{}")]
+    assert _store_scans(store) == _scans(list(store))
+    copy = store.replaced({3: _record(3, uid="d", parent="q")})
+    assert _store_scans(copy) == _scans(list(copy))
+
+
+@pytest.mark.parametrize("path", LINES, ids=lambda p: p.name)
+def test_its_column_scans_of_each_sample_give_what_its_records_say(path: Path) -> None:
+    with FileSource(path) as source:
+        records = formats.load(source, path.name, summaries=False).records
+        if isinstance(records, RecordStore):
+            assert _store_scans(records) == _scans(list(records))

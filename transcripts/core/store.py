@@ -483,6 +483,72 @@ class RecordStore(list[Record]):
                 probe = (probe + 1) & mask
         return slots
 
+    # Scans in column space -----------------------------------------------------------
+    # What a format's `finish` asks of every record, read without a view per record.
+
+    def _each(self, column: _Column) -> Iterator[int]:
+        """Yield a per-record column's values, one per record (its own length is not kept)."""
+        left = self._count
+        for chunk in column.chunks:
+            if left <= 0:
+                return
+            yield from chunk[: min(left, len(chunk))]
+            left -= len(chunk)
+
+    def parents_apart(self) -> Iterator[tuple[int, str]]:
+        """Yield (index, parent) for each record with a parent, but those known to be held.
+
+        Known: a record whose parent the store keeps as the very string of the
+        uid of the record just before it (nearly every record of a chain, as
+        read): its parent is held by a record. Every record whose parent is
+        not the uid before it is yielded; a few whose parent is, but was set
+        since, may be too.
+        """
+        if self._replaced:
+            previous: str | None = None
+            for record in self:
+                if record.parent is not None and record.parent != previous:
+                    yield record.index, record.parent
+                previous = record.uid
+            return
+        last = _NONE
+        uids, parents = self._each(self._uid), self._each(self._parent)
+        for index, (uid, parent) in enumerate(zip(uids, parents, strict=True)):
+            # The store shares the previous uid's reference for a parent equal to it.
+            if parent != _NONE and parent != last:
+                yield index, self._get(parent)
+            last = uid
+
+    def result_ids(self) -> Iterator[str]:
+        """Yield the tool call id of every result, record by record."""
+        if self._replaced:
+            for record in self:
+                yield from (result.tool_call_id for result in record.results)
+            return
+        ids, odd, get = self._result_id, self._odd_results, self._get
+        for index, packed in enumerate(self._each(self._results)):
+            if packed:
+                first = packed >> _COUNT_BITS
+                for row in range(first, first + (packed & _COUNT_MASK)):
+                    yield get(ids[row])
+            elif index in odd:
+                yield from (result.tool_call_id for result in odd[index])
+
+    def with_call_problems(self) -> Iterator[int]:
+        """Yield the index of each record with a call whose `problem` is set."""
+        if self._replaced:
+            yield from (r.index for r in self if any(c.problem for c in r.calls))
+            return
+        more, odd = self._call_more, self._odd_calls
+        for index, packed in enumerate(self._each(self._calls)):
+            if packed:
+                first = packed >> _COUNT_BITS
+                rows = range(first, first + (packed & _COUNT_MASK))
+                if more and any(more.get(row, (_NONE,))[0] != _NONE for row in rows):
+                    yield index
+            elif index in odd and any(call.problem for call in odd[index]):
+                yield index
+
     def replaced(self, records: dict[int, Record]) -> RecordStore:
         """Return a store that reads as this one but for `records` ({index: Record}).
 

@@ -30,6 +30,7 @@ from transcripts.core.branch import uid_lookup
 from transcripts.core.markers import OPENCLAW_SENTENCE
 from transcripts.core.model import Op, Record, Role, ToolResult, Transcript
 from transcripts.core.policy import INTERRUPTED_TEXT
+from transcripts.core.store import RecordStore
 from transcripts.formats._json import ordered_like
 from transcripts.formats.base import (
     CERTAIN,
@@ -157,22 +158,32 @@ class OpenClaw(Format):
         """Re-link results parented on a tool call id; keep answered calls with odd arguments."""
         by_uid = uid_lookup(records)
         # The parents no entry holds, which a call's id may be: few, so only their calls'
-        # entries are looked for (not a map of every call of a long session).
-        unknown = {r.parent for r in records if r.parent is not None and by_uid(r.parent) is None}
+        # entries are looked for (not a map of every call of a long session). A parent
+        # that is the entry before's id is held: a stored session skips those unread.
+        apart = (
+            list(records.parents_apart())
+            if isinstance(records, RecordStore)
+            else [(r.index, r.parent) for r in records if r.parent is not None]
+        )
+        unknown = {parent for _, parent in apart if by_uid(parent) is None}
         entry_of: dict[str, str] = {}
         for record in records if unknown else ():
             if record.role is Role.ASSISTANT and record.uid is not None:
                 for call in record.calls:
                     if call.id in unknown:
                         entry_of.setdefault(call.id, record.uid)
-        answered: set[str] = set()
-        for record in records:
-            if record.parent is not None and record.parent in unknown:
-                entry = entry_of.get(record.parent)
-                if entry is not None:
-                    record.relinked_from, record.parent = record.parent, entry
-            answered.update(r.tool_call_id for r in record.results)
-        for record in records:
+        for index, parent in apart:
+            entry = entry_of.get(parent) if parent in unknown else None
+            if entry is not None:
+                record = records[index]
+                record.relinked_from, record.parent = parent, entry
+        if isinstance(records, RecordStore):
+            answered = set(records.result_ids())
+            odd = [records[i] for i in records.with_call_problems()]
+        else:
+            answered = {r.tool_call_id for record in records for r in record.results}
+            odd = [record for record in records if any(c.problem for c in record.calls)]
+        for record in odd:
             if any(c.problem and c.id in answered and _ARGS in c.problem for c in record.calls):
                 record.calls = [
                     replace(c, problem="") if c.id in answered and _ARGS in c.problem else c
