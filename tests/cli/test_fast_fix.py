@@ -163,3 +163,61 @@ def test_a_copy_into_a_file_opened_to_append_falls_back(tmp_path: Path) -> None:
     with FileSource(path) as source, open(target, "ab") as out:
         source.copy_to(out, 0, 300)
     assert target.read_bytes() == b"old;" + b"xyz" * 100
+
+
+def _deep(depth: int) -> bytes:
+    return b'{"a":' * depth + b"1" + b"}" * depth
+
+
+# Lines whose values the previews would read and the streamed path may skip: each must
+# cost the record (or the file) exactly what it costs with previews.
+HOSTILE_CLAUDE = [
+    b'{"type":"assistant","uuid":"h1","parentUuid":"P","sessionId":"s","message":'
+    b'{"role":"assistant","id":"m","content":[{"type":"text","text":' + _deep(1000) + b"}]}}",
+    b'{"type":"assistant","uuid":"h2","parentUuid":"P","sessionId":"s","message":'
+    b'{"role":"assistant","id":"m","content":[{"type":' + _deep(900) + b"}]}}",
+    b'{"type":"user","uuid":"h3","parentUuid":"P","sessionId":"s","message":'
+    b'{"role":"user","content":[{"type":"text","text":{"x":[1,2,{"y":null}]}}]}}',
+    b'{"type":"user","uuid":"h4","parentUuid":"P","sessionId":"s","message":'
+    b'{"role":"user","content":"nul \\u0000 lone \\ud800 \\udfff end"}}',
+    b'{"type":"assistant","uuid":"h5","parentUuid":"P","sessionId":"s","message":{"role":'
+    b'"assistant","id":"m","content":[{"type":"tool_use","id":"t","name":' + _deep(950) + b"}]}}",
+    b'{"type":"user","uuid":"h6","uuid":"h6b","parentUuid":"P","sessionId":"s","message":'
+    b'{"role":"user","content":[{"type":"text","text":123456789012345678901234567890}]}}',
+    b'{"type":"user","uuid":"h7","parentUuid":"P","message":{"role":"user","content":"\xff\xfe"}}',
+    b'{"type":"user","uuid":"h8","parentUuid":"P","message":{"role":"user","content":"'
+    + b"a " * 5000
+    + b'"}}',
+]
+HOSTILE_OPENCLAW = [
+    b'{"type":"message","id":"h1","parentId":"P","message":{"role":"assistant","content":'
+    b'[{"type":"text","text":' + _deep(1000) + b"}]}}",
+    b'{"type":"message","id":"h2","parentId":"P","message":{"role":"user","content":'
+    + _deep(1000)
+    + b"}}",
+    b'{"type":"message","id":"h3","parentId":"P","message":{"role":"user","content":'
+    b'"nul \\u0000 \\ud800"}}',
+    b'{"type":"message","id":"h4","parentId":"P","message":{"role":"assistant","content":'
+    b'[{"type":' + _deep(900) + b"}]}}",
+    b'{"type":"message","id":"h5","parentId":"P","message":{"role":"assistant","content":'
+    b'"text as a string", "stopReason":"aborted"}}',
+    b'{"type":"message","id":"h6","parentId":"P","message":{"role":"toolResult",'
+    b'"toolCallId":"toolu_01PPPPPPPPPPPPPPPPPPPPPP","content":' + _deep(1000) + b"}}",
+]
+
+
+@pytest.mark.parametrize("policy", ["synthesize", "discard"])
+@pytest.mark.parametrize(
+    ("sample", "line"),
+    [("claude_code.jsonl", line) for line in HOSTILE_CLAUDE]
+    + [("openclaw.jsonl", line) for line in HOSTILE_OPENCLAW],
+    ids=lambda v: v if isinstance(v, str) else repr(v[:40] + v[-20:])[:70],
+)
+def test_a_hostile_line_costs_the_same_streamed_as_whole(
+    sample: str, line: bytes, policy: str, tmp_path: Path
+) -> None:
+    lines = (ROOT / "demo" / "samples" / "formats" / sample).read_bytes().splitlines(True)
+    for at in (3, len(lines) - 1):
+        path = tmp_path / sample
+        path.write_bytes(b"".join([*lines[:at], line + b"\n", *lines[at:]]))
+        _assert_same(path, policy, tmp_path)

@@ -5,14 +5,19 @@ from __future__ import annotations
 from typing import Any
 
 from transcripts.core.model import Record, ToolResult
-from transcripts.formats.base import add_call, preview
+from transcripts.formats.base import add_call, preview, previews_kept
 
 
 def read_blocks(content: Any, record: Record) -> None:
-    """Record the calls, results and other blocks of an Anthropic `content` value."""
+    """Record the calls, results and other blocks of an Anthropic `content` value.
+
+    Without previews (`base.without_previews`) the record's text is left
+    empty; every value whose reading could fail is read all the same.
+    """
+    show = previews_kept(record)
     if isinstance(content, str):
         record.other_blocks = 1 if content else 0  # "" holds no block to keep or write
-        record.text = preview(content)
+        record.text = preview(content) if show else ""
         return
     if not isinstance(content, list):
         return
@@ -23,7 +28,8 @@ def read_blocks(content: Any, record: Record) -> None:
             name = str(block.get("name") or "")
             call_id, args = block.get("id"), block.get("input")
             add_call(record, j, call_id, block.get("name"), args)
-            texts.append(f"{name}({preview(record.calls[-1].args, 200)})")
+            if show:
+                texts.append(f"{name}({preview(record.calls[-1].args, 200)})")
         elif kind == "tool_result" and isinstance(block, dict):
             text = preview(block.get("content"))
             record.results.append(
@@ -41,10 +47,12 @@ def read_blocks(content: Any, record: Record) -> None:
             if kind == "thinking":
                 texts.append("(thinking)")
             elif kind == "text" and isinstance(block, dict):
-                texts.append(str(block.get("text", "")))
+                value = block.get("text", "")
+                if show or not isinstance(value, str):
+                    texts.append(str(value))
             else:
                 texts.append(f"({kind or 'block'})")
-    record.text = preview(" ".join(texts))
+    record.text = preview(" ".join(texts)) if show else ""
 
 
 def result_block(template: dict[str, Any] | None, tool_use_id: str, text: str) -> dict[str, Any]:

@@ -7,14 +7,16 @@ import hashlib
 import json
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import orjson
 
 from transcripts.core.branch import uid_lookup
-from transcripts.core.model import Op, Record, ToolCall, Transcript
+from transcripts.core.model import Op, Record, Role, ToolCall, Transcript
 
 # How sure a sniff is that a sample is its format, on pygments' `analyse_text`
 # scale (0.0 no, 1.0 certain). The registry takes the highest; a format's
@@ -362,6 +364,32 @@ def add_call(
 def digest(*parts: object) -> str:
     """Return a hex sha256 of `parts`: the seed of deterministic ids for new records."""
     return hashlib.sha256("\x1f".join(map(str, parts)).encode()).hexdigest()
+
+
+# False while a load keeps no previews of messages (see `without_previews`).
+_PREVIEWS: ContextVar[bool] = ContextVar("pairfix_previews", default=True)
+
+
+@contextmanager
+def without_previews() -> Iterator[None]:
+    """Within this block, classifying a message may leave its `Record.text` empty.
+
+    For a load that drops the previews of messages anyway (`formats.load`
+    with `summaries` False): making them costs time for nothing. A result's
+    text is still read (an earlier repair's marker is recognised by it), and
+    so is any value whose reading could fail: a record reads as malformed,
+    or a file as unreadable, exactly as with previews.
+    """
+    token = _PREVIEWS.set(False)
+    try:
+        yield
+    finally:
+        _PREVIEWS.reset(token)
+
+
+def previews_kept(record: Record) -> bool:
+    """Return True unless a load keeps no preview of this message (META records keep theirs)."""
+    return _PREVIEWS.get() or record.role is Role.META
 
 
 def preview(value: Any, limit: int = 160, depth: int = 0) -> str:

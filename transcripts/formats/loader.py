@@ -29,7 +29,7 @@ from transcripts.formats._json import (
     sniff_style,
     value_end,
 )
-from transcripts.formats.base import Format, args_digest, linked
+from transcripts.formats.base import Format, args_digest, linked, without_previews
 from transcripts.formats.registry import FORMATS
 from transcripts.formats.source import FileSource, iter_lines
 from transcripts.formats.streams import stream_refusal
@@ -109,7 +109,10 @@ def load(
         raise FormatError(filename, 1, f"unknown format {format!r}")
     if isinstance(data, FileSource):
         if _streams(data, format):
-            return _load_jsonl(data, filename, format, None, summaries)
+            if summaries:
+                return _load_jsonl(data, filename, format, None, summaries)
+            with without_previews():  # `_settle` would drop them
+                return _load_jsonl(data, filename, format, None, summaries)
         data = data[0 : len(data)]
     elif (format is None or FORMATS[format].jsonl) and _streams(data, None):
         # A JSON object followed by more lines is never one JSON document: not parsed as one.

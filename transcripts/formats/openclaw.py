@@ -39,6 +39,7 @@ from transcripts.formats.base import (
     add_call,
     digest,
     preview,
+    previews_kept,
 )
 
 _CALL_TYPES = ("toolCall", "toolUse", "functionCall")
@@ -117,6 +118,8 @@ class OpenClaw(Format):
             record.interrupted = stop in ("error", "aborted", "length") or bool(
                 isinstance(error, str) and error.strip()
             )
+            # Without previews, only what could fail to read is read (base.without_previews).
+            show = previews_kept(record)
             texts = []
             for j, block in enumerate(content if isinstance(content, list) else []):
                 kind = block.get("type") if isinstance(block, dict) else None
@@ -128,17 +131,20 @@ class OpenClaw(Format):
                     call = add_call(
                         record, j, block.get("id"), block.get("name"), args, partial=partial
                     )
-                    texts.append(f"{call.name}({preview(call.args, 200)})")
+                    if show:
+                        texts.append(f"{call.name}({preview(call.args, 200)})")
                 else:
                     record.other_blocks += 1
                     if kind == "text" and isinstance(block, dict):
-                        texts.append(str(block.get("text", "")))
+                        value = block.get("text", "")
+                        if show or not isinstance(value, str):
+                            texts.append(str(value))
                     else:
                         texts.append(f"({kind})")
             if isinstance(content, str):
                 record.other_blocks += 1
                 texts.append(content)
-            record.text = preview(" ".join(texts))
+            record.text = preview(" ".join(texts)) if show else ""
         elif role == "toolResult":
             record.role = Role.TOOL
             result_id = message.get("toolCallId", message.get("toolUseId"))
@@ -152,7 +158,8 @@ class OpenClaw(Format):
         else:
             record.role = Role.USER
             record.other_blocks = 1
-            record.text = preview(content)
+            show = previews_kept(record) or not isinstance(content, str)
+            record.text = preview(content) if show else ""
 
     def finish(self, records: list[Record]) -> None:
         """Re-link results parented on a tool call id; keep answered calls with odd arguments."""
