@@ -188,6 +188,8 @@ HOSTILE_CLAUDE = [
     b'{"type":"user","uuid":"h8","parentUuid":"P","message":{"role":"user","content":"'
     + b"a " * 5000
     + b'"}}',
+    b'\xef\xbb\xbf{"type":"user","uuid":"h9","parentUuid":"P","message":{"role":"user",'
+    b'"content":"a BOM inside the file"}}',
 ]
 HOSTILE_OPENCLAW = [
     b'{"type":"message","id":"h1","parentId":"P","message":{"role":"assistant","content":'
