@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any, SupportsIndex, overload
 
 from transcripts.core.model import (
+    _LINE_BITS,
     _LINE_MASK,
     _LINE_SHIFT,
     _RARE_DEFAULTS,
@@ -261,29 +262,87 @@ class RecordStore(list[Record]):
 
         Raises ValueError when `record.index` is not the store's length.
         """
+        if record.index != self._count:
+            raise ValueError(f"record {record.index} appended at {self._count}")
+        at = record._at  # one read for the four numbers it packs
+        self._add(
+            (at >> _SPAN_BITS) & _SPAN_MASK,
+            at & _SPAN_MASK,
+            (at >> _LINE_SHIFT) & _LINE_MASK,
+            record.kind,
+            record.role,
+            record._bits,
+            record.uid,
+            record.parent,
+            record.message_id,
+            record.text,
+            record.calls,
+            record.results,
+        )
+        index = self._count - 1
+        if record._rare:
+            self._rare[index] = dict(record._rare)
+        if record.parsed is not None:
+            self._parsed[index] = record.parsed
+
+    def append_message(
+        self,
+        start: int,
+        end: int,
+        line: int,
+        kind: str,
+        role: Role,
+        bits: int,
+        uid: str | None,
+        parent: str | None,
+        message_id: str | None,
+        calls: list[ToolCall],
+        results: list[ToolResult],
+    ) -> None:
+        """Append a record from its fields, as `append` would a Record holding them.
+
+        The record has no text, no parsed value and none of the fields a
+        Record keeps in `_rare`; `bits` packs its flags and `other_blocks`
+        (see `model.Record`). For a loader that reads what detection needs
+        straight from a line's JSON, without a Record. Raises ValueError for
+        offsets or a line a Record cannot hold.
+        """
+        if (start | end) >> _SPAN_BITS or line >> _LINE_BITS:
+            raise ValueError(f"record offsets {start}-{end} or line {line} out of range")
+        self._add(start, end, line, kind, role, bits, uid, parent, message_id, "", calls, results)
+
+    def _add(
+        self,
+        start: int,
+        end: int,
+        line: int,
+        kind: str,
+        role: Role,
+        bits: int,
+        uid: str | None,
+        parent: str | None,
+        message: str | None,
+        text: str,
+        calls: list[ToolCall],
+        results: list[ToolResult],
+    ) -> None:
         index = self._count
-        if record.index != index:
-            raise ValueError(f"record {record.index} appended at {index}")
         slot = index & _CHUNK_MASK
         if not slot:
             for column in self._columns:
                 column.grow()
         self._count += 1
-        at = record._at  # one read for the four numbers it packs
-        start, end = (at >> _SPAN_BITS) & _SPAN_MASK, at & _SPAN_MASK
         self._start.chunks[-1][slot] = start
         if end - start < _WIDE:
             self._size.chunks[-1][slot] = end - start
         else:
             self._set_size(index, end - start)
-        self._line.chunks[-1][slot] = (at >> _LINE_SHIFT) & _LINE_MASK
-        self._set_kind(index, record.kind, record.role)
-        bits = record._bits
+        self._line.chunks[-1][slot] = line
+        self._set_kind(index, kind, role)
         if bits < _WIDE:
             self._bits.chunks[-1][slot] = bits
         else:
             self._set_bits(index, bits)
-        uid, parent = record.uid, record.parent
         last_uid, last_ref = self._last_uid
         uid_ref = last_ref if uid == last_uid else self._put(uid)
         self._uid.chunks[-1][slot] = uid_ref
@@ -291,24 +350,19 @@ class RecordStore(list[Record]):
         shared = parent is not None and parent == last_uid
         self._parent.chunks[-1][slot] = last_ref if shared else self._put(parent)
         self._last_uid = (uid, uid_ref)
-        message = record.message_id
         last_message, message_ref = self._last_message
         if message is None or message != last_message:
             message_ref = self._put(message)
             self._last_message = (message, message_ref)
         self._message.chunks[-1][slot] = message_ref
-        if record.text:
-            self._text.chunks[-1][slot] = self._put(record.text)
+        if text:
+            self._text.chunks[-1][slot] = self._put(text)
         else:
             self._text.chunks[-1][slot] = _NONE
-        if record.calls:
-            self._set_calls(index, record.calls)
-        if record.results:
-            self._set_results(index, record.results)
-        if record._rare:
-            self._rare[index] = dict(record._rare)
-        if record.parsed is not None:
-            self._parsed[index] = record.parsed
+        if calls:
+            self._set_calls(index, calls)
+        if results:
+            self._set_results(index, results)
 
     def extend(self, records: Iterable[Record]) -> None:
         """Append each of `records` (see `append`)."""

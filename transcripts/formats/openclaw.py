@@ -28,7 +28,17 @@ from typing import Any
 
 from transcripts.core.branch import uid_lookup
 from transcripts.core.markers import OPENCLAW_SENTENCE
-from transcripts.core.model import Op, Record, Role, ToolResult, Transcript
+from transcripts.core.model import (
+    _ABORTED,
+    _INTERRUPTED,
+    _OTHER_SHIFT,
+    Op,
+    Record,
+    Role,
+    ToolCall,
+    ToolResult,
+    Transcript,
+)
 from transcripts.core.policy import INTERRUPTED_TEXT
 from transcripts.core.store import RecordStore
 from transcripts.formats._json import ordered_like
@@ -40,6 +50,8 @@ from transcripts.formats.base import (
     digest,
     preview,
     previews_kept,
+    stored_call,
+    stored_result,
 )
 
 _CALL_TYPES = ("toolCall", "toolUse", "functionCall")
@@ -160,6 +172,69 @@ class OpenClaw(Format):
             record.other_blocks = 1
             show = previews_kept(record) or not isinstance(content, str)
             record.text = preview(content) if show else ""
+
+    stores_lines = True
+
+    def store_line(
+        self, obj: dict[str, Any], store: RecordStore, start: int, end: int, line: int
+    ) -> bool:
+        """Store a `message` entry as `classify` reads it (see `Format.store_line`)."""
+        message = obj.get("message")
+        if obj.get("type") != "message" or not isinstance(message, dict):
+            return False
+        index = len(store)
+        uid, parent = obj.get("id"), obj.get("parentId")
+        role = message.get("role")
+        content = message.get("content")
+        calls: list[ToolCall] = []
+        results: list[ToolResult] = []
+        if role == "assistant":
+            kind, stored_role, other = "assistant", Role.ASSISTANT, 0
+            stop, error = message.get("stopReason"), message.get("errorMessage")
+            bits = _ABORTED if stop in ("error", "aborted") else 0
+            if stop in ("error", "aborted", "length") or (isinstance(error, str) and error.strip()):
+                bits |= _INTERRUPTED
+            for j, block in enumerate(content if isinstance(content, list) else []):
+                block_kind = block.get("type") if isinstance(block, dict) else None
+                if block_kind in _CALL_TYPES and isinstance(block, dict):
+                    args = block.get("arguments", block.get("input"))
+                    partial = "partialJson" in block and not isinstance(args, dict)
+                    name = block.get("name")
+                    calls.append(stored_call(index, j, block.get("id"), name, args, partial))
+                else:
+                    other += 1
+                    if block_kind == "text" and isinstance(block, dict):
+                        if not isinstance(block.get("text", ""), str):
+                            raise TypeError("a text block whose text is not a string")
+                    elif block_kind is not None and not isinstance(block_kind, str):
+                        raise TypeError("a block type that is not a string")
+            if isinstance(content, str):
+                other += 1
+        elif role == "toolResult":
+            kind, stored_role, other, bits = "toolResult", Role.TOOL, 0, 0
+            result_id = message.get("toolCallId", message.get("toolUseId"))
+            is_error = message.get("isError") is True
+            results.append(stored_result(index, 0, result_id, is_error, content))
+        elif isinstance(role, str):
+            kind, stored_role, other, bits = role, Role.USER, 1, 0
+            if not isinstance(content, str):
+                preview(content)  # read as `classify` reads it, for what reading it raises
+        else:
+            return False
+        store.append_message(
+            start,
+            end,
+            line,
+            kind,
+            stored_role,
+            (other << _OTHER_SHIFT) | bits,
+            uid if isinstance(uid, str) else None,
+            parent if isinstance(parent, str) else None,
+            None,
+            calls,
+            results,
+        )
+        return True
 
     def finish(self, records: list[Record]) -> None:
         """Re-link results parented on a tool call id; keep answered calls with odd arguments."""
