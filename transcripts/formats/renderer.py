@@ -48,9 +48,18 @@ def _relink_path(
     parents: dict[int | Slot, str] = {}
     previous: int | None = None  # raw index of the record written just before, if any
     previous_uid: str | None = None
+    # A record written as it was after its own predecessor keeps its link: nothing to
+    # look at but its uid, read only when a record after it needs it (`pending`).
+    pending: int | None = None
     for k, index in enumerate(path):
         before = path[k - 1] if k else None
-        placed: Sequence[Slot | None] = at.get(index) or (None,)
+        slots = at.get(index)
+        if slots is None and before == previous:
+            previous, pending = index, index
+            continue
+        if pending is not None:
+            previous_uid, pending = records[pending].uid or "", None
+        placed: Sequence[Slot | None] = slots or (None,)
         for slot in placed:
             if slot is not None and not slot.written:
                 continue
@@ -88,17 +97,20 @@ def _rekeep(transcript: Transcript, fmt: Format, at: dict[int, list[Slot]]) -> d
     if not fmt.keep_key:
         return keeps
     for path in branch_paths(transcript):
+        compactions = [(k, keep) for k, i in enumerate(path) if (keep := records[i].keep_from)]
+        if not compactions:
+            continue
         # Where each kept id first occurs on the path, found in one walk (not one per
         # compaction: a long pi session holds thousands).
-        wanted = {records[i].keep_from for i in path if records[i].keep_from}
+        wanted = {keep for _, keep in compactions}
         first_at: dict[str, int] = {}
         for k, index in enumerate(path):
             uid = records[index].uid
             if uid is not None and uid in wanted and uid not in first_at:
                 first_at[uid] = k
-        for kc, compaction in enumerate(path):
-            keep = records[compaction].keep_from
-            first = first_at.get(keep) if keep else None
+        for kc, keep in compactions:
+            compaction = path[kc]
+            first = first_at.get(keep)
             if first is None or first >= kc:
                 continue
             for index in itertools.islice(path, first, kc):
