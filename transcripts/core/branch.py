@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable
 
 from transcripts.core.model import Record, Transcript
@@ -116,11 +117,13 @@ def branch_paths(transcript: Transcript) -> list[list[int]]:
     A Claude Code sidechain (`isSidechain`, a subagent's conversation) is its
     own conversation; its path runs from its own root to its last record.
     Found once per Transcript (its records are not changed once read) and
-    kept in `transcript.paths`: callers must not change the lists.
+    kept in `transcript.paths` as arrays of 32-bit indexes (4 bytes a record,
+    where a list of ints costs about 36); each call returns new lists.
     """
     if transcript.paths is None:
-        transcript.paths = _branch_paths(transcript)
-    return transcript.paths
+        code = "i" if len(transcript.records) < 2**31 else "q"
+        transcript.paths = [array(code, path) for path in _branch_paths(transcript)]
+    return [path.tolist() for path in transcript.paths]
 
 
 def _branch_paths(transcript: Transcript) -> list[list[int]]:
