@@ -159,6 +159,11 @@ def _scans(records: list[Record]) -> tuple[list[tuple[int, str]], list[str], lis
     return apart, ids, problems
 
 
+def _rows(records: list[Record]) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
+    calls = [(r.index, c.id) for r in records for c in r.calls]
+    return calls, [(r.index, res.tool_call_id) for r in records for res in r.results]
+
+
 def _store_scans(store: RecordStore) -> tuple[list[tuple[int, str]], list[str], list[int]]:
     """Return the store's column scans, with each parent it yields that is the uid before left out.
 
@@ -184,6 +189,7 @@ def test_its_column_scans_give_what_the_records_say() -> None:
     ]
     store = _stored(records, b"")
     assert _store_scans(store) == _scans(records)
+    assert (list(store.call_rows()), list(store.result_rows())) == _rows(records)
     assert list(store.parents_apart()) == [(0, "z"), (2, "a")]  # as read: nothing more
     # Changed through views, the scans follow: a parent re-set, a uid changed, results replaced.
     store[3].parent = "c"  # the same text, now a string of its own: yielded, and held
@@ -191,8 +197,10 @@ def test_its_column_scans_give_what_the_records_say() -> None:
     store[2].results = [ToolResult("c3", 2, 0, False, ""), ToolResult("c4", 2, 1, False, "")]
     store[1].calls = [ToolCall("c1", "Bash", 1, 0, "{}")]
     assert _store_scans(store) == _scans(list(store))
+    assert (list(store.call_rows()), list(store.result_rows())) == _rows(list(store))
     copy = store.replaced({3: _record(3, uid="d", parent="q")})
     assert _store_scans(copy) == _scans(list(copy))
+    assert (list(copy.call_rows()), list(copy.result_rows())) == _rows(list(copy))
 
 
 @pytest.mark.parametrize("path", LINES, ids=lambda p: p.name)
@@ -201,3 +209,4 @@ def test_its_column_scans_of_each_sample_give_what_its_records_say(path: Path) -
         records = formats.load(source, path.name, summaries=False).records
         if isinstance(records, RecordStore):
             assert _store_scans(records) == _scans(list(records))
+            assert (list(records.call_rows()), list(records.result_rows())) == _rows(records)

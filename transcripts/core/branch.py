@@ -60,8 +60,8 @@ def _reattach(records: list[Record], by_uid: UidLookup, path: list[int]) -> list
             candidates.append(record)
     if not candidates:
         return path
-    call_at = {call.id: k for k, i in enumerate(path) for call in records[i].calls}
-    answered = {result.tool_call_id for i in path for result in records[i].results}
+    wanted = {result.tool_call_id for record in candidates for result in record.results}
+    call_at, answered = _path_ids(records, path, wanted)
     extra: dict[int, list[int]] = {}
     for record in candidates:
         ids = [result.tool_call_id for result in record.results]
@@ -82,6 +82,30 @@ def _reattach(records: list[Record], by_uid: UidLookup, path: list[int]) -> list
         out.append(index)
         out.extend(extra.get(k, ()))
     return out
+
+
+def _path_ids(
+    records: list[Record], path: list[int], wanted: set[str]
+) -> tuple[dict[str, int], set[str]]:
+    """Return ({call id: its last position on `path`}, {ids answered on `path`}), ids in `wanted`.
+
+    A stored session's calls and results are read in column space, not
+    through a view of every record on the path.
+    """
+    if not isinstance(records, RecordStore):
+        call_at = {c.id: k for k, i in enumerate(path) for c in records[i].calls if c.id in wanted}
+        answered = {r.tool_call_id for i in path for r in records[i].results}
+        return call_at, answered & wanted
+    position = array("i" if len(records) < 2**31 else "q", [-1]) * len(records)
+    for k, index in enumerate(path):
+        position[index] = k
+    call_at = {}
+    for index, call_id in records.call_rows():
+        k = position[index]
+        if k >= 0 and call_id in wanted and k > call_at.get(call_id, -1):
+            call_at[call_id] = k
+    answered = {r for index, r in records.result_rows() if r in wanted and position[index] >= 0}
+    return call_at, answered
 
 
 def uid_lookup(records: list[Record]) -> UidLookup:

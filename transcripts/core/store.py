@@ -575,18 +575,33 @@ class RecordStore(list[Record]):
 
     def result_ids(self) -> Iterator[str]:
         """Yield the tool call id of every result, record by record."""
+        return (tool_call_id for _, tool_call_id in self.result_rows())
+
+    def result_rows(self) -> Iterator[tuple[int, str]]:
+        """Yield (record index, tool call id) of every result, record by record."""
+        return self._rows(self._results, self._result_id, self._odd_results, "results")
+
+    def call_rows(self) -> Iterator[tuple[int, str]]:
+        """Yield (record index, call id) of every tool call, record by record."""
+        return self._rows(self._calls, self._call_id, self._odd_calls, "calls")
+
+    def _rows(
+        self, packs: _Column, ids: _Column, odd: dict[int, Any], field: str
+    ) -> Iterator[tuple[int, str]]:
         if self._replaced:
             for record in self:
-                yield from (result.tool_call_id for result in record.results)
+                for item in getattr(record, field):
+                    yield record.index, item.id if field == "calls" else item.tool_call_id
             return
-        ids, odd, get = self._result_id, self._odd_results, self._get
-        for index, packed in enumerate(self._each(self._results)):
+        get = self._get
+        for index, packed in enumerate(self._each(packs)):
             if packed:
                 first = packed >> _COUNT_BITS
                 for row in range(first, first + (packed & _COUNT_MASK)):
-                    yield get(ids[row])
+                    yield index, get(ids[row])
             elif index in odd:
-                yield from (result.tool_call_id for result in odd[index])
+                for item in odd[index]:
+                    yield index, item.id if field == "calls" else item.tool_call_id
 
     def with_call_problems(self) -> Iterator[int]:
         """Yield the index of each record with a call whose `problem` is set."""
