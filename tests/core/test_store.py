@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from transcripts import formats
-from transcripts.core.model import Record, Role, ToolCall, ToolResult
+from transcripts.core.model import _SIDECHAIN, Record, Role, ToolCall, ToolResult
 from transcripts.core.store import _ARENA_CHUNK, RecordStore
 from transcripts.engine import FileSource
 
@@ -164,6 +164,21 @@ def _rows(records: list[Record]) -> tuple[list[tuple[int, str]], list[tuple[int,
     return calls, [(r.index, res.tool_call_id) for r in records for res in r.results]
 
 
+def _flagged(records: list[Record]) -> tuple[list[int], list[int]]:
+    """Return what `with_flag` and `answer_lines` give, found from the records one by one."""
+    skip = bytearray(len(records))
+    skip[0] = 1
+    sidechain = [r.index for r in records if r.sidechain]
+    lines = [r.index for r in records if not skip[r.index] and r.results and not r.calls]
+    return sidechain, [i for i in lines if not records[i].sidechain]
+
+
+def _store_flagged(store: RecordStore) -> tuple[list[int], list[int]]:
+    skip = bytearray(len(store))
+    skip[0] = 1
+    return list(store.with_flag(_SIDECHAIN)), list(store.answer_lines(skip, _SIDECHAIN))
+
+
 def _store_scans(store: RecordStore) -> tuple[list[tuple[int, str]], list[str], list[int]]:
     """Return the store's column scans, with each parent it yields that is the uid before left out.
 
@@ -190,6 +205,12 @@ def test_its_column_scans_give_what_the_records_say() -> None:
     store = _stored(records, b"")
     assert _store_scans(store) == _scans(records)
     assert (list(store.call_rows()), list(store.result_rows())) == _rows(records)
+    store[5].sidechain = True
+    store[2].other_blocks = 1 << 40  # flags in a wide value
+    store[2].sidechain = True
+    assert _store_flagged(store) == _flagged(list(store)) == ([2, 5], [])
+    store[2].sidechain = False
+    assert _store_flagged(store) == _flagged(list(store)) == ([5], [2])
     assert list(store.parents_apart()) == [(0, "z"), (2, "a")]  # as read: nothing more
     # Changed through views, the scans follow: a parent re-set, a uid changed, results replaced.
     store[3].parent = "c"  # the same text, now a string of its own: yielded, and held
@@ -201,6 +222,7 @@ def test_its_column_scans_give_what_the_records_say() -> None:
     copy = store.replaced({3: _record(3, uid="d", parent="q")})
     assert _store_scans(copy) == _scans(list(copy))
     assert (list(copy.call_rows()), list(copy.result_rows())) == _rows(list(copy))
+    assert _store_flagged(copy) == _flagged(list(copy))
 
 
 @pytest.mark.parametrize("path", LINES, ids=lambda p: p.name)
@@ -210,3 +232,4 @@ def test_its_column_scans_of_each_sample_give_what_its_records_say(path: Path) -
         if isinstance(records, RecordStore):
             assert _store_scans(records) == _scans(list(records))
             assert (list(records.call_rows()), list(records.result_rows())) == _rows(records)
+            assert _store_flagged(records) == _flagged(records)

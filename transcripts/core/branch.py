@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
-from transcripts.core.model import Record, Transcript
+from transcripts.core.model import _SIDECHAIN, Record, Transcript
 from transcripts.core.store import RecordStore
 
 # Return the index of the first record with a given uid, or None.
@@ -46,14 +46,18 @@ def _reattach(records: list[Record], by_uid: UidLookup, path: list[int]) -> list
     for i in path:
         on_path[i] = 1
     candidates = []
-    # By position first: most records are on the path, and a stored record is read
-    # only when it is not.
-    for index in range(len(records)):
-        if on_path[index]:
-            continue
+    # By position first, and a stored session by its columns: only the records off the
+    # path that hold results and no calls, outside sidechains, are read.
+    if isinstance(records, RecordStore):
+        lines: Iterable[int] = records.answer_lines(on_path, _SIDECHAIN)
+    else:
+        lines = (
+            r.index
+            for r in records
+            if not on_path[r.index] and not r.sidechain and r.results and not r.calls
+        )
+    for index in lines:
         record = records[index]
-        if record.sidechain or not record.results or record.calls:
-            continue
         parent = by_uid(record.parent) if record.parent is not None else None
         # The path runs through `by_uid`'s records: a parent is on it when its record is.
         if parent is not None and on_path[parent]:
@@ -173,8 +177,13 @@ def _branch_paths(transcript: Transcript) -> list[list[int]]:
         return top
 
     last_leaf: dict[str, Record] = {}
-    for record in records:
-        if record.sidechain and record.uid is not None and record.error is None:
+    sidechain = (
+        (records[i] for i in records.with_flag(_SIDECHAIN))
+        if isinstance(records, RecordStore)
+        else (r for r in records if r.sidechain)
+    )
+    for record in sidechain:
+        if record.uid is not None and record.error is None:
             last_leaf[root(record)] = record
     paths.extend(_path_to(records, by_uid, leaf) for leaf in last_leaf.values())
     return paths

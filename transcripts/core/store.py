@@ -573,6 +573,38 @@ class RecordStore(list[Record]):
                 yield index, self._get(parent)
             last = uid
 
+    def with_flag(self, bit: int) -> Iterator[int]:
+        """Yield the index of each record whose flag `bit` (`model.Record._bits`) is set."""
+        if self._replaced:
+            yield from (r.index for r in self if r._bits & bit)
+            return
+        wide = self._wide_bits
+        for index, bits in enumerate(self._each(self._bits)):
+            if (bits if bits != _WIDE else wide[index]) & bit:
+                yield index
+
+    def answer_lines(self, skip: bytearray, bit: int) -> Iterator[int]:
+        """Yield each record not flagged in `skip` holding results and no calls, flag `bit` unset.
+
+        `skip[i]` is nonzero for a record to leave out; `bit` a flag of
+        `model.Record._bits` (the sidechain flag, say).
+        """
+        if self._replaced:
+            for r in self:
+                if not skip[r.index] and r.results and not r.calls and not r._bits & bit:
+                    yield r.index
+            return
+        odd_results, odd_calls, wide = self._odd_results, self._odd_calls, self._wide_bits
+        results_of, calls_of = self._each(self._results), self._each(self._calls)
+        columns = zip(results_of, calls_of, self._each(self._bits), strict=True)
+        for index, (results, calls, bits) in enumerate(columns):
+            if skip[index] or not (results or odd_results.get(index)):
+                continue
+            if calls or odd_calls.get(index):
+                continue
+            if not (bits if bits != _WIDE else wide[index]) & bit:
+                yield index
+
     def result_ids(self) -> Iterator[str]:
         """Yield the tool call id of every result, record by record."""
         return (tool_call_id for _, tool_call_id in self.result_rows())
