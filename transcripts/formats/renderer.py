@@ -285,7 +285,11 @@ def _renamed(transcript: Transcript, fmt: Format, plan: Plan) -> Transcript:
         for index, record in renamed.items():
             records[index] = record
     style = dataclasses.replace(transcript.style, renamed=frozenset(renames))
-    return dataclasses.replace(transcript, records=records, style=style)
+    renamed_transcript = dataclasses.replace(transcript, records=records, style=style)
+    # A renamed record reads as its original in every field a branch walk reads (only
+    # its JSON value is renamed): the branches found already are still the branches.
+    renamed_transcript.paths = transcript.paths
+    return renamed_transcript
 
 
 def rewrite(transcript: Transcript, plan: Plan) -> Rewrite:
