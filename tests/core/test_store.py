@@ -233,3 +233,48 @@ def test_its_column_scans_of_each_sample_give_what_its_records_say(path: Path) -
             assert _store_scans(records) == _scans(list(records))
             assert (list(records.call_rows()), list(records.result_rows())) == _rows(records)
             assert _store_flagged(records) == _flagged(records)
+
+
+def _walk(records: list[Record], uid: str | None) -> list[int]:
+    """Return the path `branch._path_to` walks by views: parents by their first record."""
+    first: dict[str, int] = {}
+    for r in records:
+        if r.uid is not None:
+            first.setdefault(r.uid, r.index)
+    path: list[int] = []
+    current = first.get(uid) if uid else None
+    while current is not None and current not in path:
+        path.append(current)
+        parent = records[current].parent
+        current = first.get(parent) if parent is not None else None
+    return path[::-1]
+
+
+def test_its_path_walk_follows_parents_to_their_first_records() -> None:
+    records = [
+        _record(0, uid="a"),
+        _record(1, uid="b", parent="a"),
+        _record(2, uid="b", parent="b"),  # a second write of b: its parent is b's first
+        _record(3, uid="c", parent="b"),  # the uid just before it, but not that uid's first
+        _record(4, uid="d", parent="c"),
+        _record(5, uid="e", parent="x"),  # a parent no record holds
+        _record(6, uid="f", parent="g"),
+        _record(7, uid="g", parent="f"),  # a cycle
+    ]
+    store = _stored(records, b"")
+    for uid in ("a", "b", "c", "d", "e", "f", "g", "x", None):
+        assert store.path_to(uid) == _walk(records, uid)
+    assert store.path_to("d") == [0, 1, 3, 4]
+    store[4].parent = "a"  # changed through a view
+    store[1].uid = "z"
+    assert store.path_to("d") == _walk(list(store), "d") == [0, 4]
+    assert store.replaced({4: _record(4, uid="d", parent="c")}).path_to("d") is None
+
+
+@pytest.mark.parametrize("path", LINES, ids=lambda p: p.name)
+def test_its_path_walk_of_each_sample_is_the_views_walk(path: Path) -> None:
+    with FileSource(path) as source:
+        records = formats.load(source, path.name, summaries=False).records
+        if isinstance(records, RecordStore):
+            for record in records:
+                assert records.path_to(record.uid) == _walk(records, record.uid)

@@ -125,6 +125,10 @@ def uid_lookup(records: list[Record]) -> UidLookup:
 
 def _path_to(records: list[Record], by_uid: UidLookup, leaf: Record) -> list[int]:
     """Return the indexes from the root down to `leaf`, following `parent` links."""
+    if isinstance(records, RecordStore):
+        found = records.path_to(leaf.uid)
+        if found is not None:
+            return found
     path: list[int] = []
     # Each uid stands for one record (its first), so a flag per record index finds a
     # cycle at a byte a record rather than a set of ids.

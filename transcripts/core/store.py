@@ -202,6 +202,7 @@ class RecordStore(list[Record]):
         self._shared: dict[str, int] = {}  # recent strings worth sharing: ids, names, kinds
         self._last_uid: tuple[str | None, int] = (None, _NONE)
         self._uid_slots: array[int] | None = None  # see `first_with_uid`
+        self._uid_first = bytearray()  # 1 for the first record of each uid, with the slots
         self._last_message: tuple[str | None, int] = (None, _NONE)
 
     # Strings ------------------------------------------------------------------------
@@ -521,6 +522,7 @@ class RecordStore(list[Record]):
         slots = array(code, [0]) * size
         mask = size - 1
         refs, get = self._uid, self._get
+        first = self._uid_first = bytearray(self._count)
         for index in range(self._count):
             ref = refs[index]
             if ref == _NONE:
@@ -531,6 +533,7 @@ class RecordStore(list[Record]):
                 entry = slots[probe]
                 if not entry:
                     slots[probe] = index + 1
+                    first[index] = 1
                     break
                 if get(refs[entry - 1]) == uid:
                     break  # an earlier record holds this uid: it stands for it
@@ -649,6 +652,36 @@ class RecordStore(list[Record]):
                     yield index
             elif index in odd and any(call.problem for call in odd[index]):
                 yield index
+
+    def path_to(self, uid: str | None) -> list[int] | None:
+        """Return `branch._path_to`'s path to the first record of `uid`, or None: not here.
+
+        Root first, following parent links (a parent's record is the first
+        with its uid), stopping at a record seen before. A parent that is the
+        record before's very uid string, that record the first with it, is
+        followed without reading a string. None for a store with replaced
+        records (the caller walks the views).
+        """
+        if self._replaced:
+            return None
+        if self._uid_slots is None:
+            self._uid_slots = self._uid_table()
+        first, uids, parents = self._uid_first, self._uid, self._parent
+        path: list[int] = []
+        seen = bytearray(self._count)
+        current = self.first_with_uid(uid) if uid else None
+        while current is not None and not seen[current]:
+            seen[current] = 1
+            path.append(current)
+            ref = parents[current]
+            if ref == _NONE:
+                break
+            if current and ref == uids[current - 1] and first[current - 1]:
+                current -= 1
+            else:
+                current = self.first_with_uid(self._get(ref))
+        path.reverse()
+        return path
 
     def replaced(self, records: dict[int, Record]) -> RecordStore:
         """Return a store that reads as this one but for `records` ({index: Record}).
