@@ -79,8 +79,12 @@ print(time.perf_counter() - start)
 """
 
 
-def run(argv: list[str]) -> tuple[float, float, str]:
-    """Run `argv`; return (wall seconds, peak RSS in MB, stdout) of that process alone."""
+def run(argv: list[str]) -> tuple[float, float, str, float]:
+    """Run `argv`; return (wall seconds, peak RSS in MB, stdout, CPU seconds) of that process.
+
+    CPU is user plus system time of the process alone: on a machine shared
+    with other work it moves far less than the wall time does.
+    """
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
         process = subprocess.Popen(argv, stdout=out, stderr=err)
@@ -92,15 +96,17 @@ def run(argv: list[str]) -> tuple[float, float, str]:
         err.seek(0)
         if code not in (0, 1):
             raise SystemExit(f"{' '.join(argv)} failed ({code}): {err.read().decode()[-2000:]}")
-        return wall, usage.ru_maxrss / 1024, out.read().decode()
+        cpu = usage.ru_utime + usage.ru_stime
+        return wall, usage.ru_maxrss / 1024, out.read().decode(), cpu
 
 
-def median_run(argv: list[str], runs: int) -> tuple[float, float, str]:
+def median_run(argv: list[str], runs: int) -> tuple[float, float, str, float]:
     results = [run(argv) for _ in range(runs)]
     return (
         statistics.median(r[0] for r in results),
         statistics.median(r[1] for r in results),
         results[-1][2],
+        statistics.median(r[3] for r in results),
     )
 
 
@@ -134,7 +140,7 @@ def records_for(fmt: str, size: float) -> int:
     return int(size / per_record)
 
 
-def fix(path: Path, runs: int) -> tuple[float, float, str]:
+def fix(path: Path, runs: int) -> tuple[float, float, str, float]:
     out = WORK / "out"
     result = median_run([str(PAIRFIX), "fix", str(path), "--out", str(out)], runs)
     shutil.rmtree(out, ignore_errors=True)
@@ -145,7 +151,7 @@ def json_lines(args: argparse.Namespace) -> None:
     print("\n1. JSON lines: pairfix fix FILE --out DIR against read + orjson.loads per line")
     print(
         f"{'format':12} {'MB':>7} {'records':>8} {'floor s':>8} {'fix s':>7} {'ratio':>6} "
-        f"{'floor RSS':>10} {'fix RSS MB':>11}"
+        f"{'floor RSS':>10} {'fix RSS MB':>11} {'CPU: floor s':>13} {'fix s':>6} {'ratio':>6}"
     )
     for fmt in ("claude_code", "openclaw"):
         sizes = [args.gb * 0.25e9, args.gb * 1e9]
@@ -153,13 +159,16 @@ def json_lines(args: argparse.Namespace) -> None:
         peaks = []
         for records in count:
             path = generate(fmt, records, WORK / f"{fmt}-{records}.jsonl")
-            floor, floor_rss, _ = median_run([sys.executable, "-c", FLOOR, str(path)], args.runs)
-            wall, rss, _ = fix(path, args.runs)
+            floor, floor_rss, _, floor_cpu = median_run(
+                [sys.executable, "-c", FLOOR, str(path)], args.runs
+            )
+            wall, rss, _, cpu = fix(path, args.runs)
             peaks.append(rss)
             size_mb, last_ratio = path.stat().st_size / 1e6, wall / floor
             print(
                 f"{fmt:12} {path.stat().st_size / 1e6:7.0f} {records:8d} {floor:8.2f} "
-                f"{wall:7.2f} {wall / floor:6.2f} {floor_rss:10.0f} {rss:11.0f}",
+                f"{wall:7.2f} {wall / floor:6.2f} {floor_rss:10.0f} {rss:11.0f} "
+                f"{floor_cpu:13.2f} {cpu:6.2f} {cpu / floor_cpu:6.2f}",
                 flush=True,
             )
             if not args.keep:
@@ -182,19 +191,23 @@ def openclaw(args: argparse.Namespace) -> None:
         "openclaw", args.openclaw_records, WORK / "openclaw-big.jsonl", args.openclaw_result_bytes
     )
     script = str(ROOT / "bench" / "openclaw_repair.mjs")
-    node_wall, node_rss, out = median_run(
+    node_wall, node_rss, out, node_cpu = median_run(
         [str(NODE), "--max-old-space-size=12288", script, str(OPENCLAW), str(path)], args.runs
     )
     node = json.loads(out)
-    wall, rss, report = fix(path, args.runs)
+    wall, rss, report, cpu = fix(path, args.runs)
     size = path.stat().st_size / 1e6
     print(f"   session: {size:.0f} MB, {node['messages']} messages")
     print(
         f"   OpenClaw (node {NODE.parent.parent.name}): {node_wall:.2f} s whole process "
-        f"({node['seconds']:.2f} s read + parse + repair), {node_rss:.0f} MB peak RSS; "
+        f"({node['seconds']:.2f} s read + parse + repair; CPU {node_cpu:.2f} s, its threads "
+        f"together), {node_rss:.0f} MB peak RSS; "
         f"{node['added']} results added, {node['dropped']} dropped"
     )
-    print(f"   pairfix fix: {wall:.2f} s, {rss:.0f} MB peak RSS; {report.strip()[:160]}")
+    print(
+        f"   pairfix fix: {wall:.2f} s (CPU {cpu:.2f} s), {rss:.0f} MB peak RSS; "
+        f"{report.strip()[:160]}"
+    )
     print(
         f"   time {wall / node_wall:.3f} of OpenClaw's (at most 0.2); memory {rss / node_rss:.3f} "
         "of OpenClaw's (at most 0.1)"

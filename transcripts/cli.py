@@ -38,10 +38,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import orjson
-from tqdm import tqdm
 
 from transcripts import formats
 from transcripts.core.compaction import before_compaction
@@ -57,6 +56,9 @@ from transcripts.replace import (
     sha256_of,
 )
 from transcripts.visible import surrogate_free, terminal_text
+
+if TYPE_CHECKING:
+    from tqdm import tqdm
 
 __all__ = [
     "Input",
@@ -129,9 +131,18 @@ def _name(path: Path) -> str:
     return surrogate_free(str(path))
 
 
-# Bars are updated a chunk at a time; tqdm's monitor thread (which would also
-# reserve a malloc arena of address space) adds nothing.
-tqdm.monitor_interval = 0
+def _bar(*args: Any, **kwargs: Any) -> tqdm[Any]:
+    """Return a tqdm progress bar; tqdm is imported only when a bar is shown.
+
+    Off a terminal no bar is made, so a `pairfix fix` in a script or a pipe
+    never pays for importing it (a twentieth of a second).
+    """
+    from tqdm import tqdm
+
+    # Bars are updated a chunk at a time; tqdm's monitor thread (which would also
+    # reserve a malloc arena of address space) adds nothing.
+    tqdm.monitor_interval = 0
+    return tqdm(*args, **kwargs)
 
 
 def _is_terminal(stream: Any) -> bool:
@@ -161,7 +172,7 @@ def _open(item: Input, stdin: BinaryIO, bars: bool) -> tuple[FileSource, tqdm[An
         return FileSource.spooled(iter(functools.partial(stdin.read, 1 << 20), b"")), None
     size = item.path.stat().st_size
     if bars and size >= BAR_BYTES:
-        bar = tqdm(
+        bar = _bar(
             total=size,
             unit="B",
             unit_scale=True,
@@ -382,7 +393,7 @@ def _files_bar(items: list[Input], bars: bool) -> Iterator[Input]:
     if len(items) < 2 or not bars:
         yield from items
         return
-    yield from tqdm(items, unit="file", desc="sessions", leave=False, disable=None)
+    yield from _bar(items, unit="file", desc="sessions", leave=False, disable=None)
 
 
 def check_files(run: Run, items: list[Input], *, as_json: bool) -> tuple[int, list[Any]]:

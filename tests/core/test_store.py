@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from transcripts import formats
-from transcripts.core.model import Record, Role, ToolCall, ToolResult
+from transcripts.core.model import _SIDECHAIN, Record, Role, ToolCall, ToolResult
 from transcripts.core.store import _ARENA_CHUNK, RecordStore
 from transcripts.engine import FileSource
 
@@ -144,3 +144,137 @@ def test_a_replaced_copy_reads_its_records_and_leaves_the_store_as_it_was() -> N
     assert copy[2] is other and list(copy)[2] is other and list(reversed(copy))[1] is other
     assert copy[1:3][1] is other and [r.uid for r in copy] == ["0", "1", "renamed", "3"]
     assert [r.uid for r in store] == ["0", "1", "2", "3"] and len(copy) == len(store)
+
+
+def _scans(records: list[Record]) -> tuple[list[tuple[int, str]], list[str], list[int]]:
+    """Return what the store's column scans give, found from the records one by one."""
+    apart = []
+    previous: str | None = None
+    for record in records:
+        if record.parent is not None and record.parent != previous:
+            apart.append((record.index, record.parent))
+        previous = record.uid
+    ids = [result.tool_call_id for record in records for result in record.results]
+    problems = [r.index for r in records if any(c.problem for c in r.calls)]
+    return apart, ids, problems
+
+
+def _rows(records: list[Record]) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
+    calls = [(r.index, c.id) for r in records for c in r.calls]
+    return calls, [(r.index, res.tool_call_id) for r in records for res in r.results]
+
+
+def _flagged(records: list[Record]) -> tuple[list[int], list[int]]:
+    """Return what `with_flag` and `answer_lines` give, found from the records one by one."""
+    skip = bytearray(len(records))
+    skip[0] = 1
+    sidechain = [r.index for r in records if r.sidechain]
+    lines = [r.index for r in records if not skip[r.index] and r.results and not r.calls]
+    return sidechain, [i for i in lines if not records[i].sidechain]
+
+
+def _store_flagged(store: RecordStore) -> tuple[list[int], list[int]]:
+    skip = bytearray(len(store))
+    skip[0] = 1
+    return list(store.with_flag(_SIDECHAIN)), list(store.answer_lines(skip, _SIDECHAIN))
+
+
+def _store_scans(store: RecordStore) -> tuple[list[tuple[int, str]], list[str], list[int]]:
+    """Return the store's column scans, with each parent it yields that is the uid before left out.
+
+    Such a parent is one the scan could not tell from its references (it was set since).
+    """
+    apart = [
+        (index, parent)
+        for index, parent in store.parents_apart()
+        if not index or parent != store[index - 1].uid
+    ]
+    return apart, list(store.result_ids()), list(store.with_call_problems())
+
+
+def test_its_column_scans_give_what_the_records_say() -> None:
+    odd = [ToolCall(f"c{k}", "Read", 4, k, "{}", "bad" if k == 69 else "") for k in range(70)]
+    records = [
+        _record(0, uid="a", parent="z"),
+        _record(1, uid="b", parent="a", calls=[ToolCall("c1", "Bash", 1, 0, "", "no args")]),
+        _record(2, uid="c", parent="a", results=[ToolResult("c1", 2, 0, False, "")]),
+        _record(3, uid="d", parent="c", calls=[ToolCall("c2", "Bash", 3, 0, "{}")]),
+        _record(4, uid="e", parent=None, calls=odd),
+        _record(5, results=[ToolResult("c9", 2, 0, True, "x")]),  # another record's: kept odd
+    ]
+    store = _stored(records, b"")
+    assert _store_scans(store) == _scans(records)
+    assert (list(store.call_rows()), list(store.result_rows())) == _rows(records)
+    store[5].sidechain = True
+    store[2].other_blocks = 1 << 40  # flags in a wide value
+    store[2].sidechain = True
+    assert _store_flagged(store) == _flagged(list(store)) == ([2, 5], [])
+    store[2].sidechain = False
+    assert _store_flagged(store) == _flagged(list(store)) == ([5], [2])
+    assert list(store.parents_apart()) == [(0, "z"), (2, "a")]  # as read: nothing more
+    # Changed through views, the scans follow: a parent re-set, a uid changed, results replaced.
+    store[3].parent = "c"  # the same text, now a string of its own: yielded, and held
+    store[1].uid = "B"  # record 2's parent is no longer the uid before it
+    store[2].results = [ToolResult("c3", 2, 0, False, ""), ToolResult("c4", 2, 1, False, "")]
+    store[1].calls = [ToolCall("c1", "Bash", 1, 0, "{}")]
+    assert _store_scans(store) == _scans(list(store))
+    assert (list(store.call_rows()), list(store.result_rows())) == _rows(list(store))
+    copy = store.replaced({3: _record(3, uid="d", parent="q")})
+    assert _store_scans(copy) == _scans(list(copy))
+    assert (list(copy.call_rows()), list(copy.result_rows())) == _rows(list(copy))
+    assert _store_flagged(copy) == _flagged(list(copy))
+
+
+@pytest.mark.parametrize("path", LINES, ids=lambda p: p.name)
+def test_its_column_scans_of_each_sample_give_what_its_records_say(path: Path) -> None:
+    with FileSource(path) as source:
+        records = formats.load(source, path.name, summaries=False).records
+        if isinstance(records, RecordStore):
+            assert _store_scans(records) == _scans(list(records))
+            assert (list(records.call_rows()), list(records.result_rows())) == _rows(records)
+            assert _store_flagged(records) == _flagged(records)
+
+
+def _walk(records: list[Record], uid: str | None) -> list[int]:
+    """Return the path `branch._path_to` walks by views: parents by their first record."""
+    first: dict[str, int] = {}
+    for r in records:
+        if r.uid is not None:
+            first.setdefault(r.uid, r.index)
+    path: list[int] = []
+    current = first.get(uid) if uid else None
+    while current is not None and current not in path:
+        path.append(current)
+        parent = records[current].parent
+        current = first.get(parent) if parent is not None else None
+    return path[::-1]
+
+
+def test_its_path_walk_follows_parents_to_their_first_records() -> None:
+    records = [
+        _record(0, uid="a"),
+        _record(1, uid="b", parent="a"),
+        _record(2, uid="b", parent="b"),  # a second write of b: its parent is b's first
+        _record(3, uid="c", parent="b"),  # the uid just before it, but not that uid's first
+        _record(4, uid="d", parent="c"),
+        _record(5, uid="e", parent="x"),  # a parent no record holds
+        _record(6, uid="f", parent="g"),
+        _record(7, uid="g", parent="f"),  # a cycle
+    ]
+    store = _stored(records, b"")
+    for uid in ("a", "b", "c", "d", "e", "f", "g", "x", None):
+        assert store.path_to(uid) == _walk(records, uid)
+    assert store.path_to("d") == [0, 1, 3, 4]
+    store[4].parent = "a"  # changed through a view
+    store[1].uid = "z"
+    assert store.path_to("d") == _walk(list(store), "d") == [0, 4]
+    assert store.replaced({4: _record(4, uid="d", parent="c")}).path_to("d") is None
+
+
+@pytest.mark.parametrize("path", LINES, ids=lambda p: p.name)
+def test_its_path_walk_of_each_sample_is_the_views_walk(path: Path) -> None:
+    with FileSource(path) as source:
+        records = formats.load(source, path.name, summaries=False).records
+        if isinstance(records, RecordStore):
+            for record in records:
+                assert records.path_to(record.uid) == _walk(records, record.uid)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from array import array
+from collections.abc import Callable, Iterable
 
-from transcripts.core.model import Record, Transcript
+from transcripts.core.model import _SIDECHAIN, Record, Transcript
 from transcripts.core.store import RecordStore
 
 # Return the index of the first record with a given uid, or None.
@@ -45,22 +46,26 @@ def _reattach(records: list[Record], by_uid: UidLookup, path: list[int]) -> list
     for i in path:
         on_path[i] = 1
     candidates = []
-    # By position first: most records are on the path, and a stored record is read
-    # only when it is not.
-    for index in range(len(records)):
-        if on_path[index]:
-            continue
+    # By position first, and a stored session by its columns: only the records off the
+    # path that hold results and no calls, outside sidechains, are read.
+    if isinstance(records, RecordStore):
+        lines: Iterable[int] = records.answer_lines(on_path, _SIDECHAIN)
+    else:
+        lines = (
+            r.index
+            for r in records
+            if not on_path[r.index] and not r.sidechain and r.results and not r.calls
+        )
+    for index in lines:
         record = records[index]
-        if record.sidechain or not record.results or record.calls:
-            continue
         parent = by_uid(record.parent) if record.parent is not None else None
         # The path runs through `by_uid`'s records: a parent is on it when its record is.
         if parent is not None and on_path[parent]:
             candidates.append(record)
     if not candidates:
         return path
-    call_at = {call.id: k for k, i in enumerate(path) for call in records[i].calls}
-    answered = {result.tool_call_id for i in path for result in records[i].results}
+    wanted = {result.tool_call_id for record in candidates for result in record.results}
+    call_at, answered = _path_ids(records, path, wanted)
     extra: dict[int, list[int]] = {}
     for record in candidates:
         ids = [result.tool_call_id for result in record.results]
@@ -83,6 +88,30 @@ def _reattach(records: list[Record], by_uid: UidLookup, path: list[int]) -> list
     return out
 
 
+def _path_ids(
+    records: list[Record], path: list[int], wanted: set[str]
+) -> tuple[dict[str, int], set[str]]:
+    """Return ({call id: its last position on `path`}, {ids answered on `path`}), ids in `wanted`.
+
+    A stored session's calls and results are read in column space, not
+    through a view of every record on the path.
+    """
+    if not isinstance(records, RecordStore):
+        call_at = {c.id: k for k, i in enumerate(path) for c in records[i].calls if c.id in wanted}
+        answered = {r.tool_call_id for i in path for r in records[i].results}
+        return call_at, answered & wanted
+    position = array("i" if len(records) < 2**31 else "q", [-1]) * len(records)
+    for k, index in enumerate(path):
+        position[index] = k
+    call_at = {}
+    for index, call_id in records.call_rows():
+        k = position[index]
+        if k >= 0 and call_id in wanted and k > call_at.get(call_id, -1):
+            call_at[call_id] = k
+    answered = {r for index, r in records.result_rows() if r in wanted and position[index] >= 0}
+    return call_at, answered
+
+
 def uid_lookup(records: list[Record]) -> UidLookup:
     """Return a lookup of the first record holding each uid (see `RecordStore.first_with_uid`)."""
     if isinstance(records, RecordStore):
@@ -96,6 +125,10 @@ def uid_lookup(records: list[Record]) -> UidLookup:
 
 def _path_to(records: list[Record], by_uid: UidLookup, leaf: Record) -> list[int]:
     """Return the indexes from the root down to `leaf`, following `parent` links."""
+    if isinstance(records, RecordStore):
+        found = records.path_to(leaf.uid)
+        if found is not None:
+            return found
     path: list[int] = []
     # Each uid stands for one record (its first), so a flag per record index finds a
     # cycle at a byte a record rather than a set of ids.
@@ -115,7 +148,17 @@ def branch_paths(transcript: Transcript) -> list[list[int]]:
 
     A Claude Code sidechain (`isSidechain`, a subagent's conversation) is its
     own conversation; its path runs from its own root to its last record.
+    Found once per Transcript (its records are not changed once read) and
+    kept in `transcript.paths` as arrays of 32-bit indexes (4 bytes a record,
+    where a list of ints costs about 36); each call returns new lists.
     """
+    if transcript.paths is None:
+        code = "i" if len(transcript.records) < 2**31 else "q"
+        transcript.paths = [array(code, path) for path in _branch_paths(transcript)]
+    return [path.tolist() for path in transcript.paths]
+
+
+def _branch_paths(transcript: Transcript) -> list[list[int]]:
     paths = [live_path(transcript)]
     if not transcript.tree:
         return paths
@@ -138,8 +181,13 @@ def branch_paths(transcript: Transcript) -> list[list[int]]:
         return top
 
     last_leaf: dict[str, Record] = {}
-    for record in records:
-        if record.sidechain and record.uid is not None and record.error is None:
+    sidechain = (
+        (records[i] for i in records.with_flag(_SIDECHAIN))
+        if isinstance(records, RecordStore)
+        else (r for r in records if r.sidechain)
+    )
+    for record in sidechain:
+        if record.uid is not None and record.error is None:
             last_leaf[root(record)] = record
     paths.extend(_path_to(records, by_uid, leaf) for leaf in last_leaf.values())
     return paths

@@ -8,6 +8,7 @@ Tool calls and tool results are addressed by (record index, block index).
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
@@ -465,6 +466,9 @@ class Transcript:
     agent: bool = False
     server_history: bool = False
     malformed_note: str = ""
+    # `core.branch.branch_paths`, kept once found: pairing and rendering both walk them.
+    # Not an init field, so `dataclasses.replace` (a renamed copy) finds them anew.
+    paths: list[array[int]] | None = field(default=None, init=False, repr=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

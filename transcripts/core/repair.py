@@ -24,6 +24,7 @@ from transcripts.core.model import (
     Transcript,
 )
 from transcripts.core.policy import Policy
+from transcripts.core.store import RecordStore
 
 
 def _anchor(transcript: Transcript, pairing: Pairing, turn: Turn, call: ToolCall) -> int:
@@ -288,8 +289,13 @@ def _new_ids(
     if not wanted:
         return {}
     strict = transcript.provider in ("anthropic", "bedrock")
-    taken = {c.id for r in transcript.records for c in r.calls}
-    taken.update(res.tool_call_id for r in transcript.records for res in r.results)
+    records = transcript.records
+    if isinstance(records, RecordStore):  # read in column space, not a view a record
+        taken = {call_id for _, call_id in records.call_rows()}
+        taken.update(records.result_ids())
+    else:
+        taken = {c.id for r in records for c in r.calls}
+        taken.update(res.tool_call_id for r in records for res in r.results)
     new_ids: dict[ToolCall, str] = {}
     for call in sorted(wanted, key=lambda c: (c.record, c.block)):
         base = call.id

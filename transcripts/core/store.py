@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any, SupportsIndex, overload
 
 from transcripts.core.model import (
+    _LINE_BITS,
     _LINE_MASK,
     _LINE_SHIFT,
     _RARE_DEFAULTS,
@@ -201,6 +202,7 @@ class RecordStore(list[Record]):
         self._shared: dict[str, int] = {}  # recent strings worth sharing: ids, names, kinds
         self._last_uid: tuple[str | None, int] = (None, _NONE)
         self._uid_slots: array[int] | None = None  # see `first_with_uid`
+        self._uid_first = bytearray()  # 1 for the first record of each uid, with the slots
         self._last_message: tuple[str | None, int] = (None, _NONE)
 
     # Strings ------------------------------------------------------------------------
@@ -261,29 +263,87 @@ class RecordStore(list[Record]):
 
         Raises ValueError when `record.index` is not the store's length.
         """
+        if record.index != self._count:
+            raise ValueError(f"record {record.index} appended at {self._count}")
+        at = record._at  # one read for the four numbers it packs
+        self._add(
+            (at >> _SPAN_BITS) & _SPAN_MASK,
+            at & _SPAN_MASK,
+            (at >> _LINE_SHIFT) & _LINE_MASK,
+            record.kind,
+            record.role,
+            record._bits,
+            record.uid,
+            record.parent,
+            record.message_id,
+            record.text,
+            record.calls,
+            record.results,
+        )
+        index = self._count - 1
+        if record._rare:
+            self._rare[index] = dict(record._rare)
+        if record.parsed is not None:
+            self._parsed[index] = record.parsed
+
+    def append_message(
+        self,
+        start: int,
+        end: int,
+        line: int,
+        kind: str,
+        role: Role,
+        bits: int,
+        uid: str | None,
+        parent: str | None,
+        message_id: str | None,
+        calls: list[ToolCall],
+        results: list[ToolResult],
+    ) -> None:
+        """Append a record from its fields, as `append` would a Record holding them.
+
+        The record has no text, no parsed value and none of the fields a
+        Record keeps in `_rare`; `bits` packs its flags and `other_blocks`
+        (see `model.Record`). For a loader that reads what detection needs
+        straight from a line's JSON, without a Record. Raises ValueError for
+        offsets or a line a Record cannot hold.
+        """
+        if (start | end) >> _SPAN_BITS or line >> _LINE_BITS:
+            raise ValueError(f"record offsets {start}-{end} or line {line} out of range")
+        self._add(start, end, line, kind, role, bits, uid, parent, message_id, "", calls, results)
+
+    def _add(
+        self,
+        start: int,
+        end: int,
+        line: int,
+        kind: str,
+        role: Role,
+        bits: int,
+        uid: str | None,
+        parent: str | None,
+        message: str | None,
+        text: str,
+        calls: list[ToolCall],
+        results: list[ToolResult],
+    ) -> None:
         index = self._count
-        if record.index != index:
-            raise ValueError(f"record {record.index} appended at {index}")
         slot = index & _CHUNK_MASK
         if not slot:
             for column in self._columns:
                 column.grow()
         self._count += 1
-        at = record._at  # one read for the four numbers it packs
-        start, end = (at >> _SPAN_BITS) & _SPAN_MASK, at & _SPAN_MASK
         self._start.chunks[-1][slot] = start
         if end - start < _WIDE:
             self._size.chunks[-1][slot] = end - start
         else:
             self._set_size(index, end - start)
-        self._line.chunks[-1][slot] = (at >> _LINE_SHIFT) & _LINE_MASK
-        self._set_kind(index, record.kind, record.role)
-        bits = record._bits
+        self._line.chunks[-1][slot] = line
+        self._set_kind(index, kind, role)
         if bits < _WIDE:
             self._bits.chunks[-1][slot] = bits
         else:
             self._set_bits(index, bits)
-        uid, parent = record.uid, record.parent
         last_uid, last_ref = self._last_uid
         uid_ref = last_ref if uid == last_uid else self._put(uid)
         self._uid.chunks[-1][slot] = uid_ref
@@ -291,24 +351,19 @@ class RecordStore(list[Record]):
         shared = parent is not None and parent == last_uid
         self._parent.chunks[-1][slot] = last_ref if shared else self._put(parent)
         self._last_uid = (uid, uid_ref)
-        message = record.message_id
         last_message, message_ref = self._last_message
         if message is None or message != last_message:
             message_ref = self._put(message)
             self._last_message = (message, message_ref)
         self._message.chunks[-1][slot] = message_ref
-        if record.text:
-            self._text.chunks[-1][slot] = self._put(record.text)
+        if text:
+            self._text.chunks[-1][slot] = self._put(text)
         else:
             self._text.chunks[-1][slot] = _NONE
-        if record.calls:
-            self._set_calls(index, record.calls)
-        if record.results:
-            self._set_results(index, record.results)
-        if record._rare:
-            self._rare[index] = dict(record._rare)
-        if record.parsed is not None:
-            self._parsed[index] = record.parsed
+        if calls:
+            self._set_calls(index, calls)
+        if results:
+            self._set_results(index, results)
 
     def extend(self, records: Iterable[Record]) -> None:
         """Append each of `records` (see `append`)."""
@@ -467,6 +522,7 @@ class RecordStore(list[Record]):
         slots = array(code, [0]) * size
         mask = size - 1
         refs, get = self._uid, self._get
+        first = self._uid_first = bytearray(self._count)
         for index in range(self._count):
             ref = refs[index]
             if ref == _NONE:
@@ -477,11 +533,155 @@ class RecordStore(list[Record]):
                 entry = slots[probe]
                 if not entry:
                     slots[probe] = index + 1
+                    first[index] = 1
                     break
                 if get(refs[entry - 1]) == uid:
                     break  # an earlier record holds this uid: it stands for it
                 probe = (probe + 1) & mask
         return slots
+
+    # Scans in column space -----------------------------------------------------------
+    # What a format's `finish` asks of every record, read without a view per record.
+
+    def _each(self, column: _Column) -> Iterator[int]:
+        """Yield a per-record column's values, one per record (its own length is not kept)."""
+        left = self._count
+        for chunk in column.chunks:
+            if left <= 0:
+                return
+            yield from chunk[: min(left, len(chunk))]
+            left -= len(chunk)
+
+    def parents_apart(self) -> Iterator[tuple[int, str]]:
+        """Yield (index, parent) for each record with a parent, but those known to be held.
+
+        Known: a record whose parent the store keeps as the very string of the
+        uid of the record just before it (nearly every record of a chain, as
+        read): its parent is held by a record. Every record whose parent is
+        not the uid before it is yielded; a few whose parent is, but was set
+        since, may be too.
+        """
+        if self._replaced:
+            previous: str | None = None
+            for record in self:
+                if record.parent is not None and record.parent != previous:
+                    yield record.index, record.parent
+                previous = record.uid
+            return
+        last = _NONE
+        uids, parents = self._each(self._uid), self._each(self._parent)
+        for index, (uid, parent) in enumerate(zip(uids, parents, strict=True)):
+            # The store shares the previous uid's reference for a parent equal to it.
+            if parent != _NONE and parent != last:
+                yield index, self._get(parent)
+            last = uid
+
+    def with_flag(self, bit: int) -> Iterator[int]:
+        """Yield the index of each record whose flag `bit` (`model.Record._bits`) is set."""
+        if self._replaced:
+            yield from (r.index for r in self if r._bits & bit)
+            return
+        wide = self._wide_bits
+        for index, bits in enumerate(self._each(self._bits)):
+            if (bits if bits != _WIDE else wide[index]) & bit:
+                yield index
+
+    def answer_lines(self, skip: bytearray, bit: int) -> Iterator[int]:
+        """Yield each record not flagged in `skip` holding results and no calls, flag `bit` unset.
+
+        `skip[i]` is nonzero for a record to leave out; `bit` a flag of
+        `model.Record._bits` (the sidechain flag, say).
+        """
+        if self._replaced:
+            for r in self:
+                if not skip[r.index] and r.results and not r.calls and not r._bits & bit:
+                    yield r.index
+            return
+        odd_results, odd_calls, wide = self._odd_results, self._odd_calls, self._wide_bits
+        results_of, calls_of = self._each(self._results), self._each(self._calls)
+        columns = zip(results_of, calls_of, self._each(self._bits), strict=True)
+        for index, (results, calls, bits) in enumerate(columns):
+            if skip[index] or not (results or odd_results.get(index)):
+                continue
+            if calls or odd_calls.get(index):
+                continue
+            if not (bits if bits != _WIDE else wide[index]) & bit:
+                yield index
+
+    def result_ids(self) -> Iterator[str]:
+        """Yield the tool call id of every result, record by record."""
+        return (tool_call_id for _, tool_call_id in self.result_rows())
+
+    def result_rows(self) -> Iterator[tuple[int, str]]:
+        """Yield (record index, tool call id) of every result, record by record."""
+        return self._rows(self._results, self._result_id, self._odd_results, "results")
+
+    def call_rows(self) -> Iterator[tuple[int, str]]:
+        """Yield (record index, call id) of every tool call, record by record."""
+        return self._rows(self._calls, self._call_id, self._odd_calls, "calls")
+
+    def _rows(
+        self, packs: _Column, ids: _Column, odd: dict[int, Any], field: str
+    ) -> Iterator[tuple[int, str]]:
+        if self._replaced:
+            for record in self:
+                for item in getattr(record, field):
+                    yield record.index, item.id if field == "calls" else item.tool_call_id
+            return
+        get = self._get
+        for index, packed in enumerate(self._each(packs)):
+            if packed:
+                first = packed >> _COUNT_BITS
+                for row in range(first, first + (packed & _COUNT_MASK)):
+                    yield index, get(ids[row])
+            elif index in odd:
+                for item in odd[index]:
+                    yield index, item.id if field == "calls" else item.tool_call_id
+
+    def with_call_problems(self) -> Iterator[int]:
+        """Yield the index of each record with a call whose `problem` is set."""
+        if self._replaced:
+            yield from (r.index for r in self if any(c.problem for c in r.calls))
+            return
+        more, odd = self._call_more, self._odd_calls
+        for index, packed in enumerate(self._each(self._calls)):
+            if packed:
+                first = packed >> _COUNT_BITS
+                rows = range(first, first + (packed & _COUNT_MASK))
+                if more and any(more.get(row, (_NONE,))[0] != _NONE for row in rows):
+                    yield index
+            elif index in odd and any(call.problem for call in odd[index]):
+                yield index
+
+    def path_to(self, uid: str | None) -> list[int] | None:
+        """Return `branch._path_to`'s path to the first record of `uid`, or None: not here.
+
+        Root first, following parent links (a parent's record is the first
+        with its uid), stopping at a record seen before. A parent that is the
+        record before's very uid string, that record the first with it, is
+        followed without reading a string. None for a store with replaced
+        records (the caller walks the views).
+        """
+        if self._replaced:
+            return None
+        if self._uid_slots is None:
+            self._uid_slots = self._uid_table()
+        first, uids, parents = self._uid_first, self._uid, self._parent
+        path: list[int] = []
+        seen = bytearray(self._count)
+        current = self.first_with_uid(uid) if uid else None
+        while current is not None and not seen[current]:
+            seen[current] = 1
+            path.append(current)
+            ref = parents[current]
+            if ref == _NONE:
+                break
+            if current and ref == uids[current - 1] and first[current - 1]:
+                current -= 1
+            else:
+                current = self.first_with_uid(self._get(ref))
+        path.reverse()
+        return path
 
     def replaced(self, records: dict[int, Record]) -> RecordStore:
         """Return a store that reads as this one but for `records` ({index: Record}).

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from transcripts.core.model import Record, ToolResult
-from transcripts.formats.base import add_call, preview
+from transcripts.core.model import Record, ToolCall, ToolResult
+from transcripts.formats.base import add_call, preview, previews_kept, stored_call, stored_result
 
 
 def read_blocks(content: Any, record: Record) -> None:
-    """Record the calls, results and other blocks of an Anthropic `content` value."""
+    """Record the calls, results and other blocks of an Anthropic `content` value.
+
+    Without previews (`base.without_previews`) the record's text is left
+    empty; every value whose reading could fail is read all the same.
+    """
+    show = previews_kept(record)
     if isinstance(content, str):
         record.other_blocks = 1 if content else 0  # "" holds no block to keep or write
-        record.text = preview(content)
+        record.text = preview(content) if show else ""
         return
     if not isinstance(content, list):
         return
@@ -23,7 +28,8 @@ def read_blocks(content: Any, record: Record) -> None:
             name = str(block.get("name") or "")
             call_id, args = block.get("id"), block.get("input")
             add_call(record, j, call_id, block.get("name"), args)
-            texts.append(f"{name}({preview(record.calls[-1].args, 200)})")
+            if show:
+                texts.append(f"{name}({preview(record.calls[-1].args, 200)})")
         elif kind == "tool_result" and isinstance(block, dict):
             text = preview(block.get("content"))
             record.results.append(
@@ -41,10 +47,52 @@ def read_blocks(content: Any, record: Record) -> None:
             if kind == "thinking":
                 texts.append("(thinking)")
             elif kind == "text" and isinstance(block, dict):
-                texts.append(str(block.get("text", "")))
+                value = block.get("text", "")
+                if show or not isinstance(value, str):
+                    texts.append(str(value))
             else:
                 texts.append(f"({kind or 'block'})")
-    record.text = preview(" ".join(texts))
+    record.text = preview(" ".join(texts)) if show else ""
+
+
+def stored_blocks(content: Any, index: int) -> tuple[list[ToolCall], list[ToolResult], int]:
+    """Return (calls, results, other blocks) of record `index`'s `content`, as a load keeps them.
+
+    What `read_blocks` and a streamed load without summaries keep (see
+    `base.stored_call`). Raises TypeError for a block whose reading
+    `read_blocks` could fail on (a value it would make text of that is not
+    text): the loader reads such a line as ever.
+    """
+    if isinstance(content, str):
+        return [], [], 1 if content else 0
+    if not isinstance(content, list):
+        return [], [], 0
+    calls: list[ToolCall] = []
+    results: list[ToolResult] = []
+    other = 0
+    for j, block in enumerate(content):
+        if not isinstance(block, dict):
+            other += 1
+            continue
+        kind = block.get("type")
+        if kind == "tool_use":
+            name = block.get("name")
+            if name and not isinstance(name, str):
+                raise TypeError("a tool name that is not a string")
+            calls.append(stored_call(index, j, block.get("id"), name, block.get("input"), False))
+        elif kind == "tool_result":
+            is_error = block.get("is_error") is True
+            content_value = block.get("content")
+            results.append(
+                stored_result(index, j, block.get("tool_use_id"), is_error, content_value)
+            )
+        else:
+            other += 1
+            if kind == "text" and not isinstance(block.get("text", ""), str):
+                raise TypeError("a text block whose text is not a string")
+            if kind and not isinstance(kind, str):
+                raise TypeError("a block type that is not a string")
+    return calls, results, other
 
 
 def result_block(template: dict[str, Any] | None, tool_use_id: str, text: str) -> dict[str, Any]:

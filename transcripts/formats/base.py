@@ -7,14 +7,18 @@ import hashlib
 import json
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import orjson
 
 from transcripts.core.branch import uid_lookup
-from transcripts.core.model import Op, Record, ToolCall, Transcript
+from transcripts.core.markers import synthetic_marker
+from transcripts.core.model import Op, Record, Role, ToolCall, ToolResult, Transcript
+from transcripts.core.store import RecordStore
 
 # How sure a sniff is that a sample is its format, on pygments' `analyse_text`
 # scale (0.0 no, 1.0 certain). The registry takes the highest; a format's
@@ -83,6 +87,22 @@ class Format:
     def classify(self, obj: Any, record: Record) -> None:
         """Fill `record`'s role, kind, calls, results, links and preview from `obj`."""
         raise NotImplementedError
+
+    # True when `store_line` covers the common lines of this format.
+    stores_lines: ClassVar[bool] = False
+
+    def store_line(
+        self, obj: dict[str, Any], store: RecordStore, start: int, end: int, line: int
+    ) -> bool:
+        """Append line `obj` (bytes `start:end`, 1-based `line`) to `store`, or return False.
+
+        What a streamed load without summaries keeps of the line: the very
+        fields `classify` and the loader's settling give, read straight from
+        the JSON, no Record made. False (nothing appended) for a line the
+        shortcut does not cover: the loader then classifies it as ever. May
+        raise what reading the line raises; the loader then reads it as ever.
+        """
+        return False
 
     def continues(self, root: Any) -> bool:
         """Return True when a request body continues a conversation held server-side."""
@@ -359,9 +379,70 @@ def add_call(
     return call
 
 
+def stored_call(
+    index: int, block: int, call_id: Any, name: Any, args: Any, partial: bool
+) -> ToolCall:
+    """Return the call `add_call` makes, as a load without summaries keeps it (args digested).
+
+    Raises TypeError for an id that is neither a string nor empty (its text
+    is for `add_call` to make: the line is read as ever).
+    """
+    if call_id and not isinstance(call_id, str):
+        raise TypeError("a tool call id that is not a string")
+    return ToolCall(
+        call_id or "",
+        sys.intern(name) if isinstance(name, str) else "",
+        index,
+        block,
+        args_digest(canonical(args)),
+        call_problem(call_id, name, args, partial),
+    )
+
+
+def stored_result(
+    index: int, block: int, tool_call_id: Any, is_error: bool, content: Any
+) -> ToolResult:
+    """Return a result as a load without summaries keeps it: its text only if a marker.
+
+    Raises TypeError for an id that is neither a string nor empty.
+    """
+    if tool_call_id and not isinstance(tool_call_id, str):
+        raise TypeError("a tool call id that is not a string")
+    text = preview(content)
+    return ToolResult(
+        tool_call_id or "", index, block, is_error, text if synthetic_marker(text) else ""
+    )
+
+
 def digest(*parts: object) -> str:
     """Return a hex sha256 of `parts`: the seed of deterministic ids for new records."""
     return hashlib.sha256("\x1f".join(map(str, parts)).encode()).hexdigest()
+
+
+# False while a load keeps no previews of messages (see `without_previews`).
+_PREVIEWS: ContextVar[bool] = ContextVar("pairfix_previews", default=True)
+
+
+@contextmanager
+def without_previews() -> Iterator[None]:
+    """Within this block, classifying a message may leave its `Record.text` empty.
+
+    For a load that drops the previews of messages anyway (`formats.load`
+    with `summaries` False): making them costs time for nothing. A result's
+    text is still read (an earlier repair's marker is recognised by it), and
+    so is any value whose reading could fail: a record reads as malformed,
+    or a file as unreadable, exactly as with previews.
+    """
+    token = _PREVIEWS.set(False)
+    try:
+        yield
+    finally:
+        _PREVIEWS.reset(token)
+
+
+def previews_kept(record: Record) -> bool:
+    """Return True unless a load keeps no preview of this message (META records keep theirs)."""
+    return _PREVIEWS.get() or record.role is Role.META
 
 
 def preview(value: Any, limit: int = 160, depth: int = 0) -> str:

@@ -19,8 +19,15 @@ import copy
 import uuid
 from typing import Any
 
-from transcripts.core.model import Op, Record, Role, Transcript
-from transcripts.formats._blocks import find_result_block, picked, read_blocks, result_block
+from transcripts.core.model import _OTHER_SHIFT, _SIDECHAIN, Op, Record, Role, Transcript
+from transcripts.core.store import RecordStore
+from transcripts.formats._blocks import (
+    find_result_block,
+    picked,
+    read_blocks,
+    result_block,
+    stored_blocks,
+)
 from transcripts.formats._json import ordered_like
 from transcripts.formats.base import CERTAIN, LOOSE, Format, Placed, digest, linked, preview
 
@@ -110,6 +117,36 @@ class ClaudeCode(Format):
             record.text = preview(obj.get("content"))
         elif kind == "summary":
             record.text = preview(obj.get("summary"))
+
+    stores_lines = True
+
+    def store_line(
+        self, obj: dict[str, Any], store: RecordStore, start: int, end: int, line: int
+    ) -> bool:
+        """Store a `user` or `assistant` line as `classify` reads it (see `Format.store_line`)."""
+        kind = obj.get("type")
+        message = obj.get("message")
+        if kind not in ("user", "assistant") or not isinstance(message, dict):
+            return False
+        if kind == "assistant" and _api_error(obj, message):
+            return False  # a META record: it keeps its preview
+        uid, parent = obj.get("uuid"), obj.get("parentUuid")
+        message_id = message.get("id") if kind == "assistant" else None
+        calls, results, other = stored_blocks(message.get("content"), len(store))
+        store.append_message(
+            start,
+            end,
+            line,
+            "user" if kind == "user" else "assistant",
+            Role.USER if kind == "user" else Role.ASSISTANT,
+            (other << _OTHER_SHIFT) | (_SIDECHAIN if obj.get("isSidechain") is True else 0),
+            uid if isinstance(uid, str) else None,
+            parent if isinstance(parent, str) else None,
+            message_id if isinstance(message_id, str) else None,
+            calls,
+            results,
+        )
+        return True
 
     def finish(self, records: list[Record]) -> None:
         """Keep a chainless file's sidechain lines (a subagent's) out of its conversation."""

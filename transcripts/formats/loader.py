@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -29,7 +30,7 @@ from transcripts.formats._json import (
     sniff_style,
     value_end,
 )
-from transcripts.formats.base import Format, args_digest, linked
+from transcripts.formats.base import Format, args_digest, linked, without_previews
 from transcripts.formats.registry import FORMATS
 from transcripts.formats.source import FileSource, iter_lines
 from transcripts.formats.streams import stream_refusal
@@ -109,7 +110,10 @@ def load(
         raise FormatError(filename, 1, f"unknown format {format!r}")
     if isinstance(data, FileSource):
         if _streams(data, format):
-            return _load_jsonl(data, filename, format, None, summaries)
+            if summaries:
+                return _load_jsonl(data, filename, format, None, summaries)
+            with without_previews():  # `_settle` would drop them
+                return _load_jsonl(data, filename, format, None, summaries)
         data = data[0 : len(data)]
     elif (format is None or FORMATS[format].jsonl) and _streams(data, None):
         # A JSON object followed by more lines is never one JSON document: not parsed as one.
@@ -662,6 +666,8 @@ def _load_jsonl(
     call_ids: dict[str, str] = {}  # the recent calls' ids, which their results share
     fmt = FORMATS[format] if format else None
     checked = False  # the first lines sniffed, or checked against the chosen format
+    # Set once the format is known, when it reads lines straight into the store.
+    store_line: Callable[[dict[str, Any], RecordStore, int, int, int], bool] | None = None
     eol: bytes | None = None
     lines = iter_lines(data)
     for line_no, (start, end, raw, terminated) in enumerate(lines, 1):
@@ -671,7 +677,23 @@ def _load_jsonl(
             start, raw = start + len(_BOM), raw[len(_BOM) :]
         if not (raw[:1] == b"{" or raw.strip()):
             continue  # a blank line: kept in the gap after the record before it
-        record = _read_line(raw, len(records), start, end, line_no, terminated, filename)
+        if store_line is not None and store is not None:
+            try:
+                obj = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                obj = None  # read again below, for its error (or for want of memory)
+            if isinstance(obj, dict):
+                try:
+                    if store_line(obj, store, start, end, line_no):
+                        continue
+                except Exception:  # not covered, or failing: classified as ever (fails so too)
+                    pass
+                record = Record(len(records), start, end, Role.META, "malformed", line=line_no)
+                record.parsed = obj
+            else:
+                record = _read_line(raw, len(records), start, end, line_no, terminated, filename)
+        else:
+            record = _read_line(raw, len(records), start, end, line_no, terminated, filename)
         if fmt is None or not checked:
             records.append(record)
             if len(records) < _SNIFF_LINES:
@@ -679,6 +701,8 @@ def _load_jsonl(
             fmt = _settled(fmt, records, data, filename, doc_error, summaries, call_ids)
             checked = True
             records = _stored(store, records)
+            if store is not None and not summaries and fmt.stores_lines:
+                store_line = fmt.store_line  # what detection needs, read straight
         else:
             # A stored record shares its strings with the one before by itself.
             previous = records[-1] if records and store is None else None

@@ -28,8 +28,19 @@ from typing import Any
 
 from transcripts.core.branch import uid_lookup
 from transcripts.core.markers import OPENCLAW_SENTENCE
-from transcripts.core.model import Op, Record, Role, ToolResult, Transcript
+from transcripts.core.model import (
+    _ABORTED,
+    _INTERRUPTED,
+    _OTHER_SHIFT,
+    Op,
+    Record,
+    Role,
+    ToolCall,
+    ToolResult,
+    Transcript,
+)
 from transcripts.core.policy import INTERRUPTED_TEXT
+from transcripts.core.store import RecordStore
 from transcripts.formats._json import ordered_like
 from transcripts.formats.base import (
     CERTAIN,
@@ -38,6 +49,9 @@ from transcripts.formats.base import (
     add_call,
     digest,
     preview,
+    previews_kept,
+    stored_call,
+    stored_result,
 )
 
 _CALL_TYPES = ("toolCall", "toolUse", "functionCall")
@@ -116,6 +130,8 @@ class OpenClaw(Format):
             record.interrupted = stop in ("error", "aborted", "length") or bool(
                 isinstance(error, str) and error.strip()
             )
+            # Without previews, only what could fail to read is read (base.without_previews).
+            show = previews_kept(record)
             texts = []
             for j, block in enumerate(content if isinstance(content, list) else []):
                 kind = block.get("type") if isinstance(block, dict) else None
@@ -127,17 +143,20 @@ class OpenClaw(Format):
                     call = add_call(
                         record, j, block.get("id"), block.get("name"), args, partial=partial
                     )
-                    texts.append(f"{call.name}({preview(call.args, 200)})")
+                    if show:
+                        texts.append(f"{call.name}({preview(call.args, 200)})")
                 else:
                     record.other_blocks += 1
                     if kind == "text" and isinstance(block, dict):
-                        texts.append(str(block.get("text", "")))
+                        value = block.get("text", "")
+                        if show or not isinstance(value, str):
+                            texts.append(str(value))
                     else:
                         texts.append(f"({kind})")
             if isinstance(content, str):
                 record.other_blocks += 1
                 texts.append(content)
-            record.text = preview(" ".join(texts))
+            record.text = preview(" ".join(texts)) if show else ""
         elif role == "toolResult":
             record.role = Role.TOOL
             result_id = message.get("toolCallId", message.get("toolUseId"))
@@ -151,28 +170,102 @@ class OpenClaw(Format):
         else:
             record.role = Role.USER
             record.other_blocks = 1
-            record.text = preview(content)
+            show = previews_kept(record) or not isinstance(content, str)
+            record.text = preview(content) if show else ""
+
+    stores_lines = True
+
+    def store_line(
+        self, obj: dict[str, Any], store: RecordStore, start: int, end: int, line: int
+    ) -> bool:
+        """Store a `message` entry as `classify` reads it (see `Format.store_line`)."""
+        message = obj.get("message")
+        if obj.get("type") != "message" or not isinstance(message, dict):
+            return False
+        index = len(store)
+        uid, parent = obj.get("id"), obj.get("parentId")
+        role = message.get("role")
+        content = message.get("content")
+        calls: list[ToolCall] = []
+        results: list[ToolResult] = []
+        if role == "assistant":
+            kind, stored_role, other = "assistant", Role.ASSISTANT, 0
+            stop, error = message.get("stopReason"), message.get("errorMessage")
+            bits = _ABORTED if stop in ("error", "aborted") else 0
+            if stop in ("error", "aborted", "length") or (isinstance(error, str) and error.strip()):
+                bits |= _INTERRUPTED
+            for j, block in enumerate(content if isinstance(content, list) else []):
+                block_kind = block.get("type") if isinstance(block, dict) else None
+                if block_kind in _CALL_TYPES and isinstance(block, dict):
+                    args = block.get("arguments", block.get("input"))
+                    partial = "partialJson" in block and not isinstance(args, dict)
+                    name = block.get("name")
+                    calls.append(stored_call(index, j, block.get("id"), name, args, partial))
+                else:
+                    other += 1
+                    if block_kind == "text" and isinstance(block, dict):
+                        if not isinstance(block.get("text", ""), str):
+                            raise TypeError("a text block whose text is not a string")
+                    elif block_kind is not None and not isinstance(block_kind, str):
+                        raise TypeError("a block type that is not a string")
+            if isinstance(content, str):
+                other += 1
+        elif role == "toolResult":
+            kind, stored_role, other, bits = "toolResult", Role.TOOL, 0, 0
+            result_id = message.get("toolCallId", message.get("toolUseId"))
+            is_error = message.get("isError") is True
+            results.append(stored_result(index, 0, result_id, is_error, content))
+        elif isinstance(role, str):
+            kind, stored_role, other, bits = role, Role.USER, 1, 0
+            if not isinstance(content, str):
+                preview(content)  # read as `classify` reads it, for what reading it raises
+        else:
+            return False
+        store.append_message(
+            start,
+            end,
+            line,
+            kind,
+            stored_role,
+            (other << _OTHER_SHIFT) | bits,
+            uid if isinstance(uid, str) else None,
+            parent if isinstance(parent, str) else None,
+            None,
+            calls,
+            results,
+        )
+        return True
 
     def finish(self, records: list[Record]) -> None:
         """Re-link results parented on a tool call id; keep answered calls with odd arguments."""
         by_uid = uid_lookup(records)
         # The parents no entry holds, which a call's id may be: few, so only their calls'
-        # entries are looked for (not a map of every call of a long session).
-        unknown = {r.parent for r in records if r.parent is not None and by_uid(r.parent) is None}
+        # entries are looked for (not a map of every call of a long session). A parent
+        # that is the entry before's id is held: a stored session skips those unread.
+        apart = (
+            list(records.parents_apart())
+            if isinstance(records, RecordStore)
+            else [(r.index, r.parent) for r in records if r.parent is not None]
+        )
+        unknown = {parent for _, parent in apart if by_uid(parent) is None}
         entry_of: dict[str, str] = {}
         for record in records if unknown else ():
             if record.role is Role.ASSISTANT and record.uid is not None:
                 for call in record.calls:
                     if call.id in unknown:
                         entry_of.setdefault(call.id, record.uid)
-        answered: set[str] = set()
-        for record in records:
-            if record.parent is not None and record.parent in unknown:
-                entry = entry_of.get(record.parent)
-                if entry is not None:
-                    record.relinked_from, record.parent = record.parent, entry
-            answered.update(r.tool_call_id for r in record.results)
-        for record in records:
+        for index, parent in apart:
+            entry = entry_of.get(parent) if parent in unknown else None
+            if entry is not None:
+                record = records[index]
+                record.relinked_from, record.parent = parent, entry
+        if isinstance(records, RecordStore):
+            answered = set(records.result_ids())
+            odd = [records[i] for i in records.with_call_problems()]
+        else:
+            answered = {r.tool_call_id for record in records for r in record.results}
+            odd = [record for record in records if any(c.problem for c in record.calls)]
+        for record in odd:
             if any(c.problem and c.id in answered and _ARGS in c.problem for c in record.calls):
                 record.calls = [
                     replace(c, problem="") if c.id in answered and _ARGS in c.problem else c

@@ -24,7 +24,7 @@ from transcripts.formats._json import member_span
 from transcripts.formats.base import Format
 from transcripts.formats.loader import classify_record
 from transcripts.formats.registry import FORMATS
-from transcripts.formats.source import CHUNK
+from transcripts.formats.source import CHUNK, FileSource
 
 
 def _relink(
@@ -48,9 +48,18 @@ def _relink_path(
     parents: dict[int | Slot, str] = {}
     previous: int | None = None  # raw index of the record written just before, if any
     previous_uid: str | None = None
+    # A record written as it was after its own predecessor keeps its link: nothing to
+    # look at but its uid, read only when a record after it needs it (`pending`).
+    pending: int | None = None
     for k, index in enumerate(path):
         before = path[k - 1] if k else None
-        placed: Sequence[Slot | None] = at.get(index) or (None,)
+        slots = at.get(index)
+        if slots is None and before == previous:
+            previous, pending = index, index
+            continue
+        if pending is not None:
+            previous_uid, pending = records[pending].uid or "", None
+        placed: Sequence[Slot | None] = slots or (None,)
         for slot in placed:
             if slot is not None and not slot.written:
                 continue
@@ -88,17 +97,20 @@ def _rekeep(transcript: Transcript, fmt: Format, at: dict[int, list[Slot]]) -> d
     if not fmt.keep_key:
         return keeps
     for path in branch_paths(transcript):
+        compactions = [(k, keep) for k, i in enumerate(path) if (keep := records[i].keep_from)]
+        if not compactions:
+            continue
         # Where each kept id first occurs on the path, found in one walk (not one per
         # compaction: a long pi session holds thousands).
-        wanted = {records[i].keep_from for i in path if records[i].keep_from}
+        wanted = {keep for _, keep in compactions}
         first_at: dict[str, int] = {}
         for k, index in enumerate(path):
             uid = records[index].uid
             if uid is not None and uid in wanted and uid not in first_at:
                 first_at[uid] = k
-        for kc, compaction in enumerate(path):
-            keep = records[compaction].keep_from
-            first = first_at.get(keep) if keep else None
+        for kc, keep in compactions:
+            compaction = path[kc]
+            first = first_at.get(keep)
             if first is None or first >= kc:
                 continue
             for index in itertools.islice(path, first, kc):
@@ -273,7 +285,11 @@ def _renamed(transcript: Transcript, fmt: Format, plan: Plan) -> Transcript:
         for index, record in renamed.items():
             records[index] = record
     style = dataclasses.replace(transcript.style, renamed=frozenset(renames))
-    return dataclasses.replace(transcript, records=records, style=style)
+    renamed_transcript = dataclasses.replace(transcript, records=records, style=style)
+    # A renamed record reads as its original in every field a branch walk reads (only
+    # its JSON value is renamed): the branches found already are still the branches.
+    renamed_transcript.paths = transcript.paths
+    return renamed_transcript
 
 
 def rewrite(transcript: Transcript, plan: Plan) -> Rewrite:
@@ -377,9 +393,11 @@ class _Writer:
         self.run = None
         if isinstance(self.data, bytes):
             self.out.write(memoryview(self.data)[start:stop])
-            return
-        for offset in range(start, stop, CHUNK):
-            self.out.write(self.data[offset : min(stop, offset + CHUNK)])
+        elif isinstance(self.data, FileSource):
+            self.data.copy_to(self.out, start, stop)
+        else:
+            for offset in range(start, stop, CHUNK):
+                self.out.write(self.data[offset : min(stop, offset + CHUNK)])
 
 
 def _own(slot: Slot) -> int | None:
@@ -398,7 +416,10 @@ def _write_lines(
     """Write JSONL records, each followed by its own line end (and any blank lines after it).
 
     Records the sparse layout `at` lacks, and whose parent stays, are copied
-    as they were; the file's final newline, or lack of one, is kept.
+    as they were; the file's final newline, or lack of one, is kept. Only the
+    records a plan touches (and the last ones) are looked at one by one: the
+    lines between them go out as one run of raw bytes, line ends and blank
+    lines included, so a long session costs its changes, not its length.
     """
     data, records = transcript.raw, transcript.records
     eol = transcript.style.eol
@@ -407,8 +428,8 @@ def _write_lines(
     # next line must start on a line of its own.
     cut = records[-1].error is not None and any(s.dropped for s in at.get(len(records) - 1, ()))
     ends_open = not data.endswith(b"\n") and not cut
-    writer.raw(0, records[0].start)
-    for i, record in enumerate(records):
+
+    def write(i: int, record: Record) -> None:
         here: Sequence[Slot | None] = at.get(i) or (None,)
         for slot in here:
             if slot is not None and not slot.written:
@@ -426,6 +447,21 @@ def _write_lines(
                     writer.raw(records[own].end, following)
                     continue
             writer.bytes(eol)
+
+    # Every other record is written as it was, up to the next record's start: a line
+    # ends before the next one starts, so its end and what follows are raw bytes too.
+    looked_at = {*at, *keeps, len(records) - 1}
+    looked_at.update(k for k in parents if isinstance(k, int))
+    if last is not None:
+        looked_at.add(last[0])
+    writer.raw(0, records[0].start)
+    done = 0  # the records before this index are written
+    for i in sorted(looked_at):
+        record = records[i]
+        if i > done:
+            writer.raw(records[done].start, record.start)
+        write(i, record)
+        done = i + 1
 
 
 def _last_written(at: dict[int, list[Slot]], count: int) -> tuple[int, Slot | None] | None:

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import IO
+from typing import IO, BinaryIO
 
 CHUNK = 1 << 20  # bytes per read when streaming (1 MiB)
+# copy_file_range's refusals that mean "not here" (another file system on an older
+# kernel, a target opened to append, a file system without it), not a failed write.
+_NO_KERNEL_COPY = {errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EBADF}
 
 
 class FileSource:
@@ -81,6 +86,39 @@ class FileSource:
             yield data
             start += len(data)
 
+    def copy_to(self, out: BinaryIO, start: int, stop: int) -> None:
+        """Write the bytes from `start` to `stop` to `out`, as `out.write(self[start:stop])` would.
+
+        Into a regular file the kernel copies them (`os.copy_file_range`, Linux
+        4.5+: no pass through Python, a reflink where the file system shares
+        extents); where it cannot (a pipe, standard output, a file opened to
+        append, another file system on an older kernel) they are read and
+        written a chunk at a time. Bytes past the file's end are not written.
+        Raises OSError when reading or writing fails.
+        """
+        stop = min(stop, self._size)
+        target = _regular_file(out)
+        if target is not None and start < stop:
+            out.flush()
+            at, copied = out.tell(), -1
+            try:
+                while start < stop:
+                    copied = os.copy_file_range(self._fd, target, stop - start, start, at)
+                    if copied == 0:
+                        break  # the file ended early (cut while read): nothing more to copy
+                    start, at = start + copied, at + copied
+            except OSError as exc:
+                if exc.errno not in _NO_KERNEL_COPY:
+                    raise
+            finally:
+                # copy_file_range with offsets leaves the descriptor's own offset alone.
+                out.seek(at)
+            if start >= stop or copied == 0:
+                return
+        # Sliced, not `chunks`: a subclass's progress counts the read, not the write.
+        for offset in range(start, stop, CHUNK):
+            out.write(self[offset : min(stop, offset + CHUNK)])
+
     def close(self) -> None:
         """Close the file (idempotent)."""
         if self._fd >= 0:
@@ -97,6 +135,16 @@ class FileSource:
         trace: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _regular_file(out: BinaryIO) -> int | None:
+    """Return the descriptor of `out` when it is a seekable regular file, else None."""
+    try:
+        fd = out.fileno()
+        seekable = out.seekable()
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError
+        return None
+    return fd if seekable and stat.S_ISREG(os.fstat(fd).st_mode) else None
 
 
 def iter_lines(data: bytes | FileSource) -> Iterator[tuple[int, int, bytes, bool]]:
