@@ -29,6 +29,7 @@ import argparse
 import difflib
 import functools
 import io
+import math
 import os
 import signal
 import sys
@@ -396,6 +397,20 @@ def _files_bar(items: list[Input], bars: bool) -> Iterator[Input]:
     yield from _bar(items, unit="file", desc="sessions", leave=False, disable=None)
 
 
+def _skipped(run: Run, item: Input, analysis: Analysis, entry: dict[str, Any]) -> bool:
+    """Return True (with a note) for a file found in a folder that is not a session file.
+
+    A folder holds other JSON too (Gemini CLI's `logs.json`, settings): valid
+    JSON of no format Pairfix reads is skipped there, not reported unreadable.
+    A file named on the command line is always read, and refused if it must be.
+    """
+    if not (item.walked and analysis.not_a_session):
+        return False
+    run.say_error(f"{item.name}: skipped: not a session file (JSON of no format Pairfix reads)")
+    entry["skipped"] = "not a session file"
+    return True
+
+
 def check_files(run: Run, items: list[Input], *, as_json: bool) -> tuple[int, list[Any]]:
     """Report the faults of every file; return the exit status and the reports."""
     status = OK
@@ -409,6 +424,8 @@ def check_files(run: Run, items: list[Input], *, as_json: bool) -> tuple[int, li
         with source:
             entry = report(analysis, item.name)
             reports.append(entry)
+            if _skipped(run, item, analysis, entry):
+                continue
             if analysis.error:
                 run.say_error(f"{item.name}: unreadable: {analysis.error}")
                 status = BAD
@@ -529,6 +546,8 @@ def repair_files(
             entry = report(analysis, item.name)
             entry["written"] = None
             reports.append(entry)
+            if _skipped(run, item, analysis, entry):
+                continue
             if analysis.error:
                 run.say_error(f"{item.name}: unreadable: {analysis.error}")
                 status = BAD
@@ -716,6 +735,17 @@ def _show_preview(
     return OK if result.valid else FAULTS
 
 
+def _seconds(text: str) -> float:
+    """Parse a --grace value: a finite number of seconds, 0 or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more seconds, and finite: {text!r}")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pairfix",
@@ -739,7 +769,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     common.add_argument(
         "--grace",
-        type=float,
+        type=_seconds,
         default=DEFAULT_GRACE,
         metavar="SECONDS",
         help=f"a file written less than this long ago is still being written: its last "
@@ -801,7 +831,7 @@ def main(
         format=args.format,
         say=(lambda line: None) if args.json and args.command != "preview" else say,
         say_error=say_error,
-        grace=max(0.0, args.grace),
+        grace=args.grace,
         # tqdm starts its monitor thread when a bar is made, shown or not: off a
         # terminal no bar is made at all, so the process stays one thread.
         bars=_is_terminal(err),

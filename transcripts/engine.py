@@ -45,6 +45,8 @@ class Analysis:
 
     `error` is set (and `repairable` False) when the file could not be read as
     any supported format; the message names the file, the line and the reason.
+    `not_a_session` is then True when the file is valid JSON or JSON lines of
+    no format Pairfix reads (a settings or log file, not a broken session).
     `repaired` (rendered on first use) equals the raw bytes when the plan is
     empty or nothing can be repaired; `write_repaired` streams it instead.
     """
@@ -58,6 +60,7 @@ class Analysis:
     plan: Plan
     raw: bytes | FileSource = field(repr=False)
     error: str | None = None
+    not_a_session: bool = False
     transcript: Transcript | None = field(default=None, repr=False)
     policy: Policy | None = field(default=None, repr=False)
 
@@ -183,7 +186,9 @@ def analyze(
         faults = detect(transcript, pairing)
         plan = repair(transcript, faults, chosen, pairing)
     except FormatError as exc:
-        return _unreadable(data, filename, policy, str(exc), exc.format, exc.records)
+        return _unreadable(
+            data, filename, policy, str(exc), exc.format, exc.records, not_a_session=exc.unknown
+        )
     except RecursionError:
         # Python's own JSON code recurses; a hostile file may nest beyond its stack.
         reason = f"{filename}: JSON nested too deeply to read or repair safely"
@@ -216,6 +221,8 @@ def _unreadable(
     error: str,
     format: str | None,
     records: int,
+    *,
+    not_a_session: bool = False,
 ) -> Analysis:
     """Return the analysis of a file that could not be read: raw bytes, the reason."""
     return Analysis(
@@ -228,4 +235,5 @@ def _unreadable(
         plan=Plan(policy=policy),
         raw=data,
         error=error,
+        not_a_session=not_a_session,
     )

@@ -235,6 +235,40 @@ def test_a_folder_is_walked_for_every_session_and_subagent_file(tmp_path: Path) 
     assert (fixed / "s1.jsonl").read_bytes() == analyze(BROKEN.read_bytes(), "s1.jsonl").repaired
 
 
+def test_a_walked_folder_skips_json_that_is_no_session_but_not_a_broken_one(
+    tmp_path: Path,
+) -> None:
+    # Gemini CLI keeps a prompt log and settings beside its sessions.
+    folder = tmp_path / "gemini"
+    folder.mkdir()
+    shutil.copyfile(SAMPLES / "formats" / "gemini_cli_checkpoint.json", folder / "chat.json")
+    (folder / "logs.json").write_text(
+        '[{"sessionId":"a1","messageId":0,"type":"user","message":"fix the build",'
+        '"timestamp":"2026-11-30T10:00:00.000Z"}]'
+    )
+    (folder / "settings.json").write_text('{"theme":"Default"}\n')
+    status, out, err = run("check", "--json", str(folder))
+    assert status in (0, 1), err
+    files = {Path(f["path"]).name: f for f in orjson.loads(out)["files"]}
+    skipped = {name: f.get("skipped") for name, f in files.items()}
+    assert skipped == {
+        "chat.json": None,
+        "logs.json": "not a session file",
+        "settings.json": "not a session file",
+    }
+    assert "error" not in files["chat.json"] or files["chat.json"]["error"] is None
+    assert f"{folder / 'logs.json'}: skipped: not a session file" in err
+    status, _, err = run("fix", str(folder), "--out", str(tmp_path / "fixed"))
+    assert status == 0, err
+    assert sorted(p.name for p in (tmp_path / "fixed").iterdir()) == ["chat.json"]
+    # A broken session in the folder is still an error, and so is a named non-session.
+    (folder / "cut.json").write_text('[{"role":"user","content":"x"')
+    status, _, err = run("check", str(folder))
+    assert status == 2 and "cut.json: unreadable" in err
+    status, _, err = run("check", str(folder / "settings.json"))
+    assert status == 2 and "unreadable: settings.json: line 1: unknown format" in err
+
+
 def test_standard_input_is_read_and_the_repair_written_to_standard_output() -> None:
     status, out, err = run("fix", "-", "--out", "-", stdin=BROKEN.read_bytes())
     assert status == 0
@@ -358,3 +392,12 @@ def test_check_names_the_faults_a_compaction_hid_apart() -> None:
     status, out, _ = run("check", "--json", "--grace", "0", str(case))
     [entry] = orjson.loads(out)["files"]
     assert entry["before_compaction"] == {"record": 7, "records": 7, "faults": 1}
+
+
+@pytest.mark.parametrize("value", ["-5", "nan", "inf", "soon"])
+def test_grace_is_a_finite_number_of_seconds(value: str) -> None:
+    try:
+        status, _, err = run("check", f"--grace={value}", str(BROKEN))
+    except SystemExit as exc:  # argparse's own exit
+        status = int(exc.code or 0)
+    assert status == 2

@@ -63,11 +63,20 @@ class FormatError(ValueError):
     """A file Pairfix cannot read: names the file, the line and the reason.
 
     `format` is the format id when it was known (None when sniffing failed);
-    `records` how many records were read before giving up.
+    `records` how many records were read before giving up; `unknown` is True
+    when the file is valid JSON or JSON lines of no format Pairfix reads (not
+    a session file, rather than a broken one).
     """
 
     def __init__(
-        self, filename: str, line: int, reason: str, format: str | None = None, records: int = 0
+        self,
+        filename: str,
+        line: int,
+        reason: str,
+        format: str | None = None,
+        records: int = 0,
+        *,
+        unknown: bool = False,
     ) -> None:
         super().__init__(f"{filename}: line {line}: {reason}")
         self.filename = filename
@@ -75,6 +84,7 @@ class FormatError(ValueError):
         self.reason = reason
         self.format = format
         self.records = records
+        self.unknown = unknown
 
 
 def _decode_reason(message: str) -> str:
@@ -154,7 +164,8 @@ def load(
         if fmt is not None:
             return _load_document(data, filename, root, fmt.id)
         if not (isinstance(root, dict) and body.count(b"\n", begin, end) == 0):
-            raise FormatError(filename, 1, stream_refusal([root]) or _UNKNOWN_DOCUMENT)
+            refusal = stream_refusal([root])
+            raise FormatError(filename, 1, refusal or _UNKNOWN_DOCUMENT, unknown=refusal is None)
     return _load_jsonl(data, filename, format, doc_error)
 
 
@@ -275,11 +286,7 @@ def _load_document(data: bytes, filename: str, root: Any, format: str | None) ->
         _check_shape(FORMATS[format], [root], filename)
     fmt = FORMATS[format] if format else registry.sniff([root], filename, jsonl=False)
     if fmt is None:
-        raise FormatError(
-            filename,
-            1,
-            _UNKNOWN_DOCUMENT,
-        )
+        raise FormatError(filename, 1, _UNKNOWN_DOCUMENT, unknown=True)
     found = array_spans(data, _skip_blank(data), root, fmt.array_keys)
     if found is not None:
         transcript = _document_records(data, filename, fmt, *found)
@@ -792,6 +799,7 @@ def _sniff_lines(
             1,
             "unknown format: JSON lines, but not one of the formats Pairfix reads",
             records=len(records),
+            unknown=True,
         )
     if doc_error is not None:
         line, col, msg = doc_error
