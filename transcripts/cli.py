@@ -400,11 +400,12 @@ def _files_bar(items: list[Input], bars: bool) -> Iterator[Input]:
 def _skipped(run: Run, item: Input, analysis: Analysis, entry: dict[str, Any]) -> bool:
     """Return True (with a note) for a file found in a folder that is not a session file.
 
-    A folder holds other JSON too (Gemini CLI's `logs.json`, settings): valid
-    JSON of no format Pairfix reads is skipped there, not reported unreadable.
-    A file named on the command line is always read, and refused if it must be.
+    A folder holds other JSON too (Gemini CLI's `logs.json`, settings): a
+    `.json` file of valid JSON of no format Pairfix reads is skipped there, not
+    reported unreadable. A `.jsonl` file is what agents append sessions to, so
+    it is always reported; so is a file named on the command line.
     """
-    if not (item.walked and analysis.not_a_session):
+    if not (item.walked and analysis.not_a_session and item.relative.suffix == ".json"):
         return False
     run.say_error(f"{item.name}: skipped: not a session file (JSON of no format Pairfix reads)")
     entry["skipped"] = "not a session file"

@@ -122,7 +122,7 @@ def test_generated_sessions_repair_streamed_as_whole(
     name=st.sampled_from(["claude_code", "openclaw", "codex"]),
     script=sessions.scripts(),
     policy=st.sampled_from(sorted(PRESETS)),
-    ending=st.sampled_from([b"", b"\n", b"\r\n", b"\n\n"]),
+    ending=st.sampled_from([b"", b"\n", b"\r\n", b"\n\n", b"\r"]),
 )
 def test_scripted_sessions_repair_streamed_as_whole(
     tmp_path: Path, name: str, script: sessions.Script, policy: str, ending: bytes
@@ -224,6 +224,48 @@ def test_a_hostile_line_costs_the_same_streamed_as_whole(
         path = tmp_path / sample
         path.write_bytes(b"".join([*lines[:at], line + b"\n", *lines[at:]]))
         _assert_same(path, policy, tmp_path)
+
+
+# Empty strings where ids go: kept as "" (not taken for a missing id) on both paths.
+EMPTY_IDS = [
+    b'{"type":"user","sessionId":"s","uuid":"","parentUuid":"P","message":'
+    b'{"role":"user","content":"last"}}',
+    b'{"type":"user","sessionId":"s","uuid":"e2","parentUuid":"","message":'
+    b'{"role":"user","content":"parent empty"}}',
+    b'{"type":"assistant","sessionId":"s","uuid":"e3","parentUuid":"P","message":{"id":"",'
+    b'"role":"assistant","content":[{"type":"tool_use","id":"t_e3","name":"ls","input":{}}]}}',
+]
+EMPTY_OPENCLAW = [
+    b'{"type":"label","id":"","parentId":"P"}',
+    b'{"type":"message","id":"","parentId":"P","message":{"role":"user","content":"x"}}',
+    b'{"type":"message","id":"e2","parentId":"","message":{"role":"user","content":"y"}}',
+]
+
+
+@pytest.mark.parametrize("policy", sorted(PRESETS))
+@pytest.mark.parametrize(
+    ("sample", "line"),
+    [("claude_code.jsonl", line) for line in EMPTY_IDS]
+    + [("openclaw.jsonl", line) for line in EMPTY_OPENCLAW],
+    ids=lambda v: v if isinstance(v, str) else repr(v[20:70]),
+)
+def test_an_empty_id_reads_the_same_streamed_as_whole(
+    sample: str, line: bytes, policy: str, tmp_path: Path
+) -> None:
+    lines = (ROOT / "demo" / "samples" / "formats" / sample).read_bytes().splitlines(True)
+    for at in (1, 3, len(lines)):
+        path = tmp_path / sample
+        path.write_bytes(b"".join([*lines[:at], line + b"\n", *lines[at:]]))
+        _assert_same(path, policy, tmp_path)
+
+
+def test_a_last_line_ending_in_a_bare_carriage_return_reads_the_same(tmp_path: Path) -> None:
+    lines = (ROOT / "demo" / "samples" / "formats" / "claude_code.jsonl").read_bytes()
+    for cut in (b"", b"x"):
+        path = tmp_path / "cr.jsonl"
+        path.write_bytes(lines.rstrip(b"\n")[: len(lines) - 2 - len(cut)] + cut + b"\r")
+        for policy in ("synthesize", "discard"):
+            _assert_same(path, policy, tmp_path)
 
 
 FIELDS = [

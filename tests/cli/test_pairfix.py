@@ -261,6 +261,11 @@ def test_a_walked_folder_skips_json_that_is_no_session_but_not_a_broken_one(
     status, _, err = run("fix", str(folder), "--out", str(tmp_path / "fixed"))
     assert status == 0, err
     assert sorted(p.name for p in (tmp_path / "fixed").iterdir()) == ["chat.json"]
+    # JSON lines of no format are still an error in a folder: agents append sessions so.
+    (folder / "odd.jsonl").write_text('{"theme":"Default"}\n{"theme":"Dark"}\n')
+    status, _, err = run("check", str(folder))
+    assert status == 2 and "odd.jsonl: unreadable" in err
+    (folder / "odd.jsonl").unlink()
     # A broken session in the folder is still an error, and so is a named non-session.
     (folder / "cut.json").write_text('[{"role":"user","content":"x"')
     status, _, err = run("check", str(folder))
@@ -392,6 +397,25 @@ def test_check_names_the_faults_a_compaction_hid_apart() -> None:
     status, out, _ = run("check", "--json", "--grace", "0", str(case))
     [entry] = orjson.loads(out)["files"]
     assert entry["before_compaction"] == {"record": 7, "records": 7, "faults": 1}
+
+
+@pytest.mark.parametrize("lead", ["summary", "file-history-snapshot"])
+def test_a_session_opening_with_many_unplaceable_lines_is_still_read(
+    tmp_path: Path, lead: str
+) -> None:
+    # A resumed Claude Code session can open with dozens of summary or snapshot lines.
+    lines = b"".join(
+        orjson.dumps({"type": lead, "leafUuid": f"u{n}", "messageId": f"m{n}"}) + b"\n"
+        for n in range(120)
+    )
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "s.jsonl").write_bytes(lines + BROKEN.read_bytes())
+    status, out, err = run("check", "--json", str(folder))
+    assert status == 1, err
+    [entry] = orjson.loads(out)["files"]
+    assert entry["format"] == "claude_code"
+    assert [f["kind"] for f in entry["faults"]] == ["missing_result"]
 
 
 @pytest.mark.parametrize("value", ["-5", "nan", "inf", "soon"])

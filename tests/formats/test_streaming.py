@@ -67,3 +67,42 @@ def test_lines_longer_than_a_read_chunk_are_read_whole(
     with FileSource(path) as source:
         assert list(source_module.iter_lines(source)) == lines
     _same(path, "synthesize")
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    data=st.binary(max_size=60).map(lambda b: bytes(b"a\n\r{"[x % 4] for x in b)),
+    chunk=st.integers(min_value=1, max_value=9),
+)
+def test_lines_split_the_same_from_a_file_in_any_chunks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data: bytes, chunk: int
+) -> None:
+    monkeypatch.setattr(source_module, "CHUNK", chunk)
+    path = tmp_path / "l.jsonl"
+    path.write_bytes(data)
+    with FileSource(path) as source:
+        assert list(source_module.iter_lines(source)) == list(source_module.iter_lines(data))
+
+
+def test_a_first_line_longer_than_the_sniffed_head_still_streams(tmp_path: Path) -> None:
+    # A long first record (a summary, a big prompt) must not make the file a JSON document,
+    # read whole: the file is read in slices of at most a chunk and that first line.
+    first = b'{"type":"summary","summary":"' + b"s" * 100_000 + b'","leafUuid":"x"}\n'
+    body = sessions.claude_code(sessions.Script([sessions.Turn(["c1", "c2"], ["ok", "missing"])]))
+    path = tmp_path / "long-first.jsonl"
+    path.write_bytes(first + body * 3000)
+    reads: list[int] = []
+
+    class Counted(FileSource):
+        def __getitem__(self, where: slice) -> bytes:
+            data = super().__getitem__(where)
+            reads.append(len(data))
+            return data
+
+    with Counted(path) as source:
+        streamed = analyze(source, path.name, summaries=False)
+        assert streamed.error is None and streamed.format == "claude_code"
+        assert max(reads) <= source_module.CHUNK + len(first) + 4096 < len(source)
+    assert streamed.fault_counts == analyze(path.read_bytes(), path.name).fault_counts

@@ -28,7 +28,8 @@ from transcripts.core.model import (
     ToolResult,
 )
 
-_NONE = -1  # the reference of a field left at its default (None or "")
+_NONE = -1  # the reference of a field left at its default (None, or "" for a text)
+_BLANK = 0  # the reference of "" where it was given (only "" has length 0 in the arena)
 # A string's reference packs (arena offset << _LENGTH_BITS) | its length in bytes; a
 # longer string is kept whole in `_long`, its reference -2 for the first, -3 for the next.
 # The length _UUID marks a UUID in canonical form (Claude Code's ids) kept as its 16 bytes.
@@ -208,9 +209,15 @@ class RecordStore(list[Record]):
     # Strings ------------------------------------------------------------------------
 
     def _put(self, text: str | None) -> int:
-        """Return the reference of `text` written to the arena (_NONE for None or "")."""
-        if not text:
+        """Return the reference of `text` written to the arena (_NONE for None, _BLANK for "").
+
+        "" is kept apart from None: an id given as "" is an id (the whole-file
+        path's Record keeps it so), not a missing one.
+        """
+        if text is None:
             return _NONE
+        if not text:
+            return _BLANK
         packed = _uuid_bytes(text)
         data = packed if packed is not None else text.encode("utf-8", "surrogatepass")
         size = len(data)
@@ -229,7 +236,7 @@ class RecordStore(list[Record]):
     def _put_shared(self, text: str | None) -> int:
         """Return the reference of `text`, shared with an equal string put lately."""
         if not text:
-            return _NONE
+            return self._put(text)
         ref = self._shared.get(text)
         if ref is None:
             if len(self._shared) >= _RECENT:
@@ -242,7 +249,9 @@ class RecordStore(list[Record]):
         text = self._read.get(ref)
         if text is not None:
             return text
-        if ref < 0:
+        if ref <= 0:
+            if ref == _BLANK:
+                return ""
             return default if ref == _NONE else self._long[-2 - ref]
         at, size = ref >> _LENGTH_BITS, ref & _LENGTH_MASK
         chunk, at = self._arena[at >> _ARENA_BITS], at & (_ARENA_CHUNK - 1)

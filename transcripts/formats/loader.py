@@ -36,6 +36,9 @@ from transcripts.formats.source import FileSource, iter_lines
 from transcripts.formats.streams import stream_refusal
 
 _SNIFF_LINES = 50
+# A session may open with many lines no sniff can place (Claude Code's summary and
+# file-history-snapshot lines): the sample then doubles, up to this many records.
+_SNIFF_MOST = 3200
 _RECENT_CALLS = 4096  # call ids a streamed file keeps for its results to share
 _UNKNOWN_DOCUMENT = (
     "unknown format: a JSON document of none of the formats Pairfix reads (message arrays "
@@ -192,6 +195,8 @@ def _streams(source: bytes | FileSource, format: str | None) -> bool:
         return False
     if first != b"{":
         return bool(first)
+    if b"\n" not in body.lstrip() and isinstance(source, FileSource) and len(source) > len(head):
+        return _long_first_line_streams(source)
     line, newline, rest = body.lstrip().partition(b"\n")
     if not newline or not rest.strip():
         return False  # one line only: a JSON document
@@ -200,6 +205,27 @@ def _streams(source: bytes | FileSource, format: str | None) -> bool:
     except orjson.JSONDecodeError as exc:
         _refuse_if_out_of_memory(exc, "the file", 1)
         return False
+
+
+def _long_first_line_streams(source: FileSource) -> bool:
+    """Return True when a file whose first line outruns the sniffed head is JSON lines.
+
+    The first line is not read whole (it may be 100 MB: a long first prompt):
+    its end is found a chunk at a time. An object's line that ends in `}`
+    with another line opening with `{` after it is never one JSON document
+    (valid JSON allows only `,` or a closing bracket after a value there), so
+    those are JSON lines; else it is taken for a document, as before.
+    """
+    at = 0
+    for chunk in source.chunks(0, len(source)):
+        newline = chunk.find(b"\n")
+        if newline >= 0:
+            end = at + newline
+            tail = source[max(0, end - 64) : end].rstrip(b" \t\r")
+            after = source[end + 1 : end + 1 + 4096].lstrip()
+            return tail.endswith(b"}") and after.startswith(b"{")
+        at += len(chunk)
+    return False  # one line: a JSON document
 
 
 class _Empty(list[Any]):
@@ -673,6 +699,7 @@ def _load_jsonl(
     call_ids: dict[str, str] = {}  # the recent calls' ids, which their results share
     fmt = FORMATS[format] if format else None
     checked = False  # the first lines sniffed, or checked against the chosen format
+    sniff_at = _SNIFF_LINES  # records read before the format is sniffed
     # Set once the format is known, when it reads lines straight into the store.
     store_line: Callable[[dict[str, Any], RecordStore, int, int, int], bool] | None = None
     eol: bytes | None = None
@@ -703,7 +730,10 @@ def _load_jsonl(
             record = _read_line(raw, len(records), start, end, line_no, terminated, filename)
         if fmt is None or not checked:
             records.append(record)
-            if len(records) < _SNIFF_LINES:
+            if len(records) < sniff_at:
+                continue
+            if fmt is None and len(records) < _SNIFF_MOST and _sniffed(records, filename) is None:
+                sniff_at = 2 * len(records)
                 continue
             fmt = _settled(fmt, records, data, filename, doc_error, summaries, call_ids)
             checked = True
@@ -781,14 +811,29 @@ def _settled(
     return fmt
 
 
+def _sniffed(records: list[Record], filename: str) -> Format | None:
+    """Return the format the first records claim (see `_sniff_lines`), or None."""
+    count = _SNIFF_LINES
+    while True:
+        sample = [r.parsed for r in records[:count] if r.parsed is not None]
+        fmt = registry.sniff(sample, filename, jsonl=True)
+        if fmt is not None or count >= min(len(records), _SNIFF_MOST):
+            return fmt
+        count *= 2
+
+
 def _sniff_lines(
     records: list[Record], filename: str, doc_error: tuple[int, int, str] | None
 ) -> Format:
-    """Return the format of JSON lines from their first records; raise FormatError if none."""
-    sample = [r.parsed for r in records[:_SNIFF_LINES] if r.parsed is not None]
-    fmt = registry.sniff(sample, filename, jsonl=True)
+    """Return the format of JSON lines from their first records; raise FormatError if none.
+
+    The first _SNIFF_LINES records are sniffed, then twice as many, and so on
+    up to _SNIFF_MOST, until a format claims them.
+    """
+    fmt = _sniffed(records, filename)
     if fmt is not None:
         return fmt
+    sample = [r.parsed for r in records[:_SNIFF_LINES] if r.parsed is not None]
     refusal = stream_refusal(sample)
     if refusal is not None:
         first = next(r for r in records if r.parsed is not None)

@@ -163,21 +163,35 @@ def iter_lines(data: bytes | FileSource) -> Iterator[tuple[int, int, bytes, bool
             yield pos, end, data[pos:end], newline >= 0
             pos = size if newline < 0 else newline + 1
         return
-    offset = 0  # file offset of buffer[0]
-    buffer = b""
+    # A line is cut from its chunk; one that spans chunks is joined once, at its end, so
+    # a line of any length costs its bytes, not a copy for each chunk it spans.
+    offset = 0  # file offset of the line being read
+    pending: list[bytes] = []  # its bytes from earlier chunks
     for chunk in data.chunks(0, size):
-        buffer += chunk
         pos = 0
         while True:
-            newline = buffer.find(b"\n", pos)
+            newline = chunk.find(b"\n", pos)
             if newline < 0:
                 break
-            end = (
-                newline - 1 if newline > pos and buffer[newline - 1 : newline] == b"\r" else newline
-            )
-            yield offset + pos, offset + end, buffer[pos:end], True
+            if pending:
+                pending.append(chunk[:newline])
+                line = b"".join(pending)
+                pending = []
+                length = len(line)
+                if line.endswith(b"\r"):
+                    line = line[:-1]
+            else:
+                length = newline - pos
+                cut = newline - 1 if newline > pos and chunk[newline - 1] == 13 else newline
+                line = chunk[pos:cut]
+            yield offset, offset + len(line), line, True
+            offset += length + 1
             pos = newline + 1
-        offset += pos
-        buffer = buffer[pos:]
-    if buffer:
-        yield offset, offset + len(buffer), buffer, False
+        if pos < len(chunk):
+            pending.append(chunk[pos:])
+    if pending:
+        line = b"".join(pending)
+        # As for bytes: a last line's `\r` is its line end, a `\n` or not.
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        yield offset, offset + len(line), line, False
