@@ -256,6 +256,10 @@ def _timeline_form(request: HttpRequest, session: Session) -> TimelineForm | Htt
     return render(request, "transcripts/bad_request.html", context, status=400)
 
 
+# The request fields that ask for a window other than the first.
+PLACES = ("record", "fault_after", "fault_before", "at", "before", "after")
+
+
 def _window(
     tl: Timeline, filters: timeline.Filters, data: dict[str, Any]
 ) -> timeline.Window | None:
@@ -337,6 +341,9 @@ def session_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
                 else "waiting for a worker to start"
             ),
         }
+        if not filters and not any(data.get(name) is not None for name in PLACES):
+            # The file's first records, read now: a first look while the rest is built.
+            context["preview"] = timeline.preview(tl)
     if tl.status == Timeline.Status.READY and not tl.error:
         context["raw_verdict"], context["verdict"] = timeline.timeline_verdicts(tl)
         known = _policy_verdicts(session, tl)

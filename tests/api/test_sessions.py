@@ -6,7 +6,9 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from tests.api.conftest import error_of
 from tests.helpers import ORPHANED_CALL, sample
 from tests.sync.conftest import call, user
-from transcripts.models import ApiToken, AuditRecord, Session
+from transcripts import actions
+from transcripts.models import ApiToken, AuditRecord, Session, Timeline
+from transcripts.queue import BrokerUnavailable
 
 URL = "/api/sessions"
 pytestmark = pytest.mark.django_db
@@ -28,6 +30,7 @@ def test_it_stores_an_upload_as_revision_0(api, alice, workspace):
         "format": "claude_code",
         "record_count": 11,
         "fault_counts": {"missing_result": 1},
+        "analysed": True,
         "error": "",
         "head": 0,
         "live": False,
@@ -257,3 +260,73 @@ def test_a_nul_only_name_is_refused(api):
     assert error_of(response) == (400, "bad_request")
     assert "Only NUL characters were given" in response.json()["error"]["fields"]["name"][0]
     assert Session.objects.count() == 0
+
+
+def test_a_large_upload_is_stored_first_and_read_by_its_timeline_build(
+    api, settings, django_capture_on_commit_callbacks, monkeypatch
+):
+    settings.INGEST_INLINE_BYTES = 100
+    sent = []
+    monkeypatch.setattr(
+        "transcripts.tasks.build_timeline.apply_async", lambda args, **_: sent.append(*args)
+    )
+    data = sample("formats/claude_code.jsonl")
+    with django_capture_on_commit_callbacks(execute=True):
+        response = upload(api, data)
+    body = response.json()
+    assert response.status_code == 201
+    assert (body["analysed"], body["format"], body["record_count"], body["fault_counts"]) == (
+        False,
+        "unknown",
+        0,
+        {},
+    )
+    session = Session.objects.get()
+    assert session.head.read() == data
+    # The build of its default timeline is queued with the upload, not when a page asks.
+    built = Timeline.objects.get()
+    assert (built.policy, built.read_as, built.status) == ("synthesize", "", "queued")
+    assert sent == [built.pk]
+
+    assert actions.do_build_timeline(built.pk)
+    body = api.get(f"{URL}/{session.pk}").json()
+    assert (body["analysed"], body["format"], body["record_count"], body["fault_counts"]) == (
+        True,
+        "claude_code",
+        11,
+        {"missing_result": 1},
+    )
+
+
+def test_a_large_upload_keeps_the_format_it_names_and_gets_its_error_from_the_build(
+    api, settings, monkeypatch
+):
+    settings.INGEST_INLINE_BYTES = 100
+    monkeypatch.setattr("transcripts.tasks.build_timeline.apply_async", lambda *a, **k: None)
+    body = upload(api, sample("formats/claude_code.jsonl"), format="codex").json()
+    assert (body["analysed"], body["format"], body["error"]) == (False, "codex", "")
+    actions.do_build_timeline(Timeline.objects.get().pk)
+    session = Session.objects.get()
+    assert (session.analysed, session.format) == (True, "codex")
+    assert session.error.startswith("claude_code.jsonl")
+
+
+def test_a_large_upload_is_stored_while_the_broker_is_down(api, settings, monkeypatch):
+    settings.INGEST_INLINE_BYTES = 100
+
+    def down() -> None:
+        raise BrokerUnavailable("The task queue cannot be reached.")
+
+    monkeypatch.setattr("transcripts.queue.check_broker", down)
+    response = upload(api, sample("formats/claude_code.jsonl"))
+    assert response.status_code == 201
+    assert response.json()["analysed"] is False
+    # Not marked as sent: the session's page asks for the build again.
+    assert Timeline.objects.get().claimed_at is None
+
+
+def test_a_live_upload_is_read_during_the_upload_whatever_its_size(api, settings):
+    settings.INGEST_INLINE_BYTES = 100
+    data = user("u1", None, "list the files") + call("a1", "u1", "toolu_1")
+    body = upload(api, data, live="true").json()
+    assert (body["analysed"], body["fault_counts"]) == (True, {"pending_result": 1})

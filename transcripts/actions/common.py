@@ -147,6 +147,7 @@ HEAD_FIELDS = (
     "record_count",
     "fault_counts",
     "error",
+    "analysed",
     "last_write",
     "live_until",
 )
@@ -158,7 +159,8 @@ class HeadState:
 
     `fault_counts` is {fault kind id: count}; `last_write` is when the
     session's source was last written (None when unknown), which decides
-    `live_until`.
+    `live_until`. `analysed` False: the bytes are stored but not read yet
+    (`unread`), so the format may be "unknown" and the counts are empty.
     """
 
     format: str
@@ -166,6 +168,7 @@ class HeadState:
     fault_counts: dict[str, int]
     error: str
     last_write: datetime | None
+    analysed: bool = True
 
     @classmethod
     def of(cls, analysis: Analysis, last_write: datetime | None) -> HeadState:
@@ -177,6 +180,14 @@ class HeadState:
             analysis.error or "",
             last_write,
         )
+
+    @classmethod
+    def unread(cls, format: str | None) -> HeadState:
+        """Return the state of a head stored without reading it (a large upload), not live.
+
+        `format` is the format the uploader named, if any ("unknown" else).
+        """
+        return cls(format or "unknown", 0, {}, "", None, analysed=False)
 
     @classmethod
     def counted(
@@ -214,6 +225,7 @@ def write_heads(moves: Sequence[HeadMove]) -> list[bool]:
             "record_count": move.state.record_count,
             "fault_counts": move.state.fault_counts,
             "error": move.state.error,
+            "analysed": move.state.analysed,
             "last_write": move.state.last_write,
             "live_until": live_until(move.state.last_write),
         }

@@ -7,12 +7,15 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
+import structlog
+from django.conf import settings
 from django.core.files.storage import default_storage
 from django.db import DatabaseError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from transcripts import search
+from transcripts.actions.timelines import queue_index
 from transcripts.actions.common import (
     UNFINISHED,
     EventType,
@@ -23,6 +26,7 @@ from transcripts.actions.common import (
     write_head,
 )
 from transcripts.engine import ENGINE_VERSION, analyze
+from transcripts.queue import BrokerUnavailable
 from transcripts.models import (
     ApiToken,
     AuditLog,
@@ -36,6 +40,8 @@ from transcripts.models import (
     store_blob,
 )
 from transcripts.uploads import Staged, printable_name, store
+
+logger = structlog.get_logger(__name__)
 
 
 def create_session(
@@ -59,16 +65,23 @@ def create_session(
     name = fit_name(name, Session._meta.get_field("name").max_length or len(name))
     # Only the head's format and counts are kept: no previews (the timeline reads its own).
     read = {"format": format or None, "summaries": False, **live_fields(last_write)}
-    if isinstance(data, Staged):
+    state: HeadState
+    if isinstance(data, Staged) and reads_later(data.size, last_write):
+        # Stored now, read by the worker that builds its default timeline (queued below).
+        state = HeadState.unread(format)
+        sha256, size = store(data, present=present), data.size
+    elif isinstance(data, Staged):
         # Read from its file and copied to storage a chunk at a time: never whole in memory.
         with data.source() as source:
             analysis = analyze(source, name, **read)
+        state = HeadState.of(analysis, last_write)
         sha256, size = store(data, present=present), data.size
     else:
         analysis = analyze(data, name, **read)
+        state = HeadState.of(analysis, last_write)
         sha256, size = store_blob(data, present=present), len(data)
     session = Session.objects.create(
-        workspace=workspace, name=name, format=analysis.format, created_by=acting_user, **fields
+        workspace=workspace, name=name, format=state.format, created_by=acting_user, **fields
     )
     raw = Revision.objects.create(
         session=session,
@@ -79,7 +92,13 @@ def create_session(
         origin=origin,
         created_by=acting_user,
     )
-    write_head(session, raw, HeadState.of(analysis, last_write), fence=None)
+    write_head(session, raw, state, fence=None)
+    if not state.analysed:
+        try:
+            queue_index([session])
+        except BrokerUnavailable:
+            # Stored all the same: the session's page asks for the build again.
+            logger.warning("timeline_not_queued", session=session.pk)
     sync_source = fields.get("source")
     AuditRecord.objects.create(
         source=sync_source,
@@ -104,6 +123,17 @@ def create_session(
     return session
 
 
+def reads_later(size: int, last_write: datetime | None) -> bool:
+    """Return True when an upload of `size` bytes is stored first and read by a worker.
+
+    So is an upload larger than settings.INGEST_INLINE_BYTES that is not live
+    (`last_write` None): reading it whole would keep its first view waiting,
+    while its page can show its first records at once (`timeline.preview`).
+    A live session is read now: its pending calls depend on when it is read.
+    """
+    return last_write is None and size > settings.INGEST_INLINE_BYTES
+
+
 def do_ingest_session(
     workspace: Workspace,
     name: str,
@@ -121,7 +151,11 @@ def do_ingest_session(
     unreadable file becomes a session whose `error` says why (file, line,
     reason). The name loses its control and format characters (bidi
     overrides among them); one too long for the database is shortened with
-    `fit_name`. `last_write` is when the source
+    `fit_name`. An upload larger than settings.INGEST_INLINE_BYTES is not read
+    here (`reads_later`): the session is stored with `analysed` False, format
+    "unknown" (or `format`) and no counts, and the build of its default
+    timeline is queued, which reads it and fills them in; if the broker is
+    down the build waits for the session's page to ask again. `last_write` is when the source
     file was last written, if known (a file read from disk; not an upload):
     within settings.LIVE_GRACE of it the session is live. `api_token` is the
     token of an upload through the API (its revision's origin is then "api").

@@ -20,7 +20,7 @@ from transcripts import queue, search
 from transcripts.engine import DEFAULT_POLICY, ENGINE_VERSION
 from transcripts.models import Session, Timeline, TimelineRow
 from transcripts.outages import outage_of
-from transcripts.timeline import COLUMNS, build
+from transcripts.timeline import COLUMNS, Built, build
 
 # Timelines kept per session head (policies × formats × live); the least recently used go first.
 KEPT_PER_SESSION = 6
@@ -167,8 +167,28 @@ def do_build_timeline(timeline_id: int) -> bool:
             and timeline.revision_id == session.head_id
         ):
             search.index_session(session.pk, built.search_entries())
+            _count_head(session, timeline, built)
     _prune(timeline.revision.session)
     return True
+
+
+def _count_head(session: Session, timeline: Timeline, built: Built) -> None:
+    """Fill in the format, counts and error of `session`'s head if no one had read it yet.
+
+    A large upload is stored unread (`actions.sessions.reads_later`); its
+    default timeline's analysis is the one ingest would have made (the
+    default preset, its own or the named format, not live), so its figures
+    are the session's. Conditional on the head, so a head moved meanwhile
+    keeps what its writer wrote. Derived from the stored bytes: no audit row.
+    """
+    analysis = built.analysis
+    Session.objects.filter(pk=session.pk, head=timeline.revision_id, analysed=False).update(
+        format=analysis.format,
+        record_count=analysis.record_count,
+        fault_counts=analysis.fault_counts,
+        error=analysis.error or "",
+        analysed=True,
+    )
 
 
 def _insert(timeline_id: int, rows: list[tuple[Any, ...]]) -> None:
