@@ -377,7 +377,9 @@ class Session(models.Model):
     # timeline then fills in its format, counts and error (`actions.timelines`).
     analysed = models.BooleanField(
         default=True,
-        help_text="False while a worker has yet to read the head: format, counts and error unknown.",
+        help_text=(
+            "False while a worker has yet to read the head: format, counts and error unknown."
+        ),
     )
     head = models.ForeignKey("Revision", models.PROTECT, null=True, blank=True, related_name="+")
     # Known only for files read from disk (their modification time); a browser

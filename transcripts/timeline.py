@@ -13,7 +13,8 @@ then the byte spans of their records from the blob, and parses only those
 records to show their content blocks (`transcripts.formats.display`). So the
 first screen of a 50,000-record session costs what a 500-record one does, and
 no request parses a whole large file: small revisions are built during the
-request, larger ones by a Celery task while the page polls.
+request, larger ones by a Celery task while the page polls, showing
+meanwhile a first look at the file's first records (`preview`).
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from itertools import islice
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import IO, Any
 
 import orjson

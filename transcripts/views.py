@@ -301,7 +301,9 @@ def session_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 
     The first window comes with the page (or the window of `record`, `at`,
     `after` or `before`); `session_rows` serves the others. While a large
-    session's timeline is being built the page polls for it.
+    session's timeline is being built the page polls for it, showing the
+    first rows read from the file's start (`timeline.preview`) when the
+    view asks for the first window unfiltered.
     """
     session = _session(request, pk)
     assert session.head is not None

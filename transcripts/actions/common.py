@@ -191,10 +191,14 @@ class HeadState:
 
     @classmethod
     def counted(
-        cls, session: Session, record_count: int, fault_counts: dict[str, int]
+        cls, session: Session, analysis: Analysis, record_count: int, fault_counts: dict[str, int]
     ) -> HeadState:
-        """Return `session`'s state with new counts: a job's head, same format and last write."""
-        return cls(session.format, record_count, fault_counts, session.error, session.last_write)
+        """Return `session`'s state with new counts: a job's head, same last write.
+
+        The format is the one `analysis` (of the job's base) read the session as:
+        the session's own, or the one sniffed if no one had read it yet.
+        """
+        return cls(analysis.format, record_count, fault_counts, session.error, session.last_write)
 
 
 @dataclass(frozen=True)

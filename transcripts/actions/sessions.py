@@ -15,7 +15,6 @@ from django.db.models import Q
 from django.utils import timezone
 
 from transcripts import search
-from transcripts.actions.timelines import queue_index
 from transcripts.actions.common import (
     UNFINISHED,
     EventType,
@@ -25,8 +24,8 @@ from transcripts.actions.common import (
     live_fields,
     write_head,
 )
+from transcripts.actions.timelines import queue_index
 from transcripts.engine import ENGINE_VERSION, analyze
-from transcripts.queue import BrokerUnavailable
 from transcripts.models import (
     ApiToken,
     AuditLog,
@@ -39,6 +38,7 @@ from transcripts.models import (
     blob_name,
     store_blob,
 )
+from transcripts.queue import BrokerUnavailable
 from transcripts.uploads import Staged, printable_name, store
 
 logger = structlog.get_logger(__name__)
