@@ -330,3 +330,18 @@ def test_a_live_upload_is_read_during_the_upload_whatever_its_size(api, settings
     data = user("u1", None, "list the files") + call("a1", "u1", "toolu_1")
     body = upload(api, data, live="true").json()
     assert (body["analysed"], body["fault_counts"]) == (True, {"pending_result": 1})
+
+
+def test_a_large_upload_whose_build_fails_says_so(api, settings, monkeypatch):
+    settings.INGEST_INLINE_BYTES = 100
+    monkeypatch.setattr("transcripts.tasks.build_timeline.apply_async", lambda *a, **k: None)
+    session_id = upload(api, sample("formats/claude_code.jsonl")).json()["id"]
+
+    def broken(*args, **kwargs):
+        raise ValueError("engine bug")
+
+    monkeypatch.setattr("transcripts.timeline.analyze", broken)
+    assert actions.do_build_timeline(Timeline.objects.get().pk)
+    body = api.get(f"{URL}/{session_id}").json()
+    assert body["analysed"] is True
+    assert body["error"] == "claude_code.jsonl: not read (ValueError: engine bug)"

@@ -150,9 +150,14 @@ def do_build_timeline(timeline_id: int) -> bool:
             )
             raise
         # An engine bug shows on the page instead of a build retried forever.
-        Timeline.objects.filter(pk=timeline_id, claim=token).update(
-            status=Timeline.Status.FAILED, error=f"{type(exc).__name__}: {exc}"
-        )
+        error = f"{type(exc).__name__}: {exc}"
+        if Timeline.objects.filter(pk=timeline_id, claim=token).update(
+            status=Timeline.Status.FAILED, error=error
+        ) and _reads_head(timeline):
+            # A session stored unread says why it has no counts, not "being read" forever.
+            Session.objects.filter(
+                pk=timeline.revision.session_id, head=timeline.revision_id, analysed=False
+            ).update(error=f"{timeline.revision.session.name}: not read ({error})", analysed=True)
         return True
     with transaction.atomic(durable=True):
         if not Timeline.objects.filter(pk=timeline_id, claim=token).update(
@@ -161,15 +166,24 @@ def do_build_timeline(timeline_id: int) -> bool:
             return False  # another builder took the claim over; it writes the rows
         _insert(timeline_id, built.rows)
         session = timeline.revision.session
-        if (
-            timeline.policy == DEFAULT_POLICY
-            and not timeline.read_as
-            and timeline.revision_id == session.head_id
-        ):
+        if _reads_head(timeline):
             search.index_session(session.pk, built.search_entries())
             _count_head(session, timeline, built)
     _prune(timeline.revision.session)
     return True
+
+
+def _reads_head(timeline: Timeline) -> bool:
+    """Return True for the timeline that reads its session's head as ingest does.
+
+    The head's, under the default policy, read as its own format: the one the
+    search indexes and whose analysis fills in a session stored unread.
+    """
+    return (
+        timeline.policy == DEFAULT_POLICY
+        and not timeline.read_as
+        and timeline.revision_id == timeline.revision.session.head_id
+    )
 
 
 def _count_head(session: Session, timeline: Timeline, built: Built) -> None:
