@@ -27,9 +27,7 @@ import os
 import tempfile
 import unicodedata
 import zipfile
-from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -171,7 +169,7 @@ def store(staged: Staged, *, present: set[str] | None = None) -> str:
     return staged.sha256
 
 
-class _StagedFile(File):  # type: ignore[type-arg]
+class _StagedFile(File[bytes]):
     """A staged file as storage takes it: with its path, so a local storage moves it."""
 
     def __init__(self, file: IO[bytes], path: Path, name: str) -> None:
@@ -434,43 +432,6 @@ class LimitUploadHandler(FileUploadHandler):
         return None
 
 
-# Chunks of an upload that may wait for their hash (Django's are 64 KiB each).
-DIGEST_BACKLOG = 16
-
-
-class Digest:
-    """The sha256 of bytes given a chunk at a time, worked out in a thread of its own.
-
-    hashlib lets go of the GIL while it hashes a chunk, so the hash runs
-    beside the parsing and writing of the upload rather than adding to them
-    (a third of a large upload's time in the request, measured). At most
-    DIGEST_BACKLOG chunks wait for it. Call `hexdigest` once, after the last
-    `update`; `close` drops a hash no longer wanted.
-    """
-
-    def __init__(self) -> None:
-        self._sha256 = hashlib.sha256()
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="upload-sha256")
-        self._waiting: deque[Future[None]] = deque()
-
-    def update(self, chunk: bytes) -> None:
-        """Add `chunk` (bytes, not changed afterwards) to the hash."""
-        if len(self._waiting) >= DIGEST_BACKLOG:
-            self._waiting.popleft().result()
-        self._waiting.append(self._pool.submit(self._sha256.update, chunk))
-
-    def hexdigest(self) -> str:
-        """Return the sha256 (hex) of every chunk given, once all are hashed."""
-        self._pool.shutdown(wait=True)
-        for waited in self._waiting:
-            waited.result()  # re-raised here, had one failed
-        return self._sha256.hexdigest()
-
-    def close(self) -> None:
-        """Stop hashing: the chunks still waiting are dropped."""
-        self._pool.shutdown(wait=False, cancel_futures=True)
-
-
 class StagingUploadHandler(TemporaryFileUploadHandler):
     """Write each uploaded file to a temporary file as it arrives, hashing it on the way.
 
@@ -479,30 +440,18 @@ class StagingUploadHandler(TemporaryFileUploadHandler):
     settings (FILE_UPLOAD_HANDLERS): no upload is held in memory.
     """
 
-    digest: Digest | None = None
-
     def new_file(self, *args: Any, **kwargs: Any) -> None:
         super().new_file(*args, **kwargs)
-        if self.digest is not None:
-            self.digest.close()  # a file skipped part way (a limit passed)
-        self.digest = Digest()
+        self.digest = hashlib.sha256()
 
     def receive_data_chunk(self, raw_data: bytes, start: int) -> None:
-        assert self.digest is not None
         self.digest.update(raw_data)
         super().receive_data_chunk(raw_data, start)
-
-    def upload_interrupted(self) -> None:
-        if self.digest is not None:
-            self.digest.close()
-        super().upload_interrupted()
 
     def file_complete(self, file_size: int) -> UploadedFile[bytes]:
         uploaded = super().file_complete(file_size)
         assert uploaded is not None  # a TemporaryFileUploadHandler always makes the file
-        assert self.digest is not None
         uploaded.sha256 = self.digest.hexdigest()  # type: ignore[attr-defined]
-        self.digest = None
         return uploaded
 
 
