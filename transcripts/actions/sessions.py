@@ -151,11 +151,12 @@ def do_ingest_session(
     unreadable file becomes a session whose `error` says why (file, line,
     reason). The name loses its control and format characters (bidi
     overrides among them); one too long for the database is shortened with
-    `fit_name`. An upload larger than settings.INGEST_INLINE_BYTES is not read
-    here (`reads_later`): the session is stored with `analysed` False, format
-    "unknown" (or `format`) and no counts, and the build of its default
-    timeline is queued, which reads it and fills them in; if the broker is
-    down the build waits for the session's page to ask again. `last_write` is when the source
+    `fit_name`. An upload larger than settings.INGEST_INLINE_BYTES is not
+    read here (`reads_later`): the session is stored with `analysed` False,
+    format "unknown" (or `format`) and no counts, and the build of its
+    default timeline is queued, which reads it and fills them in; if the
+    broker is down the build waits for the session's page to ask again.
+    `last_write` is when the source
     file was last written, if known (a file read from disk; not an upload):
     within settings.LIVE_GRACE of it the session is live. `api_token` is the
     token of an upload through the API (its revision's origin is then "api").
