@@ -86,7 +86,7 @@ from transcripts.models import (
     Workspace,
     WorkspacePolicy,
 )
-from transcripts.outages import storage_unreachable
+from transcripts.outages import outage_of, storage_unreachable
 from transcripts.policies import policy_for
 from transcripts.uploads import Limits, LimitUploadHandler, keep_unusable_names
 from transcripts.verdict import Verdict, verdicts
@@ -345,7 +345,12 @@ def session_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         }
         if not filters and not any(data.get(name) is not None for name in PLACES):
             # The file's first records, read now: a first look while the rest is built.
-            context["preview"] = timeline.preview(tl)
+            try:
+                context["preview"] = timeline.preview(tl)
+            except Exception as exc:
+                if outage_of(exc) is None:
+                    raise
+                # Storage down: the build bar alone; the build itself will say so.
     if tl.status == Timeline.Status.READY and not tl.error:
         context["raw_verdict"], context["verdict"] = timeline.timeline_verdicts(tl)
         known = _policy_verdicts(session, tl)
