@@ -244,6 +244,24 @@ def write_heads(moves: Sequence[HeadMove]) -> list[bool]:
     return moved
 
 
+def count_unread(session_id: int, revision_id: int, analysis: Analysis) -> bool:
+    """Write what `analysis` read on a session stored unread whose head is still `revision_id`.
+
+    Its format, record count, fault counts and error, and `analysed` True;
+    nothing when another reader or a new head came first (returns False).
+    Derived from the stored bytes, as a timeline is: no audit row.
+    """
+    return bool(
+        Session.objects.filter(pk=session_id, head=revision_id, analysed=False).update(
+            format=analysis.format,
+            record_count=analysis.record_count,
+            fault_counts=analysis.fault_counts,
+            error=analysis.error or "",
+            analysed=True,
+        )
+    )
+
+
 def write_head(
     session: Session, revision: Revision, state: HeadState, *, fence: Revision | None
 ) -> bool:

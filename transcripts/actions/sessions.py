@@ -14,18 +14,19 @@ from django.db import DatabaseError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from transcripts import search
+from transcripts import queue, search
 from transcripts.actions.common import (
     UNFINISHED,
     EventType,
     HeadState,
     audit,
+    count_unread,
     fit_name,
     live_fields,
+    open_analysis,
     write_head,
 )
-from transcripts.actions.timelines import queue_index
-from transcripts.engine import ENGINE_VERSION, analyze
+from transcripts.engine import DEFAULT_POLICY, ENGINE_VERSION, analyze
 from transcripts.models import (
     ApiToken,
     AuditLog,
@@ -67,7 +68,7 @@ def create_session(
     read = {"format": format or None, "summaries": False, **live_fields(last_write)}
     state: HeadState
     if isinstance(data, Staged) and reads_later(data.size, last_write):
-        # Stored now, read by the worker that builds its default timeline (queued below).
+        # Stored now, read by a worker (queued below).
         state = HeadState.unread(format)
         sha256, size = store(data, present=present), data.size
     elif isinstance(data, Staged):
@@ -95,10 +96,10 @@ def create_session(
     write_head(session, raw, state, fence=None)
     if not state.analysed:
         try:
-            queue_index([session])
+            queue.enqueue_on_commit(queue.COUNT_SESSION, session.pk)
         except BrokerUnavailable:
-            # Stored all the same: the session's page asks for the build again.
-            logger.warning("timeline_not_queued", session=session.pk)
+            # Stored all the same: the build its page asks for counts it too.
+            logger.warning("count_not_queued", session=session.pk)
     sync_source = fields.get("source")
     AuditRecord.objects.create(
         source=sync_source,
@@ -134,6 +135,23 @@ def reads_later(size: int, last_write: datetime | None) -> bool:
     return last_write is None and size > settings.INGEST_INLINE_BYTES
 
 
+def do_count_session(session_id: int) -> bool:
+    """Read the head of session `session_id`, stored unread, and fill in what it says.
+
+    Its format, record count, fault counts and error, as ingest would have
+    found them (the default preset, the format named at upload if any, not
+    live; the lean analysis, no previews), and `analysed` True. Returns
+    False when there was nothing to do: read already (by this task run
+    before, or by the build of its timeline), deleted, or a new head.
+    Derived data: no audit row. Raises what storage raises.
+    """
+    session = Session.objects.select_related("head").filter(pk=session_id, analysed=False).first()
+    if session is None or session.head is None:
+        return False
+    with open_analysis(session.head, DEFAULT_POLICY) as analysis:
+        return count_unread(session.pk, session.head.pk, analysis)
+
+
 def do_ingest_session(
     workspace: Workspace,
     name: str,
@@ -153,9 +171,10 @@ def do_ingest_session(
     overrides among them); one too long for the database is shortened with
     `fit_name`. An upload larger than settings.INGEST_INLINE_BYTES is not
     read here (`reads_later`): the session is stored with `analysed` False,
-    format "unknown" (or `format`) and no counts, and the build of its
-    default timeline is queued, which reads it and fills them in; if the
-    broker is down the build waits for the session's page to ask again.
+    format "unknown" (or `format`) and no counts, and is then
+    read by a worker (`do_count_session`, queued on commit), or by the
+    build of its default timeline if its page is opened first; with the
+    broker down, only the latter.
     `last_write` is when the source
     file was last written, if known (a file read from disk; not an upload):
     within settings.LIVE_GRACE of it the session is live. `api_token` is the

@@ -17,6 +17,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from transcripts import queue, search
+from transcripts.actions.common import count_unread
 from transcripts.engine import DEFAULT_POLICY, ENGINE_VERSION
 from transcripts.models import Session, Timeline, TimelineRow
 from transcripts.outages import outage_of
@@ -189,20 +190,13 @@ def _reads_head(timeline: Timeline) -> bool:
 def _count_head(session: Session, timeline: Timeline, built: Built) -> None:
     """Fill in the format, counts and error of `session`'s head if no one had read it yet.
 
-    A large upload is stored unread (`actions.sessions.reads_later`); its
-    default timeline's analysis is the one ingest would have made (the
-    default preset, its own or the named format, not live), so its figures
-    are the session's. Conditional on the head, so a head moved meanwhile
-    keeps what its writer wrote. Derived from the stored bytes: no audit row.
+    A large upload is stored unread (`actions.sessions.reads_later`) and
+    counted by `do_count_session`; a page opened before that builds its
+    default timeline, whose analysis is the one ingest would have made (the
+    default preset, its own or the named format, not live): whichever reads
+    it first fills it in (`common.count_unread`).
     """
-    analysis = built.analysis
-    Session.objects.filter(pk=session.pk, head=timeline.revision_id, analysed=False).update(
-        format=analysis.format,
-        record_count=analysis.record_count,
-        fault_counts=analysis.fault_counts,
-        error=analysis.error or "",
-        analysed=True,
-    )
+    count_unread(session.pk, timeline.revision_id, built.analysis)
 
 
 def _insert(timeline_id: int, rows: list[tuple[Any, ...]]) -> None:
