@@ -5,7 +5,7 @@ tools/gen_sessions.py) it times, each from nothing to a page to look at:
 
 - Pairfix as deployed (gunicorn on 127.0.0.1, one Celery worker, DEBUG off):
   the session uploaded through `POST /api/sessions` (streamed; a large one is
-  stored unread and its timeline's build queued), then its page asked for
+  stored unread, for the worker to count), then its page asked for
   until rows are in it: the first look (the file's first records, read by
   the request while the worker builds the timeline) or the built timeline's
   first window, whichever comes first. Asked again every 0.1 s (a browser's

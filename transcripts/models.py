@@ -373,8 +373,8 @@ class Session(models.Model):
     # Denormalised from the head revision's analysis so the list needs no parsing.
     fault_counts = models.JSONField(default=dict)
     error = StorableTextField(blank=True, help_text="Why the file could not be read.")
-    # A large upload is stored before it is read: a worker's build of its default
-    # timeline then fills in its format, counts and error (`actions.timelines`).
+    # A large upload is stored before it is read: a worker then fills in its format,
+    # counts and error (`actions.sessions.do_count_session`, or its timeline's build).
     analysed = models.BooleanField(
         default=True,
         help_text=(
