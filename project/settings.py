@@ -463,3 +463,7 @@ structlog.configure(
 # The session page: a revision of at most this many bytes gets its timeline built
 # during the request; a larger one by a Celery task while the page polls.
 TIMELINE_INLINE_BYTES = envint("TIMELINE_INLINE_BYTES", str(4 * 1024 * 1024))
+# An upload (not live) of more than this many bytes is stored without being read: a
+# worker reads it and fills in its counts; its page shows the first records meanwhile.
+# A smaller one is read during the upload.
+INGEST_INLINE_BYTES = envint("INGEST_INLINE_BYTES", str(4 * 1024 * 1024))

@@ -373,6 +373,14 @@ class Session(models.Model):
     # Denormalised from the head revision's analysis so the list needs no parsing.
     fault_counts = models.JSONField(default=dict)
     error = StorableTextField(blank=True, help_text="Why the file could not be read.")
+    # A large upload is stored before it is read: a worker then fills in its format,
+    # counts and error (`actions.sessions.do_count_session`, or its timeline's build).
+    analysed = models.BooleanField(
+        default=True,
+        help_text=(
+            "False while a worker has yet to read the head: format, counts and error unknown."
+        ),
+    )
     head = models.ForeignKey("Revision", models.PROTECT, null=True, blank=True, related_name="+")
     # Known only for files read from disk (their modification time); a browser
     # upload carries none. A session written to within the engine's grace period

@@ -30,6 +30,7 @@ START_JOB = "transcripts.start_job"
 RUN_JOB_ITEMS = "transcripts.run_job_items"
 SYNC_SOURCE = "transcripts.sync_source"
 BUILD_TIMELINE = "transcripts.build_timeline"
+COUNT_SESSION = "transcripts.count_session"
 
 
 class BrokerUnavailable(Exception):

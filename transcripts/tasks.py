@@ -73,6 +73,12 @@ def expire_live_sessions() -> int:
     return sync.do_expire_live_sessions()
 
 
+@shared_task(name=queue.COUNT_SESSION, acks_late=True)
+def count_session(session_id: int) -> None:
+    """Read the head of session `session_id`, stored unread, for its format, counts and error."""
+    actions.do_count_session(session_id)
+
+
 @shared_task(name=queue.BUILD_TIMELINE, acks_late=True)
 def build_timeline(timeline_id: int) -> None:
     """Build the rows of timeline `timeline_id` for the session page (once, whoever asks)."""

@@ -13,7 +13,8 @@ then the byte spans of their records from the blob, and parses only those
 records to show their content blocks (`transcripts.formats.display`). So the
 first screen of a 50,000-record session costs what a 500-record one does, and
 no request parses a whole large file: small revisions are built during the
-request, larger ones by a Celery task while the page polls.
+request, larger ones by a Celery task while the page polls, showing
+meanwhile a first look at the file's first records (`preview`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import IO, Any
 
 import orjson
@@ -32,7 +34,7 @@ from django.db.models import Q, QuerySet
 from transcripts.core.align import Cell, Row, RowStatus
 from transcripts.core.branch import live_context
 from transcripts.core.compaction import Compacted, before_compaction
-from transcripts.core.model import OpKind, Record
+from transcripts.core.model import FaultKind, OpKind, Record
 from transcripts.core.validate import request_positions
 from transcripts.engine import (
     PRESETS,
@@ -42,6 +44,7 @@ from transcripts.engine import (
     count_faults,
 )
 from transcripts.fields import storable, storable_text
+from transcripts.formats import FORMATS
 from transcripts.formats.display import Shown, ShownKind, read_record, timestamp
 from transcripts.models import Revision, Timeline, TimelineRow, blob_name
 from transcripts.policies import policy_for
@@ -502,6 +505,71 @@ def window_at(timeline: Timeline, filters: Filters, position: int) -> Window:
     target = next((row for row in window.rows if row.position >= position), None)
     window.focus = target.anchor if target is not None else ""
     return window
+
+
+# A first look at a timeline still being built: read from the start of its file, at
+# most this many bytes (doubling from PREVIEW_FIRST_READ until a window's records are in).
+PREVIEW_BYTES = 8 << 20
+PREVIEW_FIRST_READ = 256 << 10
+
+
+def preview(timeline: Timeline, size: int = WINDOW_ROWS) -> Window | None:
+    """Return the first `size` rows of `timeline`, read from its file's first records, unstored.
+
+    For the session page while the timeline is queued or building: the
+    records of the first PREVIEW_BYTES at most, cut after the last whole
+    line, are analysed on their own under the timeline's policy and format.
+    Calls whose results lie past the cut are taken as pending (not shown as
+    faults); what only the rest of the file can show (a result further on,
+    a later branch, a compaction) is not in these rows. `more_after` is
+    False: the rows after them come with the built timeline. Returns None
+    for a file that is not JSON lines or whose start cannot be read as
+    such: its first records are not known until it is read whole.
+    """
+    revision = timeline.revision
+    want = min(PREVIEW_FIRST_READ, revision.size)
+    with RevisionBytes(revision) as source:
+        while True:
+            data = source.read(0, want)
+            if data.count(b"\n") > size or want >= min(revision.size, PREVIEW_BYTES):
+                break
+            want = min(want * 2, revision.size, PREVIEW_BYTES)
+    if len(data) < revision.size:
+        data = data[: data.rfind(b"\n") + 1]
+    if not data:
+        return None
+    analysis = _analyze_start(timeline, data)
+    known = FORMATS.get(analysis.format)
+    if analysis.error is not None or known is None or not known.jsonl:
+        return None
+    rows = [
+        TimelineRow(timeline=timeline, **dict(zip(COLUMNS, values, strict=True)))
+        for values in islice(_rows(analysis), size)
+    ]
+    shown = _show(timeline, rows)
+    for row in shown:
+        row.faults = [f for f in row.faults if f.kind != FaultKind.PENDING_RESULT]
+    return Window(shown, more_before=False, more_after=False)
+
+
+def _analyze_start(timeline: Timeline, data: bytes) -> Analysis:
+    """Return the analysis of `data`, the first records of the timeline's file.
+
+    As the build would analyse the whole file (`_analyze`), but live: a call
+    unanswered by the end of `data` may be answered past it.
+    """
+    session = timeline.revision.session
+    own = session.format if session.format != "unknown" and not session.error else None
+    chosen = policy_for(timeline.policy, session.workspace_id)
+    return analyze(
+        data,
+        session.name,
+        chosen,
+        format=timeline.read_as or own,
+        now=0.0,
+        last_write=0.0,
+        grace=1.0,
+    )
 
 
 def position_of_record(timeline: Timeline, record: int) -> int | None:

@@ -154,17 +154,31 @@ class Staged:
 
 
 def store(staged: Staged, *, present: set[str] | None = None) -> str:
-    """Copy `staged` into the blob storage (once per content), a chunk at a time; return its sha256.
+    """Put `staged` into the blob storage (once per content); return its sha256.
 
-    `present` is as for `models.store_blob`. Object storage gets a large file
-    in parts (settings.STORAGE_MULTIPART_BYTES each). Raises OSError when
-    the storage fails.
+    Local storage moves the staged file into place when it can (Django's
+    `file_move_safe`: a rename on the same file system), so the file is not
+    there afterwards; object storage is sent it a chunk at a time, in parts
+    of settings.STORAGE_MULTIPART_BYTES. `present` is as for
+    `models.store_blob`. Raises OSError when the storage fails.
     """
     if blob_absent(staged.sha256, present):
         name = blob_name(staged.sha256)
         with staged.path.open("rb") as f:
-            default_storage.save(name, File(f, name=name))
+            default_storage.save(name, _StagedFile(f, staged.path, name))
     return staged.sha256
+
+
+class _StagedFile(File[bytes]):
+    """A staged file as storage takes it: with its path, so a local storage moves it."""
+
+    def __init__(self, file: IO[bytes], path: Path, name: str) -> None:
+        super().__init__(file, name=name)
+        self.path = path
+
+    def temporary_file_path(self) -> str:
+        """Return the staged file's path (what FileSystemStorage moves instead of copying)."""
+        return str(self.path)
 
 
 def staging_dir() -> Path:

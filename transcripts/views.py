@@ -86,7 +86,7 @@ from transcripts.models import (
     Workspace,
     WorkspacePolicy,
 )
-from transcripts.outages import storage_unreachable
+from transcripts.outages import outage_of, storage_unreachable
 from transcripts.policies import policy_for
 from transcripts.uploads import Limits, LimitUploadHandler, keep_unusable_names
 from transcripts.verdict import Verdict, verdicts
@@ -256,6 +256,10 @@ def _timeline_form(request: HttpRequest, session: Session) -> TimelineForm | Htt
     return render(request, "transcripts/bad_request.html", context, status=400)
 
 
+# The request fields that ask for a window other than the first.
+PLACES = ("record", "fault_after", "fault_before", "at", "before", "after")
+
+
 def _window(
     tl: Timeline, filters: timeline.Filters, data: dict[str, Any]
 ) -> timeline.Window | None:
@@ -297,7 +301,9 @@ def session_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 
     The first window comes with the page (or the window of `record`, `at`,
     `after` or `before`); `session_rows` serves the others. While a large
-    session's timeline is being built the page polls for it.
+    session's timeline is being built the page polls for it, showing the
+    first rows read from the file's start (`timeline.preview`) when the
+    view asks for the first window unfiltered.
     """
     session = _session(request, pk)
     assert session.head is not None
@@ -337,6 +343,14 @@ def session_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
                 else "waiting for a worker to start"
             ),
         }
+        if not filters and not any(data.get(name) is not None for name in PLACES):
+            # The file's first records, read now: a first look while the rest is built.
+            try:
+                context["preview"] = timeline.preview(tl)
+            except Exception as exc:
+                if outage_of(exc) is None:
+                    raise
+                # Storage down: the build bar alone; the build itself will say so.
     if tl.status == Timeline.Status.READY and not tl.error:
         context["raw_verdict"], context["verdict"] = timeline.timeline_verdicts(tl)
         known = _policy_verdicts(session, tl)

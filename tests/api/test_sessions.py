@@ -1,4 +1,5 @@
 import hashlib
+import time
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -6,7 +7,10 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from tests.api.conftest import error_of
 from tests.helpers import ORPHANED_CALL, sample
 from tests.sync.conftest import call, user
-from transcripts.models import ApiToken, AuditRecord, Session
+from transcripts import actions
+from transcripts.engine import ENGINE_VERSION
+from transcripts.models import ApiToken, AuditRecord, Session, Timeline
+from transcripts.queue import BrokerUnavailable
 
 URL = "/api/sessions"
 pytestmark = pytest.mark.django_db
@@ -28,6 +32,7 @@ def test_it_stores_an_upload_as_revision_0(api, alice, workspace):
         "format": "claude_code",
         "record_count": 11,
         "fault_counts": {"missing_result": 1},
+        "analysed": True,
         "error": "",
         "head": 0,
         "live": False,
@@ -257,3 +262,126 @@ def test_a_nul_only_name_is_refused(api):
     assert error_of(response) == (400, "bad_request")
     assert "Only NUL characters were given" in response.json()["error"]["fields"]["name"][0]
     assert Session.objects.count() == 0
+
+
+def _timeline_of(session_id):
+    """Return the default timeline of session `session_id`'s head, as its page would make it."""
+    session = Session.objects.get(pk=session_id)
+    return Timeline.objects.create(
+        revision=session.head, policy="synthesize", live=False, engine_version=ENGINE_VERSION
+    )
+
+
+def test_a_large_upload_is_stored_first_and_counted_by_a_worker(
+    api, settings, django_capture_on_commit_callbacks, monkeypatch
+):
+    settings.INGEST_INLINE_BYTES = 100
+    sent = []
+    monkeypatch.setattr(
+        "transcripts.tasks.count_session.apply_async", lambda args, **_: sent.append(*args)
+    )
+    data = sample("formats/claude_code.jsonl")
+    with django_capture_on_commit_callbacks(execute=True):
+        response = upload(api, data)
+    body = response.json()
+    assert response.status_code == 201
+    assert (body["analysed"], body["format"], body["record_count"], body["fault_counts"]) == (
+        False,
+        "unknown",
+        0,
+        {},
+    )
+    session = Session.objects.get()
+    assert session.head.read() == data
+    assert sent == [session.pk]
+
+    assert actions.do_count_session(session.pk)
+    assert not actions.do_count_session(session.pk)  # a task run twice counts once
+    body = api.get(f"{URL}/{session.pk}").json()
+    assert (body["analysed"], body["format"], body["record_count"], body["fault_counts"]) == (
+        True,
+        "claude_code",
+        11,
+        {"missing_result": 1},
+    )
+
+
+def test_a_large_upload_is_counted_by_its_timeline_build_if_its_page_comes_first(
+    api, settings, monkeypatch
+):
+    settings.INGEST_INLINE_BYTES = 100
+    monkeypatch.setattr("transcripts.tasks.count_session.apply_async", lambda *a, **k: None)
+    session_id = upload(api, sample("formats/claude_code.jsonl")).json()["id"]
+    assert actions.do_build_timeline(_timeline_of(session_id).pk)
+    body = api.get(f"{URL}/{session_id}").json()
+    assert (body["analysed"], body["format"], body["record_count"], body["fault_counts"]) == (
+        True,
+        "claude_code",
+        11,
+        {"missing_result": 1},
+    )
+    assert not actions.do_count_session(session_id)
+
+
+def test_a_large_upload_keeps_the_format_it_names_and_gets_its_error_when_read(
+    api, settings, monkeypatch
+):
+    settings.INGEST_INLINE_BYTES = 100
+    monkeypatch.setattr("transcripts.tasks.count_session.apply_async", lambda *a, **k: None)
+    body = upload(api, sample("formats/claude_code.jsonl"), format="codex").json()
+    assert (body["analysed"], body["format"], body["error"]) == (False, "codex", "")
+    assert actions.do_count_session(body["id"])
+    session = Session.objects.get()
+    assert (session.analysed, session.format) == (True, "codex")
+    assert session.error.startswith("claude_code.jsonl")
+
+
+def test_a_large_upload_is_stored_while_the_broker_is_down(api, settings, monkeypatch):
+    settings.INGEST_INLINE_BYTES = 100
+
+    def down() -> None:
+        raise BrokerUnavailable("The task queue cannot be reached.")
+
+    monkeypatch.setattr("transcripts.queue.check_broker", down)
+    response = upload(api, sample("formats/claude_code.jsonl"))
+    assert response.status_code == 201
+    assert response.json()["analysed"] is False
+    assert Session.objects.get().head.read() == sample("formats/claude_code.jsonl")
+
+
+def test_a_live_upload_is_read_during_the_upload_whatever_its_size(api, settings):
+    settings.INGEST_INLINE_BYTES = 100
+    data = user("u1", None, "list the files") + call("a1", "u1", "toolu_1")
+    body = upload(api, data, live="true").json()
+    assert (body["analysed"], body["fault_counts"]) == (True, {"pending_result": 1})
+
+
+def test_a_large_upload_whose_build_fails_says_so(api, settings, monkeypatch):
+    settings.INGEST_INLINE_BYTES = 100
+    monkeypatch.setattr("transcripts.tasks.count_session.apply_async", lambda *a, **k: None)
+    session_id = upload(api, sample("formats/claude_code.jsonl")).json()["id"]
+
+    def broken(*args, **kwargs):
+        raise ValueError("engine bug")
+
+    monkeypatch.setattr("transcripts.timeline.analyze", broken)
+    assert actions.do_build_timeline(_timeline_of(session_id).pk)
+    body = api.get(f"{URL}/{session_id}").json()
+    assert body["analysed"] is True
+    assert body["error"] == "claude_code.jsonl: not read (ValueError: engine bug)"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_counts_a_large_upload(api, settings, celery_worker):
+    settings.INGEST_INLINE_BYTES = 100
+    session_id = upload(api, sample("formats/claude_code.jsonl")).json()["id"]
+    deadline = time.monotonic() + 60
+    while not Session.objects.get(pk=session_id).analysed:
+        assert time.monotonic() < deadline, "no worker counted the session"
+        time.sleep(0.1)
+    body = api.get(f"{URL}/{session_id}").json()
+    assert (body["format"], body["record_count"], body["fault_counts"]) == (
+        "claude_code",
+        11,
+        {"missing_result": 1},
+    )

@@ -52,10 +52,16 @@ def test_a_timeline_build_shows_a_bar_until_the_timeline_replaces_it(
     expect(bar).to_have_attribute("max", "4")
     expect(bar).to_have_attribute("value", "0")
     expect(page.locator(".build-stage")).to_have_text("waiting for a worker to start")
+    # Meanwhile a first look at the file's first records, without the fault panel.
+    expect(page.locator(".preview-note")).to_be_visible()
+    expect(page.locator("table.preview tr#r-0")).to_be_visible()
+    expect(page.locator(".fault-panel")).to_have_count(0)
     # What a worker does; the page's poll swaps the timeline in.
     assert actions.do_build_timeline(Timeline.objects.get().pk)
+    expect(page.locator(".fault-panel")).to_be_visible()
     expect(page.locator(".fault.missing_result")).to_have_count(1)
     expect(bar).to_have_count(0)
+    expect(page.locator(".preview-note")).to_have_count(0)
 
 
 @pytest.fixture

@@ -299,3 +299,18 @@ def test_a_storage_blip_leaves_a_job_chunk_to_its_retry(alice, workspace, settin
     assert actions.do_run_job_items(job.pk, ids) == []
     job.refresh_from_db()
     assert (job.status, job.failed, job.done) == (Job.Status.DONE, 0, 2)
+
+
+def test_a_page_waiting_for_its_build_with_storage_down_shows_the_bar_alone(
+    alice, workspace, settings
+):
+    session = actions.do_ingest_session(workspace, "s.jsonl", sample(FAULTY), acting_user=alice)
+    settings.TIMELINE_INLINE_BYTES = 0  # built by a worker: the page gives a first look meanwhile
+    client = client_for(alice)
+    url = reverse("transcripts:session_detail", args=[session.pk])
+    assert "A first look" in client.get(url).content.decode()
+    dead_storage(settings)
+    response = client.get(url)
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "Preparing the timeline" in html and "A first look" not in html

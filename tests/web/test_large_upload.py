@@ -31,6 +31,12 @@ PEAK = 60 * 2**20
 
 
 @pytest.fixture
+def read_now(settings):
+    """Have uploads read during the request, whatever their size: the path whose memory counts."""
+    settings.INGEST_INLINE_BYTES = settings.UPLOAD_MAX_FILE_SIZE
+
+
+@pytest.fixture
 def long_session():
     path = generated_session(20_000, seed=15, result_bytes="100:50000")
     assert 107_000_000 < path.stat().st_size < settings.UPLOAD_MAX_FILE_SIZE
@@ -113,7 +119,7 @@ def _check_stored(path):
 
 
 def test_a_107_mb_session_uploads_through_the_form(
-    live_server, client, alice, workspace, long_session
+    live_server, client, alice, workspace, long_session, read_now
 ):
     client.force_login(alice)
     cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
@@ -138,7 +144,7 @@ def test_a_107_mb_session_uploads_through_the_form(
     assert peak < PEAK, f"peak {peak / 2**20:.1f} MiB"
 
 
-def test_the_api_takes_it_the_same_way(live_server, alice, workspace, long_session):
+def test_the_api_takes_it_the_same_way(live_server, alice, workspace, long_session, read_now):
     _, secret = actions.do_create_api_token(workspace, "runtime", acting_user=alice)
     status, _, peak = _post_file(
         live_server,
@@ -150,6 +156,33 @@ def test_the_api_takes_it_the_same_way(live_server, alice, workspace, long_sessi
     )
     assert status == 201, status
     _check_stored(long_session)
+    assert peak < PEAK, f"peak {peak / 2**20:.1f} MiB"
+
+
+def test_by_default_the_api_stores_it_unread_for_a_worker(
+    live_server, alice, workspace, long_session, monkeypatch
+):
+    sent = []
+    monkeypatch.setattr(
+        "transcripts.tasks.count_session.apply_async", lambda args, **_: sent.append(*args)
+    )
+    _, secret = actions.do_create_api_token(workspace, "runtime", acting_user=alice)
+    status, _, peak = _post_file(
+        live_server,
+        "/api/sessions",
+        {},
+        "file",
+        long_session,
+        {"Authorization": f"Bearer {secret}"},
+    )
+    assert status == 201, status
+    session = Session.objects.get()
+    assert (session.analysed, session.format, session.record_count) == (False, "unknown", 0)
+    assert (session.head.size, session.head.sha256) == (
+        long_session.stat().st_size,
+        _sha256(long_session),
+    )
+    assert sent == [session.pk]
     assert peak < PEAK, f"peak {peak / 2**20:.1f} MiB"
 
 

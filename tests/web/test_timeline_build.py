@@ -48,7 +48,10 @@ def test_a_large_session_is_built_by_a_task_while_the_page_polls(
     assert built.status == Timeline.Status.QUEUED
     assert "Preparing the timeline" in html
     assert 'hx-trigger="every 1s"' in html
-    assert "tr id=" not in html
+    # Its first records are shown read from the file meanwhile, without the built parts.
+    assert "A first look" in html
+    assert 'id="r-0"' in html
+    assert 'class="summary-line"' not in html and "fault-panel" not in html
 
     # A poll before the task ran does not send it again.
     with django_capture_on_commit_callbacks(execute=True):
@@ -209,3 +212,62 @@ def test_a_session_appended_to_reads_its_records_across_the_deltas(alice_client,
             source.read(len(start) - 5, len(start) + 5)
             == session.head.read()[len(start) - 5 : len(start) + 5]
         )
+
+
+def _queued_page(client, session, monkeypatch, settings, query=""):
+    """Return the page of `session` while its timeline is queued (the task is not run)."""
+    settings.TIMELINE_INLINE_BYTES = 0
+    monkeypatch.setattr("transcripts.tasks.build_timeline.apply_async", lambda *a, **k: None)
+    return client.get(session.get_absolute_url() + query).content.decode()
+
+
+def _chain(calls: int) -> list[bytes]:
+    """Return the lines of a session: a prompt, then `calls` calls each answered at once."""
+    lines = [user("u0", None, "go")]
+    for i in range(calls):
+        lines += [call(f"c{i}", f"r{i - 1}" if i else "u0", f"toolu_{i}")]
+        lines += [result(f"r{i}", f"c{i}", f"toolu_{i}")]
+    return lines
+
+
+@pytest.mark.django_db
+def test_the_first_look_shows_the_first_records_and_their_faults(
+    alice_client, session, settings, monkeypatch
+):
+    html = _queued_page(alice_client, session, monkeypatch, settings)
+    assert "A first look: the first 12 rows" in html
+    assert html.count('<tr id="r-') == 11
+    # The sample's unanswered call (record 8) is a fault in its first records too.
+    assert 'id="r-8" data-pos="8" tabindex="-1" class="row same has-fault missing_result"' in html
+    assert 'class="row inserted"' in html  # the synthetic result the repair adds
+    assert "Earlier rows" not in html and "Later rows" not in html
+
+
+@pytest.mark.django_db
+def test_the_first_look_reads_only_the_start_of_a_long_file(
+    alice_client, workspace, ingest, settings, monkeypatch
+):
+    lines = _chain(150)
+    long = ingest(workspace, "long.jsonl", b"".join(lines))
+    # The read stops after record 99: the call there is answered by record 100, past it.
+    monkeypatch.setattr(timeline, "PREVIEW_FIRST_READ", 1024)
+    monkeypatch.setattr(timeline, "PREVIEW_BYTES", len(b"".join(lines[:100])) + 10)
+    html = _queued_page(alice_client, long, monkeypatch, settings)
+    assert "A first look: the first 100 rows" in html
+    assert 'id="r-99"' in html and 'id="r-100"' not in html
+    assert "has-fault" not in html and "pending_result" not in html
+    assert "Later rows" not in html
+
+
+@pytest.mark.django_db
+def test_a_document_or_a_filtered_view_has_no_first_look(
+    alice_client, workspace, ingest, session, settings, monkeypatch
+):
+    document = ingest(workspace, "openai_chat.json", sample("formats/openai_chat.json"))
+    html = _queued_page(alice_client, document, monkeypatch, settings)
+    assert "Preparing the timeline" in html and "A first look" not in html
+    assert "<tr id=" not in html
+    html = _queued_page(alice_client, session, monkeypatch, settings, "?faults=1")
+    assert "Preparing the timeline" in html and "A first look" not in html
+    html = _queued_page(alice_client, session, monkeypatch, settings, "?record=5")
+    assert "A first look" not in html

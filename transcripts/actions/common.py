@@ -147,6 +147,7 @@ HEAD_FIELDS = (
     "record_count",
     "fault_counts",
     "error",
+    "analysed",
     "last_write",
     "live_until",
 )
@@ -158,7 +159,8 @@ class HeadState:
 
     `fault_counts` is {fault kind id: count}; `last_write` is when the
     session's source was last written (None when unknown), which decides
-    `live_until`.
+    `live_until`. `analysed` False: the bytes are stored but not read yet
+    (`unread`), so the format may be "unknown" and the counts are empty.
     """
 
     format: str
@@ -166,6 +168,7 @@ class HeadState:
     fault_counts: dict[str, int]
     error: str
     last_write: datetime | None
+    analysed: bool = True
 
     @classmethod
     def of(cls, analysis: Analysis, last_write: datetime | None) -> HeadState:
@@ -179,11 +182,23 @@ class HeadState:
         )
 
     @classmethod
+    def unread(cls, format: str | None) -> HeadState:
+        """Return the state of a head stored without reading it (a large upload), not live.
+
+        `format` is the format the uploader named, if any ("unknown" else).
+        """
+        return cls(format or "unknown", 0, {}, "", None, analysed=False)
+
+    @classmethod
     def counted(
-        cls, session: Session, record_count: int, fault_counts: dict[str, int]
+        cls, session: Session, analysis: Analysis, record_count: int, fault_counts: dict[str, int]
     ) -> HeadState:
-        """Return `session`'s state with new counts: a job's head, same format and last write."""
-        return cls(session.format, record_count, fault_counts, session.error, session.last_write)
+        """Return `session`'s state with new counts: a job's head, same last write.
+
+        The format is the one `analysis` (of the job's base) read the session as:
+        the session's own, or the one sniffed if no one had read it yet.
+        """
+        return cls(analysis.format, record_count, fault_counts, session.error, session.last_write)
 
 
 @dataclass(frozen=True)
@@ -214,6 +229,7 @@ def write_heads(moves: Sequence[HeadMove]) -> list[bool]:
             "record_count": move.state.record_count,
             "fault_counts": move.state.fault_counts,
             "error": move.state.error,
+            "analysed": move.state.analysed,
             "last_write": move.state.last_write,
             "live_until": live_until(move.state.last_write),
         }
@@ -226,6 +242,24 @@ def write_heads(moves: Sequence[HeadMove]) -> list[bool]:
         moved.append(ok)
     search.drop_sessions([m.session.pk for m, ok in zip(moves, moved, strict=True) if ok])
     return moved
+
+
+def count_unread(session_id: int, revision_id: int, analysis: Analysis) -> bool:
+    """Write what `analysis` read on a session stored unread whose head is still `revision_id`.
+
+    Its format, record count, fault counts and error, and `analysed` True;
+    nothing when another reader or a new head came first (returns False).
+    Derived from the stored bytes, as a timeline is: no audit row.
+    """
+    return bool(
+        Session.objects.filter(pk=session_id, head=revision_id, analysed=False).update(
+            format=analysis.format,
+            record_count=analysis.record_count,
+            fault_counts=analysis.fault_counts,
+            error=analysis.error or "",
+            analysed=True,
+        )
+    )
 
 
 def write_head(

@@ -543,7 +543,7 @@ def _repair_analysed(item: JobItem, job: Job, writes_back: bool, analysis: Analy
     head = NewHead(
         base,
         revision,
-        HeadState.counted(session, record_count, fault_counts),
+        HeadState.counted(session, analysis, record_count, fault_counts),
         [_op_audit_fields(op, analysis, job=job, base=base) for op in ops],
         EventType.SESSION_REPAIRED,
         write_back,
@@ -629,7 +629,7 @@ def _rollback_item(item: JobItem, job: Job, writes_back: bool) -> Outcome:
     head = NewHead(
         undone,
         revision,
-        HeadState.counted(session, restored.record_count, restored.fault_counts),
+        HeadState.counted(session, restored, restored.record_count, restored.fault_counts),
         [audit_fields],
         EventType.SESSION_ROLLED_BACK,
         write_back,

@@ -7,22 +7,26 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
+import structlog
+from django.conf import settings
 from django.core.files.storage import default_storage
 from django.db import DatabaseError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from transcripts import search
+from transcripts import queue, search
 from transcripts.actions.common import (
     UNFINISHED,
     EventType,
     HeadState,
     audit,
+    count_unread,
     fit_name,
     live_fields,
+    open_analysis,
     write_head,
 )
-from transcripts.engine import ENGINE_VERSION, analyze
+from transcripts.engine import DEFAULT_POLICY, ENGINE_VERSION, analyze
 from transcripts.models import (
     ApiToken,
     AuditLog,
@@ -35,7 +39,10 @@ from transcripts.models import (
     blob_name,
     store_blob,
 )
+from transcripts.queue import BrokerUnavailable
 from transcripts.uploads import Staged, printable_name, store
+
+logger = structlog.get_logger(__name__)
 
 
 def create_session(
@@ -59,16 +66,23 @@ def create_session(
     name = fit_name(name, Session._meta.get_field("name").max_length or len(name))
     # Only the head's format and counts are kept: no previews (the timeline reads its own).
     read = {"format": format or None, "summaries": False, **live_fields(last_write)}
-    if isinstance(data, Staged):
+    state: HeadState
+    if isinstance(data, Staged) and reads_later(data.size, last_write):
+        # Stored now, read by a worker (queued below).
+        state = HeadState.unread(format)
+        sha256, size = store(data, present=present), data.size
+    elif isinstance(data, Staged):
         # Read from its file and copied to storage a chunk at a time: never whole in memory.
         with data.source() as source:
             analysis = analyze(source, name, **read)
+        state = HeadState.of(analysis, last_write)
         sha256, size = store(data, present=present), data.size
     else:
         analysis = analyze(data, name, **read)
+        state = HeadState.of(analysis, last_write)
         sha256, size = store_blob(data, present=present), len(data)
     session = Session.objects.create(
-        workspace=workspace, name=name, format=analysis.format, created_by=acting_user, **fields
+        workspace=workspace, name=name, format=state.format, created_by=acting_user, **fields
     )
     raw = Revision.objects.create(
         session=session,
@@ -79,7 +93,13 @@ def create_session(
         origin=origin,
         created_by=acting_user,
     )
-    write_head(session, raw, HeadState.of(analysis, last_write), fence=None)
+    write_head(session, raw, state, fence=None)
+    if not state.analysed:
+        try:
+            queue.enqueue_on_commit(queue.COUNT_SESSION, session.pk)
+        except BrokerUnavailable:
+            # Stored all the same: the build its page asks for counts it too.
+            logger.warning("count_not_queued", session=session.pk)
     sync_source = fields.get("source")
     AuditRecord.objects.create(
         source=sync_source,
@@ -104,6 +124,34 @@ def create_session(
     return session
 
 
+def reads_later(size: int, last_write: datetime | None) -> bool:
+    """Return True when an upload of `size` bytes is stored first and read by a worker.
+
+    So is an upload larger than settings.INGEST_INLINE_BYTES that is not live
+    (`last_write` None): reading it whole would keep its first view waiting,
+    while its page can show its first records at once (`timeline.preview`).
+    A live session is read now: its pending calls depend on when it is read.
+    """
+    return last_write is None and size > settings.INGEST_INLINE_BYTES
+
+
+def do_count_session(session_id: int) -> bool:
+    """Read the head of session `session_id`, stored unread, and fill in what it says.
+
+    Its format, record count, fault counts and error, as ingest would have
+    found them (the default preset, the format named at upload if any, not
+    live; the lean analysis, no previews), and `analysed` True. Returns
+    False when there was nothing to do: read already (by this task run
+    before, or by the build of its timeline), deleted, or a new head.
+    Derived data: no audit row. Raises what storage raises.
+    """
+    session = Session.objects.select_related("head").filter(pk=session_id, analysed=False).first()
+    if session is None or session.head is None:
+        return False
+    with open_analysis(session.head, DEFAULT_POLICY) as analysis:
+        return count_unread(session.pk, session.head.pk, analysis)
+
+
 def do_ingest_session(
     workspace: Workspace,
     name: str,
@@ -121,7 +169,13 @@ def do_ingest_session(
     unreadable file becomes a session whose `error` says why (file, line,
     reason). The name loses its control and format characters (bidi
     overrides among them); one too long for the database is shortened with
-    `fit_name`. `last_write` is when the source
+    `fit_name`. An upload larger than settings.INGEST_INLINE_BYTES is not
+    read here (`reads_later`): the session is stored with `analysed` False,
+    format "unknown" (or `format`) and no counts, and is then
+    read by a worker (`do_count_session`, queued on commit), or by the
+    build of its default timeline if its page is opened first; with the
+    broker down, only the latter.
+    `last_write` is when the source
     file was last written, if known (a file read from disk; not an upload):
     within settings.LIVE_GRACE of it the session is live. `api_token` is the
     token of an upload through the API (its revision's origin is then "api").

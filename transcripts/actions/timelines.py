@@ -17,10 +17,11 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from transcripts import queue, search
+from transcripts.actions.common import count_unread
 from transcripts.engine import DEFAULT_POLICY, ENGINE_VERSION
 from transcripts.models import Session, Timeline, TimelineRow
 from transcripts.outages import outage_of
-from transcripts.timeline import COLUMNS, build
+from transcripts.timeline import COLUMNS, Built, build
 
 # Timelines kept per session head (policies × formats × live); the least recently used go first.
 KEPT_PER_SESSION = 6
@@ -150,9 +151,14 @@ def do_build_timeline(timeline_id: int) -> bool:
             )
             raise
         # An engine bug shows on the page instead of a build retried forever.
-        Timeline.objects.filter(pk=timeline_id, claim=token).update(
-            status=Timeline.Status.FAILED, error=f"{type(exc).__name__}: {exc}"
-        )
+        error = f"{type(exc).__name__}: {exc}"
+        if Timeline.objects.filter(pk=timeline_id, claim=token).update(
+            status=Timeline.Status.FAILED, error=error
+        ) and _reads_head(timeline):
+            # A session stored unread says why it has no counts, not "being read" forever.
+            Session.objects.filter(
+                pk=timeline.revision.session_id, head=timeline.revision_id, analysed=False
+            ).update(error=f"{timeline.revision.session.name}: not read ({error})", analysed=True)
         return True
     with transaction.atomic(durable=True):
         if not Timeline.objects.filter(pk=timeline_id, claim=token).update(
@@ -161,14 +167,36 @@ def do_build_timeline(timeline_id: int) -> bool:
             return False  # another builder took the claim over; it writes the rows
         _insert(timeline_id, built.rows)
         session = timeline.revision.session
-        if (
-            timeline.policy == DEFAULT_POLICY
-            and not timeline.read_as
-            and timeline.revision_id == session.head_id
-        ):
+        if _reads_head(timeline):
             search.index_session(session.pk, built.search_entries())
+            _count_head(session, timeline, built)
     _prune(timeline.revision.session)
     return True
+
+
+def _reads_head(timeline: Timeline) -> bool:
+    """Return True for the timeline that reads its session's head as ingest does.
+
+    The head's, under the default policy, read as its own format: the one the
+    search indexes and whose analysis fills in a session stored unread.
+    """
+    return (
+        timeline.policy == DEFAULT_POLICY
+        and not timeline.read_as
+        and timeline.revision_id == timeline.revision.session.head_id
+    )
+
+
+def _count_head(session: Session, timeline: Timeline, built: Built) -> None:
+    """Fill in the format, counts and error of `session`'s head if no one had read it yet.
+
+    A large upload is stored unread (`actions.sessions.reads_later`) and
+    counted by `do_count_session`; a page opened before that builds its
+    default timeline, whose analysis is the one ingest would have made (the
+    default preset, its own or the named format, not live): whichever reads
+    it first fills it in (`common.count_unread`).
+    """
+    count_unread(session.pk, timeline.revision_id, built.analysis)
 
 
 def _insert(timeline_id: int, rows: list[tuple[Any, ...]]) -> None:

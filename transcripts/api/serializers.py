@@ -135,7 +135,17 @@ class SessionSerializer(serializers.ModelSerializer[Session]):
         help_text="The number of the head revision (0 is the upload)."
     )
     fault_counts = FaultCountsField(
-        help_text="{fault kind: count} in the head revision; pending_result while it is live."
+        help_text=(
+            "{fault kind: count} in the head revision; pending_result while it is live. "
+            "Empty while `analysed` is false."
+        )
+    )
+    analysed = serializers.BooleanField(
+        help_text=(
+            "False while a worker has yet to read the head: an upload larger than "
+            "INGEST_INLINE_BYTES is stored first, so its format may be unknown and its "
+            "record_count and fault_counts are empty until then (ask again)."
+        )
     )
     live = serializers.SerializerMethodField(
         help_text="Whether the session was written within the grace period (until live_until)."
@@ -149,6 +159,7 @@ class SessionSerializer(serializers.ModelSerializer[Session]):
             "format",
             "record_count",
             "fault_counts",
+            "analysed",
             "error",
             "head",
             "live",
