@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from tests.helpers import run_inline, sample
 from transcripts import actions
-from transcripts.actions import common, runner
+from transcripts.actions import runner
 from transcripts.engine import analyze
 from transcripts.models import AuditRecord, JobItem, Revision, Session
 
@@ -53,9 +53,9 @@ def test_each_new_head_has_the_counts_of_its_own_bytes(alice, workspace, faulty,
 def test_a_head_that_moved_costs_only_its_own_session(alice, workspace, faulty, monkeypatch):
     job = actions.do_start_job(workspace, faulty, policy="synthesize", acting_user=alice)
     moved = faulty[1]
-    store_blob_file = common.store_blob_file
+    store_repaired = runner.store_repaired
 
-    def meanwhile(f):
+    def meanwhile(analysis):
         # Another writer moves one session's head while the chunk is being repaired.
         if not moved.revisions.filter(number=1).exists():
             raw = moved.revisions.get(number=0)
@@ -63,9 +63,9 @@ def test_a_head_that_moved_costs_only_its_own_session(alice, workspace, faulty, 
                 session=moved, number=1, sha256=raw.sha256, size=raw.size, parent=raw
             )
             Session.objects.filter(pk=moved.pk).update(head=other)
-        return store_blob_file(f)
+        return store_repaired(analysis)
 
-    monkeypatch.setattr(common, "store_blob_file", meanwhile)
+    monkeypatch.setattr(runner, "store_repaired", meanwhile)
     job = run_inline(job)
 
     assert (job.done, job.fence_lost) == (len(FAULTY) - 1, 1)
@@ -89,9 +89,9 @@ def test_a_revision_number_taken_under_the_chunk_costs_only_its_session(
 ):
     job = actions.do_start_job(workspace, faulty, policy="synthesize", acting_user=alice)
     taken = faulty[2]
-    store_blob_file = common.store_blob_file
+    store_repaired = runner.store_repaired
 
-    def meanwhile(f):
+    def meanwhile(analysis):
         # A writer that takes revision 1 without moving the head: the chunk's
         # transaction fails on (session, number), and each session is written alone.
         if not taken.revisions.filter(number=1).exists():
@@ -99,9 +99,9 @@ def test_a_revision_number_taken_under_the_chunk_costs_only_its_session(
             Revision.objects.create(
                 session=taken, number=1, sha256=raw.sha256, size=raw.size, parent=raw
             )
-        return store_blob_file(f)
+        return store_repaired(analysis)
 
-    monkeypatch.setattr(common, "store_blob_file", meanwhile)
+    monkeypatch.setattr(runner, "store_repaired", meanwhile)
     job = run_inline(job)
 
     assert (job.done, job.fence_lost) == (len(FAULTY) - 1, 1)

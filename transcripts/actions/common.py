@@ -8,6 +8,7 @@ one list (`HEAD_FIELDS`).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 import time
@@ -15,18 +16,23 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import IO, Any
 
 from django.conf import settings
+from django.core.files import File
+from django.core.files.base import ContentFile
+from django.core.files.storage import default_storage
 
 from transcripts import search
-from transcripts.engine import Analysis, analyze
+from transcripts.engine import Analysis, FileSource, analyze
 from transcripts.models import (
     AuditLog,
+    BlobUnreadable,
     JobItem,
     Revision,
     Session,
-    store_blob_file,
+    blob_name,
+    open_blob,
 )
 from transcripts.policies import policy_for
 
@@ -102,6 +108,7 @@ def open_analysis(
     last_write: datetime | None = None,
     format: str | None = None,
     summaries: bool = False,
+    inline_bytes: int = 0,
 ) -> Iterator[Analysis]:
     """Yield the analysis of `revision`'s bytes under `policy` (KeyError if unknown).
 
@@ -114,28 +121,95 @@ def open_analysis(
     session is never held whole; the source stays open inside the `with`. Its
     records keep no preview texts unless `summaries` (see `analyze`): enough
     for repairs, exports and downloads, not for showing rows or previews.
+    A revision of at most `inline_bytes` bytes is instead read whole
+    (`read_revision`) and analysed as bytes, the engine's quicker path for a
+    small file: plain records, and the repair rendered at once (it holds
+    about twice the file's size in memory). Raises OSError as
+    `Revision.source` does.
     """
     session = revision.session
     known_format = session.format if session.format != "unknown" and not session.error else None
+    options: dict[str, Any] = {"format": format or known_format, "summaries": summaries}
+    options.update(live_fields(last_write))
+    with revision_data(revision, inline_bytes) as data:
+        yield analyze(data, session.name, policy_for(policy, session.workspace_id), **options)
+
+
+@contextmanager
+def revision_data(revision: Revision, inline_bytes: int) -> Iterator[bytes | FileSource]:
+    """Yield `revision`'s bytes: whole (`read_revision`) up to `inline_bytes`, else its source.
+
+    The source (`Revision.source`) stays open inside the `with`. Raises
+    OSError as both do.
+    """
+    if revision.size <= inline_bytes:
+        yield read_revision(revision)
+        return
     with revision.source() as source:
-        yield analyze(
-            source,
-            session.name,
-            policy_for(policy, session.workspace_id),
-            format=format or known_format,
-            **live_fields(last_write),
-            summaries=summaries,
+        yield source
+
+
+def read_revision(revision: Revision) -> bytes:
+    """Return `revision`'s exact bytes, read whole into memory (one GET on S3).
+
+    Checked as `Revision.source` checks them: raises BlobUnreadable when a
+    blob is missing or not of the size recorded (a chain of appended deltas
+    is also checked against its hashes, see `Revision.chunks`), and OSError or
+    botocore's UNREACHABLE errors when storage cannot be read.
+    """
+    if revision.appended_to_id is not None:
+        return b"".join(revision.chunks())
+    with open_blob(revision.sha256, revision.size) as f:
+        data: bytes = f.read()
+    if len(data) != revision.size:
+        raise BlobUnreadable(
+            f"the blob {blob_name(revision.sha256)} ended after {len(data)} bytes, "
+            f"not the {revision.size} stored: it is damaged or truncated"
         )
+    return data
+
+
+class _Hashing:
+    """A binary file that hashes (sha256) and counts what is written to it on its way to `out`."""
+
+    def __init__(self, out: IO[bytes]) -> None:
+        self.out = out
+        self.digest = hashlib.sha256()
+        self.size = 0
+
+    def write(self, data: bytes | memoryview) -> int:
+        self.digest.update(data)
+        self.size += len(data)
+        return self.out.write(data)
 
 
 def store_repaired(analysis: Analysis) -> tuple[str, int]:
-    """Store the repaired file of `analysis` as a blob, streamed through a temporary file.
+    """Store the repaired file of `analysis` as a blob; return (sha256, size in bytes).
 
-    Returns (sha256, size in bytes).
+    An analysis of bytes holds its repair rendered already: that is hashed
+    and stored. One of a FileSource streams its repair through a temporary
+    file, hashed while it is written, never read back but to store it. A
+    storage that overwrites a name (S3: `file_overwrite`) is not asked
+    first whether the blob is there: a content-addressed name rewritten
+    holds the same bytes, and the question is a request of its own.
     """
+    overwrites = bool(getattr(default_storage, "file_overwrite", False))
+    if isinstance(analysis.raw, bytes):
+        data = analysis.repaired
+        sha256 = hashlib.sha256(data).hexdigest()
+        name = blob_name(sha256)
+        if overwrites or not default_storage.exists(name):
+            default_storage.save(name, ContentFile(data))
+        return sha256, len(data)
     with tempfile.TemporaryFile() as f:
-        analysis.write_repaired(f)
-        return store_blob_file(f)
+        hashing = _Hashing(f)
+        analysis.write_repaired(hashing)  # type: ignore[arg-type]  # needs only write()
+        sha256 = hashing.digest.hexdigest()
+        name = blob_name(sha256)
+        if overwrites or not default_storage.exists(name):
+            f.seek(0)
+            default_storage.save(name, File(f))
+        return sha256, hashing.size
 
 
 # Heads.

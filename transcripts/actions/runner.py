@@ -42,6 +42,7 @@ from transcripts.actions.common import (
     HeadState,
     audit,
     open_analysis,
+    revision_data,
     store_repaired,
     write_heads,
 )
@@ -491,7 +492,9 @@ def _repair_item(item: JobItem, job: Job, writes_back: bool) -> Outcome:
     except FenceLost as exc:
         return Outcome(item, JobItem.Status.FENCE_LOST, {"error": str(exc)})
     last_write = None if job.force else session.last_write
-    with open_analysis(base, job.policy, last_write=last_write) as analysis:
+    with open_analysis(
+        base, job.policy, last_write=last_write, inline_bytes=settings.JOB_INLINE_BYTES
+    ) as analysis:
         return _repair_analysed(item, job, writes_back, analysis)
 
 
@@ -520,7 +523,8 @@ def _repair_analysed(item: JobItem, job: Job, writes_back: bool, analysis: Analy
         if base.size > DIFF_MAX_BYTES:
             diff = f"(no diff: the session is {base.size / 1e6:.0f} MB)"
         else:
-            diff = _diff(base.read(), analysis.repaired, session.name)
+            raw = analysis.raw if isinstance(analysis.raw, bytes) else base.read()
+            diff = _diff(raw, analysis.repaired, session.name)
         return Outcome(item, JobItem.Status.WOULD_REPAIR, {"diff": diff, **plan_fields})
     try:
         write_back = writeback.check(session, base) if writes_back else None
@@ -602,8 +606,8 @@ def _rollback_item(item: JobItem, job: Job, writes_back: bool) -> Outcome:
             f"{session.head.number}, not the job's revision {undone.number}"
         )
         return Outcome(item, JobItem.Status.FENCE_LOST, {"error": error})
-    with previous.source() as source:
-        restored = analyze(source, session.name, format=session.format, summaries=False)
+    with revision_data(previous, settings.JOB_INLINE_BYTES) as data:
+        restored = analyze(data, session.name, format=session.format, summaries=False)
     try:
         write_back = writeback.check(session, undone) if writes_back else None
     except writeback.WriteBackRefused as exc:
@@ -644,7 +648,7 @@ def _export_item(item: JobItem, job: Job, writes_back: bool) -> Outcome:
     Nothing is written to the session or its source file; as the
     single-session download does, the export ignores whether the session is live.
     """
-    with open_analysis(item.base, job.policy) as analysis:
+    with open_analysis(item.base, job.policy, inline_bytes=settings.JOB_INLINE_BYTES) as analysis:
         if analysis.error:
             return Outcome(item, JobItem.Status.FAILED, {"error": analysis.error})
         # Stored even when unchanged: a revision made by an append may keep only its delta.
