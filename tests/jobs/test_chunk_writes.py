@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from tests.helpers import run_inline, sample
 from transcripts import actions
-from transcripts.actions import runner
+from transcripts.actions import common, runner
 from transcripts.engine import analyze
 from transcripts.models import AuditRecord, JobItem, Revision, Session
 
@@ -175,13 +175,16 @@ def test_a_chunk_redelivered_after_its_worker_died_counts_its_items_once(
     def killed(*args, **kwargs):
         raise Killed
 
-    # The worker dies after counting its items processed, before writing their results.
+    # The worker dies after counting its first item processed (at once, the job's first
+    # here), before writing the chunk, which would have counted the second.
+    monkeypatch.setattr(runner, "PROGRESS_INTERVAL", 3600)
+    monkeypatch.setattr(runner.Progress, "last", None)
     with monkeypatch.context() as m:
         m.setattr(runner, "_write", killed)
         with pytest.raises(Killed):
             runner.do_run_job_items(job.pk, first)
     job.refresh_from_db()
-    assert job.processed == 2
+    assert job.processed == 1
     # Redis redelivers the chunk once its lease has passed (acks_late).
     JobItem.objects.filter(pk__in=first).update(
         claimed_at=timezone.now() - timedelta(seconds=settings.JOB_CLAIM_LEASE + 1)
@@ -195,3 +198,38 @@ def test_a_chunk_redelivered_after_its_worker_died_counts_its_items_once(
     assert runner.do_run_job_items(job.pk, second) == []
     job.refresh_from_db()
     assert (job.status, job.processed, job.done) == (job.Status.DONE, 4, 4)
+
+
+@pytest.mark.django_db
+def test_write_heads_moves_only_the_heads_still_at_their_fence(alice, workspace, ingest):
+    data = sample("formats/claude_code.jsonl")
+    kept, moved, deleted = (ingest(workspace, f"{i}.jsonl", data) for i in range(3))
+    raw = {s.pk: s.head for s in (kept, moved, deleted)}
+    new = {
+        s.pk: Revision.objects.create(
+            session=s, number=1, sha256=raw[s.pk].sha256, size=raw[s.pk].size, parent=raw[s.pk]
+        )
+        for s in (kept, moved, deleted)
+    }
+    # Another writer moved one head; another session was deleted.
+    other = Revision.objects.create(
+        session=moved, number=2, sha256=raw[moved.pk].sha256, size=raw[moved.pk].size
+    )
+    Session.objects.filter(pk=moved.pk).update(head=other)
+    Session.objects.filter(pk=deleted.pk).update(deleted_at=timezone.now())
+    state = common.HeadState("claude_code", 7, {"missing_result": 2}, "", None)
+
+    with transaction.atomic():
+        written = common.write_heads(
+            [common.HeadMove(s, new[s.pk], state, raw[s.pk]) for s in (kept, moved, deleted)]
+        )
+
+    assert written == [True, False, False]
+    heads = dict(Session._base_manager.values_list("pk", "head"))  # the deleted one too
+    assert heads == {kept.pk: new[kept.pk].pk, moved.pk: other.pk, deleted.pk: raw[deleted.pk].pk}
+    kept.refresh_from_db()
+    assert (kept.record_count, kept.fault_counts, kept.head) == (
+        7,
+        {"missing_result": 2},
+        new[kept.pk],
+    )

@@ -22,6 +22,7 @@ from django.conf import settings
 from django.core.files import File
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
+from django.db import connection, models
 
 from transcripts import search
 from transcripts.engine import Analysis, FileSource, analyze
@@ -275,12 +276,15 @@ def write_heads(moves: Sequence[HeadMove]) -> list[bool]:
 
     The one head writer: a compare-and-set in the caller's transaction, one
     UPDATE of HEAD_FIELDS per session conditional on its head (None: it has
-    none yet). Returns, per move, False when that head had moved (nothing
-    written for it). The moved sessions' search entries go, in one statement
-    (the search holds the old head's records until the new head's timeline
-    is built); each `session` is updated in memory too.
+    none yet) and on the session not being deleted, all sent at once
+    (`update_rows`). Returns, per move, False when that head had moved
+    (nothing written for it). The moved sessions' search entries go, in one
+    statement (the search holds the old head's records until the new head's
+    timeline is built); each `session` is updated in memory too.
     """
-    moved = []
+    if not moves:
+        return []
+    rows = []
     for move in moves:
         values = {
             "head": move.revision,
@@ -292,14 +296,78 @@ def write_heads(moves: Sequence[HeadMove]) -> list[bool]:
             "live_until": live_until(move.state.last_write),
         }
         assert tuple(values) == HEAD_FIELDS
-        session = move.session
-        ok = bool(Session.objects.filter(pk=session.pk, head=move.fence).update(**values))
+        rows.append((values, {"id": move.session.pk, "head": move.fence, "deleted_at": None}))
+    if update_rows(Session, rows) == len(moves):
+        moved = [True] * len(moves)
+    else:
+        # Some head had moved: a moved session's head is now its move's new revision.
+        heads = dict(
+            Session.objects.filter(pk__in=[m.session.pk for m in moves]).values_list("pk", "head")
+        )
+        moved = [heads.get(m.session.pk) == m.revision.pk for m in moves]
+    for (values, _), ok, move in zip(rows, moved, moves, strict=True):
         if ok:
             for name, value in values.items():
-                setattr(session, name, value)
-        moved.append(ok)
+                setattr(move.session, name, value)
     search.drop_sessions([m.session.pk for m, ok in zip(moves, moved, strict=True) if ok])
     return moved
+
+
+def update_rows(
+    model: type[models.Model], rows: Sequence[tuple[dict[str, Any], dict[str, Any]]]
+) -> int:
+    """Update rows of `model`: per (values, keys), set `values` where the row has `keys`.
+
+    Both map field names to values (a foreign key to its model instance, its
+    pk or None); a key of None matches NULL. Rows of the same fields and
+    NULL keys share one statement, sent for all of them at once (the
+    driver's executemany: one round trip in PostgreSQL's pipeline mode), so
+    a chunk's rows cost neither a query each nor bulk_update's CASE
+    expressions. Returns how many rows were changed. Runs in the caller's
+    transaction; values go through each field's own conversion for the
+    database, as the ORM's would.
+    """
+    meta = model._meta
+    quote = connection.ops.quote_name
+    statements: dict[tuple[tuple[str, ...], tuple[tuple[str, bool], ...]], list[list[Any]]] = {}
+    for values, keys in rows:
+        shape = (tuple(values), tuple((name, value is None) for name, value in keys.items()))
+        params = [_db_value(meta, name, value) for name, value in values.items()]
+        params += [_db_value(meta, name, v) for name, v in keys.items() if v is not None]
+        statements.setdefault(shape, []).append(params)
+    changed = 0
+    with connection.cursor() as cursor:
+        for (names, keyed), params_list in statements.items():
+            columns = ", ".join(f"{quote(_column(meta, name))} = %s" for name in names)
+            where = " AND ".join(
+                f"{quote(_column(meta, name))} {'IS NULL' if null else '= %s'}"
+                for name, null in keyed
+            )
+            cursor.executemany(
+                f"UPDATE {quote(meta.db_table)} SET {columns} WHERE {where}", params_list
+            )
+            changed += cursor.rowcount
+    return changed
+
+
+def _field(meta: Any, name: str) -> models.Field[Any, Any]:
+    field = meta.get_field(name)
+    assert isinstance(field, models.Field), name
+    return field
+
+
+def _column(meta: Any, name: str) -> str:
+    column = _field(meta, name).column
+    assert column is not None, name
+    return column
+
+
+def _db_value(meta: Any, name: str, value: Any) -> Any:
+    """Return `value` of the field `name` as the database takes it (a model instance: its pk)."""
+    field = _field(meta, name)
+    if isinstance(value, models.Model):
+        value = value.pk
+    return field.get_db_prep_save(value, connection)
 
 
 def write_head(
