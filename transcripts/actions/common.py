@@ -184,7 +184,7 @@ class _Hashing:
         return self.out.write(data)
 
 
-def store_repaired(analysis: Analysis) -> tuple[str, int]:
+def store_repaired(analysis: Analysis, *, stored: str = "") -> tuple[str, int]:
     """Store the repaired file of `analysis` as a blob; return (sha256, size in bytes).
 
     An analysis of bytes holds its repair rendered already: that is hashed
@@ -192,14 +192,16 @@ def store_repaired(analysis: Analysis) -> tuple[str, int]:
     file, hashed while it is written, never read back but to store it. A
     storage that overwrites a name (S3: `file_overwrite`) is not asked
     first whether the blob is there: a content-addressed name rewritten
-    holds the same bytes, and the question is a request of its own.
+    holds the same bytes, and the question is a request of its own. A
+    repair that hashes to `stored` (the sha256 of a blob known to be in
+    storage, such as the base just read) is not stored again.
     """
     overwrites = bool(getattr(default_storage, "file_overwrite", False))
     if isinstance(analysis.raw, bytes):
         data = analysis.repaired
         sha256 = hashlib.sha256(data).hexdigest()
         name = blob_name(sha256)
-        if overwrites or not default_storage.exists(name):
+        if sha256 != stored and (overwrites or not default_storage.exists(name)):
             default_storage.save(name, ContentFile(data))
         return sha256, len(data)
     with tempfile.TemporaryFile() as f:
@@ -207,7 +209,7 @@ def store_repaired(analysis: Analysis) -> tuple[str, int]:
         analysis.write_repaired(hashing)  # type: ignore[arg-type]  # needs only write()
         sha256 = hashing.digest.hexdigest()
         name = blob_name(sha256)
-        if overwrites or not default_storage.exists(name):
+        if sha256 != stored and (overwrites or not default_storage.exists(name)):
             f.seek(0)
             default_storage.save(name, File(f))
         return sha256, hashing.size

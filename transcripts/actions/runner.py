@@ -665,7 +665,10 @@ def _export_item(item: JobItem, job: Job, writes_back: bool) -> Outcome:
         if analysis.error:
             return Outcome(item, JobItem.Status.FAILED, {"error": analysis.error})
         # Stored even when unchanged: a revision made by an append may keep only its delta.
-        sha256_after, _ = store_repaired(analysis)
+        base = item.base
+        sha256_after, _ = store_repaired(
+            analysis, stored=base.sha256 if base.appended_to_id is None else ""
+        )
     ops = analysis.plan.ops
     fields = {
         "sha256_after": sha256_after,
