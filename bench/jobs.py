@@ -22,10 +22,10 @@ disturbs less than wall time (they leave out the database server and broker).
         .venv/bin/python bench/jobs.py [--sessions 2000] [--records 200] [--rounds 3]
 
 With `--storage s3` the blobs live in a bucket of moto's S3 server, started
-on 127.0.0.1 (a port of 9100-9139) as the storage tests start it, and the
-workers read and write them over HTTP; each run starts from the ingested
-bucket (the blobs a run added are deleted). The default, `local`, keeps them
-in a folder.
+on 127.0.0.1 (the first free port of `--s3-ports`, 9100-9139 unless told) as
+the storage tests start it, and the workers read and write them over HTTP;
+each run starts from the ingested bucket (the blobs a run added are deleted).
+The default, `local`, keeps them in a folder.
 
 It never touches the configured database: on PostgreSQL it (re)creates the
 databases `<configured name>_bench` (the ingested sessions) and
@@ -165,11 +165,11 @@ class S3Server:
 
     BUCKET = "pairfix-bench"
 
-    def __init__(self) -> None:
+    def __init__(self, ports: range) -> None:
         import socket
         import urllib.request
 
-        for port in range(9100, 9140):
+        for port in ports:
             with socket.socket() as probe:
                 try:
                     probe.bind(("127.0.0.1", port))
@@ -177,7 +177,7 @@ class S3Server:
                     continue
                 break
         else:
-            raise SystemExit("no free port in 9100-9139 for the S3 server")
+            raise SystemExit(f"no free port in {ports.start}-{ports.stop - 1} for the S3 server")
         self.endpoint = f"http://127.0.0.1:{port}"
         self.process = subprocess.Popen(
             [
@@ -382,7 +382,7 @@ class Breakdown:
     database: float  # waiting for the database: every round trip, from send to result
     engine: float  # analyze and render the repaired file
     counts: float  # the new head's fault counts (`repaired_counts`)
-    blob_read: float  # opening the base revision's blob
+    blob_read: float  # opening the base revision's blob (reading it, when it is read whole)
     blob_write: float  # hashing and storing the repaired blob
 
     def per_session(self, seconds: float) -> float:
@@ -407,14 +407,21 @@ def breakdown(workspace: Any, policy: str) -> Breakdown:
         ("database", "engine", "counts", "blob_read", "blob_write"), 0.0
     )
     queries = 0
+    # The time of the timed calls under way, innermost last: each part's time is its own,
+    # less that of the parts it calls (storing the repair renders it, in the engine).
+    inner: list[float] = []
 
     def timed(key: str, function: Any) -> Any:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             start = time.perf_counter()
+            inner.append(0.0)
             try:
                 return function(*args, **kwargs)
             finally:
-                spent[key] += time.perf_counter() - start
+                elapsed = time.perf_counter() - start
+                spent[key] += elapsed - inner.pop()
+                if inner:
+                    inner[-1] += elapsed
 
         return wrapper
 
@@ -424,7 +431,10 @@ def breakdown(workspace: Any, policy: str) -> Breakdown:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             start = time.perf_counter()
             with function(*args, **kwargs) as value:
-                spent[key] += time.perf_counter() - start
+                elapsed = time.perf_counter() - start
+                spent[key] += elapsed
+                if inner:
+                    inner[-1] += elapsed
                 yield value
 
         return wrapper
@@ -436,14 +446,18 @@ def breakdown(workspace: Any, policy: str) -> Breakdown:
         try:
             return execute(sql, params, many, context)
         finally:
-            spent["database"] += time.perf_counter() - start
+            elapsed = time.perf_counter() - start
+            spent["database"] += elapsed
+            if inner:
+                inner[-1] += elapsed
 
     patches = [
         (common, "analyze", timed("engine", common.analyze)),
         (Analysis, "write_repaired", timed("engine", Analysis.write_repaired)),
         (Analysis, "repaired_counts", timed("counts", Analysis.repaired_counts)),
         (Revision, "source", timed_context("blob_read", Revision.source)),
-        (common, "store_blob_file", timed("blob_write", common.store_blob_file)),
+        (common, "read_revision", timed("blob_read", common.read_revision)),
+        (runner, "store_repaired", timed("blob_write", runner.store_repaired)),
     ]
     originals = [(owner, name, getattr(owner, name)) for owner, name, _ in patches]
     job = actions.do_start_job(
@@ -491,6 +505,12 @@ def spread(values: list[float], digits: int = 1) -> str:
     return f"{low:.{digits}f}" if low == high else f"{low:.{digits}f}–{high:.{digits}f}"
 
 
+def port_range(text: str) -> range:
+    """Return the ports of "LOW-HIGH" (both included) as a range."""
+    low, _, high = text.partition("-")
+    return range(int(low), int(high or low) + 1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=2000)
@@ -501,6 +521,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument(
         "--storage", choices=["local", "s3"], default="local", help="Where the blobs live."
+    )
+    parser.add_argument(
+        "--s3-ports",
+        type=port_range,
+        default=range(9100, 9140),
+        metavar="LOW-HIGH",
+        help="Ports to start the S3 server on, the first free one (default 9100-9139).",
     )
     args = parser.parse_args()
 
@@ -519,7 +546,7 @@ def main() -> None:
         "DEBUG": os.getenv("DEBUG", "False"),
         "SECRET_KEY": os.getenv("SECRET_KEY") or secrets.token_urlsafe(50),
     }
-    s3 = S3Server() if args.storage == "s3" else None
+    s3 = S3Server(args.s3_ports) if args.storage == "s3" else None
     if s3 is not None:
         env["STORAGE_URL"] = s3.url
     os.environ.update(env)
@@ -658,7 +685,7 @@ def main() -> None:
     parts = [
         ("engine: analyze and render", lambda b: b.engine),
         ("the new head's fault counts", lambda b: b.counts),
-        ("blob I/O: open the base", lambda b: b.blob_read),
+        ("blob I/O: read the base", lambda b: b.blob_read),
         ("blob I/O: hash and store the repair", lambda b: b.blob_write),
         ("database round trips", lambda b: b.database),
     ]

@@ -326,6 +326,9 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # lease above the time one chunk takes and below BROKER_VISIBILITY_TIMEOUT.
 JOB_CHUNK_SIZE = envint("JOB_CHUNK_SIZE", "20")
 JOB_CLAIM_LEASE = envint("JOB_CLAIM_LEASE", "120")
+# A job reads a revision of at most this many bytes whole and analyses it in memory
+# (about twice its size); a larger one is streamed from its blob.
+JOB_INLINE_BYTES = envint("JOB_INLINE_BYTES", str(4 * 1024 * 1024))
 if os.getenv("CELERY_BROKER_URL") and BROKER_VISIBILITY_TIMEOUT <= JOB_CLAIM_LEASE:
     # Redis would hand a slow chunk's task to a second worker while the first still holds
     # the claim: the second finds nothing to claim, and retries until the lease passes.

@@ -3,13 +3,14 @@
 from datetime import timedelta
 
 import pytest
+from django.core.files.storage import Storage
 from django.utils import timezone
 
 from tests.helpers import ORPHANED_CALL, run_inline, sample
 from transcripts import actions
 from transcripts.actions import runner
 from transcripts.engine import analyze
-from transcripts.models import AuditRecord, Job, JobItem, Revision, Session
+from transcripts.models import AuditRecord, Job, JobItem, Revision, Session, blob_name
 
 pytestmark = pytest.mark.django_db
 
@@ -205,21 +206,22 @@ def test_cancel_stops_the_items_not_yet_written(alice, workspace, faulty):
 
 
 def test_retry_runs_the_failed_items_again(alice, workspace, faulty, monkeypatch):
-    real = Revision.source
+    real = Storage.open
+    flaky_blob = blob_name(faulty[1].head.sha256)
 
-    def flaky(revision):
-        if revision.session_id == faulty[1].pk:
+    def flaky(storage, name, mode="rb"):
+        if name == flaky_blob:
             raise RuntimeError("storage hiccup")
-        return real(revision)
+        return real(storage, name, mode)
 
-    monkeypatch.setattr(Revision, "source", flaky)
+    monkeypatch.setattr(Storage, "open", flaky)
     job = run_inline(
         actions.do_start_job(workspace, faulty, policy="synthesize", acting_user=alice)
     )
     assert (job.status, job.done, job.failed) == ("done", 2, 1)
     assert job.items.get(session=faulty[1]).error == "RuntimeError: storage hiccup"
 
-    monkeypatch.setattr(Revision, "source", real)
+    monkeypatch.setattr(Storage, "open", real)
     assert actions.do_retry_failed_items(job, acting_user=alice) == 1
     job.refresh_from_db()
     assert (job.status, job.failed, job.finished_at) == ("queued", 0, None)

@@ -53,9 +53,9 @@ def test_each_new_head_has_the_counts_of_its_own_bytes(alice, workspace, faulty,
 def test_a_head_that_moved_costs_only_its_own_session(alice, workspace, faulty, monkeypatch):
     job = actions.do_start_job(workspace, faulty, policy="synthesize", acting_user=alice)
     moved = faulty[1]
-    store_blob_file = common.store_blob_file
+    store_repaired = runner.store_repaired
 
-    def meanwhile(f):
+    def meanwhile(analysis):
         # Another writer moves one session's head while the chunk is being repaired.
         if not moved.revisions.filter(number=1).exists():
             raw = moved.revisions.get(number=0)
@@ -63,9 +63,9 @@ def test_a_head_that_moved_costs_only_its_own_session(alice, workspace, faulty, 
                 session=moved, number=1, sha256=raw.sha256, size=raw.size, parent=raw
             )
             Session.objects.filter(pk=moved.pk).update(head=other)
-        return store_blob_file(f)
+        return store_repaired(analysis)
 
-    monkeypatch.setattr(common, "store_blob_file", meanwhile)
+    monkeypatch.setattr(runner, "store_repaired", meanwhile)
     job = run_inline(job)
 
     assert (job.done, job.fence_lost) == (len(FAULTY) - 1, 1)
@@ -89,9 +89,9 @@ def test_a_revision_number_taken_under_the_chunk_costs_only_its_session(
 ):
     job = actions.do_start_job(workspace, faulty, policy="synthesize", acting_user=alice)
     taken = faulty[2]
-    store_blob_file = common.store_blob_file
+    store_repaired = runner.store_repaired
 
-    def meanwhile(f):
+    def meanwhile(analysis):
         # A writer that takes revision 1 without moving the head: the chunk's
         # transaction fails on (session, number), and each session is written alone.
         if not taken.revisions.filter(number=1).exists():
@@ -99,9 +99,9 @@ def test_a_revision_number_taken_under_the_chunk_costs_only_its_session(
             Revision.objects.create(
                 session=taken, number=1, sha256=raw.sha256, size=raw.size, parent=raw
             )
-        return store_blob_file(f)
+        return store_repaired(analysis)
 
-    monkeypatch.setattr(common, "store_blob_file", meanwhile)
+    monkeypatch.setattr(runner, "store_repaired", meanwhile)
     job = run_inline(job)
 
     assert (job.done, job.fence_lost) == (len(FAULTY) - 1, 1)
@@ -175,13 +175,16 @@ def test_a_chunk_redelivered_after_its_worker_died_counts_its_items_once(
     def killed(*args, **kwargs):
         raise Killed
 
-    # The worker dies after counting its items processed, before writing their results.
+    # The worker dies after counting its first item processed (at once, the job's first
+    # here), before writing the chunk, which would have counted the second.
+    monkeypatch.setattr(runner, "PROGRESS_INTERVAL", 3600)
+    monkeypatch.setattr(runner.Progress, "last", None)
     with monkeypatch.context() as m:
         m.setattr(runner, "_write", killed)
         with pytest.raises(Killed):
             runner.do_run_job_items(job.pk, first)
     job.refresh_from_db()
-    assert job.processed == 2
+    assert job.processed == 1
     # Redis redelivers the chunk once its lease has passed (acks_late).
     JobItem.objects.filter(pk__in=first).update(
         claimed_at=timezone.now() - timedelta(seconds=settings.JOB_CLAIM_LEASE + 1)
@@ -195,3 +198,38 @@ def test_a_chunk_redelivered_after_its_worker_died_counts_its_items_once(
     assert runner.do_run_job_items(job.pk, second) == []
     job.refresh_from_db()
     assert (job.status, job.processed, job.done) == (job.Status.DONE, 4, 4)
+
+
+@pytest.mark.django_db
+def test_write_heads_moves_only_the_heads_still_at_their_fence(alice, workspace, ingest):
+    data = sample("formats/claude_code.jsonl")
+    kept, moved, deleted = (ingest(workspace, f"{i}.jsonl", data) for i in range(3))
+    raw = {s.pk: s.head for s in (kept, moved, deleted)}
+    new = {
+        s.pk: Revision.objects.create(
+            session=s, number=1, sha256=raw[s.pk].sha256, size=raw[s.pk].size, parent=raw[s.pk]
+        )
+        for s in (kept, moved, deleted)
+    }
+    # Another writer moved one head; another session was deleted.
+    other = Revision.objects.create(
+        session=moved, number=2, sha256=raw[moved.pk].sha256, size=raw[moved.pk].size
+    )
+    Session.objects.filter(pk=moved.pk).update(head=other)
+    Session.objects.filter(pk=deleted.pk).update(deleted_at=timezone.now())
+    state = common.HeadState("claude_code", 7, {"missing_result": 2}, "", None)
+
+    with transaction.atomic():
+        written = common.write_heads(
+            [common.HeadMove(s, new[s.pk], state, raw[s.pk]) for s in (kept, moved, deleted)]
+        )
+
+    assert written == [True, False, False]
+    heads = dict(Session._base_manager.values_list("pk", "head"))  # the deleted one too
+    assert heads == {kept.pk: new[kept.pk].pk, moved.pk: other.pk, deleted.pk: raw[deleted.pk].pk}
+    kept.refresh_from_db()
+    assert (kept.record_count, kept.fault_counts, kept.head) == (
+        7,
+        {"missing_result": 2},
+        new[kept.pk],
+    )

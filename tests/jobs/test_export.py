@@ -6,13 +6,13 @@ import json
 import zipfile
 
 import pytest
-from django.core.files.storage import default_storage
+from django.core.files.storage import Storage, default_storage
 from django.urls import reverse
 
 from tests.helpers import run_inline, sample, wait_for_job
 from transcripts import actions
 from transcripts.engine import ENGINE_VERSION, analyze
-from transcripts.models import Job, Revision, Session
+from transcripts.models import Job, Revision, Session, blob_name
 
 FAULTY = ["formats/claude_code.jsonl", "formats/openclaw.jsonl", "formats/openai_chat.json"]
 HEALTHY = "cases/02_cc-parallel-results-split-lines.jsonl"
@@ -112,15 +112,16 @@ def test_a_session_name_is_one_safe_path_in_the_archive(alice, workspace):
 
 @pytest.mark.django_db
 def test_retrying_failed_items_rebuilds_the_archive(alice, workspace, sessions, monkeypatch):
-    real = Revision.source
+    real = Storage.open
     flaky = sessions[FAULTY[0]]
+    flaky_blob = blob_name(flaky.head.sha256)
 
-    def source(revision):
-        if revision.session_id == flaky.pk:
+    def open_(storage, name, mode="rb"):
+        if name == flaky_blob:
             raise OSError("storage unavailable")
-        return real(revision)
+        return real(storage, name, mode)
 
-    monkeypatch.setattr(Revision, "source", source)
+    monkeypatch.setattr(Storage, "open", open_)
     job = actions.do_start_job(
         workspace, list(sessions.values()), kind="export", policy="synthesize", acting_user=alice
     )
@@ -130,7 +131,7 @@ def test_retrying_failed_items_rebuilds_the_archive(alice, workspace, sessions, 
     [failed] = [e for e in manifest["sessions"] if e["error"]]
     assert (failed["session"], failed["error"]) == (flaky.pk, "OSError: storage unavailable")
 
-    monkeypatch.setattr(Revision, "source", real)
+    monkeypatch.setattr(Storage, "open", real)
     actions.do_retry_failed_items(job, acting_user=alice)
     job = run_inline(job)
 

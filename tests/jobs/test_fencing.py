@@ -12,7 +12,7 @@ from django.utils import timezone
 from tests.helpers import run_inline, sample
 from tests.sessions import Script, Turn, claude_code
 from transcripts import actions
-from transcripts.actions import common
+from transcripts.actions import runner
 from transcripts.engine import analyze
 from transcripts.models import AuditRecord, Revision, Session
 
@@ -141,9 +141,9 @@ def test_a_head_that_moves_while_the_job_repairs_it_is_not_overwritten(
 ):
     session = ingest(workspace, "claude_code.jsonl", sample("formats/claude_code.jsonl"))
     job = actions.do_start_job(workspace, [session], policy="synthesize", acting_user=alice)
-    store_blob_file = common.store_blob_file
+    store_repaired = runner.store_repaired
 
-    def meanwhile(f):
+    def meanwhile(analysis):
         # Another writer commits revision 1 after the job read the head.
         raw = session.revisions.get(number=0)
         other = Revision.objects.create(
@@ -155,9 +155,9 @@ def test_a_head_that_moves_while_the_job_repairs_it_is_not_overwritten(
             parent=raw,
         )
         Session.objects.filter(pk=session.pk).update(head=other)
-        return store_blob_file(f)
+        return store_repaired(analysis)
 
-    monkeypatch.setattr(common, "store_blob_file", meanwhile)
+    monkeypatch.setattr(runner, "store_repaired", meanwhile)
     job = run_inline(job)
 
     item = job.items.get()

@@ -148,3 +148,76 @@ def test_an_insert_into_a_message_and_a_reordering_are_audited_with_their_place(
     )
     assert audit.position == "into record 2"
     assert audit.policy_row == "synthesize: missing_result -> synthesize"
+
+
+READ_PATHS = [
+    "cases/01_cc-compaction-orphan-result.jsonl",
+    "cases/07_codex-interrupt-no-tool-output.jsonl",
+    "cases/10_openclaw-displaced-dup-orphan-results.jsonl",
+    "cases/12_openai-chat-parallel-partial-results.json",
+    "formats/claude_code.jsonl",
+]
+
+
+def _job_result(workspace, alice, ingest, kind=Job.Kind.REPAIR):
+    sessions = [ingest(workspace, name.split("/")[1], sample(name)) for name in READ_PATHS]
+    job = run_inline(
+        actions.do_start_job(workspace, sessions, kind=kind, policy="synthesize", acting_user=alice)
+    )
+    heads = {}
+    for session in sessions:
+        session.refresh_from_db()
+        audit = AuditRecord.objects.filter(job=job, session=session).order_by("pk")
+        heads[session.name] = (
+            session.head.read(),
+            session.head.sha256,
+            session.record_count,
+            session.fault_counts,
+            list(
+                audit.values_list(
+                    "op", "fault_kind", "record", "span_start", "span_end", "removed_bytes"
+                )
+            ),
+            job.items.get(session=session).status,
+        )
+    return job, heads
+
+
+@pytest.mark.django_db
+def test_a_session_read_whole_and_one_streamed_give_the_same_repair(
+    alice, workspace, ingest, settings, monkeypatch
+):
+    other_workspace = actions.do_create_workspace("Gamma", acting_user=alice)
+    streams = []
+    source = Revision.source
+
+    def counted(revision):
+        streams.append(revision.pk)
+        return source(revision)
+
+    monkeypatch.setattr(Revision, "source", counted)
+    settings.JOB_INLINE_BYTES = 0
+    streamed, streamed_heads = _job_result(workspace, alice, ingest)
+    assert len(streams) == len(READ_PATHS)
+    settings.JOB_INLINE_BYTES = 1 << 20
+    whole, whole_heads = _job_result(other_workspace, alice, ingest)
+    assert len(streams) == len(READ_PATHS)  # each read whole, none streamed
+
+    assert whole_heads == streamed_heads
+    assert {name: head[-1] for name, head in whole_heads.items()} == dict.fromkeys(
+        [name.split("/")[1] for name in READ_PATHS], "repaired"
+    )
+    for name in READ_PATHS:
+        raw = sample(name)
+        expected = analyze(raw, name.split("/")[1], "synthesize")
+        assert whole_heads[name.split("/")[1]][0] == expected.repaired
+    # Rolled back, each way: the raw bytes are the head again, with the raw counts.
+    for job, size in ((streamed, 0), (whole, 1 << 20)):
+        settings.JOB_INLINE_BYTES = size
+        rollback = run_inline(actions.do_start_rollback_job(job, acting_user=alice))
+        assert rollback.done == len(READ_PATHS)
+        for item in rollback.items.select_related("session__head"):
+            raw = sample(next(n for n in READ_PATHS if n.endswith("/" + item.session.name)))
+            expected = analyze(raw, item.session.name, "synthesize")
+            assert item.session.head.read() == raw
+            assert item.session.fault_counts == expected.fault_counts

@@ -8,6 +8,7 @@ one list (`HEAD_FIELDS`).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 import time
@@ -15,18 +16,24 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import IO, Any
 
 from django.conf import settings
+from django.core.files import File
+from django.core.files.base import ContentFile
+from django.core.files.storage import default_storage
+from django.db import connection, models
 
 from transcripts import search
-from transcripts.engine import Analysis, analyze
+from transcripts.engine import Analysis, FileSource, analyze
 from transcripts.models import (
     AuditLog,
+    BlobUnreadable,
     JobItem,
     Revision,
     Session,
-    store_blob_file,
+    blob_name,
+    open_blob,
 )
 from transcripts.policies import policy_for
 
@@ -102,6 +109,7 @@ def open_analysis(
     last_write: datetime | None = None,
     format: str | None = None,
     summaries: bool = False,
+    inline_bytes: int = 0,
 ) -> Iterator[Analysis]:
     """Yield the analysis of `revision`'s bytes under `policy` (KeyError if unknown).
 
@@ -114,28 +122,97 @@ def open_analysis(
     session is never held whole; the source stays open inside the `with`. Its
     records keep no preview texts unless `summaries` (see `analyze`): enough
     for repairs, exports and downloads, not for showing rows or previews.
+    A revision of at most `inline_bytes` bytes is instead read whole
+    (`read_revision`) and analysed as bytes, the engine's quicker path for a
+    small file: plain records, and the repair rendered at once (it holds
+    about twice the file's size in memory). Raises OSError as
+    `Revision.source` does.
     """
     session = revision.session
     known_format = session.format if session.format != "unknown" and not session.error else None
-    with revision.source() as source:
-        yield analyze(
-            source,
-            session.name,
-            policy_for(policy, session.workspace_id),
-            format=format or known_format,
-            **live_fields(last_write),
-            summaries=summaries,
-        )
+    options: dict[str, Any] = {"format": format or known_format, "summaries": summaries}
+    options.update(live_fields(last_write))
+    with revision_data(revision, inline_bytes) as data:
+        yield analyze(data, session.name, policy_for(policy, session.workspace_id), **options)
 
 
-def store_repaired(analysis: Analysis) -> tuple[str, int]:
-    """Store the repaired file of `analysis` as a blob, streamed through a temporary file.
+@contextmanager
+def revision_data(revision: Revision, inline_bytes: int) -> Iterator[bytes | FileSource]:
+    """Yield `revision`'s bytes: whole (`read_revision`) up to `inline_bytes`, else its source.
 
-    Returns (sha256, size in bytes).
+    The source (`Revision.source`) stays open inside the `with`. Raises
+    OSError as both do.
     """
+    if revision.size <= inline_bytes:
+        yield read_revision(revision)
+        return
+    with revision.source() as source:
+        yield source
+
+
+def read_revision(revision: Revision) -> bytes:
+    """Return `revision`'s exact bytes, read whole into memory (one GET on S3).
+
+    Checked as `Revision.source` checks them: raises BlobUnreadable when a
+    blob is missing or not of the size recorded (a chain of appended deltas
+    is also checked against its hashes, see `Revision.chunks`), and OSError or
+    botocore's UNREACHABLE errors when storage cannot be read.
+    """
+    if revision.appended_to_id is not None:
+        return b"".join(revision.chunks())
+    with open_blob(revision.sha256, revision.size) as f:
+        data: bytes = f.read()
+    if len(data) != revision.size:
+        raise BlobUnreadable(
+            f"the blob {blob_name(revision.sha256)} ended after {len(data)} bytes, "
+            f"not the {revision.size} stored: it is damaged or truncated"
+        )
+    return data
+
+
+class _Hashing:
+    """A binary file that hashes (sha256) and counts what is written to it on its way to `out`."""
+
+    def __init__(self, out: IO[bytes]) -> None:
+        self.out = out
+        self.digest = hashlib.sha256()
+        self.size = 0
+
+    def write(self, data: bytes | memoryview) -> int:
+        self.digest.update(data)
+        self.size += len(data)
+        return self.out.write(data)
+
+
+def store_repaired(analysis: Analysis, *, stored: str = "") -> tuple[str, int]:
+    """Store the repaired file of `analysis` as a blob; return (sha256, size in bytes).
+
+    An analysis of bytes holds its repair rendered already: that is hashed
+    and stored. One of a FileSource streams its repair through a temporary
+    file, hashed while it is written, never read back but to store it. A
+    storage that overwrites a name (S3: `file_overwrite`) is not asked
+    first whether the blob is there: a content-addressed name rewritten
+    holds the same bytes, and the question is a request of its own. A
+    repair that hashes to `stored` (the sha256 of a blob known to be in
+    storage, such as the base just read) is not stored again.
+    """
+    overwrites = bool(getattr(default_storage, "file_overwrite", False))
+    if isinstance(analysis.raw, bytes):
+        data = analysis.repaired
+        sha256 = hashlib.sha256(data).hexdigest()
+        name = blob_name(sha256)
+        if sha256 != stored and (overwrites or not default_storage.exists(name)):
+            default_storage.save(name, ContentFile(data))
+        return sha256, len(data)
     with tempfile.TemporaryFile() as f:
-        analysis.write_repaired(f)
-        return store_blob_file(f)
+        hashing = _Hashing(f)
+        analysis.write_repaired(hashing)  # type: ignore[arg-type]  # needs only write()
+        sha256 = hashing.digest.hexdigest()
+        name = blob_name(sha256)
+        if sha256 != stored and (overwrites or not default_storage.exists(name)):
+            f.seek(0)
+            default_storage.save(name, File(f))
+        return sha256, hashing.size
 
 
 # Heads.
@@ -216,12 +293,15 @@ def write_heads(moves: Sequence[HeadMove]) -> list[bool]:
 
     The one head writer: a compare-and-set in the caller's transaction, one
     UPDATE of HEAD_FIELDS per session conditional on its head (None: it has
-    none yet). Returns, per move, False when that head had moved (nothing
-    written for it). The moved sessions' search entries go, in one statement
-    (the search holds the old head's records until the new head's timeline
-    is built); each `session` is updated in memory too.
+    none yet) and on the session not being deleted, all sent at once
+    (`update_rows`). Returns, per move, False when that head had moved
+    (nothing written for it). The moved sessions' search entries go, in one
+    statement (the search holds the old head's records until the new head's
+    timeline is built); each `session` is updated in memory too.
     """
-    moved = []
+    if not moves:
+        return []
+    rows = []
     for move in moves:
         values = {
             "head": move.revision,
@@ -234,12 +314,19 @@ def write_heads(moves: Sequence[HeadMove]) -> list[bool]:
             "live_until": live_until(move.state.last_write),
         }
         assert tuple(values) == HEAD_FIELDS
-        session = move.session
-        ok = bool(Session.objects.filter(pk=session.pk, head=move.fence).update(**values))
+        rows.append((values, {"id": move.session.pk, "head": move.fence, "deleted_at": None}))
+    if update_rows(Session, rows) == len(moves):
+        moved = [True] * len(moves)
+    else:
+        # Some head had moved: a moved session's head is now its move's new revision.
+        heads = dict(
+            Session.objects.filter(pk__in=[m.session.pk for m in moves]).values_list("pk", "head")
+        )
+        moved = [heads.get(m.session.pk) == m.revision.pk for m in moves]
+    for (values, _), ok, move in zip(rows, moved, moves, strict=True):
         if ok:
             for name, value in values.items():
-                setattr(session, name, value)
-        moved.append(ok)
+                setattr(move.session, name, value)
     search.drop_sessions([m.session.pk for m, ok in zip(moves, moved, strict=True) if ok])
     return moved
 
@@ -260,6 +347,63 @@ def count_unread(session_id: int, revision_id: int, analysis: Analysis) -> bool:
             analysed=True,
         )
     )
+
+
+def update_rows(
+    model: type[models.Model], rows: Sequence[tuple[dict[str, Any], dict[str, Any]]]
+) -> int:
+    """Update rows of `model`: per (values, keys), set `values` where the row has `keys`.
+
+    Both map field names to values (a foreign key to its model instance, its
+    pk or None); a key of None matches NULL. Rows of the same fields and
+    NULL keys share one statement, sent for all of them at once (the
+    driver's executemany: one round trip in PostgreSQL's pipeline mode), so
+    a chunk's rows cost neither a query each nor bulk_update's CASE
+    expressions. Returns how many rows were changed. Runs in the caller's
+    transaction; values go through each field's own conversion for the
+    database, as the ORM's would.
+    """
+    meta = model._meta
+    quote = connection.ops.quote_name
+    statements: dict[tuple[tuple[str, ...], tuple[tuple[str, bool], ...]], list[list[Any]]] = {}
+    for values, keys in rows:
+        shape = (tuple(values), tuple((name, value is None) for name, value in keys.items()))
+        params = [_db_value(meta, name, value) for name, value in values.items()]
+        params += [_db_value(meta, name, v) for name, v in keys.items() if v is not None]
+        statements.setdefault(shape, []).append(params)
+    changed = 0
+    with connection.cursor() as cursor:
+        for (names, keyed), params_list in statements.items():
+            columns = ", ".join(f"{quote(_column(meta, name))} = %s" for name in names)
+            where = " AND ".join(
+                f"{quote(_column(meta, name))} {'IS NULL' if null else '= %s'}"
+                for name, null in keyed
+            )
+            cursor.executemany(
+                f"UPDATE {quote(meta.db_table)} SET {columns} WHERE {where}", params_list
+            )
+            changed += cursor.rowcount
+    return changed
+
+
+def _field(meta: Any, name: str) -> models.Field[Any, Any]:
+    field = meta.get_field(name)
+    assert isinstance(field, models.Field), name
+    return field
+
+
+def _column(meta: Any, name: str) -> str:
+    column = _field(meta, name).column
+    assert column is not None, name
+    return column
+
+
+def _db_value(meta: Any, name: str, value: Any) -> Any:
+    """Return `value` of the field `name` as the database takes it (a model instance: its pk)."""
+    field = _field(meta, name)
+    if isinstance(value, models.Model):
+        value = value.pk
+    return field.get_db_prep_save(value, connection)
 
 
 def write_head(

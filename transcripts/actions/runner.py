@@ -42,7 +42,9 @@ from transcripts.actions.common import (
     HeadState,
     audit,
     open_analysis,
+    revision_data,
     store_repaired,
+    update_rows,
     write_heads,
 )
 from transcripts.core.model import FaultKind, Op, OpKind
@@ -170,9 +172,11 @@ def do_run_job_items(job_id: int, item_ids: Iterable[int]) -> list[int]:
     job = Job.objects.select_related("created_by", "source_job").get(pk=job_id)
     item_ids = list(item_ids)
     claim = _claim(item_ids)
+    # A rollback restores each base's parent; the other kinds read only the base.
+    base = "base__parent" if job.kind == Job.Kind.ROLLBACK else "base"
     items = list(
         JobItem.objects.filter(pk__in=item_ids, claim=claim, status=JobItem.Status.RUNNING)
-        .select_related("session__head", "base__parent")
+        .select_related("session__head", base)
         .order_by("pk")
     )
     written = _run_claimed(job, claim, items)
@@ -270,7 +274,6 @@ def _run_claimed(job: Job, claim: uuid.UUID, items: list[JobItem]) -> list[int]:
             error = f"{type(exc).__name__}: {exc}"
             outcomes.append(Outcome(item, JobItem.Status.FAILED, {"error": error}))
         progress.add(item.pk)
-    progress.flush()
     alone: list[Outcome] = []
     together: list[Outcome] = []
     for outcome in outcomes:
@@ -290,25 +293,30 @@ class Progress:
 
     The bar moves as sessions are processed, not only when a chunk is
     written; but one UPDATE (and commit) per session cost more than many a
-    session's repair, so the count is written at most every
-    PROGRESS_INTERVAL seconds, the first at once, the rest by `flush`.
-    Each item is counted once (`JobItem.counted`): a chunk taken over from a
-    worker that died after counting it adds only the items it had not.
+    session's repair, so this process writes a job's count at most every
+    PROGRESS_INTERVAL seconds: the first of a job at once, the rest once
+    that long has passed since its last count here, a chunk's write
+    included (`_write` counts its items too, and calls `written`). Each item
+    is counted once (`JobItem.counted`): a chunk taken over from a worker
+    that died after counting it adds only the items it had not.
     """
+
+    # (job id, time.monotonic()) of the last count this process wrote.
+    last: tuple[int, float] | None = None
 
     def __init__(self, job_id: int) -> None:
         self.job_id = job_id
         self.unwritten: list[int] = []
-        self.written_at: float | None = None
 
     def add(self, item_id: int) -> None:
         """Count item `item_id` processed; write the count if the last write is old enough."""
         self.unwritten.append(item_id)
         now = time.monotonic()
-        if self.written_at is None or now - self.written_at >= PROGRESS_INTERVAL:
+        last = Progress.last
+        if last is None or last[0] != self.job_id or now - last[1] >= PROGRESS_INTERVAL:
             self.flush(now)
 
-    def flush(self, now: float | None = None) -> None:
+    def flush(self, now: float) -> None:
         """Write the items counted since the last write, less those counted already."""
         if self.unwritten:
             with transaction.atomic(durable=True):
@@ -323,7 +331,12 @@ class Progress:
                     JobItem.objects.filter(pk__in=new).update(counted=True)
                     Job.objects.filter(pk=self.job_id).update(processed=F("processed") + len(new))
             self.unwritten = []
-            self.written_at = time.monotonic() if now is None else now
+        Progress.written(self.job_id, now)
+
+    @staticmethod
+    def written(job_id: int, now: float | None = None) -> None:
+        """Note that job `job_id`'s count was written now (`now`, time.monotonic())."""
+        Progress.last = (job_id, time.monotonic() if now is None else now)
 
 
 def _write_alone(job: Job, claim: uuid.UUID, outcome: Outcome) -> list[int]:
@@ -376,10 +389,12 @@ def _write(job: Job, claim: uuid.UUID, outcomes: list[Outcome]) -> list[int]:
     if not outcomes:
         return []
     by_pk = {outcome.item.pk: outcome for outcome in outcomes}
-    held = JobItem.objects.filter(claim=claim, status=JobItem.Status.RUNNING)
+    running = {"claim": claim, "status": JobItem.Status.RUNNING}
+    held = JobItem.objects.filter(**running)
     with transaction.atomic(durable=True):
         ours = held.select_for_update(skip_locked=True).filter(pk__in=by_pk).order_by("pk")
-        kept = [by_pk[pk] for pk in ours.values_list("pk", flat=True)]
+        counted = dict(ours.values_list("pk", "counted"))
+        kept = [by_pk[pk] for pk in counted]
         if not kept:
             return []
         results = {o.item.pk: (o.status, dict(o.fields)) for o in kept}
@@ -408,21 +423,20 @@ def _write(job: Job, claim: uuid.UUID, outcomes: list[Outcome]) -> list[int]:
             revisions = _write_heads(job, moving)
             for o, revision in zip(moving, revisions, strict=True):
                 results[o.item.pk][1]["revision"] = revision
-        # One UPDATE per item with fields of its own, one per status for the others:
-        # cheaper than bulk_update's CASE expressions, in this process and in the database.
-        finished = 0
-        plain: dict[str, list[int]] = {}
-        for pk, (status, fields) in results.items():
-            if fields:
-                finished += held.filter(pk=pk).update(status=status, **fields)
-            else:
-                plain.setdefault(status, []).append(pk)
-        for status, pks in plain.items():
-            finished += held.filter(pk__in=pks).update(status=status)
+        # Each item finished and counted; items of the same fields in one statement.
+        finished = update_rows(
+            JobItem,
+            [
+                ({"status": status, "counted": True, **fields}, {"id": pk, **running})
+                for pk, (status, fields) in results.items()
+            ],
+        )
         assert finished == len(kept), "the locked items are ours until this transaction ends"
         counts = Counter(COUNTERS[JobItem.Status(status)] for status, _ in results.values())
+        counts["processed"] = sum(not was for was in counted.values())
         # Last in the transaction: the job row is the one row every worker writes.
-        Job.objects.filter(pk=job.pk).update(**{c: F(c) + n for c, n in counts.items()})
+        Job.objects.filter(pk=job.pk).update(**{c: F(c) + n for c, n in counts.items() if n})
+    Progress.written(job.pk)
     return [o.item.pk for o in kept]
 
 
@@ -491,7 +505,9 @@ def _repair_item(item: JobItem, job: Job, writes_back: bool) -> Outcome:
     except FenceLost as exc:
         return Outcome(item, JobItem.Status.FENCE_LOST, {"error": str(exc)})
     last_write = None if job.force else session.last_write
-    with open_analysis(base, job.policy, last_write=last_write) as analysis:
+    with open_analysis(
+        base, job.policy, last_write=last_write, inline_bytes=settings.JOB_INLINE_BYTES
+    ) as analysis:
         return _repair_analysed(item, job, writes_back, analysis)
 
 
@@ -520,7 +536,8 @@ def _repair_analysed(item: JobItem, job: Job, writes_back: bool, analysis: Analy
         if base.size > DIFF_MAX_BYTES:
             diff = f"(no diff: the session is {base.size / 1e6:.0f} MB)"
         else:
-            diff = _diff(base.read(), analysis.repaired, session.name)
+            raw = analysis.raw if isinstance(analysis.raw, bytes) else base.read()
+            diff = _diff(raw, analysis.repaired, session.name)
         return Outcome(item, JobItem.Status.WOULD_REPAIR, {"diff": diff, **plan_fields})
     try:
         write_back = writeback.check(session, base) if writes_back else None
@@ -602,8 +619,8 @@ def _rollback_item(item: JobItem, job: Job, writes_back: bool) -> Outcome:
             f"{session.head.number}, not the job's revision {undone.number}"
         )
         return Outcome(item, JobItem.Status.FENCE_LOST, {"error": error})
-    with previous.source() as source:
-        restored = analyze(source, session.name, format=session.format, summaries=False)
+    with revision_data(previous, settings.JOB_INLINE_BYTES) as data:
+        restored = analyze(data, session.name, format=session.format, summaries=False)
     try:
         write_back = writeback.check(session, undone) if writes_back else None
     except writeback.WriteBackRefused as exc:
@@ -644,11 +661,14 @@ def _export_item(item: JobItem, job: Job, writes_back: bool) -> Outcome:
     Nothing is written to the session or its source file; as the
     single-session download does, the export ignores whether the session is live.
     """
-    with open_analysis(item.base, job.policy) as analysis:
+    with open_analysis(item.base, job.policy, inline_bytes=settings.JOB_INLINE_BYTES) as analysis:
         if analysis.error:
             return Outcome(item, JobItem.Status.FAILED, {"error": analysis.error})
         # Stored even when unchanged: a revision made by an append may keep only its delta.
-        sha256_after, _ = store_repaired(analysis)
+        base = item.base
+        sha256_after, _ = store_repaired(
+            analysis, stored=base.sha256 if base.appended_to_id is None else ""
+        )
     ops = analysis.plan.ops
     fields = {
         "sha256_after": sha256_after,
