@@ -126,6 +126,20 @@ def main() -> None:
 
         sessions = Session.objects.filter(workspace=stack.workspace)
         assert sessions.count() == 2, "both ways in stored a session"
+        # A large upload is stored unread; the worker's count_session task reads it.
+        deadline = time.monotonic() + 1800
+        while sessions.filter(analysed=False).exists():
+            if time.monotonic() > deadline:
+                raise SystemExit("the upload was not counted within 30 minutes")
+            stack.worker_rss()  # fails if the worker died
+            time.sleep(0.5)
+        seconds = time.perf_counter() - start
+        _, counted_peak = stack.worker_rss()
+        figures.append(("Celery worker, counting the upload", counted_peak))
+        print(
+            f"{'upload counted, since it began (Celery worker)':44} {seconds:7.1f} "
+            f"{worker_idle:8.0f} {counted_peak:12.0f}"
+        )
         for session in sessions.select_related("head"):
             assert session.head is not None and session.head.size == size, session
             assert session.record_count == args.records, (session.record_count, args.records)
