@@ -13,7 +13,9 @@ A file another process holds open for writing is never replaced: an agent
 that keeps its session file open (Codex keeps its rollout file open for the
 whole session; Claude Code opens it for each append) would go on appending
 to the replaced file, and those records would be lost. On Linux the check
-reads /proc; elsewhere it finds nothing, and only the fence protects the file.
+reads /proc; a process of another user who may write the file, whose
+descriptors cannot be listed, counts as holding it; elsewhere the check
+finds nothing, and only the fence protects the file.
 """
 
 from __future__ import annotations
@@ -97,9 +99,13 @@ def writers_of(path: Path) -> list[tuple[int, str]]:
     """Return (pid, command name) of each other process holding `path` open for writing.
 
     Reads Linux's /proc: each /proc/PID/fd entry that is the file (same device
-    and inode) with a write access mode in /proc/PID/fdinfo. Processes this
-    user may not inspect are not seen. Without /proc (macOS, Windows) the list
-    is empty. Never raises.
+    and inode) with a write access mode in /proc/PID/fdinfo. A process whose
+    descriptors this user may not list (another user's) is returned too, its
+    command marked "not inspectable", when its user could open the file for
+    writing (its owner, a group with the group write bit, or anyone with the
+    other write bit): it may hold the file, and nothing says it does not.
+    Root's processes are not counted so. Without /proc (macOS, Windows) the
+    list is empty. Never raises.
     """
     try:
         target = os.stat(path)
@@ -113,6 +119,10 @@ def writers_of(path: Path) -> list[tuple[int, str]]:
         folder = f"/proc/{pid}/fd"
         try:
             fds = os.listdir(folder)
+        except PermissionError:
+            if _could_write(pid, target):
+                found.append((pid, f"{_command(pid)}, another user's: not inspectable"))
+            continue
         except OSError:
             continue
         for fd in fds:
@@ -124,6 +134,31 @@ def writers_of(path: Path) -> list[tuple[int, str]]:
                 found.append((pid, _command(pid)))
                 break
     return found
+
+
+def _could_write(pid: int, target: os.stat_result) -> bool:
+    """Return True when process `pid` (not root) could open the file `target` for writing."""
+    uid, groups = -1, set()
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                name, _, value = line.partition(":")
+                if name == "Uid":
+                    uid = int(value.split()[1])  # the effective uid
+                elif name == "Gid":
+                    groups.add(int(value.split()[1]))
+                elif name == "Groups":
+                    groups.update(int(g) for g in value.split())
+    except (OSError, ValueError, IndexError):
+        return False  # gone, or unreadable: nothing to go on
+    if uid <= 0:
+        return False
+    mode = target.st_mode
+    return bool(
+        (uid == target.st_uid and mode & 0o200)
+        or (target.st_gid in groups and mode & 0o020)
+        or mode & 0o002
+    )
 
 
 def _opened_for_writing(pid: int, fd: str) -> bool:

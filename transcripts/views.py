@@ -86,7 +86,7 @@ from transcripts.models import (
     Workspace,
     WorkspacePolicy,
 )
-from transcripts.outages import outage_of, storage_unreachable
+from transcripts.outages import outage_of, storage_failing, storage_unreachable
 from transcripts.policies import policy_for
 from transcripts.uploads import Limits, LimitUploadHandler, keep_unusable_names
 from transcripts.verdict import Verdict, verdicts
@@ -225,7 +225,10 @@ def _store_upload(request: HttpRequest, form: UploadForm) -> HttpResponse:
             acting_user=request.user,
             format=form.cleaned_data["format"] or None,
         )
-    except store_errors as exc:
+    except Exception as exc:
+        # S3's 5xx (throttling) is a ClientError, told by `outages.storage_failing`.
+        if not isinstance(exc, store_errors) and not storage_failing(exc):
+            raise
         logger.exception("upload_failed")
         form.add_error(
             None,

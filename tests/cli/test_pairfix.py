@@ -425,3 +425,38 @@ def test_grace_is_a_finite_number_of_seconds(value: str) -> None:
     except SystemExit as exc:  # argparse's own exit
         status = int(exc.code or 0)
     assert status == 2
+
+
+@pytest.mark.skipif(
+    not Path("/proc/self/fdinfo").is_dir() or os.geteuid() != 0, reason="root, reads /proc"
+)
+def test_another_users_process_that_may_write_the_file_counts_as_holding_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Run as a user who cannot list another user's descriptors (as a dashboard's service
+    # user in a shared folder): a process of a user who may write the file may hold it.
+    from transcripts import replace
+
+    path = tmp_path / "session.jsonl"
+    shutil.copyfile(BROKEN, path)
+    with subprocess.Popen(["sleep", "30"], user=65534) as other:
+        try:
+            real_listdir = os.listdir
+
+            def listdir(folder: str) -> list[str]:
+                if folder == f"/proc/{other.pid}/fd":
+                    raise PermissionError(13, "Permission denied", folder)
+                return real_listdir(folder)
+
+            monkeypatch.setattr(replace.os, "listdir", listdir)
+            os.chmod(path, 0o644)  # only its owner (root) may write it: not counted
+            assert replace.writers_of(path) == []
+            os.chmod(path, 0o666)  # anyone may: the sleeping process may hold it
+            assert replace.writers_of(path) == [
+                (other.pid, "sleep, another user's: not inspectable")
+            ]
+            status, _, err = run("fix", "--in-place", str(path))
+            assert status == 2 and f"process {other.pid} (sleep, another user's" in err
+            assert path.read_bytes() == BROKEN.read_bytes()
+        finally:
+            other.kill()

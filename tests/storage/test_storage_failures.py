@@ -187,6 +187,8 @@ def test_an_upload_while_storage_is_down_is_a_503(alice, workspace, settings):
 
 
 def test_s3_throttling_is_an_outage_not_a_failure(alice, workspace, settings, throttling_s3):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
     from transcripts.models import Job, JobItem, Timeline
 
     sessions = [
@@ -198,6 +200,14 @@ def test_s3_throttling_is_an_outage_not_a_failure(alice, workspace, settings, th
     settings.STORAGES = {**settings.STORAGES, "default": dead_s3(throttling_s3)}
     client = client_for(alice)
 
+    upload = client.post(
+        reverse("transcripts:upload"),
+        {"workspace": workspace.pk, "files": [SimpleUploadedFile("t.jsonl", sample(FAULTY))]},
+    )
+    assert upload.status_code == 503
+    assert (
+        "The upload could not be stored (ClientError); nothing was kept" in upload.content.decode()
+    )
     response = client.get(reverse("transcripts:download_revision", args=[sessions[0].pk, 0]))
     assert response.status_code == 503 and "file storage" in body(response).decode()
     url = reverse("transcripts:session_detail", args=[sessions[0].pk]) + "?policy=discard"
