@@ -101,10 +101,11 @@ def check(session: Session, base: Revision) -> WriteBack | None:
 
     Raises WriteBackRefused (the reason in words) when the file is gone, has
     changed since the last sync, holds a partial line beyond the synced
-    bytes, or its bytes are not `base`'s (the revision being repaired).
+    bytes, or its bytes are not `base`'s (the revision being repaired). The
+    revision last synced need not be `base` itself, only hold its bytes.
     """
     try:
-        synced = SyncedFile.objects.select_related("source").get(session=session)
+        synced = SyncedFile.objects.select_related("source", "revision").get(session=session)
     except SyncedFile.DoesNotExist:
         return None
     if not synced.source.write_back:
@@ -112,7 +113,10 @@ def check(session: Session, base: Revision) -> WriteBack | None:
     path = Path(synced.source.path) / synced.path
     if synced.missing_since is not None or not path.is_file():
         raise WriteBackRefused(f"{path}: the source file is gone")
-    if synced.revision_id != base.pk:
+    # A revision of the same bytes (a rollback made while write-back was off) is the file too.
+    if synced.revision_id != base.pk and (
+        synced.revision is None or synced.revision.sha256 != base.sha256
+    ):
         raise WriteBackRefused(
             f"{path}: revision {base.number} is not the file's content as last synced"
         )

@@ -142,6 +142,24 @@ def test_rolling_back_the_job_writes_the_file_before_back(root, writing_source, 
     assert sync.do_sync_source(writing_source.pk).unchanged == 1
 
 
+def test_a_head_rolled_back_to_the_files_bytes_writes_back(root, source, alice):
+    # Repaired and rolled back while write-back was off: the head is a new revision with
+    # the file's own bytes, so turning write-back on and repairing again writes the file.
+    session = synced(root, source).session
+    item = repair(session, alice)
+    run_inline(actions.do_start_rollback_job(item.job, acting_user=alice))
+    session.refresh_from_db()
+    assert session.head.number == 2 and session.head.sha256 == item.job.items.get().base.sha256
+    source.write_back = True
+    source.save(update_fields=["write_back"])
+
+    again = repair(session, alice)
+
+    assert again.status == "repaired", again.error
+    expected = analyze(BROKEN, "s.jsonl", "synthesize", format="claude_code").repaired
+    assert (root / "s.jsonl").read_bytes() == expected
+
+
 def test_a_rollback_leaves_a_file_the_agent_wrote_to_since(root, writing_source, alice):
     session = synced(root, writing_source).session
     item = repair(session, alice)
