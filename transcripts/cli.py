@@ -205,12 +205,13 @@ def report(analysis: Analysis, name: str) -> dict[str, Any]:
     """Return the machine-readable report of one analysed file.
 
     Shape: `{"path", "format", "provider", "records", "error", "faults": [{"kind",
-    "tool_call_id", "record", "block", "error", "detail"}], "ops": [{"op", "fault",
+    "tool_call_id", "record", "block", "error", "detail", "informational"}], "ops": [{"op", "fault",
     "fault_index", "tool_call_id", "record", "block"}]}`. Record indices count as
     the sample cases' `message_index` does: the 0-based line number of a
     JSON-lines file, the index into the message array of a JSON document;
     `fault_index` is the position in `faults` of the fault an op mends; `error`
-    is the provider's own error text for the fault.
+    is the provider's own error text for the fault; `informational` marks a
+    finding that is no fault (an earlier repair's marker: it sets no exit 1).
     """
     transcript = analysis.transcript
     faults = analysis.faults
@@ -229,6 +230,7 @@ def report(analysis: Analysis, name: str) -> dict[str, Any]:
                 "block": fault.block,
                 "error": fault.error,
                 "detail": fault.detail,
+                "informational": fault.kind in INFORMATIONAL,
             }
             for fault in faults
         ],
@@ -603,7 +605,28 @@ def repair_files(
                 run.say_error(f"{item.name}: cannot write {where}: {exc.strerror or exc}")
                 entry["error"] = surrogate_free(f"cannot write {where}")
                 status = BAD
+            if entry["written"] and (left := _left_as_found(analysis)):
+                policy = analysis.policy.name if analysis.policy else run.policy
+                run.say_error(
+                    f"{item.name}: left as found under {policy}: {_counts(left)} "
+                    "(the provider may still refuse the file: check it)"
+                )
     return status, reports
+
+
+def _left_as_found(analysis: Analysis) -> dict[str, int]:
+    """Return the counts of the faults the plan mends none of (its policy keeps or flags them).
+
+    Findings that are no fault and calls still running (`pending_result`) are left out.
+    """
+    mended = {id(op.fault) for op in analysis.plan.ops}
+    left: dict[str, int] = {}
+    for fault in analysis.faults:
+        if fault.kind in INFORMATIONAL or fault.kind is FaultKind.PENDING_RESULT:
+            continue
+        if id(fault) not in mended:
+            left[str(fault.kind)] = left.get(str(fault.kind), 0) + 1
+    return left
 
 
 def _message_line(message: Any) -> str:

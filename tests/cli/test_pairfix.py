@@ -460,3 +460,27 @@ def test_another_users_process_that_may_write_the_file_counts_as_holding_it(
             assert path.read_bytes() == BROKEN.read_bytes()
         finally:
             other.kill()
+
+
+def test_fix_says_which_faults_its_policy_left_as_found(tmp_path: Path) -> None:
+    # openmaic leaves results of unknown calls where they are, as OpenMAIC does.
+    case = CASES / "01_cc-compaction-orphan-result.jsonl"
+    status, out, err = run(
+        "fix", "--policy", "openmaic", "--json", str(case), "--out", str(tmp_path)
+    )
+    assert status == 0, err
+    assert f"{case}: left as found under openmaic: orphaned_result=1" in err
+    assert run("check", str(tmp_path / case.name))[0] == 1  # as the note warns
+    status, _, err = run("fix", str(case), "--out", str(tmp_path / "synthesize"))
+    assert status == 0 and "left as found" not in err
+
+
+def test_json_marks_a_finding_that_is_no_fault(tmp_path: Path) -> None:
+    fixed, chat = tmp_path / "fixed", SAMPLES / "formats" / "openai_chat.json"
+    run("fix", str(chat), "--out", str(fixed))  # a generic synthetic result: a marker
+    status, out, _ = run("check", "--json", str(fixed / chat.name))
+    assert status == 0
+    [entry] = orjson.loads(out)["files"]
+    assert [(f["kind"], f["informational"]) for f in entry["faults"]] == [
+        ("existing_synthetic", True)
+    ]
