@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 
 import orjson
 
+from transcripts.core import jsontext
 from transcripts.core.branch import uid_lookup
 from transcripts.core.markers import synthetic_marker
 from transcripts.core.model import Op, Record, Role, ToolCall, ToolResult, Transcript
@@ -350,7 +351,7 @@ def call_problem(call_id: Any, name: Any, args: Any, partial: bool = False) -> s
         return "the call has no arguments"
     if isinstance(args, str):
         try:
-            orjson.loads(args)
+            jsontext.loads(args)
         except orjson.JSONDecodeError as exc:
             if exc.msg.startswith("Not enough memory"):  # not the arguments' fault
                 raise MemoryError("not enough memory to parse a tool call's arguments") from exc
