@@ -191,6 +191,13 @@ HOSTILE_CLAUDE = [
     + b'"}}',
     b'\xef\xbb\xbf{"type":"user","uuid":"h9","parentUuid":"P","message":{"role":"user",'
     b'"content":"a BOM inside the file"}}',
+    # Lone surrogate escapes (a Node string cut mid-pair): valid JSON to the agent.
+    b'{"type":"user","uuid":"h10","parentUuid":"P","sessionId":"s","message":{"role":"user",'
+    b'"content":[{"type":"tool_result","tool_use_id":"toolu_01AAAAAAAAAAAAAAAAAAAAAA",'
+    b'"content":"1 failed \\ud83d"}]}}',
+    b'{"type":"assistant","uuid":"h11\\udc00","parentUuid":"P","sessionId":"s","message":'
+    b'{"role":"assistant","id":"m\\ud800","content":[{"type":"text","text":"cut \\udbff"},'
+    b'{"type":"tool_use","id":"toolu_\\udfff","name":"Bash","input":{"c":"\\ud83d"}}]}}',
 ]
 HOSTILE_OPENCLAW = [
     b'{"type":"message","id":"h1","parentId":"P","message":{"role":"assistant","content":'
@@ -206,6 +213,9 @@ HOSTILE_OPENCLAW = [
     b'"text as a string", "stopReason":"aborted"}}',
     b'{"type":"message","id":"h6","parentId":"P","message":{"role":"toolResult",'
     b'"toolCallId":"toolu_01PPPPPPPPPPPPPPPPPPPPPP","content":' + _deep(1000) + b"}}",
+    b'{"type":"message","id":"h7\\ud83d","parentId":"P","message":{"role":"toolResult",'
+    b'"toolCallId":"toolu_01PPPPPPPPPPPPPPPPPPPPPP\\udc00","content":[{"type":"text",'
+    b'"text":"cut \\ud83d"}]}}',
 ]
 
 
