@@ -8,12 +8,14 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from tests import hostile as hostile_session
+from tests import lone_surrogate
 from tests.helpers import run_inline
 from transcripts import actions
-from transcripts.models import AuditRecord
+from transcripts.models import AuditRecord, Session
 
 
 def _chat(call_id: str, name: str, text: str) -> bytes:
@@ -290,3 +292,37 @@ def test_jobs_on_it_repair_audit_and_export_every_id(alice_client, alice, worksp
             assert b"".join(response.streaming_content)
     unstorable.refresh_from_db()
     assert unstorable.head.number == 1
+
+
+# A lone surrogate escape (a Node string cut mid-pair) is valid JSON to Claude Code: the
+# session is read as it reads it, stored (PostgreSQL refuses the code point itself) and shown.
+
+
+def test_a_lone_surrogate_session_uploads_stores_and_shows(alice_client, workspace):
+    data = lone_surrogate.session()
+    upload = SimpleUploadedFile("cut.jsonl", data)
+    response = alice_client.post(
+        reverse("transcripts:upload"), {"workspace": workspace.pk, "files": [upload]}
+    )
+    assert response.status_code in (200, 302)
+    session = Session.objects.get(workspace=workspace, name="cut.jsonl")
+    assert (session.format, session.error) == ("claude_code", "")
+    assert session.head.read() == data
+    assert session.fault_counts == {"missing_result": 1}
+    page = alice_client.get(session.get_absolute_url())
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "malformed_record" not in html
+    assert "1 failed, 9 [U+D83D]" in html
+    rows = alice_client.get(reverse("transcripts:session_rows", args=[session.pk]))
+    assert rows.status_code == 200 and "1 failed, 9 [U+D83D]" in rows.content.decode()
+    found = alice_client.get(
+        reverse("transcripts:session_rows", args=[session.pk]), {"q": "1 failed"}
+    )
+    assert found.status_code == 200 and "1 failed, 9" in found.content.decode()
+    record = alice_client.get(reverse("transcripts:record_detail", args=[session.pk, 5]))
+    assert record.status_code == 200 and "[U+D83D]" in record.content.decode()
+    repaired = alice_client.get(reverse("transcripts:download_repaired", args=[session.pk]))
+    assert repaired.status_code == 200
+    body = b"".join(repaired.streaming_content) if repaired.streaming else repaired.content
+    assert data.splitlines()[5] in body.splitlines()
