@@ -33,9 +33,7 @@ def spell_bidi(text: str) -> str:
 # What a page shows nothing for (C0 and C1 controls and DEL, tab and line ends
 # aside), what reorders the line around it, and lone surrogates, which a UTF-8
 # page cannot hold (JSON's `\\ud83d`, half of an emoji a Node program cut).
-_UNSEEN = re.compile(
-    "[\\x00-\\x08\\x0b\\x0c\\x0e-\\x1f\\x7f-\\x9f\ud800-\udfff]|" + _BIDI.pattern
-)
+_UNSEEN = re.compile("[\\x00-\\x08\\x0b\\x0c\\x0e-\\x1f\\x7f-\\x9f\ud800-\udfff]|" + _BIDI.pattern)
 
 
 def page_text(text: str) -> str:

@@ -13,8 +13,6 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
-import orjson
-
 from transcripts.core import jsontext
 
 # Prefix of the ids a format gives calls and results that carry none (legacy OpenAI

@@ -416,8 +416,13 @@ def stored_result(
 
 
 def digest(*parts: object) -> str:
-    """Return a hex sha256 of `parts`: the seed of deterministic ids for new records."""
-    return hashlib.sha256("\x1f".join(map(str, parts)).encode()).hexdigest()
+    """Return a hex sha256 of `parts`: the seed of deterministic ids for new records.
+
+    A lone surrogate in a part (an id cut mid-pair by a Node program) is hashed
+    as its `surrogatepass` bytes; every other text as its UTF-8, as ever.
+    """
+    text = "\x1f".join(map(str, parts))
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 # False while a load keeps no previews of messages (see `without_previews`).
