@@ -15,11 +15,15 @@ import pytest
 
 from tests import lone_surrogate
 from transcripts import formats
+from transcripts.cli import main
 from transcripts.core import jsontext
 from transcripts.core.policy import PRESETS
 from transcripts.engine import analyze
 
 HALF = "\ud83d"
+ORPHAN_ID = lone_surrogate.session().replace(
+    b"toolu_01CCCCCCCCCCCCCCCCCCCCCC", b"toolu_01C\\ud83dCC"
+)
 
 
 def test_orjson_refuses_what_the_stdlib_reads() -> None:
@@ -119,14 +123,30 @@ def test_a_lone_surrogate_in_a_uuid_still_links_the_chain() -> None:
 
 
 def test_the_check_report_names_the_sessions_own_faults(tmp_path, capsys) -> None:
-    from transcripts.cli import main
-
     path = tmp_path / "s.jsonl"
     path.write_bytes(lone_surrogate.session())
     assert main(["check", "--json", str(path)]) == 1
     report = json.loads(capsys.readouterr().out)
-    assert json.dumps(report).count("missing_result") >= 1
-    assert "malformed_record" not in json.dumps(report)
+    faults = report["files"][0]["faults"]
+    assert [(f["kind"], f["record"]) for f in faults] == [("missing_result", 8)]
+
+
+def test_reports_write_an_id_holding_a_lone_surrogate_as_the_file_does(tmp_path, capsys) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(ORPHAN_ID)
+    assert main(["check", "--json", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert '"tool_call_id": "toolu_01C\\ud83dCC"' in out
+    faults = json.loads(out)["files"][0]["faults"]
+    assert [(f["kind"], f["tool_call_id"]) for f in faults] == [
+        ("malformed_call", "toolu_01C\ud83dCC"),
+        ("missing_result", "toolu_01C\ud83dCC"),
+    ]
+    assert main(["preview", "--json", str(path)]) == 0
+    preview = json.loads(capsys.readouterr().out)
+    assert preview["valid"] is True
+    assert [d["tool_call_id"] for d in preview["dropped"]] == ["toolu_01C\ud83dCC"]
+    assert [m["role"] for m in preview["messages"]][:2] == ["user", "assistant"]
 
 
 def test_a_document_element_with_a_lone_surrogate_is_read_whole_and_streamed() -> None:
