@@ -322,7 +322,40 @@ def test_a_lone_surrogate_session_uploads_stores_and_shows(alice_client, workspa
     assert found.status_code == 200 and "1 failed, 9" in found.content.decode()
     record = alice_client.get(reverse("transcripts:record_detail", args=[session.pk, 5]))
     assert record.status_code == 200 and "[U+D83D]" in record.content.decode()
+    for view in ("resume_preview", "session_compare"):
+        shown = alice_client.get(reverse(f"transcripts:{view}", args=[session.pk]))
+        assert shown.status_code == 200, view
     repaired = alice_client.get(reverse("transcripts:download_repaired", args=[session.pk]))
     assert repaired.status_code == 200
     body = b"".join(repaired.streaming_content) if repaired.streaming else repaired.content
     assert data.splitlines()[5] in body.splitlines()
+
+
+def test_a_call_id_holding_a_lone_surrogate_repairs_audits_and_shows(
+    alice_client, alice, workspace, ingest
+):
+    data = lone_surrogate.session().replace(
+        b"toolu_01CCCCCCCCCCCCCCCCCCCCCC", b"toolu_01C\\ud83dCC"
+    )
+    session = ingest(workspace, "cut-id.jsonl", data)
+    assert session.fault_counts == {"malformed_call": 1, "missing_result": 1}
+    html = alice_client.get(session.get_absolute_url()).content.decode()
+    assert "toolu_01C[U+D83D]CC" in html
+    job = run_inline(
+        actions.do_start_job(workspace, [session], policy="synthesize", acting_user=alice)
+    )
+    assert (job.done, job.failed) == (1, 0)
+    audit = AuditRecord.objects.filter(job=job).order_by("id")
+    assert [a.op for a in audit] == ["rename_id", "insert_result"]
+    # A column takes no lone surrogate: the id is stored as JSON spells it.
+    assert audit[0].tool_call_id == "toolu_01C\\ud83dCC"
+    session.refresh_from_db()
+    repaired = session.head.read()
+    assert b'"id":"toolu_01C_CC"' in repaired and b"\\ud83d" in repaired
+    for url in [
+        session.get_absolute_url(),
+        reverse("transcripts:audit_list"),
+        reverse("transcripts:audit_export_jsonl"),
+        job.get_absolute_url(),
+    ]:
+        assert alice_client.get(url).status_code == 200, url

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from rest_framework import renderers
+
+
+class _AsciiJSONRenderer(renderers.JSONRenderer):
+    ensure_ascii = True
 
 
 class JSONRenderer(renderers.JSONRenderer):
@@ -24,8 +27,4 @@ class JSONRenderer(renderers.JSONRenderer):
         try:
             return super().render(data, accepted_media_type, renderer_context)
         except UnicodeEncodeError:
-            escaping = copy.copy(self)
-            escaping.ensure_ascii = True
-            return renderers.JSONRenderer.render(
-                escaping, data, accepted_media_type, renderer_context
-            )
+            return _AsciiJSONRenderer().render(data, accepted_media_type, renderer_context)
