@@ -1,8 +1,8 @@
 """Parse JSON as the agents do: orjson, and the stdlib where only a lone surrogate stops it.
 
 Node's string slicing can cut a surrogate pair, and `JSON.stringify` writes
-the half it keeps as an escape such as `\\ud83d`. `JSON.parse` (ECMA-262
-§25.5.1) and Python's `json` read that escape as a lone surrogate code
+the half it keeps as an escape such as `\\ud83d`. Node's `JSON.parse`
+(ECMA-262) and Python's `json` read that escape as a lone surrogate code
 point; orjson refuses it. Claude Code, pi and Gemini CLI are Node programs,
 so such a line is one they read: Pairfix reads it too.
 """
@@ -56,7 +56,7 @@ def escape_lone(text: str) -> str:
 
     `text` is what `json.dumps(..., ensure_ascii=False)` wrote: a string
     value holding a lone surrogate has it raw, which no UTF-8 file can hold;
-    the escape is what `JSON.stringify` writes for it (ECMA-262 §25.5.2.3,
+    the escape is what `JSON.stringify` writes for it (ECMA-262, QuoteJSONString;
     well-formed JSON.stringify) and what the file held.
     """
     if not has_lone(text):
