@@ -383,7 +383,7 @@ _pre_chain: list[structlog.typing.Processor] = [
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["transcripts.api.auth.TokenAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["transcripts.api.permissions.TokenPermission"],
-    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_RENDERER_CLASSES": ["transcripts.api.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "EXCEPTION_HANDLER": "transcripts.api.errors.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",

@@ -26,9 +26,11 @@ machine-readable shape of one file that `--json` and `--report` print.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import difflib
 import functools
 import io
+import json
 import math
 import os
 import signal
@@ -45,6 +47,7 @@ import orjson
 
 from transcripts import formats
 from transcripts.core.compaction import before_compaction
+from transcripts.core.jsontext import escape_lone
 from transcripts.core.model import INFORMATIONAL, FaultKind, Op, Transcript
 from transcripts.engine import DEFAULT_GRACE, DEFAULT_POLICY, PRESETS, Analysis, FileSource, analyze
 from transcripts.replace import (
@@ -715,7 +718,7 @@ def _show_preview(
         return BAD
     if write_json is not None:
         write_json(
-            orjson.dumps(
+            _json(
                 {
                     "path": item.name,
                     "repaired_by": run.policy if repaired else None,
@@ -735,7 +738,6 @@ def _show_preview(
                     ],
                     "added": result.added,
                 },
-                option=orjson.OPT_INDENT_2,
             )
             + b"\n"
         )
@@ -920,25 +922,25 @@ def main(
 
 
 def _json(document: Any) -> bytes:
-    """Return `document` as indented JSON, any lone surrogate left in it spelled `\\xff`.
+    """Return `document` as indented JSON, any lone surrogate in it written as its escape.
 
-    Names are spelled so where they enter a report; an error text that quotes
-    a non-UTF-8 file name may still carry one, and orjson refuses those.
+    The bytes of a non-UTF-8 file name are spelled `\\xff` where the name
+    enters a report; a lone surrogate still left is the transcript's own (a
+    tool call id or text a Node program cut mid-pair), written `\\ud83d` as
+    the session file writes it. orjson refuses to write one.
     """
     try:
         return orjson.dumps(document, option=orjson.OPT_INDENT_2)
     except orjson.JSONEncodeError:
-        return orjson.dumps(_surrogate_free(document), option=orjson.OPT_INDENT_2)
+        text = json.dumps(document, indent=2, ensure_ascii=False, default=_fields)
+        return escape_lone(text).encode()
 
 
-def _surrogate_free(value: Any) -> Any:
-    if isinstance(value, str):
-        return surrogate_free(value)
-    if isinstance(value, dict):
-        return {surrogate_free(str(k)): _surrogate_free(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_surrogate_free(v) for v in value]
-    return value
+def _fields(value: Any) -> Any:
+    """Return a dataclass's fields as orjson writes them (a preview's messages are ones)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
 def missing_reports(paths: Sequence[str | Path]) -> list[dict[str, Any]]:

@@ -31,8 +31,9 @@ def spell_bidi(text: str) -> str:
 
 
 # What a page shows nothing for (C0 and C1 controls and DEL, tab and line ends
-# aside), or what reorders the line around it.
-_UNSEEN = re.compile("[\\x00-\\x08\\x0b\\x0c\\x0e-\\x1f\\x7f-\\x9f]|" + _BIDI.pattern)
+# aside), what reorders the line around it, and lone surrogates, which a UTF-8
+# page cannot hold (JSON's `\\ud83d`, half of an emoji a Node program cut).
+_UNSEEN = re.compile("[\\x00-\\x08\\x0b\\x0c\\x0e-\\x1f\\x7f-\\x9f\ud800-\udfff]|" + _BIDI.pattern)
 
 
 def page_text(text: str) -> str:
@@ -41,7 +42,8 @@ def page_text(text: str) -> str:
     Bidirectional controls become "[U+202E]"; C0 and C1 controls and DEL
     (tab, newline and carriage return kept, which a `<pre>` shows) become
     `\\x1b`-style escapes, so an id holding an escape or a NUL does not pass
-    for another id.
+    for another id. A lone surrogate becomes "[U+D83D]" (`\\xff` for the bytes
+    of a non-UTF-8 file name, as `terminal_text` spells them).
     """
     if text.isascii() and text.isprintable():
         return text

@@ -1,5 +1,6 @@
 import pytest
 
+from tests import lone_surrogate
 from tests.api.conftest import error_of
 from tests.helpers import sample
 from tests.sync.conftest import call, reply, result, user
@@ -100,3 +101,29 @@ def test_a_head_that_is_no_revision_number_is_refused(api, session, head):
     )
     assert error_of(response) == (400, "bad_request")
     assert session.revisions.count() == 1
+
+
+def test_a_line_with_a_lone_surrogate_escape_appends_and_reads_back(api, session):
+    # Half an emoji, as JSON.stringify writes a string a Node program cut mid-pair.
+    cut = ANSWER.replace(b'"content":"ok"', b'"content":"ok \\ud83d"', 1)
+    assert cut != ANSWER
+    response = append(api, session, cut)
+    assert response.status_code == 200
+    assert (response.json()["record_count"], response.json()["fault_counts"]) == (4, {})
+    assert Revision.objects.get(session=session, number=1).read() == START + cut
+
+
+def test_faults_of_a_call_whose_id_holds_a_lone_surrogate_are_served(api, workspace, ingest):
+    data = lone_surrogate.session().replace(
+        b"toolu_01CCCCCCCCCCCCCCCCCCCCCC", b"toolu_01C\\ud83dCC"
+    )
+    session = ingest(workspace, "cut.jsonl", data)
+    response = api.get(f"/api/sessions/{session.pk}/faults")
+    assert response.status_code == 200
+    # The id comes back as the file holds it: JSON's escape of the lone surrogate.
+    assert b'"tool_call_id":"toolu_01C\\ud83dCC"' in response.content
+    faults = response.json()["faults"]
+    assert [(f["kind"], f["tool_call_id"]) for f in faults] == [
+        ("malformed_call", "toolu_01C\ud83dCC"),
+        ("missing_result", "toolu_01C\ud83dCC"),
+    ]

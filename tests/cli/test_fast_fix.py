@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests import sessions
+from tests import lone_surrogate, sessions
 from transcripts import formats
 from transcripts.cli import report
 from transcripts.core.policy import PRESETS
@@ -191,6 +191,13 @@ HOSTILE_CLAUDE = [
     + b'"}}',
     b'\xef\xbb\xbf{"type":"user","uuid":"h9","parentUuid":"P","message":{"role":"user",'
     b'"content":"a BOM inside the file"}}',
+    # Lone surrogate escapes (a Node string cut mid-pair): valid JSON to the agent.
+    b'{"type":"user","uuid":"h10","parentUuid":"P","sessionId":"s","message":{"role":"user",'
+    b'"content":[{"type":"tool_result","tool_use_id":"toolu_01AAAAAAAAAAAAAAAAAAAAAA",'
+    b'"content":"1 failed \\ud83d"}]}}',
+    b'{"type":"assistant","uuid":"h11\\udc00","parentUuid":"P","sessionId":"s","message":'
+    b'{"role":"assistant","id":"m\\ud800","content":[{"type":"text","text":"cut \\udbff"},'
+    b'{"type":"tool_use","id":"toolu_\\udfff","name":"Bash","input":{"c":"\\ud83d"}}]}}',
 ]
 HOSTILE_OPENCLAW = [
     b'{"type":"message","id":"h1","parentId":"P","message":{"role":"assistant","content":'
@@ -206,6 +213,9 @@ HOSTILE_OPENCLAW = [
     b'"text as a string", "stopReason":"aborted"}}',
     b'{"type":"message","id":"h6","parentId":"P","message":{"role":"toolResult",'
     b'"toolCallId":"toolu_01PPPPPPPPPPPPPPPPPPPPPP","content":' + _deep(1000) + b"}}",
+    b'{"type":"message","id":"h7\\ud83d","parentId":"P","message":{"role":"toolResult",'
+    b'"toolCallId":"toolu_01PPPPPPPPPPPPPPPPPPPPPP\\udc00","content":[{"type":"text",'
+    b'"text":"cut \\ud83d"}]}}',
 ]
 
 
@@ -266,6 +276,33 @@ def test_a_last_line_ending_in_a_bare_carriage_return_reads_the_same(tmp_path: P
         path.write_bytes(lines.rstrip(b"\n")[: len(lines) - 2 - len(cut)] + cut + b"\r")
         for policy in ("synthesize", "discard"):
             _assert_same(path, policy, tmp_path)
+
+
+# A lone surrogate escape where a repair reads it: the tool result, the orphaned call's id,
+# the uuid a synthetic record's id derives from, a line the repair rewrites.
+LONE_SURROGATE = {
+    "result": lone_surrogate.session(),
+    "orphan id": lone_surrogate.session().replace(
+        b"toolu_01CCCCCCCCCCCCCCCCCCCCCC", b"toolu_01C\\ud83dCC"
+    ),
+    "orphan uuid": lone_surrogate.session().replace(
+        b"aaaaaaaa-0000-4000-8000-000000000008", b"aaaaaaaa-\\ud83d-8"
+    ),
+    "rewritten": lone_surrogate.with_text_before_call(),
+}
+
+
+@pytest.mark.parametrize("policy", sorted(PRESETS))
+@pytest.mark.parametrize("case", sorted(LONE_SURROGATE))
+def test_a_lone_surrogate_repairs_streamed_as_whole(case: str, policy: str, tmp_path: Path) -> None:
+    lines = LONE_SURROGATE[case].splitlines(True)
+    # Long enough that the store reads the lines after the first ones straight.
+    path = tmp_path / "cut.jsonl"
+    path.write_bytes(b"".join(lines[:1] + lines[1:] * 6))
+    _assert_same(path, policy, tmp_path)
+    repaired = analyze(path.read_bytes(), path.name, policy).repaired.decode("utf-8")
+    # The tool result's escape is in every copy of its line, whatever else the repair did.
+    assert repaired.count(lone_surrogate.CUT.decode()) == 6
 
 
 FIELDS = [

@@ -8,12 +8,14 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from tests import hostile as hostile_session
+from tests import lone_surrogate
 from tests.helpers import run_inline
 from transcripts import actions
-from transcripts.models import AuditRecord
+from transcripts.models import AuditRecord, Session
 
 
 def _chat(call_id: str, name: str, text: str) -> bytes:
@@ -290,3 +292,70 @@ def test_jobs_on_it_repair_audit_and_export_every_id(alice_client, alice, worksp
             assert b"".join(response.streaming_content)
     unstorable.refresh_from_db()
     assert unstorable.head.number == 1
+
+
+# A lone surrogate escape (a Node string cut mid-pair) is valid JSON to Claude Code: the
+# session is read as it reads it, stored (PostgreSQL refuses the code point itself) and shown.
+
+
+def test_a_lone_surrogate_session_uploads_stores_and_shows(alice_client, workspace):
+    data = lone_surrogate.session()
+    upload = SimpleUploadedFile("cut.jsonl", data)
+    response = alice_client.post(
+        reverse("transcripts:upload"), {"workspace": workspace.pk, "files": [upload]}
+    )
+    assert response.status_code in (200, 302)
+    session = Session.objects.get(workspace=workspace, name="cut.jsonl")
+    assert (session.format, session.error) == ("claude_code", "")
+    assert session.head.read() == data
+    assert session.fault_counts == {"missing_result": 1}
+    page = alice_client.get(session.get_absolute_url())
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "malformed_record" not in html
+    assert "1 failed, 9 [U+D83D]" in html
+    rows = alice_client.get(reverse("transcripts:session_rows", args=[session.pk]))
+    assert rows.status_code == 200 and "1 failed, 9 [U+D83D]" in rows.content.decode()
+    found = alice_client.get(
+        reverse("transcripts:session_rows", args=[session.pk]), {"q": "1 failed"}
+    )
+    assert found.status_code == 200 and "1 failed, 9" in found.content.decode()
+    record = alice_client.get(reverse("transcripts:record_detail", args=[session.pk, 5]))
+    assert record.status_code == 200 and "[U+D83D]" in record.content.decode()
+    for view in ("resume_preview", "session_compare"):
+        shown = alice_client.get(reverse(f"transcripts:{view}", args=[session.pk]))
+        assert shown.status_code == 200, view
+    repaired = alice_client.get(reverse("transcripts:download_repaired", args=[session.pk]))
+    assert repaired.status_code == 200
+    body = b"".join(repaired.streaming_content) if repaired.streaming else repaired.content
+    assert data.splitlines()[5] in body.splitlines()
+
+
+def test_a_call_id_holding_a_lone_surrogate_repairs_audits_and_shows(
+    alice_client, alice, workspace, ingest
+):
+    data = lone_surrogate.session().replace(
+        b"toolu_01CCCCCCCCCCCCCCCCCCCCCC", b"toolu_01C\\ud83dCC"
+    )
+    session = ingest(workspace, "cut-id.jsonl", data)
+    assert session.fault_counts == {"malformed_call": 1, "missing_result": 1}
+    html = alice_client.get(session.get_absolute_url()).content.decode()
+    assert "toolu_01C[U+D83D]CC" in html
+    job = run_inline(
+        actions.do_start_job(workspace, [session], policy="synthesize", acting_user=alice)
+    )
+    assert (job.done, job.failed) == (1, 0)
+    audit = AuditRecord.objects.filter(job=job).order_by("id")
+    assert [a.op for a in audit] == ["rename_id", "insert_result"]
+    # A column takes no lone surrogate: the id is stored as JSON spells it.
+    assert audit[0].tool_call_id == "toolu_01C\\ud83dCC"
+    session.refresh_from_db()
+    repaired = session.head.read()
+    assert b'"id":"toolu_01C_CC"' in repaired and b"\\ud83d" in repaired
+    for url in [
+        session.get_absolute_url(),
+        reverse("transcripts:audit_list"),
+        reverse("transcripts:audit_export_jsonl"),
+        job.get_absolute_url(),
+    ]:
+        assert alice_client.get(url).status_code == 200, url

@@ -46,6 +46,7 @@ from transcripts.actions.common import (
     write_head,
 )
 from transcripts.actions.sessions import create_session
+from transcripts.core import jsontext
 from transcripts.engine import ENGINE_VERSION, analyze
 from transcripts.filechange import Change, OnDisk, Stored, decide, rename_candidates, rewrite_reason
 from transcripts.models import (
@@ -381,7 +382,7 @@ def _check_lines(name: str, data: bytes) -> None:
         if not line.strip():
             continue
         try:
-            value = orjson.loads(line)
+            value = jsontext.loads(line)  # as the agent reads it: see core.jsontext
         except orjson.JSONDecodeError as exc:
             raise AppendError("bad_record", f"{name}: appended line {number}: {exc}") from None
         if not isinstance(value, dict):
@@ -877,11 +878,13 @@ def _subagent_parent_path(synced: SyncedFile, root: Path) -> str | None:
     # Older versions: agent-<id>.jsonl beside its parent; the parent's id is in every line.
     first = _read(root / rel, 0, 1 << 16).split(b"\n", 1)[0]
     try:
-        parent_id = orjson.loads(first).get("sessionId")
+        parent_id = jsontext.loads(first).get("sessionId")
     except (orjson.JSONDecodeError, AttributeError):
         return None
     if not isinstance(parent_id, str) or "/" in parent_id or parent_id in ("", ".", ".."):
         return None
+    if jsontext.has_lone(parent_id):
+        return None  # no file is named so
     return str(rel.parent / f"{parent_id}.jsonl")
 
 

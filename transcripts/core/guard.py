@@ -32,6 +32,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal, TypeAlias
 
+from transcripts.core.jsontext import escape_lone
 from transcripts.core.policy import INTERRUPTED_TEXT
 
 logger = logging.getLogger(__name__)
@@ -663,7 +664,8 @@ class PairAtomicWriter:
         # Encode everything first and append it with one write, so a crash or a
         # concurrent reader never sees a call without its results.
         data = "".join(
-            json.dumps(m, ensure_ascii=False, separators=(",", ":")) + "\n" for m in messages
+            escape_lone(json.dumps(m, ensure_ascii=False, separators=(",", ":"))) + "\n"
+            for m in messages
         ).encode("utf-8")
         with self.path.open("ab") as file:
             file.write(data)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
-import orjson
+from transcripts.core import jsontext
 
 # Prefix of the ids a format gives calls and results that carry none (legacy OpenAI
 # functions, Gemini without `id`), made from the tool name and position so that
@@ -394,7 +394,7 @@ class Record:
     def obj(self) -> Any:
         """Return the parsed JSON value of the record (None when malformed)."""
         if self.parsed is None and self.source is not None and self.error is None:
-            return orjson.loads(self.source[self.start : self.end])
+            return jsontext.loads(self.source[self.start : self.end])
         return self.parsed
 
     @obj.setter

@@ -10,6 +10,8 @@ from typing import Any
 
 import orjson
 
+from transcripts.core import jsontext
+
 _WS = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
 # For bytes already decoded once (so known to be valid JSON): everything up to the
@@ -186,7 +188,7 @@ class _Spans:
             if match is None:
                 return None
             written = data[pos : data.rindex(b'"', pos, match.end()) + 1]
-            if orjson.loads(written) != name:
+            if jsontext.loads(written) != name:
                 return None  # a key written twice: orjson kept only the last
             pos = match.end()
             if name == key:
@@ -298,10 +300,15 @@ class Style:
     ensure_ascii: bool = False
 
     def dumps(self, value: Any) -> str:
-        """Serialize `value` in this style (nested lines shifted by `base`)."""
+        """Serialize `value` in this style (nested lines shifted by `base`).
+
+        A lone surrogate is written as its `\\uXXXX` escape, as the file held it.
+        """
         if self.indent is None:
-            return json.dumps(
-                value, ensure_ascii=self.ensure_ascii, separators=(self.item_sep, self.key_sep)
+            return jsontext.escape_lone(
+                json.dumps(
+                    value, ensure_ascii=self.ensure_ascii, separators=(self.item_sep, self.key_sep)
+                )
             )
         text = json.dumps(
             value,
@@ -309,7 +316,7 @@ class Style:
             indent=self.indent,
             separators=(",", self.key_sep),
         )
-        return text.replace("\n", "\n" + self.base)
+        return jsontext.escape_lone(text).replace("\n", "\n" + self.base)
 
 
 def sniff_style(sample: str, base: str = "", ascii_file: bool = False) -> Style:

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 
 import orjson
 
+from transcripts.core import jsontext
 from transcripts.core.branch import uid_lookup
 from transcripts.core.markers import synthetic_marker
 from transcripts.core.model import Op, Record, Role, ToolCall, ToolResult, Transcript
@@ -350,7 +351,7 @@ def call_problem(call_id: Any, name: Any, args: Any, partial: bool = False) -> s
         return "the call has no arguments"
     if isinstance(args, str):
         try:
-            orjson.loads(args)
+            jsontext.loads(args)
         except orjson.JSONDecodeError as exc:
             if exc.msg.startswith("Not enough memory"):  # not the arguments' fault
                 raise MemoryError("not enough memory to parse a tool call's arguments") from exc
@@ -415,8 +416,13 @@ def stored_result(
 
 
 def digest(*parts: object) -> str:
-    """Return a hex sha256 of `parts`: the seed of deterministic ids for new records."""
-    return hashlib.sha256("\x1f".join(map(str, parts)).encode()).hexdigest()
+    """Return a hex sha256 of `parts`: the seed of deterministic ids for new records.
+
+    A lone surrogate in a part (an id cut mid-pair by a Node program) is hashed
+    as its `surrogatepass` bytes; every other text as its UTF-8, as ever.
+    """
+    text = "\x1f".join(map(str, parts))
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 # False while a load keeps no previews of messages (see `without_previews`).

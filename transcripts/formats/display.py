@@ -29,6 +29,8 @@ from typing import Any
 
 import orjson
 
+from transcripts.core import jsontext
+
 # Characters of one block kept for display; a longer block is cut with a note.
 MAX_TEXT = 200_000
 # How much of a block the timeline shows before it is expanded.
@@ -120,7 +122,7 @@ def read_record(data: bytes) -> list[Shown]:
     (invalid UTF-8 replaced). Never raises.
     """
     try:
-        obj = orjson.loads(data)
+        obj = jsontext.loads(data)
     except orjson.JSONDecodeError:
         return [Shown(ShownKind.RAW, cut(data.decode("utf-8", "replace")))]
     return blocks(obj)
@@ -143,7 +145,7 @@ def timestamp(data: bytes) -> str:
     epoch), then its message's. Returns "" when there is none or it does not parse.
     """
     try:
-        obj = orjson.loads(data)
+        obj = jsontext.loads(data)
     except orjson.JSONDecodeError:
         return ""
     if not isinstance(obj, dict):
@@ -173,7 +175,7 @@ def _json_text(value: Any) -> str:
     """Return `value` as indented JSON text; a string holding JSON is indented too."""
     if isinstance(value, str):
         try:
-            parsed = orjson.loads(value)
+            parsed = jsontext.loads(value)
         except orjson.JSONDecodeError:
             return cut(value)
         if not isinstance(parsed, dict | list):

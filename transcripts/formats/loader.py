@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from transcripts.core import jsontext
 from transcripts.core.markers import synthetic_marker
 from transcripts.core.model import Record, Role, Style, ToolResult, Transcript
 from transcripts.core.store import RecordStore
@@ -145,7 +146,7 @@ def load(
     first = body[begin : begin + 1]
     if first in (b"[", b"{"):
         try:
-            root = orjson.loads(body)
+            root = jsontext.loads(body)
         except orjson.JSONDecodeError as exc:
             _refuse_if_out_of_memory(exc, filename, 1)
             doc_error = (exc.lineno, exc.colno, _decode_reason(exc.msg))
@@ -376,7 +377,7 @@ def _stream_document(
     # Every byte parsed, pieces and the rest, is the whole document parsed, whatever
     # the spans; pieces taken at their lines that do not parse may be other pieces.
     try:
-        root = orjson.loads(data[begin:open_] + b"[]" + data[close:])
+        root = jsontext.loads(data[begin:open_] + b"[]" + data[close:])
     except orjson.JSONDecodeError:
         return _stream_document(data, filename, format, False) if lined else None
     if key is None and root != []:
@@ -393,7 +394,7 @@ def _stream_document(
     view = memoryview(data)
     for index, (start, end) in enumerate(spans):
         try:
-            obj = orjson.loads(view[start:end])
+            obj = jsontext.loads(view[start:end])
         except orjson.JSONDecodeError:
             return _stream_document(data, filename, format, False) if lined else None
         sniffing.see(obj)
@@ -454,7 +455,7 @@ class _Elements:
     def reread(self, fmt: Format, view: memoryview) -> list[Record]:
         """Return every element's record, each parsed again (all parsed once already)."""
         return [
-            self.record(fmt, index, orjson.loads(view[start:end]))
+            self.record(fmt, index, jsontext.loads(view[start:end]))
             for index, (start, end) in enumerate(self.spans)
         ]
 
@@ -484,7 +485,7 @@ def _message_member(
         if data[pos : pos + 1] != b'"' or key_end is None:
             return None
         try:
-            key = orjson.loads(data[pos:key_end])
+            key = jsontext.loads(data[pos:key_end])
         except orjson.JSONDecodeError:
             return None
         pos = skip_blank(data, key_end)
@@ -664,7 +665,7 @@ def _read_line(
     """Return the record of one JSONL line, its JSON parsed, or `error` set."""
     record = Record(index, start, end, Role.META, "malformed", line=line_no)
     try:
-        obj = orjson.loads(raw)
+        obj = jsontext.loads(raw)
     except orjson.JSONDecodeError as exc:
         _refuse_if_out_of_memory(exc, filename, line_no)
         reason = f"column {exc.colno}: {_decode_reason(exc.msg)}"
@@ -713,7 +714,7 @@ def _load_jsonl(
             continue  # a blank line: kept in the gap after the record before it
         if store_line is not None and store is not None:
             try:
-                obj = orjson.loads(raw)
+                obj = jsontext.loads(raw)
             except orjson.JSONDecodeError:
                 obj = None  # read again below, for its error (or for want of memory)
             if isinstance(obj, dict):

@@ -10,9 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from transcripts import formats
+from transcripts.core import jsontext
 from transcripts.core.model import Transcript
 from transcripts.core.validate import Violation, validate
 
@@ -122,7 +121,7 @@ def _request_transcript(provider: str, body: dict[str, Any]) -> Transcript:
         fmt = _REQUEST_FORMATS[provider]
     except KeyError:
         raise ValueError(f"unknown provider {provider!r}") from None
-    return formats.load(orjson.dumps(body), "request.json", fmt)
+    return formats.load(jsontext.dumps_compact(body), "request.json", fmt)
 
 
 def check_request(provider: str, body: dict[str, Any]) -> list[Violation]:
