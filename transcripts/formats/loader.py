@@ -202,7 +202,7 @@ def _streams(source: bytes | FileSource, format: str | None) -> bool:
     if not newline or not rest.strip():
         return False  # one line only: a JSON document
     try:
-        return isinstance(orjson.loads(line), dict)
+        return isinstance(jsontext.loads(line), dict)
     except orjson.JSONDecodeError as exc:
         _refuse_if_out_of_memory(exc, "the file", 1)
         return False
