@@ -32,6 +32,7 @@ NOT_AUDITED = {
     "do_mark_token_used": "bookkeeping of a token's last use, at most once a minute",
     "do_build_timeline": "a timeline is a cache of rows derived from an immutable revision",
     "do_expire_live_sessions": "a recount of derived fault counts once a grace period ends",
+    "do_count_session": "the first reading of an upload stored unread (its ingest is audited)",
 }
 
 
