@@ -8,6 +8,7 @@ from tests.api.conftest import error_of
 from tests.helpers import ORPHANED_CALL, sample
 from tests.sync.conftest import call, user
 from transcripts import actions
+from transcripts import timeline as timeline_module
 from transcripts.engine import ENGINE_VERSION
 from transcripts.models import ApiToken, AuditRecord, Session, Timeline
 from transcripts.queue import BrokerUnavailable
@@ -369,6 +370,27 @@ def test_a_large_upload_whose_build_fails_says_so(api, settings, monkeypatch):
     body = api.get(f"{URL}/{session_id}").json()
     assert body["analysed"] is True
     assert body["error"] == "claude_code.jsonl: not read (ValueError: engine bug)"
+
+
+def test_a_build_out_of_memory_leaves_a_large_upload_to_be_counted(api, settings, monkeypatch):
+    # The build holds more than the count: running out of it says nothing of the file.
+    settings.INGEST_INLINE_BYTES = 100
+    monkeypatch.setattr("transcripts.tasks.count_session.apply_async", lambda *a, **k: None)
+    session_id = upload(api, sample("formats/claude_code.jsonl")).json()["id"]
+    real = timeline_module.analyze
+
+    def out_of_memory(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr("transcripts.timeline.analyze", out_of_memory)
+    assert actions.do_build_timeline(_timeline_of(session_id).pk)
+    body = api.get(f"{URL}/{session_id}").json()
+    assert (body["analysed"], body["error"]) == (False, "")
+    monkeypatch.setattr("transcripts.timeline.analyze", real)
+    assert actions.do_count_session(session_id)
+    body = api.get(f"{URL}/{session_id}").json()
+    assert (body["analysed"], body["format"], body["error"]) == (True, "claude_code", "")
+    assert body["fault_counts"] == {"missing_result": 1}
 
 
 @pytest.mark.django_db(transaction=True)

@@ -43,6 +43,9 @@ def test_orjson_refuses_what_the_stdlib_reads() -> None:
         b'{"content":"abc\\ud83d","n":Infinity}',
         b'{"content":"abc\\ud83d \xff"}',  # invalid UTF-8 as well
         b'{"content":"abc\\\\ud83d\x01"}',  # an escaped backslash, then a raw control
+        # Infinite as a double: the stdlib would read it as inf and a repair write Infinity.
+        b'{"content":"abc\\ud83d","cost":1e400}',
+        b'{"content":"path C:\\\\ud83d","cost":-1e400}',  # no lone surrogate at all
     ],
 )
 def test_what_else_orjson_refuses_it_still_refuses_with_its_own_message(bad: bytes) -> None:
@@ -51,6 +54,19 @@ def test_what_else_orjson_refuses_it_still_refuses_with_its_own_message(bad: byt
     with pytest.raises(orjson.JSONDecodeError) as direct:
         orjson.loads(bad)
     assert caught.value.msg == direct.value.msg
+
+
+def test_a_number_reads_as_orjson_reads_it_where_the_stdlib_reads_the_line() -> None:
+    value = jsontext.loads(
+        b'{"t":"\\ud83d","big":12345678901234567890123,"n":-7,"u":18446744073709551615}'
+    )
+    assert value == {
+        "t": "\ud83d",
+        "big": 1.2345678901234568e22,
+        "n": -7,
+        "u": 18446744073709551615,
+    }
+    assert isinstance(value["big"], float)
 
 
 def test_the_faults_are_exactly_the_sessions_own() -> None:

@@ -10,6 +10,7 @@ so such a line is one they read: Pairfix reads it too.
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -25,12 +26,27 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def _float(text: str) -> float:
+    """Read a JSON number as orjson does: refused when it is infinite as a double."""
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"number is infinity when parsed as double: {text[:40]}")
+    return value
+
+
+def _int(text: str) -> int | float:
+    """Read a JSON integer as orjson does: a float beyond 64 bits."""
+    value = int(text)
+    return value if -(1 << 63) <= value < 1 << 64 else _float(text)
+
+
 def loads(data: bytes | bytearray | memoryview | str) -> Any:
     """Return the JSON value of `data`, as orjson reads it, or as Node does if orjson refuses.
 
     orjson reads everything it can; only when it refuses `data` and `data`
     holds a surrogate escape is it read again by the stdlib (strict UTF-8,
-    NaN and Infinity refused as orjson refuses them). Strings then may hold
+    NaN, Infinity and numbers infinite as a double refused, integers beyond
+    64 bits read as floats: as orjson reads them). Strings then may hold
     lone surrogates (see `escape_lone`). Raises orjson.JSONDecodeError, with
     orjson's own message, when neither reads it.
     """
@@ -41,7 +57,12 @@ def loads(data: bytes | bytearray | memoryview | str) -> Any:
         if exc.msg.startswith("Not enough memory") or not _SURROGATE_ESCAPE.search(raw):
             raise
         try:
-            return json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
+            return json.loads(
+                raw.decode("utf-8"),
+                parse_constant=_refuse_constant,
+                parse_float=_float,
+                parse_int=_int,
+            )
         except (ValueError, RecursionError):
             raise exc from None
 
