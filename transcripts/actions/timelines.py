@@ -152,9 +152,13 @@ def do_build_timeline(timeline_id: int) -> bool:
             raise
         # An engine bug shows on the page instead of a build retried forever.
         error = f"{type(exc).__name__}: {exc}"
-        if Timeline.objects.filter(pk=timeline_id, claim=token).update(
-            status=Timeline.Status.FAILED, error=error
-        ) and _reads_head(timeline) and not isinstance(exc, MemoryError):
+        if (
+            Timeline.objects.filter(pk=timeline_id, claim=token).update(
+                status=Timeline.Status.FAILED, error=error
+            )
+            and _reads_head(timeline)
+            and not isinstance(exc, MemoryError)
+        ):
             # A session stored unread says why it has no counts, not "being read" forever.
             # Out of memory says nothing of the file: the lighter count still reads it.
             Session.objects.filter(
