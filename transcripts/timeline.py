@@ -296,7 +296,7 @@ def _rows(analysis: Analysis, compacted: Compacted | None = None) -> Iterator[tu
     # Where each record of the live context goes in the request the agent builds: what
     # a provider's error names ("messages.128.content.4"), so a pasted error finds it.
     requested = request_positions(analysis.transcript, live_context(analysis.transcript))
-    for position, row in enumerate(analysis.rows):
+    for position, row in enumerate(analysis.iter_rows()):
         data = RowData(
             left=row.left,
             right=row.right if row.right is not None and row.status != RowStatus.SAME else None,

@@ -10,7 +10,7 @@ from tests.helpers import SAMPLES
 from transcripts import search, timeline
 from transcripts.actions import timelines
 from transcripts.core.compaction import before_compaction
-from transcripts.engine import DEFAULT_POLICY
+from transcripts.engine import DEFAULT_POLICY, analyze
 from transcripts.models import Timeline, TimelineRow
 
 FILES = sorted(p for p in SAMPLES.glob("*/*") if not p.name.endswith(".expect.json"))
@@ -93,3 +93,14 @@ def test_a_spooled_row_reads_back_as_written(settings, tmp_path):
         assert list(spool) == rows  # read again, for the search index
         assert spool.count == 3
     assert list((tmp_path / "tmp").iterdir()) == []
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_a_build_makes_the_engine_rows_one_at_a_time_and_keeps_none(path: Path):
+    analysis = analyze(path.read_bytes(), path.name)
+    assert analysis.transcript is not None
+    compacted = before_compaction(analysis.transcript)
+    made = list(timeline._rows(analysis, compacted))
+    assert "rows" not in analysis.__dict__  # the aligned rows were not cached on the analysis
+    assert len(analysis.rows) == len(made)  # now computed and cached, as the page's others use
+    assert list(timeline._rows(analysis, compacted)) == made
