@@ -206,10 +206,10 @@ def build(timeline: Timeline, stage: Callable[[int], None]) -> Built:
             stage(3)
             before, after = verdicts(analysis)
             others = _other_verdicts(timeline, data, analysis) if after is not None else {}
+        stage(4)
     except BaseException:
         spool.close()
         raise
-    stage(4)
     return Built(analysis, compacted, spool, compaction, before, after, others)
 
 

@@ -104,3 +104,38 @@ def test_a_build_makes_the_engine_rows_one_at_a_time_and_keeps_none(path: Path):
     assert "rows" not in analysis.__dict__  # the aligned rows were not cached on the analysis
     assert len(analysis.rows) == len(made)  # now computed and cached, as the page's others use
     assert list(timeline._rows(analysis, compacted)) == made
+
+
+class Recorded(timeline.RowSpool):
+    made: list[timeline.RowSpool] = []
+
+    def __init__(self) -> None:
+        super().__init__()
+        Recorded.made.append(self)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("failing", ["verdicts", "_insert"])
+def test_a_failed_build_closes_its_rows_file_and_stores_no_row(
+    workspace, ingest, monkeypatch, failing
+):
+    session = ingest(workspace, FILES[0].name, FILES[0].read_bytes())
+    Recorded.made = []
+    monkeypatch.setattr(timeline, "RowSpool", Recorded)
+
+    def broken(*args: object) -> None:
+        raise RuntimeError("engine bug")
+
+    monkeypatch.setattr(timeline if failing == "verdicts" else timelines, failing, broken)
+    if failing == "verdicts":
+        built = timelines.timeline_for(session, DEFAULT_POLICY)
+        assert built.status == Timeline.Status.FAILED
+        assert built.error == "RuntimeError: engine bug"
+    else:
+        with pytest.raises(RuntimeError, match="engine bug"):
+            timelines.timeline_for(session, DEFAULT_POLICY)
+        assert Timeline.objects.get().status == Timeline.Status.BUILDING  # rolled back
+    assert TimelineRow.objects.count() == 0
+    assert stored_entries(session.pk) == []
+    [spool] = Recorded.made
+    assert spool.count > 0 and spool.file.closed
