@@ -16,7 +16,7 @@ from functools import cached_property
 from typing import BinaryIO
 
 from transcripts import formats
-from transcripts.core.align import Row, align
+from transcripts.core.align import Row, align, iter_align
 from transcripts.core.detect import DEFAULT_GRACE, detect, is_live, pair
 from transcripts.core.model import Fault, Plan, Transcript
 from transcripts.core.outcome import repaired_faults
@@ -84,6 +84,17 @@ class Analysis:
         if self.transcript is None:
             return []
         return align(self.transcript, self.faults, self.plan)
+
+    def iter_rows(self) -> Iterator[Row]:
+        """Yield the side-by-side rows of `rows` in order, made one at a time and not kept.
+
+        The rows `rows` holds when it was computed already; else each is made
+        as it is asked for (`core.align.iter_align`), so a timeline build of a
+        long session never holds them all.
+        """
+        if "rows" in self.__dict__ or self.transcript is None:
+            return iter(self.rows)
+        return iter_align(self.transcript, self.faults, self.plan)
 
     @property
     def repairable(self) -> bool:

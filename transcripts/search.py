@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 from django.db import connection
@@ -24,6 +25,7 @@ TABLE = "transcripts_search"
 # session's entries are one rowid range, deleted without a scan.
 RECORDS_PER_SESSION = 1 << 24
 MAX_HITS = 200
+INDEX_BATCH = 2000
 _WORD = re.compile(r"[\w\-]+", re.UNICODE)
 
 SQLITE_SQL = [
@@ -53,20 +55,24 @@ def _rowid(session_id: int, record: int) -> int:
 
 
 def index_session(session_id: int, entries: Iterable[tuple[int, str]]) -> None:
-    """Replace the search entries of session `session_id` by `entries`: (record, text) pairs."""
-    rows = [
+    """Replace the search entries of session `session_id` by `entries`: (record, text) pairs.
+
+    `entries` is read INDEX_BATCH at a time: a batch is all this holds of it.
+    """
+    drop_session(session_id)
+    kept = (
         (_rowid(session_id, record), session_id, record, text)
         for record, text in entries
         if record < RECORDS_PER_SESSION
-    ]
-    drop_session(session_id)
+    )
     with connection.cursor() as cursor:
-        cursor.executemany(
-            f"INSERT INTO {TABLE} (rowid, session_id, record, text) VALUES (%s, %s, %s, %s)"
-            if connection.vendor == "sqlite"
-            else f"INSERT INTO {TABLE} (id, session_id, record, text) VALUES (%s, %s, %s, %s)",
-            rows,
-        )
+        while batch := list(islice(kept, INDEX_BATCH)):
+            cursor.executemany(
+                f"INSERT INTO {TABLE} (rowid, session_id, record, text) VALUES (%s, %s, %s, %s)"
+                if connection.vendor == "sqlite"
+                else f"INSERT INTO {TABLE} (id, session_id, record, text) VALUES (%s, %s, %s, %s)",
+                batch,
+            )
 
 
 def drop_session(session_id: int) -> None:

@@ -20,10 +20,12 @@ meanwhile a first look at the file's first records (`preview`).
 from __future__ import annotations
 
 import re
+import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
+from pathlib import Path
 from typing import IO, Any
 
 import orjson
@@ -70,18 +72,63 @@ BUILD_STAGES = (
 # Building.
 
 
+class RowSpool:
+    """A built timeline's rows, written to a temporary file as they are made and read back.
+
+    One orjson line per row, a JSON array of its `COLUMNS` values (ints, bools,
+    None, and strings already storable: `storable_text`, `_json_text`), so a
+    row read back equals the row written. The file lives under
+    FILE_UPLOAD_TEMP_DIR and is gone once closed (or the process ends). Use as
+    a context manager.
+    """
+
+    def __init__(self) -> None:
+        folder = Path(settings.FILE_UPLOAD_TEMP_DIR)
+        folder.mkdir(parents=True, exist_ok=True)
+        # Closed by `close`, which the build and the store call whatever happens.
+        self.file: IO[bytes] = tempfile.TemporaryFile(dir=folder, prefix="timeline-")  # noqa: SIM115
+        self.count = 0
+
+    def add(self, row: tuple[Any, ...]) -> None:
+        """Write `row` after the rows added before it."""
+        self.file.write(orjson.dumps(row))
+        self.file.write(b"\n")
+        self.count += 1
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        """Yield the rows added, in order, one line read at a time."""
+        self.file.flush()
+        self.file.seek(0)
+        for line in self.file:
+            yield tuple(orjson.loads(line))
+
+    def close(self) -> None:
+        """Delete the file."""
+        self.file.close()
+
+    def __enter__(self) -> RowSpool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 @dataclass
 class Built:
     """A timeline's rows and summary, computed from its revision and key, not yet stored.
 
-    `rows` are TimelineRow column tuples (`COLUMNS` order, after the timeline
-    id); `before` and `after` the provider's verdicts on the raw and the
-    repaired file; `others` {policy: verdict dict} for the other presets.
+    `rows` holds the TimelineRow column tuples (`COLUMNS` order, after the
+    timeline id) in a temporary file, read back a row at a time; `compaction`
+    the summary of `compacted` (`_compaction_summary`); `before` and `after`
+    the provider's verdicts on the raw and the repaired file; `others`
+    {policy: verdict dict} for the other presets. Close it (or use it as a
+    context manager) once stored: that deletes the rows' file.
     """
 
     analysis: Analysis
     compacted: Compacted | None
-    rows: list[tuple[Any, ...]]
+    rows: RowSpool
+    compaction: dict[str, Any]
     before: Verdict | None
     after: Verdict | None
     others: dict[str, Any]
@@ -94,10 +141,10 @@ class Built:
             "format_label": analysis.format_label,
             "provider": analysis.provider,
             "record_count": analysis.record_count,
-            "row_count": len(self.rows),
+            "row_count": self.rows.count,
             "fault_counts": analysis.fault_counts,
             "op_count": len(analysis.plan.ops),
-            "compaction": _compaction_summary(self.compacted, self.rows),
+            "compaction": self.compaction,
             "verdict": {
                 **{
                     name: verdict.as_dict()
@@ -111,33 +158,59 @@ class Built:
 
     def search_entries(self) -> Iterator[tuple[int, str]]:
         """Yield (raw record index, text) of the raw records, for the search across sessions."""
-        return (
-            (row[2], MESSAGE_TOKEN.sub("", row[9]))
-            for row in self.rows
-            if row[3] and row[2] is not None
-        )
+        return search_entries(self.rows)
+
+    def close(self) -> None:
+        """Delete the rows' file."""
+        self.rows.close()
+
+    def __enter__(self) -> Built:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def search_entries(rows: Iterable[tuple[Any, ...]]) -> Iterator[tuple[int, str]]:
+    """Yield (raw record index, text) of the raw rows of `rows` (`COLUMNS` tuples)."""
+    return (
+        (row[2], MESSAGE_TOKEN.sub("", row[9])) for row in rows if row[3] and row[2] is not None
+    )
 
 
 def build(timeline: Timeline, stage: Callable[[int], None]) -> Built:
     """Compute the rows of `timeline` from its revision's bytes, streamed from storage.
 
     `stage(n)` is called as each of BUILD_STAGES begins (1-based) and with
-    the last once the file is closed. Raises whatever the engine or storage
-    raises.
+    the last once the file is closed. The rows go to a temporary file as they
+    are made (`RowSpool`): a build holds one row at a time, not all of them.
+    Raises whatever the engine or storage raises (the rows' file deleted).
     """
-    with timeline.revision.source() as data:
-        stage(1)
-        analysis = _analyze(timeline, data)
-        stage(2)
-        compacted = (
-            before_compaction(analysis.transcript) if analysis.transcript is not None else None
-        )
-        rows = list(_rows(analysis, compacted)) if analysis.error is None else []
-        stage(3)
-        before, after = verdicts(analysis)
-        others = _other_verdicts(timeline, data, analysis) if after is not None else {}
-    stage(4)
-    return Built(analysis, compacted, rows, before, after, others)
+    spool = RowSpool()
+    try:
+        with timeline.revision.source() as data:
+            stage(1)
+            analysis = _analyze(timeline, data)
+            stage(2)
+            compacted = (
+                before_compaction(analysis.transcript) if analysis.transcript is not None else None
+            )
+            listed = _listed_records(compacted)
+            position: dict[int, int] = {}  # listed raw record -> its row
+            if analysis.error is None:
+                for row in _rows(analysis, compacted):
+                    spool.add(row)
+                    if row[3] and row[2] in listed:
+                        position[row[2]] = row[0]
+            compaction = _compaction_summary(compacted, position)
+            stage(3)
+            before, after = verdicts(analysis)
+            others = _other_verdicts(timeline, data, analysis) if after is not None else {}
+        stage(4)
+    except BaseException:
+        spool.close()
+        raise
+    return Built(analysis, compacted, spool, compaction, before, after, others)
 
 
 # The TimelineRow columns a built row holds, in order, after the timeline id.
@@ -223,7 +296,7 @@ def _rows(analysis: Analysis, compacted: Compacted | None = None) -> Iterator[tu
     # Where each record of the live context goes in the request the agent builds: what
     # a provider's error names ("messages.128.content.4"), so a pasted error finds it.
     requested = request_positions(analysis.transcript, live_context(analysis.transcript))
-    for position, row in enumerate(analysis.rows):
+    for position, row in enumerate(analysis.iter_rows()):
         data = RowData(
             left=row.left,
             right=row.right if row.right is not None and row.status != RowStatus.SAME else None,
@@ -239,11 +312,21 @@ def _rows(analysis: Analysis, compacted: Compacted | None = None) -> Iterator[tu
         yield _row(position, row, records, data)
 
 
-def _compaction_summary(compacted: Compacted | None, rows: list[tuple[Any, ...]]) -> dict[str, Any]:
-    """Return what the timeline keeps of `compacted`: boundary, counts, the first faults listed."""
+def _listed_records(compacted: Compacted | None) -> set[int]:
+    """Return the raw records of the faults the compaction summary lists."""
+    if compacted is None:
+        return set()
+    return {f.record for f in compacted.faults[:FAULTS_LISTED]}
+
+
+def _compaction_summary(compacted: Compacted | None, position: dict[int, int]) -> dict[str, Any]:
+    """Return what the timeline keeps of `compacted`: boundary, counts, the first faults listed.
+
+    `position` maps the raw record of each fault listed (`_listed_records`) to
+    its row's position.
+    """
     if compacted is None:
         return {}
-    position = {row[2]: row[0] for row in rows if row[3]}  # raw record -> its row
     faults = [
         {
             "kind": str(f.kind),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 from datetime import timedelta
+from itertools import islice
 from typing import Any
 
 from django.conf import settings
@@ -165,11 +166,12 @@ def do_build_timeline(timeline_id: int) -> bool:
                 pk=timeline.revision.session_id, head=timeline.revision_id, analysed=False
             ).update(error=f"{timeline.revision.session.name}: not read ({error})", analysed=True)
         return True
-    with transaction.atomic(durable=True):
+    with built, transaction.atomic(durable=True):
         if not Timeline.objects.filter(pk=timeline_id, claim=token).update(
             status=Timeline.Status.READY, used_at=now, **built.fields()
         ):
             return False  # another builder took the claim over; it writes the rows
+        # Read back from the build's file a batch at a time, twice: no build holds all its rows.
         _insert(timeline_id, built.rows)
         session = timeline.revision.session
         if _reads_head(timeline):
@@ -204,8 +206,8 @@ def _count_head(session: Session, timeline: Timeline, built: Built) -> None:
     count_unread(session.pk, timeline.revision_id, built.analysis)
 
 
-def _insert(timeline_id: int, rows: list[tuple[Any, ...]]) -> None:
-    """Insert the rows of a timeline, BUILD_BATCH at a time.
+def _insert(timeline_id: int, rows: Iterable[tuple[Any, ...]]) -> None:
+    """Insert the rows of a timeline, BUILD_BATCH at a time (one batch held at once).
 
     Plain `executemany`, not `bulk_create`: for the 50,000 rows of a long
     session the ORM's per-field preparation took ten times the insert itself.
@@ -215,11 +217,9 @@ def _insert(timeline_id: int, rows: list[tuple[Any, ...]]) -> None:
     columns = ", ".join(quote(_column(n)) for n in ("timeline", *COLUMNS))
     values = ", ".join(["%s"] * (len(COLUMNS) + 1))
     with connection.cursor() as cursor:
-        for start in range(0, len(rows), BUILD_BATCH):
-            cursor.executemany(
-                f"INSERT INTO {table} ({columns}) VALUES ({values})",
-                [(timeline_id, *row) for row in rows[start : start + BUILD_BATCH]],
-            )
+        read = iter(rows)
+        while batch := [(timeline_id, *row) for row in islice(read, BUILD_BATCH)]:
+            cursor.executemany(f"INSERT INTO {table} ({columns}) VALUES ({values})", batch)
 
 
 def _column(name: str) -> str:

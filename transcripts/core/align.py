@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 
-from transcripts.core.layout import SPLITS, Slot, layout
+from transcripts.core.layout import SPLITS, Slot, iter_layout
 from transcripts.core.model import Fault, Op, Plan, Record, Transcript
 
 
@@ -95,45 +96,42 @@ def align(transcript: Transcript, faults: list[Fault], plan: Plan) -> list[Row]:
     Every raw record appears once on the left; every repaired record once on the
     right. Faults are attached to the row of the raw record they point at.
     """
+    return list(iter_align(transcript, faults, plan))
+
+
+def iter_align(transcript: Transcript, faults: list[Fault], plan: Plan) -> Iterator[Row]:
+    """Yield the rows `align` returns, one at a time: a long session's are never all held."""
     by_record: dict[int, list[Fault]] = {}
     for fault in faults:
         by_record.setdefault(fault.record, []).append(fault)
     records = transcript.records
-    rows: list[Row] = []
-    for slot in layout(transcript, plan):
+    for slot in iter_layout(transcript, plan):
         if slot.op is not None and slot.record is None:
-            rows.append(
-                Row(RowStatus.INSERTED, None, _inserted_cell(transcript, slot), ops=(slot.op,))
-            )
+            yield Row(RowStatus.INSERTED, None, _inserted_cell(transcript, slot), ops=(slot.op,))
             continue
         assert slot.record is not None
         record = records[slot.record]
         here = tuple(by_record.get(record.index, ()))
         if slot.moved_away:
-            rows.append(Row(RowStatus.MOVED_FROM, _cell(record), None, here, slot.ops))
+            yield Row(RowStatus.MOVED_FROM, _cell(record), None, here, slot.ops)
         elif slot.dropped:
-            rows.append(Row(RowStatus.DROPPED, _cell(record), None, here, slot.ops))
+            yield Row(RowStatus.DROPPED, _cell(record), None, here, slot.ops)
         elif slot.moved_in:
-            rows.append(
-                Row(
-                    RowStatus.MOVED_TO,
-                    None,
-                    _cell(record, slot.removed_blocks),
-                    (),
-                    slot.ops,
-                    moved_from=record.index,
-                )
+            yield Row(
+                RowStatus.MOVED_TO,
+                None,
+                _cell(record, slot.removed_blocks),
+                (),
+                slot.ops,
+                moved_from=record.index,
             )
         elif slot.block_order is not None:
-            rows.append(
-                Row(
-                    RowStatus.CHANGED,
-                    _cell(record),
-                    _cell(record, slot.removed_blocks, slot.inserted),
-                    here,
-                    slot.ops + slot.inserted,
-                )
+            yield Row(
+                RowStatus.CHANGED,
+                _cell(record),
+                _cell(record, slot.removed_blocks, slot.inserted),
+                here,
+                slot.ops + slot.inserted,
             )
         else:
-            rows.append(Row(RowStatus.SAME, _cell(record), _cell(record), here, slot.ops))
-    return rows
+            yield Row(RowStatus.SAME, _cell(record), _cell(record), here, slot.ops)

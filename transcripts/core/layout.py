@@ -7,7 +7,7 @@ this one layout, so what the timeline shows is exactly what the file holds.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from transcripts.core.model import Op, OpKind, Plan, Record, Transcript
@@ -182,11 +182,14 @@ def layout(transcript: Transcript, plan: Plan) -> list[Slot]:
     Records no op touches keep their relative order. New and moved records go
     right after their anchor record, in the order of the calls they answer.
     """
+    return list(iter_layout(transcript, plan))
+
+
+def iter_layout(transcript: Transcript, plan: Plan) -> Iterator[Slot]:
+    """Yield the slots `layout` returns, one at a time: a long session's are never all held."""
     edits = _collect(transcript, plan.ops)
-    slots: list[Slot] = []
     for record in transcript.records:
-        slots.extend(_slots_at(record, edits))
-    return slots
+        yield from _slots_at(record, edits)
 
 
 def sparse_layout(transcript: Transcript, plan: Plan) -> dict[int, list[Slot]]:
