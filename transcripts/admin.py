@@ -6,6 +6,7 @@ from django.contrib.auth import get_user_model
 from django.http import HttpRequest
 
 from transcripts.actions.common import EventType, audit
+from transcripts.actions.workspaces import audit_member
 from transcripts.models import (
     AuditLog,
     AuditRecord,
@@ -108,22 +109,9 @@ def _audit_member(
     workspace_id: int, user_id: int, before: str | None, after: str | None, actor: Any
 ) -> None:
     """Audit the role of user `user_id` going from `before` to `after` (None: not a member)."""
-    if before == after:
-        return
-    event = (
-        EventType.MEMBER_ADDED
-        if before is None
-        else EventType.MEMBER_REMOVED
-        if after is None
-        else EventType.MEMBER_ROLE_CHANGED
-    )
-    user = get_user_model().objects.get(pk=user_id)
-    audit(
-        event,
-        workspace_id=workspace_id,
-        acting_user=actor,
-        extra_data={"user": user.get_username(), "role_before": before, "role_after": after},
-    )
+    if before != after:
+        user = get_user_model().objects.get(pk=user_id)
+        audit_member(workspace_id, user, before, after, actor)
 
 
 @admin.register(Session)

@@ -43,14 +43,18 @@ def do_create_workspace(name: str, *, acting_user: Any) -> Workspace:
             Membership.objects.create(
                 user=acting_user, workspace=workspace, role=Membership.Role.ADMIN
             )
-            _audit_member(workspace, acting_user, None, Membership.Role.ADMIN, acting_user)
+            audit_member(workspace.pk, acting_user, None, Membership.Role.ADMIN, acting_user)
     return workspace
 
 
-def _audit_member(
-    workspace: Workspace, user: Any, before: str | None, after: str | None, acting_user: Any
+def audit_member(
+    workspace_id: int, user: Any, before: str | None, after: str | None, acting_user: Any
 ) -> None:
-    """Audit `user`'s role in `workspace` going from `before` to `after` (None: not a member)."""
+    """Audit `user`'s role in workspace `workspace_id` going from `before` to `after`.
+
+    None for `before` or `after`: not a member. Nothing when the role is unchanged.
+    Shared by the actions here and the admin's membership forms.
+    """
     if before == after:
         return
     event = (
@@ -62,7 +66,7 @@ def _audit_member(
     )
     audit(
         event,
-        workspace_id=workspace.pk,
+        workspace_id=workspace_id,
         acting_user=acting_user,
         extra_data={"user": user.get_username(), "role_before": before, "role_after": after},
     )
@@ -75,7 +79,7 @@ def do_add_member(workspace: Workspace, user: Any, *, role: str, acting_user: An
             user=user, workspace=workspace, defaults={"role": role}
         )
         if created:
-            _audit_member(workspace, user, None, role, acting_user)
+            audit_member(workspace.pk, user, None, role, acting_user)
     return membership
 
 
@@ -109,7 +113,7 @@ def do_set_member_role(
             membership, _ = Membership.objects.update_or_create(
                 user=user, workspace=workspace, defaults={"role": role}
             )
-        _audit_member(workspace, user, before, role, acting_user)
+        audit_member(workspace.pk, user, before, role, acting_user)
     return membership
 
 

@@ -123,8 +123,25 @@ _ROLE_MASK = (1 << _ROLE_BITS) - 1
 _WIDE = 0xFFFFFFFF  # in a 32-bit column: the value is in the column's dict instead
 
 
-class _Settled(list[Any]):
-    """The calls or results of a stored record: a copy, so changing it in place is refused."""
+def _fit_rows(items: list[ToolCall] | list[ToolResult], index: int, first: int) -> bool:
+    """Return True when record `index`'s calls (or results) fit the rows from row `first`.
+
+    They do when there are fewer than 63, the rows stay below 2**26, and each
+    is the record's own with a block that fits 32 bits; else the record keeps a list.
+    """
+    return (
+        len(items) < _COUNT_MASK
+        and first + len(items) < _ROWS_LIMIT
+        and all(item.record == index and item.block < _WIDE for item in items)
+    )
+
+
+class Settled(list[Any]):
+    """The calls or results of a settled record: changing it in place is refused.
+
+    A stored record's are copies; SETTLED_EMPTY is the one shared empty list
+    of every record that holds no calls or results (the loader's too).
+    """
 
     def _refuse(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError("a stored record's calls and results change only by assignment")
@@ -133,7 +150,7 @@ class _Settled(list[Any]):
     __setitem__ = __delitem__ = __iadd__ = _refuse  # type: ignore[assignment]
 
 
-_EMPTY: Any = _Settled()
+SETTLED_EMPTY: Any = Settled()
 
 
 class RecordStore(list[Record]):
@@ -414,11 +431,7 @@ class RecordStore(list[Record]):
         if not calls:
             self._calls[index] = 0
             return
-        if (
-            len(calls) >= _COUNT_MASK
-            or first + len(calls) >= _ROWS_LIMIT
-            or any(c.record != index or c.block >= _WIDE for c in calls)
-        ):
+        if not _fit_rows(calls, index, first):
             self._odd_calls[index] = list(calls)
             self._calls[index] = 0
             return
@@ -438,11 +451,7 @@ class RecordStore(list[Record]):
         if not results:
             self._results[index] = 0
             return
-        if (
-            len(results) >= _COUNT_MASK
-            or first + len(results) >= _ROWS_LIMIT
-            or any(r.record != index or r.block >= _WIDE for r in results)
-        ):
+        if not _fit_rows(results, index, first):
             self._odd_results[index] = list(results)
             self._results[index] = 0
             return
@@ -462,7 +471,7 @@ class RecordStore(list[Record]):
         packed = self._calls.chunks[index >> _CHUNK_BITS][index & _CHUNK_MASK]
         if not packed:
             odd = self._odd_calls.get(index)
-            return _Settled(odd) if odd else _EMPTY
+            return Settled(odd) if odd else SETTLED_EMPTY
         first, count = packed >> _COUNT_BITS, packed & _COUNT_MASK
         get, more = self._get, self._call_more
         calls = []
@@ -478,16 +487,16 @@ class RecordStore(list[Record]):
                 problem, family = more[row]
                 call = replace(call, problem=get(problem), family=get(family))
             calls.append(call)
-        return _Settled(calls)
+        return Settled(calls)
 
     def _results_of(self, index: int) -> list[ToolResult]:
         packed = self._results.chunks[index >> _CHUNK_BITS][index & _CHUNK_MASK]
         if not packed:
             odd = self._odd_results.get(index)
-            return _Settled(odd) if odd else _EMPTY
+            return Settled(odd) if odd else SETTLED_EMPTY
         first, count = packed >> _COUNT_BITS, packed & _COUNT_MASK
         get, family = self._get, self._result_family
-        return _Settled(
+        return Settled(
             ToolResult(
                 get(self._result_id[row]),
                 index,

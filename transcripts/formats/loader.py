@@ -19,7 +19,7 @@ import orjson
 from transcripts.core import jsontext
 from transcripts.core.markers import synthetic_marker
 from transcripts.core.model import Record, Role, Style, ToolResult, Transcript
-from transcripts.core.store import RecordStore
+from transcripts.core.store import SETTLED_EMPTY, RecordStore
 from transcripts.formats import registry
 from transcripts.formats._json import (
     ScanError,
@@ -229,17 +229,7 @@ def _long_first_line_streams(source: FileSource) -> bool:
     return False  # one line: a JSON document
 
 
-class _Empty(list[Any]):
-    """One shared, unchangeable empty list for the records that hold no calls or results."""
-
-    def _refuse(self, *args: Any, **kwargs: Any) -> None:
-        raise TypeError("a settled record's calls and results do not change")
-
-    append = extend = insert = remove = pop = clear = sort = reverse = _refuse
-    __setitem__ = __delitem__ = __iadd__ = _refuse  # type: ignore[assignment]
-
-
-_NONE: Any = _Empty()
+_NONE: Any = SETTLED_EMPTY  # the records that hold no calls or results share it
 
 _SHAPE_ERRORS = (TypeError, AttributeError, KeyError, IndexError, ValueError)
 
