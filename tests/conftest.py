@@ -70,5 +70,10 @@ def celery_worker(transactional_db: None) -> Iterator[None]:
     database connection. Leftovers of an interrupted run are purged first.
     """
     celery_app.control.purge()
-    with start_worker(celery_app, pool="solo", perform_ping_check=False, shutdown_timeout=30):
+    # The queue named, not Celery's cached queues: a test that pointed the default at its
+    # own workers' queue (test_real_world) would leave this worker consuming that one.
+    queues = [celery_app.conf.task_default_queue]
+    with start_worker(
+        celery_app, pool="solo", perform_ping_check=False, shutdown_timeout=30, queues=queues
+    ):
         yield
