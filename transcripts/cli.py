@@ -6,6 +6,7 @@ nothing reads a session whole but a JSON document, which is one value.
 
     pairfix check PATH...                    faults per file, with the provider's error text
     pairfix fix PATH... --out DIR            write each repaired file to DIR
+    pairfix fix FILE --out NEW.jsonl         write the one repaired file to NEW.jsonl
     pairfix fix PATH... --in-place           replace each file, a backup beside it
     pairfix preview PATH                     what the agent sends when it resumes the file
 
@@ -58,6 +59,7 @@ from transcripts.replace import (
     is_own_file,
     replace_file,
     sha256_of,
+    write_file,
 )
 from transcripts.visible import surrogate_free, terminal_text
 
@@ -478,8 +480,12 @@ def repair_files(
     in_place: bool = False,
     dry_run: bool = False,
     stdout: BinaryIO | None = None,
+    out_file: bool = False,
 ) -> tuple[int, list[Any]]:
     """Repair every file: into the folder `out`, to `stdout` (`out` None), or in place.
+
+    With `out_file`, `out` is the file the one repair goes to. A repair is
+    written whole or not at all (`transcripts.replace.write_file`).
 
     Returns the exit status (BAD when any file could not be read or written,
     else, for a dry run, FAULTS when any file would change) and the reports,
@@ -493,7 +499,7 @@ def repair_files(
     reports: list[Any] = []
     written: dict[Path, str] = {}  # target -> the input whose repair it holds
     for item in _files_bar(items, run.bars):
-        target = None if out is None or in_place else out / item.relative
+        target = None if out is None or in_place else out if out_file else out / item.relative
         if target is not None and target in written:
             run.say_error(
                 f"{item.name}: same file name as {written[target]}, "
@@ -590,8 +596,7 @@ def repair_files(
                     run.say(f"{item.name}: {_summary(analysis)} -> standard output")
                 else:
                     target.parent.mkdir(parents=True, exist_ok=True)
-                    with open(target, "wb") as f:
-                        analysis.write_repaired(f)
+                    write_file(target, analysis.write_repaired)
                     written[target] = item.name
                     entry["written"] = _name(target)
                     run.say(f"{item.name}: {_summary(analysis)} -> {target}")
@@ -810,7 +815,10 @@ def _parser() -> argparse.ArgumentParser:
     fix.add_argument("paths", nargs="+", metavar="PATH", help="a file, a folder, or - (stdin)")
     where = fix.add_mutually_exclusive_group()
     where.add_argument(
-        "--out", metavar="DIR", help="write each repair to DIR under its name (- for stdout)"
+        "--out",
+        metavar="DIR",
+        help="write each repair to DIR under its name; for one file, a name ending"
+        " .jsonl or .json is the file to write (- for stdout)",
     )
     where.add_argument(
         "--in-place", action="store_true", help="replace each file, keeping a backup beside it"
@@ -893,7 +901,8 @@ def main(
         target = None
         if not (args.in_place or to_stdout or args.out is None):
             target = Path(args.out).expanduser()
-        if target is not None and not args.dry_run:
+        out_file = target is not None and _names_a_file(target, items, missing)
+        if target is not None and not out_file and not args.dry_run:
             try:
                 target.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
@@ -906,6 +915,7 @@ def main(
             in_place=args.in_place,
             dry_run=args.dry_run,
             stdout=out_bytes if to_stdout else None,
+            out_file=out_file,
         )
     if missing:
         status = BAD
@@ -919,6 +929,21 @@ def main(
         out_bytes.write(_json(document) + b"\n")
     out_bytes.flush()
     return status
+
+
+def _names_a_file(out: Path, items: list[Input], missing: int) -> bool:
+    """Return True when `--out` names the file one repair goes to, not a folder.
+
+    That is when one file was named (not found in a folder), and `out` is no
+    folder and ends as a session file does (`.jsonl`, `.json`).
+    """
+    return (
+        len(items) == 1
+        and not missing
+        and not items[0].walked
+        and out.suffix in SESSION_SUFFIXES
+        and not out.is_dir()
+    )
 
 
 def _json(document: Any) -> bytes:

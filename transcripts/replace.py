@@ -232,6 +232,33 @@ def replace_file(
     return backup
 
 
+def write_file(path: Path, write: Callable[[BinaryIO], None]) -> None:
+    """Write `path` whole or not at all: `write(f)` fills a temporary file that then replaces it.
+
+    The temporary file sits beside `path` (named as `is_own_file` knows), so
+    an interrupted or failed write leaves `path` as it was and no temporary
+    file behind. A new file gets the permissions the umask gives; one that
+    exists keeps its own. Raises OSError when the folder cannot be written.
+    Not fsynced: it survives the process being killed, not the machine.
+    """
+    fd, temp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+        try:
+            mode = path.stat().st_mode & 0o7777
+        except FileNotFoundError:
+            mask = os.umask(0)
+            os.umask(mask)
+            mode = 0o666 & ~mask
+        os.chmod(temp, mode)
+        os.replace(temp, path)
+    except BaseException:
+        if os.path.exists(temp):
+            os.unlink(temp)
+        raise
+
+
 def _fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:

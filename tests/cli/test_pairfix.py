@@ -484,3 +484,63 @@ def test_json_marks_a_finding_that_is_no_fault(tmp_path: Path) -> None:
     assert [(f["kind"], f["informational"]) for f in entry["faults"]] == [
         ("existing_synthetic", True)
     ]
+
+
+def test_fix_out_naming_a_session_file_writes_that_file(tmp_path: Path) -> None:
+    target = tmp_path / "repaired" / "session.jsonl"
+    status, out, _ = run("fix", str(BROKEN), "--out", str(target))
+    assert status == 0
+    assert target.is_file()
+    assert target.read_bytes() == analyze(BROKEN.read_bytes(), BROKEN.name).repaired
+    assert out.decode().endswith(f"-> {target}\n")
+    assert leftovers(target.parent) == []
+    # Two files, or a folder that exists, still mean a folder of repairs.
+    folder = tmp_path / "two.jsonl"
+    assert run("fix", str(BROKEN), str(HEALTHY), "--out", str(folder))[0] == 0
+    assert sorted(p.name for p in folder.iterdir()) == sorted([BROKEN.name, HEALTHY.name])
+    assert run("fix", str(BROKEN), "--out", str(folder))[0] == 0
+    assert (folder / BROKEN.name).is_file()
+
+
+def test_an_interrupted_write_leaves_no_half_written_repair(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "out"
+    target.mkdir()
+    (target / BROKEN.name).write_bytes(b"what was there\n")
+
+    def fail(self: object, f: io.BufferedWriter) -> None:
+        f.write(b'{"half":')
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("transcripts.engine.Analysis.write_repaired", fail)
+    status, _, err = run("fix", str(BROKEN), "--out", str(target))
+    assert status == 2
+    assert "cannot write" in err and "No space left on device" in err
+    assert (target / BROKEN.name).read_bytes() == b"what was there\n"
+    assert leftovers(target) == []
+
+
+@pytest.mark.parametrize(
+    ("command", "name", "says"),
+    [
+        (["gzip", "-c"], "s.jsonl.gz", "the file is gzip-compressed: decompress it first"),
+        (["bzip2", "-c"], "s.jsonl.bz2", "the file is bzip2-compressed: decompress it first"),
+        (["xz", "-c"], "s.jsonl.xz", "the file is xz-compressed: decompress it first"),
+    ],
+)
+def test_a_compressed_session_is_named_as_such(
+    tmp_path: Path, command: list[str], name: str, says: str
+) -> None:
+    if shutil.which(command[0]) is None:
+        pytest.skip(f"{command[0]} is not installed")
+    packed = subprocess.run([*command, str(BROKEN)], capture_output=True, check=True).stdout
+    (tmp_path / name).write_bytes(packed)
+    status, _, err = run("check", str(tmp_path / name))
+    assert status == 2
+    assert err == f"{tmp_path / name}: unreadable: {name}: line 1: {says}\n"
+    # A first line that only looks like a compressed file's start is read as a line.
+    (tmp_path / "plain.jsonl").write_bytes(b"BZh9 not bzip2\n" + BROKEN.read_bytes())
+    status, out, _ = run("check", "--json", str(tmp_path / "plain.jsonl"))
+    assert status == 1
+    assert "malformed_record" in out.decode()

@@ -122,6 +122,46 @@ def load(
     """
     if format is not None and format not in FORMATS:
         raise FormatError(filename, 1, f"unknown format {format!r}")
+    try:
+        return _load(data, filename, format, summaries)
+    except FormatError as exc:
+        packing = _compressed(data[0:10]) if exc.line == 1 and not exc.format else None
+        if packing is None:
+            raise
+        reason = (
+            f"the file is a {packing} archive: extract the session from it first"
+            if packing in _ARCHIVES
+            else f"the file is {packing}-compressed: decompress it first"
+        )
+        raise FormatError(filename, 1, reason) from exc
+
+
+# A compressed file's first bytes, none of which can start a JSON text.
+_MAGIC = (
+    (b"\x1f\x8b", "gzip"),
+    (b"\x28\xb5\x2f\xfd", "zstd"),
+    (b"\xfd7zXZ\x00", "xz"),
+    (b"PK\x03\x04", "zip"),
+    (b"7z\xbc\xaf\x27\x1c", "7z"),
+)
+_ARCHIVES = ("zip", "7z")
+
+
+def _compressed(head: bytes) -> str | None:
+    """Return the name of the compression `head` (a file's first 10 bytes) starts, or None."""
+    if head[:3] == b"BZh" and head[3:4] in b"123456789" and head[4:10] in _BZIP2_BLOCKS:
+        return "bzip2"
+    return next((name for magic, name in _MAGIC if head.startswith(magic)), None)
+
+
+# What follows "BZh" and the block size: a block's magic, or an empty stream's end.
+_BZIP2_BLOCKS = (b"1AY&SY", b"\x17rE8P\x90")
+
+
+def _load(
+    data: bytes | FileSource, filename: str, format: str | None, summaries: bool
+) -> Transcript:
+    """`load` once `format` is known to be None or a FORMATS id."""
     if isinstance(data, FileSource):
         if _streams(data, format):
             if summaries:
