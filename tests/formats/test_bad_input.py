@@ -23,6 +23,13 @@ CLAUDE = (SAMPLES / "claude_code.jsonl").read_bytes()
         (b"[1, 2, 3]", "s.jsonl: line 1: unknown format: a JSON document of none of the formats"),
         (b'{"type":"x"}\n{"type":"y"}\n', "s.jsonl: line 1: unknown format: JSON lines"),
         (b"\x89PNG\r\n\x1a\n\x00\x00", "s.jsonl: line 1: not JSON or JSON lines"),
+        (
+            b'{"type": "x"}\n',
+            "s.jsonl: line 1: unknown format: one JSON object, neither a line of a session's "
+            "JSON lines nor a JSON document of the formats Pairfix reads",
+        ),
+        (b"\x1f\x8b\x08\x00\x00\x00", "s.jsonl: line 1: the file is gzip-compressed"),
+        (b"PK\x03\x04\x14\x00", "s.jsonl: line 1: the file is a zip archive: extract"),
     ],
 )
 def test_an_unreadable_file_says_why(data: bytes, message: str) -> None:

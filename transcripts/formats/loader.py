@@ -46,6 +46,10 @@ _UNKNOWN_DOCUMENT = (
     "of OpenAI, Anthropic, Bedrock, Gemini, LangChain, Vercel AI, Responses or OpenHands, "
     "or a Gemini CLI session)"
 )
+_UNKNOWN_OBJECT = (
+    "unknown format: one JSON object, neither a line of a session's JSON lines nor a JSON "
+    "document of the formats Pairfix reads"
+)
 _JSON_TYPES = {
     dict: "object",
     list: "array",
@@ -210,6 +214,13 @@ def _load(
         if not (isinstance(root, dict) and body.count(b"\n", begin, end) == 0):
             refusal = stream_refusal([root])
             raise FormatError(filename, 1, refusal or _UNKNOWN_DOCUMENT, unknown=refusal is None)
+        # One object on one line: one JSON document, and one line of JSON lines too.
+        try:
+            return _load_jsonl(data, filename, format, doc_error)
+        except FormatError as exc:
+            if exc.unknown:
+                raise FormatError(filename, 1, _UNKNOWN_OBJECT, records=exc.records, unknown=True)
+            raise
     return _load_jsonl(data, filename, format, doc_error)
 
 
