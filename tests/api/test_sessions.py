@@ -104,7 +104,8 @@ def test_it_requires_a_file(api):
     response = api.post(URL, {"name": "x.jsonl"}, format="multipart")
     status, code = error_of(response)
     assert (status, code) == (400, "bad_request")
-    assert response.json()["error"]["fields"] == {"file": ["No file was submitted."]}
+    (message,) = response.json()["error"]["fields"]["file"]
+    assert message.startswith("No file was submitted: send the session as the multipart field")
 
 
 def test_it_refuses_json_for_an_upload(api):
@@ -407,3 +408,22 @@ def test_a_worker_counts_a_large_upload(api, settings, celery_worker):
         11,
         {"missing_result": 1},
     )
+
+
+def test_a_file_part_whose_name_is_not_utf8_is_refused_saying_so(api):
+    boundary = "pairfix-boundary"
+    body = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="caf'.encode()
+        + b'\xe9.jsonl"\r\nContent-Type: application/octet-stream\r\n\r\n{}\n\r\n'
+        + f"--{boundary}--\r\n".encode()
+    )
+    response = api.generic(
+        "POST", URL, body, content_type=f"multipart/form-data; boundary={boundary}"
+    )
+    assert error_of(response) == (400, "bad_request")
+    assert response.json()["error"]["fields"]["file"] == [
+        "No file was submitted: send the session as the multipart field “file”, with a UTF-8 "
+        "file name (a part whose file name is not UTF-8 is dropped before Pairfix sees it: "
+        "rename the file, or send it under another name and give its name in “name”)."
+    ]
+    assert Session.objects.count() == 0

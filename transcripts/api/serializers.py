@@ -215,6 +215,14 @@ class SessionUploadSerializer(serializers.Serializer[Any]):
     file = serializers.FileField(
         allow_empty_file=True,
         help_text="The session file. Any bytes are stored; an unreadable file says why.",
+        # Django's multipart parser drops a part whose headers are not UTF-8 (curl sends
+        # a file name's bytes as they are on disk): say so, or the file seems unsent.
+        error_messages={
+            "required": "No file was submitted: send the session as the multipart field "
+            "“file”, with a UTF-8 file name (a part whose file name is not UTF-8 is "
+            "dropped before Pairfix sees it: rename the file, or send it under another "
+            "name and give its name in “name”)."
+        },
     )
     name = TextField(
         required=False,
