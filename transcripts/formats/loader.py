@@ -219,7 +219,9 @@ def _load(
             return _load_jsonl(data, filename, format, doc_error)
         except FormatError as exc:
             if exc.unknown:
-                raise FormatError(filename, 1, _UNKNOWN_OBJECT, records=exc.records, unknown=True)
+                raise FormatError(
+                    filename, 1, _UNKNOWN_OBJECT, records=exc.records, unknown=True
+                ) from exc
             raise
     return _load_jsonl(data, filename, format, doc_error)
 
