@@ -6,7 +6,7 @@ nothing reads a session whole but a JSON document, which is one value.
 
     pairfix check PATH...                    faults per file, with the provider's error text
     pairfix fix PATH... --out DIR            write each repaired file to DIR
-    pairfix fix FILE --out NEW.jsonl         write the one repaired file to NEW.jsonl
+    pairfix fix FILE --out NEW.jsonl         write the one repaired file to NEW.jsonl (new)
     pairfix fix PATH... --in-place           replace each file, a backup beside it
     pairfix preview PATH                     what the agent sends when it resumes the file
 
@@ -484,8 +484,9 @@ def repair_files(
 ) -> tuple[int, list[Any]]:
     """Repair every file: into the folder `out`, to `stdout` (`out` None), or in place.
 
-    With `out_file`, `out` is the file the one repair goes to. A repair is
-    written whole or not at all (`transcripts.replace.write_file`).
+    With `out_file`, `out` is the file the one repair goes to; it must not
+    exist yet. A repair is written whole or not at all
+    (`transcripts.replace.write_file`).
 
     Returns the exit status (BAD when any file could not be read or written,
     else, for a dry run, FAULTS when any file would change) and the reports,
@@ -517,6 +518,15 @@ def repair_files(
             # Raw is sacred: never overwrite an input with its repair.
             run.say_error(f"{item.name}: --out would overwrite the input; skipped")
             reports.append({"path": item.name, "error": "--out would overwrite the input"})
+            status = BAD
+            continue
+        if out_file and target is not None and not dry_run and os.path.lexists(target):
+            # A file named as the repair's may be another session: never replaced unasked.
+            run.say_error(
+                f"{item.name}: {_name(target)} exists; not overwritten "
+                "(remove it, or name another file or a folder)"
+            )
+            reports.append({"path": item.name, "error": "--out file exists"})
             status = BAD
             continue
         if in_place and item.path is None:
@@ -817,8 +827,8 @@ def _parser() -> argparse.ArgumentParser:
     where.add_argument(
         "--out",
         metavar="DIR",
-        help="write each repair to DIR under its name; for one file, a name ending"
-        " .jsonl or .json is the file to write (- for stdout)",
+        help="write each repair to DIR under its name; for one file, a new file's name"
+        " ending .jsonl or .json is the file to write (- for stdout)",
     )
     where.add_argument(
         "--in-place", action="store_true", help="replace each file, keeping a backup beside it"
@@ -901,7 +911,15 @@ def main(
         target = None
         if not (args.in_place or to_stdout or args.out is None):
             target = Path(args.out).expanduser()
-        out_file = target is not None and _names_a_file(target, items, missing)
+        out_file = target is not None and _names_a_file(target)
+        if out_file and (len(items) + missing > 1 or any(item.walked for item in items)):
+            assert target is not None
+            say_error(
+                f"--out {terminal_text(str(target))} names one file (it ends "
+                f"{terminal_text(target.suffix)}), and more than one session file was given: "
+                "name a folder for several"
+            )
+            return BAD
         if target is not None and not out_file and not args.dry_run:
             try:
                 target.mkdir(parents=True, exist_ok=True)
@@ -931,19 +949,13 @@ def main(
     return status
 
 
-def _names_a_file(out: Path, items: list[Input], missing: int) -> bool:
-    """Return True when `--out` names the file one repair goes to, not a folder.
+def _names_a_file(out: Path) -> bool:
+    """Return True when `--out` names the file a repair goes to, not a folder.
 
-    That is when one file was named (not found in a folder), and `out` is no
-    folder and ends as a session file does (`.jsonl`, `.json`).
+    That is when `out` is no folder and ends as a session file does
+    (`.jsonl`, `.json`, in any case). It then takes one named file's repair.
     """
-    return (
-        len(items) == 1
-        and not missing
-        and not items[0].walked
-        and out.suffix in SESSION_SUFFIXES
-        and not out.is_dir()
-    )
+    return out.suffix.lower() in SESSION_SUFFIXES and not out.is_dir()
 
 
 def _json(document: Any) -> bytes:

@@ -487,19 +487,40 @@ def test_json_marks_a_finding_that_is_no_fault(tmp_path: Path) -> None:
 
 
 def test_fix_out_naming_a_session_file_writes_that_file(tmp_path: Path) -> None:
-    target = tmp_path / "repaired" / "session.jsonl"
+    target = tmp_path / "repaired" / "session.JSONL"
     status, out, _ = run("fix", str(BROKEN), "--out", str(target))
     assert status == 0
     assert target.is_file()
     assert target.read_bytes() == analyze(BROKEN.read_bytes(), BROKEN.name).repaired
     assert out.decode().endswith(f"-> {target}\n")
     assert leftovers(target.parent) == []
-    # Two files, or a folder that exists, still mean a folder of repairs.
-    folder = tmp_path / "two.jsonl"
+    # A folder that exists is a folder, whatever its name.
+    folder = tmp_path / "folder.jsonl"
+    folder.mkdir()
     assert run("fix", str(BROKEN), str(HEALTHY), "--out", str(folder))[0] == 0
     assert sorted(p.name for p in folder.iterdir()) == sorted([BROKEN.name, HEALTHY.name])
-    assert run("fix", str(BROKEN), "--out", str(folder))[0] == 0
-    assert (folder / BROKEN.name).is_file()
+
+
+def test_fix_out_naming_a_file_never_replaces_one_nor_takes_several(tmp_path: Path) -> None:
+    other = tmp_path / "other.jsonl"
+    other.write_bytes(b"another session\n")
+    other.chmod(0o444)
+    status, _, err = run("fix", str(BROKEN), "--out", str(other))
+    assert status == 2
+    assert err == (
+        f"{BROKEN}: {other} exists; not overwritten (remove it, or name another file or a folder)\n"
+    )
+    assert other.read_bytes() == b"another session\n"
+    status, _, err = run("fix", str(BROKEN), str(HEALTHY), "--out", str(tmp_path / "two.jsonl"))
+    assert status == 2
+    assert err == (
+        f"--out {tmp_path / 'two.jsonl'} names one file (it ends .jsonl), and more than one "
+        "session file was given: name a folder for several\n"
+    )
+    # A missing input makes nothing, file or folder.
+    status, _, err = run("fix", str(tmp_path / "nosuch.jsonl"), "--out", str(tmp_path / "x.jsonl"))
+    assert status == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other.jsonl"]
 
 
 def test_an_interrupted_write_leaves_no_half_written_repair(
