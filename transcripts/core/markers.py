@@ -23,12 +23,17 @@ _EXACT = {
     "aborted": "Codex",
 }
 
+# The first character of every marker above ("" too: it is looked up as ever).
+_FIRST = "[{NSa"
+
 
 def synthetic_marker(text: str) -> str | None:
     """Return which system synthesized a result with this text, or None for a real result.
 
     `text` is the result's text content (whitespace is normalised before matching).
     """
+    if text.lstrip()[:1] not in _FIRST:
+        return None  # nearly every result: no marker starts as it does
     text = " ".join(text.split())
     match = _OPENCLAW.match(text)
     if match:
