@@ -30,7 +30,8 @@ from hypothesis import strategies as st
 from tests import hostile, sessions
 from transcripts.cli import report
 from transcripts.core.layout import layout, sparse_layout
-from transcripts.core.model import Plan, Transcript
+from transcripts.core.markers import synthetic_marker
+from transcripts.core.model import Plan, ToolResult, Transcript
 from transcripts.core.policy import PRESETS
 from transcripts.engine import Analysis, FileSource, analyze
 from transcripts.formats import renderer
@@ -73,7 +74,8 @@ FUNCTIONS = [
 def _outcome(analysis: Analysis, previews: bool = True) -> dict[str, Any]:
     """Return everything a user of the analysis sees: report, plan, records, repaired bytes.
 
-    Without `previews`, the records' preview texts (`Record.text`) are left out.
+    Without `previews`, the records' preview texts (`Record.text`) are left out, and
+    of a result's text only which earlier repair's marker it is.
     """
     records = analysis.transcript.records if analysis.transcript else []
     return {
@@ -87,12 +89,26 @@ def _outcome(analysis: Analysis, previews: bool = True) -> dict[str, Any]:
         "records": [
             (r.index, r.start, r.end, r.line, r.role, r.kind, r.text if previews else None)
             + (r.error, r.uid, r.parent)
-            + (r.calls, r.results, r.other_blocks, r.inactive, r.aborted, r.obj)
+            + (r.calls, r.results if previews else [_result(x) for x in r.results])
+            + (r.other_blocks, r.inactive, r.aborted, r.obj)
             for r in records
         ],
         "style": analysis.transcript.style if analysis.transcript else None,
         "server_history": analysis.transcript.server_history if analysis.transcript else None,
     }
+
+
+def _result(result: ToolResult) -> tuple[Any, ...]:
+    """Return a result's fields, its text only as the marker it is (see `markers`)."""
+    marker = synthetic_marker(result.text)
+    return (
+        result.tool_call_id,
+        result.record,
+        result.block,
+        result.is_error,
+        result.family,
+        marker,
+    )
 
 
 def _written_slot_by_slot(transcript: Transcript, plan: Plan) -> bytes:
@@ -360,5 +376,7 @@ def test_a_document_read_without_previews_keeps_no_preview_text() -> None:
     without = LOADER.load(data, "openai_chat.json", summaries=False)
     assert any(r.text for r in with_previews.records)
     assert not any(r.text for r in without.records)
-    assert [r.results for r in without.records] == [r.results for r in with_previews.records]
+    results = [r for record in with_previews.records for r in record.results]
+    assert results and all(r.text for r in results)
+    assert not any(r.text for record in without.records for r in record.results)
     assert [r.calls for r in without.records] == [r.calls for r in with_previews.records]

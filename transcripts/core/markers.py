@@ -23,8 +23,18 @@ _EXACT = {
     "aborted": "Codex",
 }
 
-# The first character of every marker above ("" too: it is looked up as ever).
+# The first character of every marker above.
 _FIRST = "[{NSa"
+
+
+def may_be_marker(text: str) -> bool:
+    """Return False when `text` cannot be a marker: its first character past whitespace starts none.
+
+    A test of the first character only, whatever the text's length: what
+    `synthetic_marker` recognises starts with one of `_FIRST` once whitespace
+    is normalised. True for a text of whitespace alone (looked up as ever).
+    """
+    return text.lstrip()[:1] in _FIRST
 
 
 def synthetic_marker(text: str) -> str | None:
@@ -32,7 +42,7 @@ def synthetic_marker(text: str) -> str | None:
 
     `text` is the result's text content (whitespace is normalised before matching).
     """
-    if text.lstrip()[:1] not in _FIRST:
+    if not may_be_marker(text):
         return None  # nearly every result: no marker starts as it does
     text = " ".join(text.split())
     match = _OPENCLAW.match(text)

@@ -118,8 +118,9 @@ def load(
     and their calls' `args` are digests (`base.args_digest`): what detecting
     and repairing need, not what showing rows needs, so a long session costs
     less memory per record. A JSON document's messages (streamed or not) then
-    keep no `Record.text`, which saves the time of making it; their calls'
-    `args` and results' texts are kept as with previews.
+    keep no `Record.text`, and a result's text may be "" unless it is an
+    earlier repair's marker, which saves the time of making them; their
+    calls' `args` are kept as with previews.
 
     `format` (a FORMATS id) skips sniffing. Raises FormatError when the file
     is empty, not JSON or JSONL, not valid UTF-8 as a whole document, or of no

@@ -19,6 +19,7 @@ from transcripts.formats.base import (
     MessageSniff,
     Placed,
     add_call,
+    marker_text,
     preview,
     previews_kept,
     sniff_messages,
@@ -72,8 +73,8 @@ class OpenAIChat(Format):
             record.other_blocks = 1
         texts = [preview(content)] if record.other_blocks and show else []
         if role == "tool":
-            # A result's text is read all the same: an earlier repair's marker is known by it.
-            text = preview(content)
+            # Without previews a result keeps its text only if it is an earlier repair's marker.
+            text = preview(content) if show else marker_text(content)
             record.results.append(
                 ToolResult(str(obj.get("tool_call_id") or ""), record.index, 0, False, text)
             )
