@@ -453,7 +453,7 @@ def _stream_document(
         isinstance(root, dict) and len(root) == members and root.get(key) == []
     ):
         return None  # a key written twice: orjson keeps the last
-    sniffing = registry.DocumentSniff(root, key, filename)
+    sniffing = registry.DocumentSniff(root, key, filename, keep=format)
     elements = _Elements(data, filename, spans, lined)
     fmt = FORMATS[format] if format is not None else None
     records: list[Record] = []
