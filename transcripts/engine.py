@@ -183,7 +183,7 @@ def analyze(
     unanswered tail calls are then `pending_result` (see `detect.detect`).
     `policy` is a preset's name or a Policy (a workspace's own, say).
     A JSON document is analysed with Python's automatic garbage collection
-    paused (see `_collection_paused`), and collection is on again after.
+    paused (see `_collection_paused`), left as it was once it returns.
     Never raises for bad content: an unreadable file comes back with `error`
     set. Raises KeyError for an unknown policy name, OSError when a
     FileSource cannot be read and MemoryError when parsing needs more memory
