@@ -3,17 +3,22 @@
 The oracle is the whole read itself (`loader._stream_document` turned off):
 every sample and fixture document, generated documents of every document
 format with faults of every kind, each written one element a line, on one
-line and indented, under every policy preset; and hostile documents.
+line and indented, under every policy preset; and hostile documents. Each is
+also read as `pairfix fix` reads it (a FileSource, no previews, garbage
+collection paused): the same report, counts, records but for their preview
+texts, and repaired bytes, written to a file and to a stream.
 """
 
 from __future__ import annotations
 
+import gc
 import importlib
 import io
 import json
 import random
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +28,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests import hostile, sessions
+from transcripts.cli import report
 from transcripts.core.layout import layout, sparse_layout
-from transcripts.core.model import Plan, Transcript
+from transcripts.core.markers import synthetic_marker
+from transcripts.core.model import Plan, ToolResult, Transcript
 from transcripts.core.policy import PRESETS
-from transcripts.engine import Analysis, analyze
+from transcripts.engine import Analysis, FileSource, analyze
 from transcripts.formats import renderer
 from transcripts.formats.registry import FORMATS
 
@@ -64,8 +71,12 @@ FUNCTIONS = [
 ]
 
 
-def _outcome(analysis: Analysis) -> dict[str, Any]:
-    """Return everything a user of the analysis sees: report, plan, records, repaired bytes."""
+def _outcome(analysis: Analysis, previews: bool = True) -> dict[str, Any]:
+    """Return everything a user of the analysis sees: report, plan, records, repaired bytes.
+
+    Without `previews`, the records' preview texts (`Record.text`) are left out, and
+    of a result's text only which earlier repair's marker it is.
+    """
     records = analysis.transcript.records if analysis.transcript else []
     return {
         "error": analysis.error,
@@ -76,13 +87,28 @@ def _outcome(analysis: Analysis) -> dict[str, Any]:
         "ops": analysis.plan.ops,
         "repaired": analysis.repaired,
         "records": [
-            (r.index, r.start, r.end, r.line, r.role, r.kind, r.text, r.error, r.uid, r.parent)
-            + (r.calls, r.results, r.other_blocks, r.inactive, r.aborted, r.obj)
+            (r.index, r.start, r.end, r.line, r.role, r.kind, r.text if previews else None)
+            + (r.error, r.uid, r.parent)
+            + (r.calls, r.results if previews else [_result(x) for x in r.results])
+            + (r.other_blocks, r.inactive, r.aborted, r.obj)
             for r in records
         ],
         "style": analysis.transcript.style if analysis.transcript else None,
         "server_history": analysis.transcript.server_history if analysis.transcript else None,
     }
+
+
+def _result(result: ToolResult) -> tuple[Any, ...]:
+    """Return a result's fields, its text only as the marker it is (see `markers`)."""
+    marker = synthetic_marker(result.text)
+    return (
+        result.tool_call_id,
+        result.record,
+        result.block,
+        result.is_error,
+        result.family,
+        marker,
+    )
 
 
 def _written_slot_by_slot(transcript: Transcript, plan: Plan) -> bytes:
@@ -124,7 +150,36 @@ def _whole(data: bytes, name: str, policy: str, format: str | None) -> Analysis:
         return analyze(data, name, policy, format=format)
 
 
-def _same(data: bytes, name: str, policies: tuple[str, ...] = tuple(PRESETS)) -> None:
+def _facts(analysis: Analysis, name: str) -> dict[str, Any]:
+    """Return what `pairfix fix` reports of the analysis: its report and the counts after."""
+    counts = analysis.repaired_counts() if analysis.error is None else None
+    return {"report": report(analysis, name), "counts": counts}
+
+
+def _as_fix_reads(data: bytes, name: str, policy: str, format: str | None, whole: Analysis) -> None:
+    """Assert that `data` read as `pairfix fix` reads it gives what `whole` gave."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        f.write(data)
+        f.flush()
+        with FileSource(f.name) as source:
+            fixed = analyze(source, name, policy, format=format, summaries=False)
+            assert gc.isenabled()  # paused for the analysis only
+            assert _outcome(fixed, previews=False) == _outcome(whole, previews=False), name
+            assert _facts(fixed, name) == _facts(whole, name), (name, policy, format)
+            if fixed.error is None:
+                out = io.BytesIO()
+                fixed.write_repaired(out)
+                assert out.getvalue() == whole.repaired
+                with tempfile.TemporaryFile() as written:
+                    fixed.write_repaired(written)
+                    written.seek(0)
+                    assert written.read() == whole.repaired
+
+
+def _same(
+    data: bytes, name: str, policies: tuple[str, ...] = tuple(PRESETS), fix: bool = True
+) -> None:
+    """Assert `data` reads streamed as whole, and (`fix`) as `pairfix fix` reads it."""
     for policy in policies:
         for format in (None, "openai_chat", "anthropic"):
             streamed = analyze(data, name, policy, format=format)
@@ -132,6 +187,8 @@ def _same(data: bytes, name: str, policies: tuple[str, ...] = tuple(PRESETS)) ->
             assert _outcome(streamed) == _outcome(whole), (name, policy, format)
             if whole.transcript is not None and not FORMATS[whole.format].jsonl:
                 assert whole.repaired == _written_slot_by_slot(whole.transcript, whole.plan)
+            if fix:
+                _as_fix_reads(data, name, policy, format, whole)
 
 
 def _messages(root: Any) -> tuple[str | None, list[Any]] | None:
@@ -298,3 +355,28 @@ def test_a_streamed_document_keeps_no_parsed_element() -> None:
     assert transcript.format == FORMATS["openai_chat"].id
     assert all(r.parsed is None for r in transcript.records if r.error is None)
     assert transcript.records[0].obj == orjson.loads(data)[0]
+
+
+def test_a_document_analysis_leaves_garbage_collection_as_it_found_it() -> None:
+    data = (SHARED / "formats" / "openai_chat.json").read_bytes()
+    assert gc.isenabled()
+    assert analyze(data, "openai_chat.json", summaries=False).faults is not None
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        analyze(data, "openai_chat.json", summaries=False)
+        assert not gc.isenabled()  # a caller that turned it off keeps it off
+    finally:
+        gc.enable()
+
+
+def test_a_document_read_without_previews_keeps_no_preview_text() -> None:
+    data = (SHARED / "formats" / "openai_chat.json").read_bytes()
+    with_previews = LOADER.load(data, "openai_chat.json")
+    without = LOADER.load(data, "openai_chat.json", summaries=False)
+    assert any(r.text for r in with_previews.records)
+    assert not any(r.text for r in without.records)
+    results = [r for record in with_previews.records for r in record.results]
+    assert results and all(r.text for r in results)
+    assert not any(r.text for record in without.records for r in record.results)
+    assert [r.calls for r in without.records] == [r.calls for r in with_previews.records]

@@ -51,8 +51,11 @@ def results_follow_content(record: Record) -> bool:
     Before the first, or between two: Anthropic wants every result ahead of
     any other content.
     """
-    taken = {r.block for r in record.results} | {c.block for c in record.calls}
-    last = max(r.block for r in record.results)
+    results = record.results
+    last = results[0].block if len(results) == 1 else max(r.block for r in results)
+    if not last:
+        return False  # the results come first: nothing stands before them
+    taken = {r.block for r in results} | {c.block for c in record.calls}
     return any(j not in taken for j in range(last))
 
 

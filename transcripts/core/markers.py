@@ -23,12 +23,27 @@ _EXACT = {
     "aborted": "Codex",
 }
 
+# The first character of every marker above.
+_FIRST = "[{NSa"
+
+
+def may_be_marker(text: str) -> bool:
+    """Return False when `text` cannot be a marker: its first character past whitespace starts none.
+
+    A test of the first character only, whatever the text's length: what
+    `synthetic_marker` recognises starts with one of `_FIRST` once whitespace
+    is normalised. True for a text of whitespace alone (looked up as ever).
+    """
+    return text.lstrip()[:1] in _FIRST
+
 
 def synthetic_marker(text: str) -> str | None:
     """Return which system synthesized a result with this text, or None for a real result.
 
     `text` is the result's text content (whitespace is normalised before matching).
     """
+    if not may_be_marker(text):
+        return None  # nearly every result: no marker starts as it does
     text = " ".join(text.split())
     match = _OPENCLAW.match(text)
     if match:

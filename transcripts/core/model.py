@@ -244,6 +244,9 @@ class Record:
             | (_INACTIVE if inactive else 0)
             | (_LEADS if leads else 0)
         )
+        if timestamp is keep_from is relinked_from is error is None and attached == ():
+            self._rare = None  # nearly every record: no dict to make and drop
+            return
         rare = {
             "timestamp": timestamp,
             "keep_from": keep_from,

@@ -17,7 +17,7 @@ import orjson
 
 from transcripts.core import jsontext
 from transcripts.core.branch import uid_lookup
-from transcripts.core.markers import synthetic_marker
+from transcripts.core.markers import may_be_marker, synthetic_marker
 from transcripts.core.model import Op, Record, Role, ToolCall, ToolResult, Transcript
 from transcripts.core.store import RecordStore
 
@@ -413,6 +413,18 @@ def stored_result(
     return ToolResult(
         tool_call_id or "", index, block, is_error, text if synthetic_marker(text) else ""
     )
+
+
+def marker_text(content: Any) -> str:
+    """Return the preview of a result's `content` if it is an earlier repair's marker, else "".
+
+    What a result keeps of its text without previews. A text whose first
+    character starts no marker is not previewed at all.
+    """
+    if isinstance(content, str) and not may_be_marker(content):
+        return ""
+    text = preview(content)
+    return text if synthetic_marker(text) else ""
 
 
 def digest(*parts: object) -> str:

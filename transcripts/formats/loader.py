@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from typing import Any
 
@@ -116,7 +117,10 @@ def load(
     (`Record.text`, and `ToolResult.text` but for an earlier repair's marker)
     and their calls' `args` are digests (`base.args_digest`): what detecting
     and repairing need, not what showing rows needs, so a long session costs
-    less memory per record.
+    less memory per record. A JSON document's messages (streamed or not) then
+    keep no `Record.text`, and a result's text may be "" unless it is an
+    earlier repair's marker, which saves the time of making them; their
+    calls' `args` are kept as with previews.
 
     `format` (a FORMATS id) skips sniffing. Raises FormatError when the file
     is empty, not JSON or JSONL, not valid UTF-8 as a whole document, or of no
@@ -182,7 +186,8 @@ def _load(
     if begin == end:
         raise FormatError(filename, 1, "the file is empty")
     if body[begin : begin + 1] in (b"[", b"{") and (format is None or not FORMATS[format].jsonl):
-        streamed = _stream_document(data, filename, format)
+        with _previews(summaries):
+            streamed = _stream_document(data, filename, format)
         if streamed is not None:
             return streamed
     root: Any = None
@@ -202,7 +207,8 @@ def _load(
             if root is None:
                 reason = f"{chosen.label} is one JSON document, and this file is not one"
                 raise FormatError(filename, 1, reason, format)
-            return _load_document(data, filename, root, format)
+            with _previews(summaries):
+                return _load_document(data, filename, root, format)
         if root is not None and body.count(b"\n", begin, end):
             reason = f"{chosen.label} is JSON lines, and this file is one JSON document"
             raise FormatError(filename, 1, reason, format)
@@ -210,7 +216,8 @@ def _load(
     if root is not None:
         fmt = registry.sniff([root], filename, jsonl=False)
         if fmt is not None:
-            return _load_document(data, filename, root, fmt.id)
+            with _previews(summaries):
+                return _load_document(data, filename, root, fmt.id)
         if not (isinstance(root, dict) and body.count(b"\n", begin, end) == 0):
             refusal = stream_refusal([root])
             raise FormatError(filename, 1, refusal or _UNKNOWN_DOCUMENT, unknown=refusal is None)
@@ -224,6 +231,11 @@ def _load(
                 ) from exc
             raise
     return _load_jsonl(data, filename, format, doc_error)
+
+
+def _previews(summaries: bool) -> AbstractContextManager[None]:
+    """Return the context to classify a document's elements in: previews only with `summaries`."""
+    return nullcontext() if summaries else without_previews()
 
 
 _SPACE = re.compile(rb"[ \t\n\r\x0b\x0c]*")  # what bytes.strip() strips
@@ -259,6 +271,18 @@ def _streams(source: bytes | FileSource, format: str | None) -> bool:
     except orjson.JSONDecodeError as exc:
         _refuse_if_out_of_memory(exc, "the file", 1)
         return False
+
+
+def is_document(data: bytes | FileSource, format: str | None = None) -> bool:
+    """Return True when `load` reads `data` as one JSON document, not as JSON lines.
+
+    `format` is the format chosen (None: sniffed; an unknown one, which
+    `load` refuses, is no document). Reads at most the file's first 64 KiB
+    (and, for a first line longer than that, where it ends).
+    """
+    if format is not None:
+        return format in FORMATS and not FORMATS[format].jsonl
+    return not _streams(data, None)
 
 
 def _long_first_line_streams(source: FileSource) -> bool:
@@ -429,7 +453,7 @@ def _stream_document(
         isinstance(root, dict) and len(root) == members and root.get(key) == []
     ):
         return None  # a key written twice: orjson keeps the last
-    sniffing = registry.DocumentSniff(root, key, filename)
+    sniffing = registry.DocumentSniff(root, key, filename, keep=format)
     elements = _Elements(data, filename, spans, lined)
     fmt = FORMATS[format] if format is not None else None
     records: list[Record] = []

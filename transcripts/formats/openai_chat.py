@@ -19,7 +19,9 @@ from transcripts.formats.base import (
     MessageSniff,
     Placed,
     add_call,
+    marker_text,
     preview,
+    previews_kept,
     sniff_messages,
 )
 from transcripts.formats.display import Shown, ShownKind, cut, message_rule, show_calls
@@ -61,15 +63,18 @@ class OpenAIChat(Format):
         return sniff_messages(root, LIKELY, some=(_tool_message,))
 
     def classify(self, obj: Any, record: Record) -> None:
+        """Read a message; without previews (`base.without_previews`) its text stays empty."""
         role = obj.get("role")
         record.kind = str(role)
         record.role = _ROLES.get(str(role), Role.SYSTEM)
+        show = previews_kept(record)
         content = obj.get("content")
         if content not in (None, "", []):
             record.other_blocks = 1
-        texts = [preview(content)] if record.other_blocks else []
+        texts = [preview(content)] if record.other_blocks and show else []
         if role == "tool":
-            text = preview(content)
+            # Without previews a result keeps its text only if it is an earlier repair's marker.
+            text = preview(content) if show else marker_text(content)
             record.results.append(
                 ToolResult(str(obj.get("tool_call_id") or ""), record.index, 0, False, text)
             )
@@ -84,10 +89,12 @@ class OpenAIChat(Format):
             call_id = call.get("id") if isinstance(call, dict) else None
             args = function.get("arguments") if isinstance(function, dict) else None
             add_call(record, first + k, call_id, raw_name, args)
-            texts.append(
-                f"{name}({preview(args if isinstance(args, str) else json.dumps(args), 200)})"
-            )
-        record.text = preview(" ".join(texts))
+            # Arguments that are not text are written out even without previews: writing
+            # them can fail (nesting too deep), and a record must fail the same either way.
+            shown = args if isinstance(args, str) else json.dumps(args)
+            if show:
+                texts.append(f"{name}({preview(shown, 200)})")
+        record.text = preview(" ".join(texts)) if show else ""
 
     def synthetic(self, transcript: Transcript, op: Op) -> Any:
         assert op.call is not None

@@ -125,10 +125,15 @@ class _Tally:
         self.sniff = sniff
         self.failed = False  # a test of `every` did not hold for some message
         self.some = [False] * len(sniff.some)
+        self.dropped = False  # no longer told: it cannot change what `surest` says
 
     def score(self, seen: bool) -> float:
-        sure = seen and not self.failed and all(self.some)
+        sure = seen and not self.failed and all(self.some) and not self.dropped
         return self.sniff.score if sure else 0.0
+
+    def certain(self, seen: bool) -> float:
+        """Return the score this tally keeps whatever messages come next (else 0.0)."""
+        return 0.0 if self.sniff.every else self.score(seen)
 
 
 class DocumentSniff:
@@ -147,9 +152,18 @@ class DocumentSniff:
         array: str | None,
         filename: str,
         formats: Mapping[str, Format] | None = None,
+        keep: str | None = None,
     ) -> None:
+        """`keep` names a format whose `score` and `confidence` will be asked (one chosen).
+
+        The tests of any other format are dropped once it can no longer be
+        the surest: once a sure sniff of a format ranked above it will hold
+        whatever comes next (no test of `every` is left that could fail); a
+        loose sniff, once any sure one will hold. Its `score` is then 0.0.
+        """
         chosen = FORMATS if formats is None else formats
         self.formats = [f for f in chosen.values() if not f.jsonl]
+        self.keep = keep
         self.seen = False
         self.scores: dict[tuple[str, bool], float | _Tally] = {}
         # The tests still open: (tally, test of `every`?, rank, test).
@@ -166,13 +180,34 @@ class DocumentSniff:
                     self.scores[fmt.id, loose] = tally
                     self.open += [(tally, True, k, t) for k, t in enumerate(found.every)]
                     self.open += [(tally, False, k, t) for k, t in enumerate(found.some)]
+        self._drop()
+
+    def _drop(self) -> None:
+        """Drop the tests of the sniffs that can no longer be the surest (see `__init__`)."""
+        held = [
+            (found if isinstance(found, float) else found.certain(self.seen), fmt.priority)
+            for fmt in self.formats
+            for found in (self.scores[fmt.id, False],)
+        ]
+        best = max((item for item in held if item[0] > 0), default=None)
+        if best is None:
+            return
+        for fmt in self.formats:
+            if fmt.id == self.keep:
+                continue
+            for loose in (False, True):
+                found = self.scores[fmt.id, loose]
+                if not isinstance(found, _Tally):
+                    continue
+                if loose or (found.sniff.score, fmt.priority) < best:
+                    found.dropped = True
 
     def see(self, message: Any) -> None:
         """Put the tests to the next item of the array."""
         self.seen = True
         settled = False
         for tally, every, rank, test in self.open:
-            if tally.failed:
+            if tally.failed or tally.dropped:
                 settled = True
             elif every:
                 if not test(message):
@@ -180,10 +215,12 @@ class DocumentSniff:
             elif test(message):
                 tally.some[rank] = settled = True
         if settled:
+            self._drop()
             self.open = [
                 item
                 for item in self.open
-                if not item[0].failed and (item[1] or not item[0].some[item[2]])
+                if not (item[0].failed or item[0].dropped)
+                and (item[1] or not item[0].some[item[2]])
             ]
 
     def score(self, fmt: Format, loose: bool) -> float:
