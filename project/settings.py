@@ -18,6 +18,8 @@ import structlog
 from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
+from project.logredact import redact_secrets
+
 # Django's generic classes (ModelAdmin, ModelForm, ...) take type arguments, as mypy reads them.
 django_stubs_ext.monkeypatch()
 
@@ -435,12 +437,12 @@ LOGGING = {
         "json": {
             "()": structlog.stdlib.ProcessorFormatter,
             "processor": structlog.processors.JSONRenderer(),
-            "foreign_pre_chain": _pre_chain,
+            "foreign_pre_chain": [*_pre_chain, redact_secrets],
         },
         "console": {
             "()": structlog.stdlib.ProcessorFormatter,
             "processor": structlog.dev.ConsoleRenderer(colors=False),
-            "foreign_pre_chain": _pre_chain,
+            "foreign_pre_chain": [*_pre_chain, redact_secrets],
         },
     },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
@@ -456,6 +458,7 @@ structlog.configure(
         structlog.processors.StackInfoRenderer(),
         structlog.processors.format_exc_info,
         structlog.processors.UnicodeDecoder(),
+        redact_secrets,  # invitation secrets and reset tokens in logged paths
         structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
     ],
     logger_factory=structlog.stdlib.LoggerFactory(),

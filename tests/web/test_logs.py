@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 
 import pytest
 from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
+
+from project.logredact import redact
 
 
 def _formatter(name: str) -> logging.Formatter:
@@ -57,3 +60,39 @@ def test_a_plain_logging_call_becomes_a_json_line_too():
     )
     line = json.loads(_formatter("json").format(record))
     assert (line["event"], line["level"], line["logger"]) == ("Bad x", "warning", "django.request")
+
+
+@pytest.mark.django_db
+def test_no_log_line_holds_an_invitation_secret(alice_client, client, workspace, caplog):
+    caplog.set_level(logging.INFO)
+    response = alice_client.post(f"/workspaces/{workspace.pk}/invitations/", {"role": "admin"})
+    secret = re.findall(r"/accounts/invitations/([^/<]+)/", response.content.decode())[0]
+    client.get(f"/accounts/invitations/{secret}/")  # logged out: sent to the login page
+    client.get(f"/accounts/login/?next=/accounts/invitations/{secret}/")
+    client.get(f"/accounts/login/?next=%2Faccounts%2Finvitations%2F{secret}%2F")
+    client.get("/accounts/invitations/not-a-secret-we-made/")  # a 404 Django logs itself
+    lines = [
+        _formatter(name).format(record) for record in caplog.records for name in ("json", "console")
+    ]
+    assert lines and not [line for line in lines if secret in line or "not-a-secret" in line]
+    finished = [r.msg["request"] for r in _events(caplog, "request_finished")]
+    assert "GET /accounts/invitations/[redacted]/" in finished
+    assert "GET /accounts/login/?next=/accounts/invitations/[redacted]/" in finished
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("GET /accounts/reset/MQ/c4x1-abc123/", "GET /accounts/reset/MQ/[redacted]/"),
+        ("GET /accounts/reset/MQ/set-password/", "GET /accounts/reset/MQ/set-password/"),
+        ("POST /accounts/invitations/AbC_-9/", "POST /accounts/invitations/[redacted]/"),
+        ("GET /workspaces/3/invitations/", "GET /workspaces/3/invitations/"),
+        (
+            "GET /workspaces/3/invitations/7/revoke/",
+            "GET /workspaces/3/invitations/[redacted]/revoke/",
+        ),
+        ("nothing here", "nothing here"),
+    ],
+)
+def test_secrets_in_paths_are_redacted(text: str, shown: str) -> None:
+    assert redact(text) == shown
