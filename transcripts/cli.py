@@ -989,15 +989,40 @@ def missing_reports(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
     ]
 
 
+class _Ended(BaseException):
+    """The process was told to end (SIGTERM, SIGHUP): raised to unwind as Ctrl-C does."""
+
+    def __init__(self, number: int) -> None:
+        super().__init__(number)
+        self.number = number
+        self.name = signal.Signals(number).name
+
+
+def _end_by_signal(number: int, frame: Any) -> None:
+    raise _Ended(number)
+
+
 def entry_point() -> None:
     """The console script: run `main` and exit with its status.
 
     A reader that stops early (`pairfix check DIR | head`) ends the run quietly,
     as other command-line tools do, with the status a closed pipe gives (141).
+    Ctrl-C, SIGTERM and SIGHUP unwind the run (every temporary file is
+    removed, no file is half-written) and exit with 128 plus the signal's
+    number, saying so in one line.
     """
+    # Ended by kill or a closed terminal: unwound as Ctrl-C is, so no temporary file stays.
+    for ended in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(ended, _end_by_signal)
     try:
         status = main()
         sys.stdout.flush()
+    except _Ended as exc:
+        sys.stderr.write(f"pairfix: stopped by {exc.name}; no file was left half-written\n")
+        status = 128 + exc.number
+    except KeyboardInterrupt:
+        sys.stderr.write("pairfix: interrupted; no file was left half-written\n")
+        status = 128 + signal.SIGINT
     except BrokenPipeError:
         # Python would complain again while flushing at exit: point stdout at nothing.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -3,11 +3,11 @@
 Pure Python (no Django): shared by sync write-back (`transcripts.writeback`)
 and `pairfix fix --in-place` (`transcripts.cli`). The new bytes go to a
 temporary file in the same folder and are fsynced; the caller's fence check
-runs once they are on disk; the original is kept beside it as a timestamped
-backup (a hard link: no copy, no moment without a file), the temporary file
-is renamed over the original, and the folder is fsynced last. An agent that
-writes between the fence check and the rename goes unseen only for the few
-microseconds of that rename.
+runs once they are on disk, just before the rename; the original is kept
+beside it as a timestamped backup (a hard link: no copy, no moment without a
+file), the temporary file is renamed over the original, and the folder is
+fsynced. The backup is then checked: if an agent wrote to the original
+between the fence and the rename, the original is put back.
 
 A file another process holds open for writing is never replaced: an agent
 that keeps its session file open (Codex keeps its rollout file open for the
@@ -20,6 +20,7 @@ finds nothing, and only the fence protects the file.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import tempfile
@@ -203,12 +204,17 @@ def replace_file(
     """Replace `path` with what `write` writes, keeping the original as a backup; return it.
 
     `write(f)` writes the new content to the temporary file `f`; `fence()`
-    runs once that content is on disk and raises if `path` must not be
-    replaced (its exception propagates). The new file keeps the original's
-    permission bits. Raises FileInUse if another process holds `path` open
-    for writing, SymlinkRefused if `path` is a symbolic link and OSError if
-    the folder cannot be written. Whatever goes wrong, the
-    original file is untouched and no temporary file is left.
+    runs once that content is on disk, just before the rename, and raises if
+    `path` must not be replaced (its exception propagates). The new file
+    keeps the original's permission bits, owner and group. Raises FileInUse
+    if another process holds `path` open for writing, SymlinkRefused if
+    `path` is a symbolic link, PermissionError if the owner cannot be kept
+    and OSError if the folder cannot be written: the original file is then
+    untouched and no temporary file is left. Raises FileChanged if the
+    original was written to in the moment of the rename (an agent's append
+    opened just before it): the original, with what was written, is then put
+    back in place of the new file, or, if the new file was written to as
+    well, both are kept and the message says where.
     """
     if path.is_symlink():
         raise SymlinkRefused("is a symbolic link; not replaced (replace its target instead)")
@@ -219,9 +225,13 @@ def replace_file(
             write(f)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(temp, path.stat().st_mode & 0o7777)
+        _keep_mode_and_owner(temp, os.stat(path))
+        check_not_held_open(
+            path
+        )  # a scan of /proc: before the fence, not between it and the rename
         fence()
-        check_not_held_open(path)
+        fenced = os.stat(path)
+        written = os.stat(temp)
         os.link(path, backup)
         os.replace(temp, path)
     except BaseException:
@@ -229,7 +239,61 @@ def replace_file(
             os.unlink(temp)
         raise
     _fsync_dir(path.parent)
+    _check_not_written_meanwhile(path, backup, fenced, written)
     return backup
+
+
+def _keep_mode_and_owner(temp: str, original: os.stat_result) -> None:
+    """Give `temp` the permission bits, owner and group of `original`.
+
+    Raises PermissionError when they cannot be kept (another user's file,
+    replaced by one who may not give files away): the agent that owns the
+    session could no longer read or append to it.
+    """
+    os.chmod(temp, original.st_mode & 0o7777)
+    mine = os.stat(temp)
+    if (mine.st_uid, mine.st_gid) == (original.st_uid, original.st_gid):
+        return
+    try:
+        os.chown(temp, original.st_uid, original.st_gid)
+    except PermissionError:
+        raise PermissionError(
+            errno.EPERM,
+            f"cannot keep the file's owner and group ({original.st_uid}:{original.st_gid}); "
+            "replace it as its owner",
+        ) from None
+    os.chmod(temp, original.st_mode & 0o7777)  # chown clears set-id bits
+
+
+def _check_not_written_meanwhile(
+    path: Path, backup: Path, fenced: os.stat_result, written: os.stat_result
+) -> None:
+    """Raise FileChanged if the original (now `backup`) grew after the fence: put it back.
+
+    An agent that opened the file just before the rename writes into the
+    original, not the new file. The original then goes back to `path` when the
+    new file is still as written; else both stay and the message names them.
+    """
+    old = os.stat(backup)
+    if (old.st_size, old.st_mtime_ns) == (fenced.st_size, fenced.st_mtime_ns):
+        return
+    new = os.stat(path)
+    if (new.st_ino, new.st_size, new.st_mtime_ns) == (
+        written.st_ino,
+        written.st_size,
+        written.st_mtime_ns,
+    ):
+        os.replace(backup, path)
+        _fsync_dir(path.parent)
+        raise FileChanged(
+            f"{path}: written to while it was replaced ({fenced.st_size} → {old.st_size} "
+            "bytes); put back as it is now, nothing was written"
+        )
+    raise FileChanged(
+        f"{path}: written to while it was replaced, and written to again after: it holds the "
+        f"repair and what was written after it; what was written during it is at the end of "
+        f"{backup.name}"
+    )
 
 
 def write_file(path: Path, write: Callable[[BinaryIO], None]) -> None:

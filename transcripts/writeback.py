@@ -22,7 +22,7 @@ from transcripts.models import Revision, Session, SyncedFile
 from transcripts.replace import (
     BACKUP_MARK,
     TEMP_PREFIX,
-    FileInUse,
+    FileChanged,
     is_own_file,
     replace_file,
     sha256_of,
@@ -84,7 +84,7 @@ class WriteBack:
                 lambda: _check_stat(self.synced, self.path),
                 now=now,
             )
-        except FileInUse as exc:
+        except FileChanged as exc:  # held open, or written to in the moment of the rename
             raise WriteBackRefused(str(exc)) from None
         stat = self.path.stat()
         head, tail = file_fingerprints(self.path, stat.st_size)

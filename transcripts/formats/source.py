@@ -52,13 +52,15 @@ class FileSource:
         Raises OSError when the temporary folder cannot be written.
         """
         fd, path = tempfile.mkstemp(prefix="pairfix-spool-")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                for chunk in chunks:
-                    f.write(chunk)
-            return cls(path)
-        finally:
-            os.unlink(path)  # the open FileSource keeps reading it
+        # Unlinked at once: nothing is left behind, however the process ends.
+        os.unlink(path)
+        with os.fdopen(fd, "w+b") as f:
+            for chunk in chunks:
+                f.write(chunk)
+            f.flush()
+            source = cls.of_file(f)
+        source.path = Path(path)
+        return source
 
     def __len__(self) -> int:
         return self._size
