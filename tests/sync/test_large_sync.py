@@ -187,10 +187,11 @@ def more_records(path: Path, start: int, count: int, pad: int = 0) -> bytes:
 
 
 def test_a_session_larger_than_the_memory_limit_syncs_and_takes_appends(
-    tmp_path: Path, source: SyncSource, root: Path
+    tmp_path: Path, source: SyncSource, root: Path, settings: Any
 ) -> None:
     staging = tmp_path / "staging"
     staging.mkdir()
+    settings.MEDIA_ROOT = str(tmp_path / "media")  # its blobs go with the test's files
     big = generate(root / "big.jsonl")
     assert big.stat().st_size > LIMIT * 0.65  # with Django beside it, reading it whole fails
     age(big)
