@@ -12,6 +12,14 @@ fingerprints) is a rename. Which of these a file is, is decided by
 `transcripts.filechange` from what was stored and what is on disk. Every
 change is audited.
 
+No file, head or new head is held whole in memory: a new or rewritten
+file is copied a chunk at a time to a staged file (`uploads.StagingFile`),
+hashed on the way, read through its FileSource and moved into the blob
+storage (`uploads.store`); the mirror check hashes the synced bytes as they
+are read; an append streams the head's blobs and the new lines into a staged
+file, reads that, and stores only the lines. A staged file goes when its
+sync or append ends, whatever ended it.
+
 Appended records go onto the session's head revision, so a repair made in the
 dashboard is kept and the agent's new records follow it. A session written
 within settings.LIVE_GRACE seconds is live: its unanswered tail calls are
