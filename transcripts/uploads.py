@@ -14,6 +14,8 @@ session whole in memory:
   temporary file of its own, within the limits after decompression (so a
   decompression bomb is stopped one byte past a limit). Any failure to read
   an archive is an `UploadRefused` with a message.
+- `StagingFile` writes bytes that come from elsewhere (a synced file, a
+  revision and the records appended to it) to a staged file, hashing them.
 - `store` copies a staged session into the blob storage, a chunk at a time.
 
 Any refusal refuses the whole upload.
@@ -186,6 +188,76 @@ def staging_dir() -> Path:
     path = Path(settings.FILE_UPLOAD_TEMP_DIR or tempfile.gettempdir())
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+class StagingFile:
+    """A session's bytes written to a new staged file a chunk at a time, hashed on the way.
+
+    `write` adds bytes at the end. With `lines`, what the session holds is
+    the bytes up to and with the last newline written (a partial last line
+    is not part of it): only those are hashed, and `finish` cuts the file
+    there. Bytes after the last newline of a chunk are hashed when a later
+    chunk's newline completes their line, read back from the staged file,
+    so memory holds a chunk at most. Use as a context manager, or call
+    `close`: it deletes the staged file if `store` has not moved it into the
+    blob storage. Raises OSError when the staging folder cannot be written.
+    """
+
+    def __init__(self, name: str, *, lines: bool = False) -> None:
+        self.name = name
+        self.lines = lines
+        fd, temporary = tempfile.mkstemp(dir=staging_dir(), prefix="staged-")
+        self._fd = fd
+        self.path = Path(temporary)
+        self.written = 0  # bytes written to the staged file
+        self.counted = 0  # of which part of the session (and hashed)
+        self.last = b""  # the last byte written, b"" before the first
+        self._digest = hashlib.sha256()
+
+    def write(self, chunk: bytes) -> None:
+        """Add `chunk` at the end of the staged file."""
+        if not chunk:
+            return
+        start = self.written
+        view = memoryview(chunk)
+        while view:
+            view = view[os.write(self._fd, view) :]
+        self.written += len(chunk)
+        self.last = chunk[-1:]
+        cut = chunk.rfind(b"\n") + 1 if self.lines else len(chunk)
+        if not cut:
+            return
+        # The partial line that earlier chunks ended with is complete now: hash it too.
+        for at in range(self.counted, start, CHUNK):
+            self._digest.update(os.pread(self._fd, min(CHUNK, start - at), at))
+        self._digest.update(memoryview(chunk)[:cut])
+        self.counted = start + cut
+
+    def finish(self) -> Staged:
+        """Close the staged file, cut after its last newline with `lines`; return it as Staged."""
+        if self.counted < self.written:
+            os.ftruncate(self._fd, self.counted)
+        os.close(self._fd)
+        self._fd = -1
+        return Staged(self.name, self.path, self.counted, self._digest.hexdigest())
+
+    def close(self) -> None:
+        """Close and delete the staged file, unless storage moved it (idempotent)."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        self.path.unlink(missing_ok=True)
+
+    def __enter__(self) -> StagingFile:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.close()
 
 
 @contextmanager

@@ -186,6 +186,42 @@ def test_an_appended_session_reads_its_chain_from_the_bucket(alice, workspace, m
     assert list(media.rglob("*")) == []
 
 
+def test_a_synced_file_is_staged_then_stored_in_the_bucket(
+    alice, workspace, settings, tmp_path, media, bucket, s3_endpoint, monkeypatch
+):
+    monkeypatch.setattr(sync, "GROW_INLINE", 100)  # the append is staged too
+    staging = tmp_path / "staging"
+    settings.FILE_UPLOAD_TEMP_DIR = str(staging)
+    root = tmp_path / "sync"
+    root.mkdir()
+    settings.SYNC_ROOTS = [root.resolve()]
+    sync.do_grant_folder(workspace, str(root), acting_user=None)
+    source = sync.do_create_source(workspace, str(root), acting_user=alice, format="claude_code")
+    path = root / "s.jsonl"
+    path.write_bytes(BROKEN)
+    age(path)
+    assert sync.do_sync_source(source.pk).new == 1
+    more = user("u3", "a2", "and then?") + reply("a3", "u3")
+    with path.open("ab") as f:
+        f.write(more + b'{"type":')
+    assert sync.do_sync_source(source.pk).appended == 1
+    again = user("u9", None, "start again") + reply("a9", "u9")
+    path.write_bytes(again)
+    assert sync.do_sync_source(source.pk).rewritten == 1
+
+    revisions = SyncedFile.objects.get(path="s.jsonl").session.revisions.order_by("number")
+    first, appended, rewritten = revisions
+    assert appended.read() == BROKEN + more and rewritten.read() == again
+    stored = keys(s3_endpoint, bucket)
+    assert stored == {
+        blob_name(first.sha256): len(BROKEN),
+        blob_name(appended.delta): len(more),
+        blob_name(rewritten.sha256): len(again),
+    }
+    assert list(media.rglob("*")) == []
+    assert list(staging.iterdir()) == []
+
+
 @pytest.mark.usefixtures("celery_worker")
 def test_a_synced_file_is_written_back_from_the_bucket(alice, workspace, settings, tmp_path, media):
     root = tmp_path / "sync"

@@ -12,6 +12,14 @@ fingerprints) is a rename. Which of these a file is, is decided by
 `transcripts.filechange` from what was stored and what is on disk. Every
 change is audited.
 
+No file, head or new head is held whole in memory: a new or rewritten
+file is copied a chunk at a time to a staged file (`uploads.StagingFile`),
+hashed on the way, read through its FileSource and moved into the blob
+storage (`uploads.store`); the mirror check hashes the synced bytes as they
+are read; an append streams the head's blobs and the new lines into a staged
+file, reads that, and stores only the lines. A staged file goes when its
+sync or append ends, whatever ended it.
+
 Appended records go onto the session's head revision, so a repair made in the
 dashboard is kept and the agent's new records follow it. A session written
 within settings.LIVE_GRACE seconds is live: its unanswered tail calls are
@@ -24,10 +32,11 @@ import hashlib
 import os
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import orjson
 import structlog
@@ -63,7 +72,8 @@ from transcripts.models import (
 # SyncError is the sync's error too: its callers catch sync.SyncError.
 from transcripts.roots import SyncError as SyncError
 from transcripts.roots import check_source_path, is_utf8
-from transcripts.writeback import fingerprints, is_own_file
+from transcripts.uploads import CHUNK, Staged, StagingFile, store
+from transcripts.writeback import file_fingerprints, is_own_file
 
 logger = structlog.get_logger(__name__)
 
@@ -77,6 +87,8 @@ PATTERNS = {
 LINE_SUFFIXES = (".jsonl", ".ndjson")
 # A sync that has not finished after this long is presumed dead: another may start.
 SYNC_LEASE = timedelta(minutes=30)
+# Bytes a sync's append holds in memory; more are staged on disk (see `_grow`).
+GROW_INLINE = 4 << 20
 
 
 class AppendError(ValueError):
@@ -246,7 +258,7 @@ def lock_session(pk: int) -> tuple[Session, Revision]:
 
 def append_records(
     session: Session,
-    data: bytes,
+    data: bytes | Staged,
     *,
     acting_user: Any,
     origin: str,
@@ -260,7 +272,13 @@ def append_records(
     Locks the session row, writes revision n+1 = head bytes + `data` (a newline
     first if the head lacks one), one `append` audit record (naming `source`,
     the sync source it came from, if any), and the session's new counts with
-    the live rules (`now` is the last write).
+    the live rules (`now` is the last write). `data` is the bytes, or a
+    `Staged` file of them (a sync's large append). Neither the head nor the
+    new head is held in memory: the head's blobs stream into a staged file,
+    `data` after them, hashed on the way, and the new head is read from that
+    file (`_new_head`). Raises AppendError (`head_moved`), and OSError or
+    BlobUnreadable when storage or the staging folder fails; no staged file
+    is left behind.
     """
     session, head = lock_session(session.pk)
     if expected_head is not None and head.number != expected_head:
@@ -269,19 +287,39 @@ def append_records(
             f"{session.name}: the head is revision {head.number}, not {expected_head}: "
             "nothing was appended (re-read the session and append what it lacks)",
         )
-    before = head.read()
-    joiner = b"\n" if before and not before.endswith(b"\n") else b""
-    content = before + joiner + data
-    revision = _new_head(
-        session,
-        head,
-        content,
-        origin=origin,
-        acting_user=acting_user,
-        now=now,
-        delta=joiner + data if before and head.chain < Revision.MAX_CHAIN else None,
-    )
-    records = data.count(b"\n")
+    size = data.size if isinstance(data, Staged) else len(data)
+    chained = head.size > 0 and head.chain < Revision.MAX_CHAIN
+    with ExitStack() as stack:
+        whole = stack.enter_context(StagingFile(session.name))
+        for chunk in head.chunks():
+            whole.write(chunk)
+        joiner = b"\n" if whole.last not in (b"", b"\n") else b""
+        delta: bytes | Staged | None = None
+        if isinstance(data, Staged):
+            # The delta is staged too, beside the whole, as the bytes go by.
+            added = stack.enter_context(StagingFile(session.name)) if chained else None
+            records = 0
+            for number, chunk in enumerate(_file_chunks(data.path)):
+                piece = joiner + chunk if number == 0 else chunk
+                whole.write(piece)
+                if added is not None:
+                    added.write(piece)
+                records += chunk.count(b"\n")
+            delta = added.finish() if added is not None else None
+        else:
+            whole.write(joiner)
+            whole.write(data)
+            records = data.count(b"\n")
+            delta = joiner + data if chained else None
+        revision = _new_head(
+            session,
+            head,
+            whole.finish(),
+            origin=origin,
+            acting_user=acting_user,
+            now=now,
+            delta=delta,
+        )
     AuditRecord.objects.create(
         source=source,
         acting_user=acting_user,
@@ -290,9 +328,9 @@ def append_records(
         revision_to=revision,
         op=AuditRecord.Action.APPEND,
         engine_version=ENGINE_VERSION,
-        span_start=len(before) + len(joiner),
-        span_end=len(content),
-        note=note or f"{origin}: {records} record(s), {len(data)} bytes",
+        span_start=head.size + len(joiner),
+        span_end=revision.size,
+        note=note or f"{origin}: {records} record(s), {size} bytes",
     )
     _audit_session(
         EventType.SESSION_APPENDED,
@@ -300,7 +338,7 @@ def append_records(
         revision,
         acting_user=acting_user,
         source=source,
-        extra_data={"origin": origin, "records": records, "bytes": len(data)},
+        extra_data={"origin": origin, "records": records, "bytes": size},
     )
     return revision
 
@@ -394,43 +432,49 @@ def _check_lines(name: str, data: bytes) -> None:
 def _new_head(
     session: Session,
     head: Revision,
-    content: bytes,
+    content: Staged,
     *,
     origin: str,
     acting_user: Any,
     now: datetime,
-    delta: bytes | None = None,
+    delta: bytes | Staged | None = None,
 ) -> Revision:
-    """Write `content` as revision head+1 and make it the head, with fresh counts.
+    """Write the staged `content` as revision head+1 and make it the head, with fresh counts.
 
-    With `delta` (the bytes `content` adds to the head's), only those are stored.
+    `content` is read through its FileSource, never whole; its counts are
+    ingest's (no previews kept). With `delta` (the bytes `content` adds to
+    the head's, or a staged file of them), only those are stored; otherwise
+    `content` is. Raises OSError when storage fails.
     """
-    analysis = analyze(
-        content,
-        session.name,
-        format=session.format if not session.error else None,
-        **live_fields(now),
-    )
+    with content.source() as source:
+        analysis = analyze(
+            source,
+            session.name,
+            format=session.format if not session.error else None,
+            summaries=False,
+            **live_fields(now),
+        )
+        state = HeadState.of(analysis, now)
     if delta is None:
-        storage: dict[str, Any] = {"sha256": store_blob(content)}
+        storage: dict[str, Any] = {"sha256": store(content)}
     else:
         storage = {
-            "sha256": hashlib.sha256(content).hexdigest(),
+            "sha256": content.sha256,
             "appended_to": head,
-            "delta": store_blob(delta),
+            "delta": store(delta) if isinstance(delta, Staged) else store_blob(delta),
             "chain": head.chain + 1,
         }
     revision = Revision.objects.create(
         session=session,
         number=head.number + 1,
-        size=len(content),
+        size=content.size,
         **storage,
         engine_version=ENGINE_VERSION,
         origin=origin,
         parent=head,
         created_by=acting_user,
     )
-    moved = write_head(session, revision, HeadState.of(analysis, now), fence=head)
+    moved = write_head(session, revision, state, fence=head)
     assert moved, "the session is locked at its head"
     return revision
 
@@ -598,32 +642,54 @@ def _sync(
     _link_subagents(source)
 
 
-def _read(path: Path, start: int = 0, end: int | None = None) -> bytes:
+def _read(path: Path, start: int, end: int) -> bytes:
+    """Return the bytes from `start` to `end` of the file at `path` (a few KiB: the ends)."""
     with open(path, "rb") as f:
         f.seek(start)
-        return f.read() if end is None else f.read(end - start)
+        return f.read(end - start)
 
 
-def _complete(data: bytes, lines: bool) -> bytes:
-    """Return the part of `data` a sync takes: up to the last newline for JSON lines."""
-    if not lines:
-        return data
-    return data[: data.rfind(b"\n") + 1]
+def _file_chunks(path: Path) -> Iterator[bytes]:
+    """Yield the bytes of the file at `path` a CHUNK at a time."""
+    with open(path, "rb") as f:
+        yield from _rest(f)
 
 
-def _file_fields(stat: os.stat_result, raw: bytes, content: bytes, now: datetime) -> dict[str, Any]:
-    """Return a SyncedFile's fields after reading `raw` (the whole file) of which `content` counts.
+def _rest(f: IO[bytes]) -> Iterator[bytes]:
+    """Yield the rest of the open file `f` a CHUNK at a time, up to its end as read."""
+    while chunk := f.read(CHUNK):
+        yield chunk
+
+
+@contextmanager
+def _staged_copy(path: Path, lines: bool) -> Iterator[tuple[Staged, int]]:
+    """Copy the file at `path` to a staged file; yield it and how many bytes were read.
+
+    The staged file holds the part a sync takes: the whole file, or up to its
+    last newline for JSON lines (a partial last line waits). It is deleted
+    when the block ends, unless `store` moved it into the blob storage.
+    """
+    with StagingFile(path.name, lines=lines) as staging:
+        for chunk in _file_chunks(path):
+            staging.write(chunk)
+        yield staging.finish(), staging.written
+
+
+def _file_fields(stat: os.stat_result, read: int, content: Staged, now: datetime) -> dict[str, Any]:
+    """Return a SyncedFile's fields after reading `read` bytes of which `content` counts.
 
     `size` is what was read, not the stat's: bytes written between the stat and
     the read are then seen as growth by the next sync, never as unchanged.
+    The fingerprints are read from the staged `content`'s ends: call this
+    before `store` moves it.
     """
-    head, tail = fingerprints(content)
+    head, tail = file_fingerprints(content.path, content.size)
     return {
-        "size": len(raw),
+        "size": read,
         "mtime_ns": stat.st_mtime_ns,
         "inode": stat.st_ino,
         "device": stat.st_dev,
-        "offset": len(content),
+        "offset": content.size,
         "head_hash": head,
         "tail_hash": tail,
         "error": "",
@@ -650,45 +716,52 @@ def _sync_file(
     disk = _on_disk(stat, lines)
     if synced is None:
         assert decide(None, disk) is Change.NEW
-        raw = _read(path)
-        content = _complete(raw, lines)
-        if not content:
-            return "waiting"
-        with transaction.atomic(durable=True):
-            session = create_session(
-                source.workspace,
-                rel,
-                content,
-                acting_user=source.created_by,
-                last_write=_mtime(stat),
-                format=source.format or None,
-                origin=Revision.Origin.SYNC,
-                source=source,
-            )
-            SyncedFile.objects.create(
-                source=source,
-                path=rel,
-                session=session,
-                revision=session.head,
-                **_file_fields(stat, raw, content, now),
-            )
+        with _staged_copy(path, lines) as (content, read):
+            if not content.size:
+                return "waiting"
+            fields = _file_fields(stat, read, content, now)
+            with transaction.atomic(durable=True):
+                session = create_session(
+                    source.workspace,
+                    rel,
+                    content,
+                    acting_user=source.created_by,
+                    last_write=_mtime(stat),
+                    format=source.format or None,
+                    origin=Revision.Origin.SYNC,
+                    source=source,
+                )
+                SyncedFile.objects.create(
+                    source=source, path=rel, session=session, revision=session.head, **fields
+                )
         return "new"
     stored = _stored(synced)
     change = decide(stored, disk)
     if change is Change.CHECK_ENDS:
         change = decide(stored, disk, same_ends=_same_prefix(path, synced))
-    whole: bytes | None = None  # the file, when the mirror check had to read it
-    if change is Change.CHECK_MIRROR:
-        whole = _read(path)
-        mirror = synced.revision
-        assert mirror is not None
-        mirrors = hashlib.sha256(whole[: synced.offset]).digest() == bytes.fromhex(mirror.sha256)
-        change = decide(stored, disk, same_ends=False, mirrors_prefix=mirrors)
-    if change is Change.UNCHANGED:
-        return "unchanged"
-    if change is Change.APPEND:
-        return _grow(path, stat, synced, now, None if whole is None else whole[synced.offset :])
+    with ExitStack() as stack:
+        # The file, at the synced offset, once the mirror check has read up to it.
+        opened: IO[bytes] | None = None
+        if change is Change.CHECK_MIRROR:
+            opened = stack.enter_context(open(path, "rb"))
+            mirror = synced.revision
+            assert mirror is not None
+            mirrors = _sha256_of(opened, synced.offset) == bytes.fromhex(mirror.sha256)
+            change = decide(stored, disk, same_ends=False, mirrors_prefix=mirrors)
+        if change is Change.UNCHANGED:
+            return "unchanged"
+        if change is Change.APPEND:
+            return _grow(path, stat, synced, now, opened)
     return _rewrite(path, stat, synced, lines, now)
+
+
+def _sha256_of(f: IO[bytes], size: int) -> bytes:
+    """Return the sha256 digest of the next `size` bytes of `f` (fewer if it ends), streamed."""
+    digest = hashlib.sha256()
+    while size > 0 and (chunk := f.read(min(CHUNK, size))):
+        digest.update(chunk)
+        size -= len(chunk)
+    return digest.digest()
 
 
 def _stored(synced: SyncedFile) -> Stored:
@@ -718,89 +791,123 @@ def _same_prefix(path: Path, synced: SyncedFile) -> bool:
 
 
 def _grow(
-    path: Path, stat: os.stat_result, synced: SyncedFile, now: datetime, raw: bytes | None = None
+    path: Path,
+    stat: os.stat_result,
+    synced: SyncedFile,
+    now: datetime,
+    f: IO[bytes] | None = None,
 ) -> str:
     """Take the complete lines written after the synced offset as an append.
 
-    `raw` is the file from the offset on, if already read.
+    `f` is the file open at the synced offset, if the mirror check opened it.
+    The bytes from the offset to the end are held in memory up to
+    GROW_INLINE; more are copied to a staged file as they are read (deleted
+    once appended, or on any error).
     """
-    if raw is None:
-        raw = _read(path, synced.offset)
-    added = _complete(raw, lines=True)
-    size = synced.offset + len(raw)  # what was read; see _file_fields
-    fields = {"size": size, "mtime_ns": stat.st_mtime_ns, "last_seen": now}
-    fields |= {"inode": stat.st_ino, "device": stat.st_dev, "missing_since": None, "error": ""}
-    if not added:
-        # A partial line at most: remember the stat, take the line when it is whole.
-        SyncedFile.objects.filter(pk=synced.pk).update(**fields)
-        return "waiting" if raw else "unchanged"
-    offset = synced.offset + len(added)
-    tail = _read(path, max(0, offset - SyncedFile.FINGERPRINT_BYTES), offset)
-    records = added.count(b"\n")
-    with transaction.atomic(durable=True):
-        revision = append_records(
-            synced.session,
-            added,
-            acting_user=synced.source.created_by,
-            source=synced.source,
-            origin=Revision.Origin.SYNC,
-            now=_mtime(stat),
-            note=(
-                f"sync: {records} record(s) appended to {synced.path} "
-                f"(bytes {synced.offset}-{offset})"
-            ),
-        )
-        # The mirror moves on only if the head mirrored the file before the append.
-        mirror = revision if synced.revision_id == revision.parent_id else synced.revision
-        SyncedFile.objects.filter(pk=synced.pk).update(
-            offset=offset, tail_hash=hashlib.sha256(tail).hexdigest(), revision=mirror, **fields
-        )
-    return "appended"
+    with ExitStack() as stack:
+        if f is None:
+            f = stack.enter_context(open(path, "rb"))
+            f.seek(synced.offset)
+        held: list[bytes] = []
+        staging: StagingFile | None = None
+        read = records = 0
+        for chunk in _rest(f):
+            read += len(chunk)
+            # Every newline read ends a line taken: only bytes after the last one wait.
+            records += chunk.count(b"\n")
+            if staging is None and read > GROW_INLINE:
+                staging = stack.enter_context(StagingFile(path.name, lines=True))
+                for piece in held:
+                    staging.write(piece)
+                held = []
+            if staging is None:
+                held.append(chunk)
+            else:
+                staging.write(chunk)
+        added: bytes | Staged
+        if staging is None:
+            raw = b"".join(held)
+            added = raw[: raw.rfind(b"\n") + 1]
+            length = len(added)
+        else:
+            added = staging.finish()
+            length = added.size
+        size = synced.offset + read  # what was read; see _file_fields
+        fields = {"size": size, "mtime_ns": stat.st_mtime_ns, "last_seen": now}
+        fields |= {"inode": stat.st_ino, "device": stat.st_dev, "missing_since": None, "error": ""}
+        if not length:
+            # A partial line at most: remember the stat, take the line when it is whole.
+            SyncedFile.objects.filter(pk=synced.pk).update(**fields)
+            return "waiting" if read else "unchanged"
+        offset = synced.offset + length
+        start = max(0, offset - SyncedFile.FINGERPRINT_BYTES)
+        tail = os.pread(f.fileno(), offset - start, start)
+        with transaction.atomic(durable=True):
+            revision = append_records(
+                synced.session,
+                added,
+                acting_user=synced.source.created_by,
+                source=synced.source,
+                origin=Revision.Origin.SYNC,
+                now=_mtime(stat),
+                note=(
+                    f"sync: {records} record(s) appended to {synced.path} "
+                    f"(bytes {synced.offset}-{offset})"
+                ),
+            )
+            # The mirror moves on only if the head mirrored the file before the append.
+            mirror = revision if synced.revision_id == revision.parent_id else synced.revision
+            SyncedFile.objects.filter(pk=synced.pk).update(
+                offset=offset, tail_hash=hashlib.sha256(tail).hexdigest(), revision=mirror, **fields
+            )
+        return "appended"
 
 
 def _rewrite(
     path: Path, stat: os.stat_result, synced: SyncedFile, lines: bool, now: datetime
 ) -> str:
-    """Take the whole file as a new revision: it shrank, changed before its old end, or is JSON."""
-    raw = _read(path)
-    content = _complete(raw, lines)
-    fields = _file_fields(stat, raw, content, now)
-    with transaction.atomic(durable=True):
-        session, head = lock_session(synced.session_id)
-        if head.sha256 == hashlib.sha256(content).hexdigest():
-            # Touched, or written back by us: nothing new to store.
-            SyncedFile.objects.filter(pk=synced.pk).update(revision=head, **fields)
-            return "unchanged"
-        how = rewrite_reason(_stored(synced), _on_disk(stat, lines))
-        added_by = synced.source.created_by
-        revision = _new_head(
-            session,
-            head,
-            content,
-            origin=Revision.Origin.REWRITE,
-            acting_user=added_by,
-            now=_mtime(stat),
-        )
-        AuditRecord.objects.create(
-            source=synced.source,
-            acting_user=added_by,
-            session=session,
-            revision_from=head,
-            revision_to=revision,
-            op=AuditRecord.Action.REWRITE,
-            engine_version=ENGINE_VERSION,
-            note=f"sync: {synced.path} {how} ({synced.offset} → {len(content)} bytes)",
-        )
-        _audit_session(
-            EventType.SESSION_REWRITTEN,
-            session,
-            revision,
-            acting_user=added_by,
-            source=synced.source,
-            extra_data={"path": synced.path, "how": how, "bytes": len(content)},
-        )
-        SyncedFile.objects.filter(pk=synced.pk).update(revision=revision, **fields)
-    return "rewritten"
+    """Take the whole file as a new revision: it shrank, changed before its old end, or is JSON.
+
+    The file is copied to a staged file (`_staged_copy`), never held whole.
+    """
+    with _staged_copy(path, lines) as (content, read):
+        fields = _file_fields(stat, read, content, now)
+        with transaction.atomic(durable=True):
+            session, head = lock_session(synced.session_id)
+            if head.sha256 == content.sha256:
+                # Touched, or written back by us: nothing new to store.
+                SyncedFile.objects.filter(pk=synced.pk).update(revision=head, **fields)
+                return "unchanged"
+            how = rewrite_reason(_stored(synced), _on_disk(stat, lines))
+            added_by = synced.source.created_by
+            revision = _new_head(
+                session,
+                head,
+                content,
+                origin=Revision.Origin.REWRITE,
+                acting_user=added_by,
+                now=_mtime(stat),
+            )
+            AuditRecord.objects.create(
+                source=synced.source,
+                acting_user=added_by,
+                session=session,
+                revision_from=head,
+                revision_to=revision,
+                op=AuditRecord.Action.REWRITE,
+                engine_version=ENGINE_VERSION,
+                note=f"sync: {synced.path} {how} ({synced.offset} → {content.size} bytes)",
+            )
+            _audit_session(
+                EventType.SESSION_REWRITTEN,
+                session,
+                revision,
+                acting_user=added_by,
+                source=synced.source,
+                extra_data={"path": synced.path, "how": how, "bytes": content.size},
+            )
+            SyncedFile.objects.filter(pk=synced.pk).update(revision=revision, **fields)
+        return "rewritten"
 
 
 def _find_rename(
