@@ -32,6 +32,7 @@ from django.http import (
     QueryDict,
     StreamingHttpResponse,
 )
+from django.http.multipartparser import MultiPartParserError
 from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.defaultfilters import pluralize
@@ -200,6 +201,22 @@ def upload(request: HttpRequest) -> HttpResponse:
     limiter = LimitUploadHandler(request, Limits.from_settings())
     request.upload_handlers.insert(0, limiter)
     keep_unusable_names(request)
+    try:
+        request.POST  # noqa: B018 - the body read now, through the handlers just put in place
+    except MultiPartParserError as exc:
+        # Django's parser refuses a part's headers over 10 KiB (a very long file name, say)
+        # before any handler sees the part: said in words, not as a bare 400.
+        logger.info("upload_refused", errors={"body": str(exc)})
+        context = {
+            "title": "Upload refused",
+            "message": (
+                f"The upload could not be read ({str(exc).rstrip('.')}). A file name of "
+                "thousands of characters does this: rename the file and upload it again."
+            ),
+            "back_url": reverse("transcripts:session_list"),
+            "back_label": "Back to the sessions",
+        }
+        return render(request, "transcripts/bad_request.html", context, status=400)
     return _upload(request, limiter)
 
 

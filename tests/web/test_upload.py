@@ -482,3 +482,26 @@ def test_a_staged_upload_leaves_no_temporary_file(alice_client, workspace, setti
     upload(alice_client, workspace, SimpleUploadedFile("s.jsonl.gz", _gz(b"{}\n")))
     assert Session.objects.count() == 3
     assert set(staging.iterdir()) == before
+
+
+def test_a_file_name_too_long_for_the_parser_is_refused_in_words(alice_client, workspace):
+    boundary = "pairfix-boundary"
+    body = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="workspace"\r\n\r\n'
+        f"{workspace.pk}\r\n"
+        f'--{boundary}\r\nContent-Disposition: form-data; name="files"; '
+        f'filename="{"N" * 20000}.jsonl"\r\n'
+        "Content-Type: application/octet-stream\r\n\r\n{}\n\r\n"
+        f"--{boundary}--\r\n"
+    ).encode()
+    response = alice_client.generic(
+        "POST", URL, body, content_type=f"multipart/form-data; boundary={boundary}"
+    )
+    assert response.status_code == 400
+    page = " ".join(response.content.decode().split())
+    assert "Upload refused" in page
+    assert (
+        "The upload could not be read (Request max total header size exceeded). A file name "
+        "of thousands of characters does this: rename the file and upload it again."
+    ) in page
+    assert Session.objects.count() == 0
