@@ -65,11 +65,14 @@ def decide(
     """Return what to do with a file seen as `disk` that the last sync saw as `stored`.
 
     A file never seen is NEW; one whose size, mtime and inode are as seen
-    (and that was not gone) is UNCHANGED. A JSON-lines file that grew past
-    what was read, with the bytes before the old end in place (`same_ends`:
-    the fingerprints of their first and last SyncedFile.FINGERPRINT_BYTES
-    match), is an APPEND from the old end; so is one, grown or not, whose
-    first `offset` bytes hash to the mirrored revision (`mirrors_prefix`).
+    (and that was not gone) is UNCHANGED. A JSON-lines file, grown or not,
+    whose first `offset` bytes hash to the revision it mirrored
+    (`mirrors_prefix`) is an APPEND from the old end. One that grew past what
+    was read has the fingerprints of the first and last
+    SyncedFile.FINGERPRINT_BYTES before its old end compared first
+    (`same_ends`): changed, it is no append; in place, it is hashed as above
+    when it mirrored a revision (a byte changed in its middle is then seen),
+    and an APPEND on the ends alone when it mirrored none.
     Anything else, a JSON document, a file that shrank below the offset or
     came back after it was gone, is a REWRITE. A fact needed and not given
     (None) makes the answer CHECK_ENDS or CHECK_MIRROR.
@@ -87,8 +90,8 @@ def decide(
     if disk.size > stored.size:
         if same_ends is None:
             return Change.CHECK_ENDS
-        if same_ends:
-            return Change.APPEND
+        if same_ends and not stored.mirrored:
+            return Change.APPEND  # nothing to hash against: the ends are all there is
     if not stored.mirrored:
         return Change.REWRITE
     if mirrors_prefix is None:

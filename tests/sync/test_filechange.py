@@ -30,7 +30,28 @@ TABLE = [
         SEEN, disk(size=150, mtime_ns=2_000), None, None, Change.CHECK_ENDS, id="grew: check ends"
     ),
     pytest.param(
-        SEEN, disk(size=150, mtime_ns=2_000), True, None, Change.APPEND, id="grew, ends in place"
+        SEEN,
+        disk(size=150, mtime_ns=2_000),
+        True,
+        None,
+        Change.CHECK_MIRROR,
+        id="grew, ends in place: check the mirror (the middle may have changed)",
+    ),
+    pytest.param(
+        SEEN,
+        disk(size=150, mtime_ns=2_000),
+        True,
+        True,
+        Change.APPEND,
+        id="grew, ends in place, prefix is the mirrored revision: append",
+    ),
+    pytest.param(
+        SEEN,
+        disk(size=150, mtime_ns=2_000),
+        True,
+        False,
+        Change.REWRITE,
+        id="grew, ends in place but a byte between them changed: rewrite",
     ),
     pytest.param(
         SEEN,

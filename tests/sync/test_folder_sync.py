@@ -133,6 +133,25 @@ def test_a_file_changed_before_its_old_end_is_a_rewrite_even_if_it_grew(source, 
     assert "changed before its old end" in AuditRecord.objects.get(op="rewrite").note
 
 
+def test_a_byte_changed_in_the_middle_and_lines_appended_is_a_rewrite(source, root):
+    # Past the fingerprinted ends: only a hash of the whole synced prefix sees the change.
+    padding = b"".join(user(f"p{n}", f"p{n - 1}" if n else None, "x" * 900) for n in range(20))
+    path = root / "s.jsonl"
+    write(path, padding + START)
+    sync.do_sync_source(source.pk)
+    middle = len(padding) // 2
+    edited = bytearray(padding + START)
+    at = edited.index(b"x" * 6, middle)
+    edited[at : at + 6] = b"EDITED"
+    write(path, bytes(edited) + ANSWER)
+
+    report = sync.do_sync_source(source.pk)
+
+    assert (report.appended, report.rewritten) == (0, 1)
+    session = session_of(source, "s.jsonl")
+    assert session.head.read() == bytes(edited) + ANSWER == path.read_bytes()
+
+
 def test_a_file_rewritten_in_place_with_the_same_size_is_read_again(source, root):
     path = root / "s.jsonl"
     write(path, START)
