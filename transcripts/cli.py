@@ -920,6 +920,12 @@ def main(
                 "name a folder for several"
             )
             return BAD
+        if target is not None and not out_file and target.exists() and not target.is_dir():
+            say_error(
+                f"--out {terminal_text(str(target))} exists and is not a folder: name a folder, "
+                "or a new file ending .jsonl or .json (- for standard output)"
+            )
+            return BAD
         if target is not None and not out_file and not args.dry_run:
             try:
                 target.mkdir(parents=True, exist_ok=True)

@@ -565,3 +565,15 @@ def test_a_compressed_session_is_named_as_such(
     status, out, _ = run("check", "--json", str(tmp_path / "plain.jsonl"))
     assert status == 1
     assert "malformed_record" in out.decode()
+
+
+def test_fix_out_naming_a_file_that_is_no_session_file_says_so(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine\n")
+    status, _, err = run("fix", str(BROKEN), "--out", str(notes))
+    assert status == 2
+    assert err == (
+        f"--out {notes} exists and is not a folder: name a folder, or a new file ending "
+        ".jsonl or .json (- for standard output)\n"
+    )
+    assert notes.read_text() == "mine\n"
