@@ -24,9 +24,8 @@ SHARED = Path("/work/shared/samples")
 
 def _files() -> list[Path]:
     roots = [SAMPLES, SHARED]
-    found = {
-        p for root in roots if root.is_dir() for ext in ("*.jsonl", "*.json") for p in root.rglob(ext)
-    }
+    patterns = ("*.jsonl", "*.json")
+    found = {p for root in roots if root.is_dir() for ext in patterns for p in root.rglob(ext)}
     return sorted(p for p in found if not p.name.endswith(".faults.json"))
 
 
