@@ -2,12 +2,13 @@
 
 Generates sessions with tools/gen_sessions.py (kept under var/workloads) and
 ingests them once into a database of the benchmark's own. Then, each round:
-times the engine alone on the same files in this process (`analyze`: sniff,
-parse, detect, plan, render; the bytes already in memory, no database, no
-blob storage), then runs a repair job over all the sessions with one
-`celery worker` process, and again with two, each from a fresh copy of the
-ingested database and blob folder. A job's time runs from the moment a worker
-picks up its kickoff to its last item (the job row's started_at/finished_at).
+times the engine alone on the same files in this process (`analyze` with the
+format known, as a job passes it: parse, detect, plan, render; the bytes
+already in memory, no database, no blob storage), then runs a repair job
+over all the sessions with one `celery worker` process, and again with two,
+each from a fresh copy of the ingested database and blob folder. A job's
+time runs from the moment a worker picks up its kickoff to its last item
+(the job row's started_at/finished_at).
 
 It prints each round and the range over rounds: sessions per second of the
 engine and of each job; the job system's overhead, engine alone / job with one
@@ -17,6 +18,8 @@ counters in the database, the broker, and the database server's share of the
 CPUs); the scaling from one worker to two; and the CPU seconds per session of
 the engine and of the worker processes, which other load on the machine
 disturbs less than wall time (they leave out the database server and broker).
+A job reads only the sessions with a fault (`runner.left_as_found`), so the
+workers' CPU is also given against the engine's on those sessions alone.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/x CELERY_BROKER_URL=redis://127.0.0.1:6379/0 \\
         .venv/bin/python bench/jobs.py [--sessions 2000] [--records 200] [--rounds 3]
