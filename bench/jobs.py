@@ -2,12 +2,13 @@
 
 Generates sessions with tools/gen_sessions.py (kept under var/workloads) and
 ingests them once into a database of the benchmark's own. Then, each round:
-times the engine alone on the same files in this process (`analyze`: sniff,
-parse, detect, plan, render; the bytes already in memory, no database, no
-blob storage), then runs a repair job over all the sessions with one
-`celery worker` process, and again with two, each from a fresh copy of the
-ingested database and blob folder. A job's time runs from the moment a worker
-picks up its kickoff to its last item (the job row's started_at/finished_at).
+times the engine alone on the same files in this process (`analyze` with the
+format known, as a job passes it: parse, detect, plan, render; the bytes
+already in memory, no database, no blob storage), then runs a repair job
+over all the sessions with one `celery worker` process, and again with two,
+each from a fresh copy of the ingested database and blob folder. A job's
+time runs from the moment a worker picks up its kickoff to its last item
+(the job row's started_at/finished_at).
 
 It prints each round and the range over rounds: sessions per second of the
 engine and of each job; the job system's overhead, engine alone / job with one
@@ -17,6 +18,8 @@ counters in the database, the broker, and the database server's share of the
 CPUs); the scaling from one worker to two; and the CPU seconds per session of
 the engine and of the worker processes, which other load on the machine
 disturbs less than wall time (they leave out the database server and broker).
+A job reads only the sessions with a fault (`runner.left_as_found`), so the
+workers' CPU is also given against the engine's on those sessions alone.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/x CELERY_BROKER_URL=redis://127.0.0.1:6379/0 \\
         .venv/bin/python bench/jobs.py [--sessions 2000] [--records 200] [--rounds 3]
@@ -239,14 +242,26 @@ def use_database(name: str) -> None:
     connections["default"].settings_dict["NAME"] = name
 
 
-def engine_throughput(paths: list[Path], policy: str) -> tuple[float, float, float, int, float]:
-    """Return the engine alone on `paths`: sessions/s, with the new head's counts, CPU s/session.
+@dataclass
+class Engine:
+    """The engine alone on the bench's files, as a repair job asks it (see `engine_throughput`)."""
 
-    The second figure adds what a repair job asks of the core beyond
-    `analyze`: `repaired_counts` for each repaired session. The fourth is how
-    many sessions need a repair, the last the CPU seconds per session of
-    rendering their repaired files (to memory), which a job does and
-    `analyze` does not.
+    rate: float  # sessions/s by the clock, `analyze` alone
+    rate_with_counts: float  # sessions/s, with the new head's counts
+    cpu: float  # CPU s per session: `analyze` (its render included) and the counts
+    repaired: int  # sessions whose plan is not empty
+    render: float  # CPU s per session of a second render of the repaired files (to memory)
+    faulty: int  # sessions with a fault (the ones a job reads)
+    faulty_cpu: float  # CPU s of the engine on those, per session of all
+
+
+def engine_throughput(paths: list[Path], policy: str) -> Engine:
+    """Return the engine alone on `paths` under `policy`, the bytes in memory.
+
+    What a repair job asks of the core for each session: `analyze` with the
+    session's format known (as a job passes it), which renders the repair,
+    and `repaired_counts` for each repaired one. CPU is also summed over
+    the sessions with a fault, the only ones a job reads (`left_as_found`).
     """
     import io
 
@@ -254,24 +269,31 @@ def engine_throughput(paths: list[Path], policy: str) -> tuple[float, float, flo
 
     files = [(path.name, path.read_bytes()) for path in paths]
     wall = counts = 0.0
-    repaired = 0
-    render = 0.0
+    repaired = faulty = 0
+    render = faulty_cpu = 0.0
     cpu = time.process_time()
     for name, data in files:
+        start_cpu = time.process_time()
         start = time.perf_counter()
-        analysis = analyze(data, name, policy)
+        analysis = analyze(data, name, policy, format="claude_code")
         wall += time.perf_counter() - start
         if analysis.plan:
             repaired += 1
             start = time.perf_counter()
             analysis.repaired_counts()
             counts += time.perf_counter() - start
+        if analysis.faults:
+            faulty += 1
+            faulty_cpu += time.process_time() - start_cpu
+        if analysis.plan:
             start_cpu = time.process_time()
             analysis.write_repaired(io.BytesIO())
             render += time.process_time() - start_cpu
     cpu = time.process_time() - cpu - render
     n = len(files)
-    return n / wall, n / (wall + counts), cpu / n, repaired, render / n
+    return Engine(
+        n / wall, n / (wall + counts), cpu / n, repaired, render / n, faulty, faulty_cpu / n
+    )
 
 
 def cpu_seconds(pid: int) -> float:
@@ -564,6 +586,7 @@ def main() -> None:
     from transcripts.models import Workspace
 
     rows: list[tuple[float, float, float, float, Run, Run]] = []
+    engines_read: list[float] = []
     breakdowns: list[Breakdown] = []
     renders: list[float] = []
     try:
@@ -591,10 +614,11 @@ def main() -> None:
         )
         print(header, flush=True)
         for n in range(1, args.rounds + 1):
-            engine, with_counts, engine_cpu, repaired, render_cpu = engine_throughput(
-                paths, args.policy
-            )
-            renders.append(render_cpu)
+            alone = engine_throughput(paths, args.policy)
+            engine, with_counts, engine_cpu = alone.rate, alone.rate_with_counts, alone.cpu
+            repaired, faulty = alone.repaired, alone.faulty
+            renders.append(alone.render)
+            engines_read.append(alone.faulty_cpu)
             runs = {}
             for workers in (0, 1, 2):
                 # Each run from the ingested state: no revision, blob or row left by another.
@@ -642,7 +666,11 @@ def main() -> None:
     ones = [r[4].rate for r in rows]
     twos = [r[5].rate for r in rows]
     print()
-    print(f"{repaired} of {len(paths)} sessions need a repair; {len(rows)} rounds (low–high):")
+    print(
+        f"{repaired} of {len(paths)} sessions need a repair, {faulty} have a fault: a job reads "
+        f"those and leaves the other {len(paths) - faulty} unread (their counts show no fault); "
+        f"{len(rows)} rounds (low–high):"
+    )
     print(f"engine alone, 1 process (analyze), sessions/s:        {spread(engines)}")
     print(f"engine + the new head's counts, sessions/s:           {spread([r[1] for r in rows])}")
     print(f"repair job, 1 worker, sessions/s:                     {spread(ones)}")
@@ -658,6 +686,14 @@ def main() -> None:
         f"{spread([r[4].cpu / r[2] for r in rows], 2)} (1 worker), "
         f"{spread([r[5].cpu / r[2] for r in rows], 2)} (2 workers) "
         "(the worker processes only: not the database server or the broker)"
+    )
+    print(
+        "the same, against the engine on the sessions it reads: "
+        f"{spread([r[4].cpu / e for r, e in zip(rows, engines_read, strict=True)], 2)} "
+        f"(1 worker), "
+        f"{spread([r[5].cpu / e for r, e in zip(rows, engines_read, strict=True)], 2)} "
+        f"(2 workers); the engine on them: {spread([e * 1000 for e in engines_read], 2)} "
+        "ms CPU per session of all"
     )
     print(
         "the same, against the engine with its render:        "

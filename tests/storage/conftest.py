@@ -1,14 +1,16 @@
 """Fixtures for the storage tier: a real S3 API server (moto's) on 127.0.0.1, and a bucket.
 
 The server is moto's standalone server, started once per test session as a
-subprocess on a free port of 9100-9139; boto3 speaks HTTP to it like to any
-S3-compatible store. Each test gets a bucket of its own, and settings whose
-default storage is that bucket, built from a STORAGE_URL the way settings.py
-builds it; MEDIA_ROOT is an empty folder of the test's, which must stay empty.
+subprocess on a free port of 9100-9139 (or of S3_TEST_PORTS=LOW-HIGH); boto3
+speaks HTTP to it like to any S3-compatible store. Each test gets a bucket of
+its own, and settings whose default storage is that bucket, built from a
+STORAGE_URL the way settings.py builds it; MEDIA_ROOT is an empty folder of
+the test's, which must stay empty.
 """
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -24,7 +26,8 @@ import pytest
 
 from transcripts.storage import s3_storage
 
-PORTS = range(9100, 9140)
+_low, _, _high = os.getenv("S3_TEST_PORTS", "9100-9139").partition("-")
+PORTS = range(int(_low), int(_high or _low) + 1)
 KEY, SECRET, REGION = "pairfix-test", "pairfix-test-secret", "us-east-1"
 # The smallest part S3 accepts: a blob above it goes up in several parts.
 MULTIPART_BYTES = 5 * 1024 * 1024

@@ -25,6 +25,7 @@ from django.core.files.storage import default_storage
 from django.db import connection, models
 
 from transcripts import search
+from transcripts.core.policy import Policy
 from transcripts.engine import Analysis, FileSource, analyze
 from transcripts.models import (
     AuditLog,
@@ -104,7 +105,7 @@ def live_until(last_write: datetime | None) -> datetime | None:
 @contextmanager
 def open_analysis(
     revision: Revision,
-    policy: str,
+    policy: str | Policy,
     *,
     last_write: datetime | None = None,
     format: str | None = None,
@@ -112,6 +113,8 @@ def open_analysis(
     inline_bytes: int = 0,
 ) -> Iterator[Analysis]:
     """Yield the analysis of `revision`'s bytes under `policy` (KeyError if unknown).
+
+    `policy` is a policy's name, as the session's workspace sees it, or the Policy.
 
     With `last_write` (when the session's source was last written) the
     session is checked for being live now: its unanswered tail calls are
@@ -133,7 +136,9 @@ def open_analysis(
     options: dict[str, Any] = {"format": format or known_format, "summaries": summaries}
     options.update(live_fields(last_write))
     with revision_data(revision, inline_bytes) as data:
-        yield analyze(data, session.name, policy_for(policy, session.workspace_id), **options)
+        if isinstance(policy, str):
+            policy = policy_for(policy, session.workspace_id)
+        yield analyze(data, session.name, policy, **options)
 
 
 @contextmanager

@@ -48,6 +48,7 @@ from transcripts.actions.common import (
     write_heads,
 )
 from transcripts.core.model import FaultKind, Op, OpKind
+from transcripts.core.policy import Policy
 from transcripts.engine import ENGINE_VERSION, Analysis, analyze
 from transcripts.models import (
     AuditLog,
@@ -62,6 +63,7 @@ from transcripts.models import (
     blob_name,
 )
 from transcripts.outages import outage_of
+from transcripts.policies import policy_for
 
 logger = structlog.get_logger(__name__)
 
@@ -504,11 +506,35 @@ def _repair_item(item: JobItem, job: Job, writes_back: bool) -> Outcome:
         _check_fence(item)
     except FenceLost as exc:
         return Outcome(item, JobItem.Status.FENCE_LOST, {"error": str(exc)})
+    policy = policy_for(job.policy, job.workspace_id)
+    if left_as_found(session, base, policy):
+        return Outcome(item, JobItem.Status.UNCHANGED)
     last_write = None if job.force else session.last_write
     with open_analysis(
-        base, job.policy, last_write=last_write, inline_bytes=settings.JOB_INLINE_BYTES
+        base, policy, last_write=last_write, inline_bytes=settings.JOB_INLINE_BYTES
     ) as analysis:
         return _repair_analysed(item, job, writes_back, analysis)
+
+
+def left_as_found(session: Session, head: Revision, policy: Policy) -> bool:
+    """Return True when `session`'s row shows that `policy` would leave its head as found.
+
+    That is a head (`head`, the session's head) read by this ENGINE_VERSION
+    with no fault of any kind and no error: the engine plans nothing for a
+    transcript without faults, so a repair or dry run need not read it again.
+    Not for a policy that replays aborted frames: it finds a fault (an
+    interrupted frame without calls) that the counts, read without it, may
+    not hold. (With it, the counts hold every fault read without it.)
+    """
+    return (
+        not policy.replays_aborted
+        and session.analysed
+        and not session.error
+        and not session.fault_counts
+        and session.format != "unknown"
+        and session.head_id == head.pk
+        and head.engine_version == ENGINE_VERSION
+    )
 
 
 def _repair_analysed(item: JobItem, job: Job, writes_back: bool, analysis: Analysis) -> Outcome:
