@@ -11,7 +11,7 @@ the rest of the engine sees is a list of Records, as before.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any, SupportsIndex, overload
 
@@ -134,6 +134,11 @@ def _fit_rows(items: list[ToolCall] | list[ToolResult], index: int, first: int) 
         and first + len(items) < _ROWS_LIMIT
         and all(item.record == index and item.block < _WIDE for item in items)
     )
+
+
+def _rows_fit(rows: Sequence[tuple[Any, ...]], first: int) -> bool:
+    """Return True when rows (block first, in block order) fit the rows from row `first`."""
+    return len(rows) < _COUNT_MASK and first + len(rows) < _ROWS_LIMIT and rows[-1][0] < _WIDE
 
 
 class Settled(list[Any]):
@@ -323,20 +328,58 @@ class RecordStore(list[Record]):
         uid: str | None,
         parent: str | None,
         message_id: str | None,
-        calls: list[ToolCall],
-        results: list[ToolResult],
+        calls: Sequence[tuple[int, str, str, str, str]],
+        results: Sequence[tuple[int, str, bool, str]],
     ) -> None:
         """Append a record from its fields, as `append` would a Record holding them.
 
-        The record has no text, no parsed value and none of the fields a
-        Record keeps in `_rare`; `bits` packs its flags and `other_blocks`
-        (see `model.Record`). For a loader that reads what detection needs
-        straight from a line's JSON, without a Record. Raises ValueError for
-        offsets or a line a Record cannot hold.
+        `calls` are rows (block, id, name, args, problem) of the record's tool
+        calls, `results` rows (block, tool call id, is_error, text) of its
+        tool results, in block order; neither has a family. The record has no
+        text, no parsed value and none of the fields a Record keeps in
+        `_rare`; `bits` packs its flags and `other_blocks` (see
+        `model.Record`). For a loader that reads what detection needs straight
+        from a line's JSON, without a Record. Raises ValueError for offsets
+        or a line a Record cannot hold.
         """
         if (start | end) >> _SPAN_BITS or line >> _LINE_BITS:
             raise ValueError(f"record offsets {start}-{end} or line {line} out of range")
-        self._add(start, end, line, kind, role, bits, uid, parent, message_id, "", calls, results)
+        index = self._count
+        self._add(start, end, line, kind, role, bits, uid, parent, message_id, "", None, None)
+        if calls:
+            first = len(self._call_block)
+            if _rows_fit(calls, first):
+                self._calls[index] = (first << _COUNT_BITS) | len(calls)
+                self._put_call_rows(first, calls)
+            else:
+                odd = [ToolCall(i, name, index, j, args, why) for j, i, name, args, why in calls]
+                self._set_calls(index, odd)
+        if results:
+            first = len(self._result_block)
+            if _rows_fit(results, first):
+                self._results[index] = (first << _COUNT_BITS) | len(results)
+                self._put_result_rows(results)
+            else:
+                odd_results = [ToolResult(i, index, j, bad, text) for j, i, bad, text in results]
+                self._set_results(index, odd_results)
+
+    def _put_call_rows(self, first: int, calls: Sequence[tuple[int, str, str, str, str]]) -> None:
+        shared, put = self._put_shared, self._put
+        for row, (block, call_id, name, args, problem) in enumerate(calls, first):
+            self._call_block.append(block)
+            self._call_id.append(shared(call_id))
+            self._call_name.append(shared(name))
+            self._call_args.append(put(args))
+            if problem:
+                self._call_more[row] = (shared(problem), _BLANK)
+
+    def _put_result_rows(self, results: Sequence[tuple[int, str, bool, str]]) -> None:
+        shared, put = self._put_shared, self._put
+        for block, tool_call_id, is_error, text in results:
+            self._result_block.append(block)
+            self._result_id.append(shared(tool_call_id))
+            self._result_text.append(put(text))
+            self._result_error.append(is_error)
 
     def _add(
         self,
@@ -350,8 +393,8 @@ class RecordStore(list[Record]):
         parent: str | None,
         message: str | None,
         text: str,
-        calls: list[ToolCall],
-        results: list[ToolResult],
+        calls: list[ToolCall] | None,
+        results: list[ToolResult] | None,
     ) -> None:
         index = self._count
         slot = index & _CHUNK_MASK
