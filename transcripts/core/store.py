@@ -49,14 +49,12 @@ def _uuid_bytes(text: str) -> bytes | None:
     if len(text) != 36 or not text[8] == text[13] == text[18] == text[23] == "-":
         return None
     digits = text.replace("-", "")
-    # fromhex also takes capitals and spaces: 32 lowercase digits exactly, or no UUID.
-    if len(digits) != 32 or digits.lower() != digits:
-        return None
     try:
         packed = bytes.fromhex(digits)
     except ValueError:
         return None
-    return packed if len(packed) == 16 else None
+    # fromhex also takes capitals and spaces: its bytes must be these 32 lowercase digits.
+    return packed if len(packed) == 16 and packed.hex() == digits else None
 
 
 # Columns grow a chunk at a time, and chunks never move: an array grown by realloc
@@ -197,6 +195,7 @@ class RecordStore(list[Record]):
             *(self._start, self._size, self._line, self._kind, self._bits, self._uid),
             *(self._parent, self._message, self._text, self._calls, self._results),
         )
+        self._tails: tuple[array[int], ...] = ()  # each column's last chunk, being filled
         self._read: dict[int, str] = {}  # strings read lately, by reference
         self._replaced: dict[int, Record] = {}  # see `replaced`
         self._kinds: list[str] = []  # kind code -> kind
@@ -401,34 +400,40 @@ class RecordStore(list[Record]):
         if not slot:
             for column in self._columns:
                 column.grow()
-        self._count += 1
-        self._start.chunks[-1][slot] = start
+            self._tails = tuple(column.chunks[-1] for column in self._columns)
+        self._count = index + 1
+        starts, sizes, lines, kinds, flags, uids, parents, messages, texts = self._tails[:9]
+        starts[slot] = start
         if end - start < _WIDE:
-            self._size.chunks[-1][slot] = end - start
+            sizes[slot] = end - start
         else:
             self._set_size(index, end - start)
-        self._line.chunks[-1][slot] = line
-        self._set_kind(index, kind, role)
+        lines[slot] = line
+        code = self._kind_codes.get(kind)
+        if code is None:
+            self._set_kind(index, kind, role)
+        else:
+            kinds[slot] = (code << _ROLE_BITS) | _ROLE_CODE[role]
         if bits < _WIDE:
-            self._bits.chunks[-1][slot] = bits
+            flags[slot] = bits
         else:
             self._set_bits(index, bits)
         last_uid, last_ref = self._last_uid
         uid_ref = last_ref if uid == last_uid else self._put(uid)
-        self._uid.chunks[-1][slot] = uid_ref
+        uids[slot] = uid_ref
         self._uid_slots = None
         shared = parent is not None and parent == last_uid
-        self._parent.chunks[-1][slot] = last_ref if shared else self._put(parent)
+        parents[slot] = last_ref if shared else self._put(parent)
         self._last_uid = (uid, uid_ref)
-        last_message, message_ref = self._last_message
-        if message is None or message != last_message:
-            message_ref = self._put(message)
-            self._last_message = (message, message_ref)
-        self._message.chunks[-1][slot] = message_ref
-        if text:
-            self._text.chunks[-1][slot] = self._put(text)
+        if message is None:
+            messages[slot] = _NONE
         else:
-            self._text.chunks[-1][slot] = _NONE
+            last_message, message_ref = self._last_message
+            if message != last_message:
+                message_ref = self._put(message)
+                self._last_message = (message, message_ref)
+            messages[slot] = message_ref
+        texts[slot] = self._put(text) if text else _NONE
         if calls:
             self._set_calls(index, calls)
         if results:
