@@ -456,3 +456,38 @@ def test_a_hostile_line_is_stored_as_classified(
     # Too deep to read either way: `analyze` says so (test_a_hostile_line_costs_the_same...).
     with contextlib.suppress(RecursionError):
         _assert_stored_as_classified(path, monkeypatch)
+
+
+def _compacted(kept: str, *, twice: bool = False, copies: int = 1) -> bytes:
+    """Return an OpenClaw session compacted to keep from entry `kept`, its result line copied."""
+    lines = (ROOT / "tests" / "agents" / "sessions" / "compaction-orphan.jsonl").read_bytes()
+    head, *body = lines.splitlines(True)
+    body = [
+        line.replace(b'"d0000003"', b'"' + kept.encode() + b'"', 1)
+        if b'"type":"compaction"' in line
+        else line
+        for line in body
+    ]
+    body[2:3] = body[2:3] * copies  # the kept entry's line, logged more than once
+    if twice:
+        body += [line.replace(b"d00000", b"e00000") for line in body]
+    return head + b"".join(body)
+
+
+COMPACTED = {
+    "kept": _compacted("d0000003"),
+    "kept logged twice": _compacted("d0000003", copies=2),
+    "kept unknown": _compacted("d0000099"),
+    "kept the compaction's parent": _compacted("d0000004", copies=3),
+    "two compactions": _compacted("d0000003", twice=True),
+}
+
+
+@pytest.mark.parametrize("policy", sorted(PRESETS))
+@pytest.mark.parametrize("case", sorted(COMPACTED))
+def test_a_compacted_session_repairs_streamed_as_whole(
+    case: str, policy: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "compacted.jsonl"
+    path.write_bytes(COMPACTED[case])
+    _assert_same(path, policy, tmp_path)

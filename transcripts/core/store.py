@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any, SupportsIndex, overload
 
 from transcripts.core.model import (
+    _BOUNDARY,
     _LINE_BITS,
     _LINE_MASK,
     _LINE_SHIFT,
@@ -718,6 +719,36 @@ class RecordStore(list[Record]):
                     yield index
             elif index in odd and any(call.problem for call in odd[index]):
                 yield index
+
+    def context_marks(self) -> tuple[set[int], dict[int, str]] | None:
+        """Return (indexes of compaction boundaries, {index: keep_from}), or None: not here.
+
+        Read from the columns and the rare fields, for `branch.live_context`;
+        None for a store with replaced records (the caller reads the views).
+        """
+        if self._replaced:
+            return None
+        keeps = {i: rare["keep_from"] for i, rare in self._rare.items() if "keep_from" in rare}
+        return set(self.with_flag(_BOUNDARY)), {i: k for i, k in keeps.items() if k is not None}
+
+    def holding_uid(self, uid: str) -> set[int]:
+        """Return the indexes of every record whose `uid` is `uid`.
+
+        The first is the uid table's; the others are among the records that
+        are not the first with their uid, which the table marks.
+        """
+        first = self.first_with_uid(uid)
+        if first is None:
+            return set()
+        held = {first}
+        marks, refs, get = self._uid_first, self._uid, self._get
+        index = marks.find(0)
+        while index >= 0:
+            ref = refs[index]
+            if ref != _NONE and get(ref) == uid:
+                held.add(index)
+            index = marks.find(0, index + 1)
+        return held
 
     def path_to(self, uid: str | None) -> list[int] | None:
         """Return `branch._path_to`'s path to the first record of `uid`, or None: not here.
