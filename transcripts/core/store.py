@@ -675,6 +675,16 @@ class RecordStore(list[Record]):
             if not (bits if bits != _WIDE else wide[index]) & bit:
                 yield index
 
+    def holding_results(self, indexes: Iterable[int]) -> Iterator[int]:
+        """Yield each of `indexes` whose record holds tool results, in their order."""
+        if self._replaced:
+            yield from (i for i in indexes if self[i].results)
+            return
+        chunks, odd = self._results.chunks, self._odd_results
+        for index in indexes:
+            if chunks[index >> _CHUNK_BITS][index & _CHUNK_MASK] or index in odd:
+                yield index
+
     def result_ids(self) -> Iterator[str]:
         """Yield the tool call id of every result, record by record."""
         return (tool_call_id for _, tool_call_id in self.result_rows())
