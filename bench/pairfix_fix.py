@@ -18,7 +18,7 @@ Prints, in one run, as figures and ratios (medians of --runs; each process fresh
 It ends with the issue's figures to reach that these measure, each as the
 measured ratio against its target ("met" or "NOT met"). Sessions come from
 tools/gen_sessions.py into var/bench-fix/, and each is deleted once measured
-(--keep keeps them).
+(--keep keeps them). The package is byte-compiled first, as an install is.
 
     .venv/bin/python bench/pairfix_fix.py [--gb 1.0] [--openclaw-records 500000]
         [--document-records 20000] [--runs 1] [--only lines,openclaw,documents]
@@ -276,6 +276,11 @@ def main() -> None:
     if not PAIRFIX.exists():
         raise SystemExit(f"{PAIRFIX} missing: pip install the project first")
     WORK.mkdir(parents=True, exist_ok=True)
+    # An installed package has its bytecode (pip compiles it): so does this one, even
+    # where PYTHONDONTWRITEBYTECODE is set, else each `pairfix` would compile it anew.
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", str(ROOT / "transcripts")], check=True
+    )
     load = os.getloadavg()[0]
     print(f"{os.cpu_count()} CPUs, load average {load:.1f}; medians of {args.runs} run(s)")
     parts = {"lines": json_lines, "openclaw": openclaw, "documents": documents}

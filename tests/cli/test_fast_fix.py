@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from tests import lone_surrogate, sessions
 from transcripts import formats
 from transcripts.cli import report
+from transcripts.core.markers import OPENCLAW_SENTENCE
 from transcripts.core.policy import PRESETS
 from transcripts.engine import FileSource, analyze
 
@@ -218,6 +219,80 @@ HOSTILE_OPENCLAW = [
     b'"text":"cut \\ud83d"}]}}',
 ]
 
+# Where the streamed path reads less than a preview: a result's text is previewed only
+# when its first characters could begin an earlier repair's marker, a tool name's check
+# is remembered, short arguments are digested from orjson's bytes.
+_MARKER = b"[openclaw] " + OPENCLAW_SENTENCE.encode()
+_MARKERS = [
+    b'"' + b" " * 40 + _MARKER + b'"',
+    b'"\\n\\t ' + _MARKER + b'"',
+    b'[{"type":"text","text":""},{"type":"text","text":"' + _MARKER + b'"}]',
+    b'[{"type":"text","text":"'
+    + b"  \\n" * 20
+    + b'"},{"type":"text","text":"No result provided"}]',
+    b'[{"type":"image","source":{}},{"type":"text","text":"aborted"}]',
+    b'"aborted"',
+    b'"  Skipped due to queued user message."',
+    b'"{ \\"ok\\": false, \\"error\\": \\"interrupted\\" }"',
+    b'"[Tool result missing due to internal error]"',
+    b'"Not a marker"',
+    b'{"text":"No result provided"}',
+    b'[{"type":"text","text":"\\u00a0\\u2003aborted"}]',
+]
+_ARGS = [
+    b'{"q":"' + "é".encode() * 150 + b'"}',
+    b'{"q":"' + "日".encode() * 100 + b'"}',
+    b'{"q":"' + b"x" * 232 + b'"}',
+    b'{"q":"' + b"x" * 233 + b'"}',
+    b'{"b":1,"a":[1.5,-0,1e300,null]}',
+    b'"{\\"cut\\": "',
+    b"null",
+]
+_NAMES = [b'"bad name!"', b'"bad name!"', b'"Bash\\n"', b'" "', b"null", b'"' + b"n" * 65 + b'"']
+HOSTILE_CLAUDE += (
+    [
+        b'{"type":"user","uuid":"m%d","parentUuid":"P","sessionId":"s","message":{"role":"user",'
+        b'"content":[{"type":"tool_result","tool_use_id":"toolu_m%d","content":%s}]}}'
+        % (k, k, text)
+        for k, text in enumerate(_MARKERS)
+    ]
+    + [
+        b'{"type":"assistant","uuid":"a%d","parentUuid":"P","sessionId":"s","message":{"role":'
+        b'"assistant","id":"m","content":[{"type":"tool_use","id":"toolu_a%d","name":%s,'
+        b'"input":%s}]}}' % (k, k, name, args)
+        for k, (name, args) in enumerate(
+            [(b'"Bash"', args) for args in _ARGS] + [(name, b"{}") for name in _NAMES]
+        )
+    ]
+    + [
+        b'{"type":"assistant","uuid":"b1","parentUuid":"P","sessionId":"s","message":{"role":'
+        b'"assistant","id":"m","content":[{"type":"tool_use","id":" ","name":"Bash","input":{}},'
+        b'{"type":"tool_use","id":"toolu_b1","name":"Bash"}]}}',
+    ]
+)
+HOSTILE_OPENCLAW += (
+    [
+        b'{"type":"message","id":"r%d","parentId":"P","message":{"role":"toolResult",'
+        b'"toolCallId":"toolu_r%d","content":%s}}' % (k, k, text)
+        for k, text in enumerate(_MARKERS)
+    ]
+    + [
+        b'{"type":"message","id":"c%d","parentId":"P","message":{"role":"assistant","content":'
+        b'[{"type":"toolCall","id":"toolu_c%d","name":%s,"arguments":%s}]}}' % (k, k, name, args)
+        for k, (name, args) in enumerate(
+            [(b'"read"', args) for args in _ARGS] + [(name, b"{}") for name in _NAMES]
+        )
+    ]
+    + [
+        b'{"type":"message","id":"p1","parentId":"P","message":{"role":"assistant","content":'
+        b'[{"type":"toolCall","id":"toolu_p1","name":"read","arguments":"{\\"pa","partialJson":1}]}}',
+        b'{"type":"message","id":"u1","parentId":"P","message":{"role":"user","content":'
+        b'[{"type":"text","text":"a"},{"type":"image","data":"x"}]}}',
+        b'{"type":"message","id":"u2","parentId":"P","message":{"role":"user","content":'
+        b'[{"type":"text","text":{"x":[1,{"y":2}]}}]}}',
+    ]
+)
+
 
 @pytest.mark.parametrize("policy", ["synthesize", "discard"])
 @pytest.mark.parametrize(
@@ -381,3 +456,38 @@ def test_a_hostile_line_is_stored_as_classified(
     # Too deep to read either way: `analyze` says so (test_a_hostile_line_costs_the_same...).
     with contextlib.suppress(RecursionError):
         _assert_stored_as_classified(path, monkeypatch)
+
+
+def _compacted(kept: str, *, twice: bool = False, copies: int = 1) -> bytes:
+    """Return an OpenClaw session compacted to keep from entry `kept`, its result line copied."""
+    lines = (ROOT / "tests" / "agents" / "sessions" / "compaction-orphan.jsonl").read_bytes()
+    head, *body = lines.splitlines(True)
+    body = [
+        line.replace(b'"d0000003"', b'"' + kept.encode() + b'"', 1)
+        if b'"type":"compaction"' in line
+        else line
+        for line in body
+    ]
+    body[2:3] = body[2:3] * copies  # the kept entry's line, logged more than once
+    if twice:
+        body += [line.replace(b"d00000", b"e00000") for line in body]
+    return head + b"".join(body)
+
+
+COMPACTED = {
+    "kept": _compacted("d0000003"),
+    "kept logged twice": _compacted("d0000003", copies=2),
+    "kept unknown": _compacted("d0000099"),
+    "kept the compaction's parent": _compacted("d0000004", copies=3),
+    "two compactions": _compacted("d0000003", twice=True),
+}
+
+
+@pytest.mark.parametrize("policy", sorted(PRESETS))
+@pytest.mark.parametrize("case", sorted(COMPACTED))
+def test_a_compacted_session_repairs_streamed_as_whole(
+    case: str, policy: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "compacted.jsonl"
+    path.write_bytes(COMPACTED[case])
+    _assert_same(path, policy, tmp_path)

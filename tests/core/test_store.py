@@ -278,3 +278,24 @@ def test_its_path_walk_of_each_sample_is_the_views_walk(path: Path) -> None:
         if isinstance(records, RecordStore):
             for record in records:
                 assert records.path_to(record.uid) == _walk(records, record.uid)
+
+
+NEAR_UUIDS = [
+    "12c1d979-6d20-4479-899c-a2a7420baba4",  # canonical: kept as its 16 bytes
+    "12C1D979-6D20-4479-899C-A2A7420BABA4",
+    "12c1d979-6d20-4479-899c-a2a7420bab a",
+    "12c1d979-6d20-4479-899c-a2a7420b-ba4",
+    "12c1d979-6d20-4479-899c-a2a7420bab\u0664a",
+    "-" * 36,
+    "12c1d979 6d20 4479 899c a2a7420baba4",
+    "12c1d9796d204479899ca2a7420baba4",
+]
+
+
+@pytest.mark.parametrize("uid", NEAR_UUIDS)
+def test_a_uid_that_is_nearly_a_uuid_reads_back_as_written(uid: str) -> None:
+    store = RecordStore(b"{}\n" * 3)
+    store.append_message(0, 2, 1, "user", Role.USER, 0, uid, None, None, (), ())
+    store.append_message(3, 5, 2, "user", Role.USER, 0, "other", uid, None, (), ())
+    assert (store[0].uid, store[1].parent) == (uid, uid)
+    assert store.first_with_uid(uid) == 0

@@ -208,18 +208,27 @@ def live_context(transcript: Transcript, path: list[int] | None = None) -> list[
     records = transcript.records
     if path is None:
         path = live_path(transcript)
+    # A stored session's marks come from its columns: no view of each record on the path.
+    marks = records.context_marks() if isinstance(records, RecordStore) else None
+    if marks is None:
+        boundaries = {i for i in path if records[i].boundary}
+        keeps = {i: keep for i in path if (keep := records[i].keep_from) is not None}
+    else:
+        boundaries, keeps = marks
     start = 0
-    for k, index in enumerate(path):
-        if records[index].boundary:
-            start = k
+    if boundaries:
+        for k, index in enumerate(path):
+            if index in boundaries:
+                start = k
     context = path[start:]
-    for k in range(len(context) - 1, -1, -1):
-        keep_from = records[context[k]].keep_from
+    for k in range(len(context) - 1, -1, -1) if keeps else ():
+        keep_from = keeps.get(context[k])
         if keep_from is None:
             continue
-        kept = next(
-            (j for j in range(k) if records[context[j]].uid == keep_from),
-            k,
-        )
+        if isinstance(records, RecordStore) and marks is not None:
+            holding = records.holding_uid(keep_from)
+            kept = next((j for j in range(k) if context[j] in holding), k)
+        else:
+            kept = next((j for j in range(k) if records[context[j]].uid == keep_from), k)
         return context[kept:k] + context[k + 1 :]
     return context

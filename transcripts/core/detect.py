@@ -25,6 +25,7 @@ from transcripts.core.model import (
     ToolResult,
     Transcript,
 )
+from transcripts.core.store import RecordStore
 from transcripts.core.validate import (
     bedrock_split_text,
     duplicate_text,
@@ -283,7 +284,10 @@ def _pair_scope(transcript: Transcript, context: list[int], result: Pairing, liv
     # only: elsewhere this would be one more entry per record of a long session.
     order = {index: k for k, index in enumerate(context)} if not transcript.adjacent else {}
     answered_at = {res.tool_call_id: res.record for res in result.answer.values()}
-    for index in context:
+    # Only records holding results have any to pair; a stored session's are found by its
+    # columns, not a view of each record of the context.
+    holding = records.holding_results(context) if isinstance(records, RecordStore) else context
+    for index in holding:
         record = records[index]
         if record.role is Role.META:
             continue

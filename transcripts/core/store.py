@@ -11,11 +11,12 @@ the rest of the engine sees is a list of Records, as before.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any, SupportsIndex, overload
 
 from transcripts.core.model import (
+    _BOUNDARY,
     _LINE_BITS,
     _LINE_MASK,
     _LINE_SHIFT,
@@ -49,14 +50,12 @@ def _uuid_bytes(text: str) -> bytes | None:
     if len(text) != 36 or not text[8] == text[13] == text[18] == text[23] == "-":
         return None
     digits = text.replace("-", "")
-    # fromhex also takes capitals and spaces: 32 lowercase digits exactly, or no UUID.
-    if len(digits) != 32 or digits.lower() != digits:
-        return None
     try:
         packed = bytes.fromhex(digits)
     except ValueError:
         return None
-    return packed if len(packed) == 16 else None
+    # fromhex also takes capitals and spaces: its bytes must be these 32 lowercase digits.
+    return packed if len(packed) == 16 and packed.hex() == digits else None
 
 
 # Columns grow a chunk at a time, and chunks never move: an array grown by realloc
@@ -136,6 +135,11 @@ def _fit_rows(items: list[ToolCall] | list[ToolResult], index: int, first: int) 
     )
 
 
+def _rows_fit(rows: Sequence[tuple[Any, ...]], first: int) -> bool:
+    """Return True when rows (block first, in block order) fit the rows from row `first`."""
+    return len(rows) < _COUNT_MASK and first + len(rows) < _ROWS_LIMIT and rows[-1][0] < _WIDE
+
+
 class Settled(list[Any]):
     """The calls or results of a settled record: changing it in place is refused.
 
@@ -192,6 +196,7 @@ class RecordStore(list[Record]):
             *(self._start, self._size, self._line, self._kind, self._bits, self._uid),
             *(self._parent, self._message, self._text, self._calls, self._results),
         )
+        self._tails: tuple[array[int], ...] = ()  # each column's last chunk, being filled
         self._read: dict[int, str] = {}  # strings read lately, by reference
         self._replaced: dict[int, Record] = {}  # see `replaced`
         self._kinds: list[str] = []  # kind code -> kind
@@ -323,20 +328,58 @@ class RecordStore(list[Record]):
         uid: str | None,
         parent: str | None,
         message_id: str | None,
-        calls: list[ToolCall],
-        results: list[ToolResult],
+        calls: Sequence[tuple[int, str, str, str, str]],
+        results: Sequence[tuple[int, str, bool, str]],
     ) -> None:
         """Append a record from its fields, as `append` would a Record holding them.
 
-        The record has no text, no parsed value and none of the fields a
-        Record keeps in `_rare`; `bits` packs its flags and `other_blocks`
-        (see `model.Record`). For a loader that reads what detection needs
-        straight from a line's JSON, without a Record. Raises ValueError for
-        offsets or a line a Record cannot hold.
+        `calls` are rows (block, id, name, args, problem) of the record's tool
+        calls, `results` rows (block, tool call id, is_error, text) of its
+        tool results, in block order; neither has a family. The record has no
+        text, no parsed value and none of the fields a Record keeps in
+        `_rare`; `bits` packs its flags and `other_blocks` (see
+        `model.Record`). For a loader that reads what detection needs straight
+        from a line's JSON, without a Record. Raises ValueError for offsets
+        or a line a Record cannot hold.
         """
         if (start | end) >> _SPAN_BITS or line >> _LINE_BITS:
             raise ValueError(f"record offsets {start}-{end} or line {line} out of range")
-        self._add(start, end, line, kind, role, bits, uid, parent, message_id, "", calls, results)
+        index = self._count
+        self._add(start, end, line, kind, role, bits, uid, parent, message_id, "", None, None)
+        if calls:
+            first = len(self._call_block)
+            if _rows_fit(calls, first):
+                self._calls[index] = (first << _COUNT_BITS) | len(calls)
+                self._put_call_rows(first, calls)
+            else:
+                odd = [ToolCall(i, name, index, j, args, why) for j, i, name, args, why in calls]
+                self._set_calls(index, odd)
+        if results:
+            first = len(self._result_block)
+            if _rows_fit(results, first):
+                self._results[index] = (first << _COUNT_BITS) | len(results)
+                self._put_result_rows(results)
+            else:
+                odd_results = [ToolResult(i, index, j, bad, text) for j, i, bad, text in results]
+                self._set_results(index, odd_results)
+
+    def _put_call_rows(self, first: int, calls: Sequence[tuple[int, str, str, str, str]]) -> None:
+        shared, put = self._put_shared, self._put
+        for row, (block, call_id, name, args, problem) in enumerate(calls, first):
+            self._call_block.append(block)
+            self._call_id.append(shared(call_id))
+            self._call_name.append(shared(name))
+            self._call_args.append(put(args))
+            if problem:
+                self._call_more[row] = (shared(problem), _BLANK)
+
+    def _put_result_rows(self, results: Sequence[tuple[int, str, bool, str]]) -> None:
+        shared, put = self._put_shared, self._put
+        for block, tool_call_id, is_error, text in results:
+            self._result_block.append(block)
+            self._result_id.append(shared(tool_call_id))
+            self._result_text.append(put(text))
+            self._result_error.append(is_error)
 
     def _add(
         self,
@@ -350,42 +393,48 @@ class RecordStore(list[Record]):
         parent: str | None,
         message: str | None,
         text: str,
-        calls: list[ToolCall],
-        results: list[ToolResult],
+        calls: list[ToolCall] | None,
+        results: list[ToolResult] | None,
     ) -> None:
         index = self._count
         slot = index & _CHUNK_MASK
         if not slot:
             for column in self._columns:
                 column.grow()
-        self._count += 1
-        self._start.chunks[-1][slot] = start
+            self._tails = tuple(column.chunks[-1] for column in self._columns)
+        self._count = index + 1
+        starts, sizes, lines, kinds, flags, uids, parents, messages, texts = self._tails[:9]
+        starts[slot] = start
         if end - start < _WIDE:
-            self._size.chunks[-1][slot] = end - start
+            sizes[slot] = end - start
         else:
             self._set_size(index, end - start)
-        self._line.chunks[-1][slot] = line
-        self._set_kind(index, kind, role)
+        lines[slot] = line
+        code = self._kind_codes.get(kind)
+        if code is None:
+            self._set_kind(index, kind, role)
+        else:
+            kinds[slot] = (code << _ROLE_BITS) | _ROLE_CODE[role]
         if bits < _WIDE:
-            self._bits.chunks[-1][slot] = bits
+            flags[slot] = bits
         else:
             self._set_bits(index, bits)
         last_uid, last_ref = self._last_uid
         uid_ref = last_ref if uid == last_uid else self._put(uid)
-        self._uid.chunks[-1][slot] = uid_ref
+        uids[slot] = uid_ref
         self._uid_slots = None
         shared = parent is not None and parent == last_uid
-        self._parent.chunks[-1][slot] = last_ref if shared else self._put(parent)
+        parents[slot] = last_ref if shared else self._put(parent)
         self._last_uid = (uid, uid_ref)
-        last_message, message_ref = self._last_message
-        if message is None or message != last_message:
-            message_ref = self._put(message)
-            self._last_message = (message, message_ref)
-        self._message.chunks[-1][slot] = message_ref
-        if text:
-            self._text.chunks[-1][slot] = self._put(text)
+        if message is None:
+            messages[slot] = _NONE
         else:
-            self._text.chunks[-1][slot] = _NONE
+            last_message, message_ref = self._last_message
+            if message != last_message:
+                message_ref = self._put(message)
+                self._last_message = (message, message_ref)
+            messages[slot] = message_ref
+        texts[slot] = self._put(text) if text else _NONE
         if calls:
             self._set_calls(index, calls)
         if results:
@@ -626,6 +675,16 @@ class RecordStore(list[Record]):
             if not (bits if bits != _WIDE else wide[index]) & bit:
                 yield index
 
+    def holding_results(self, indexes: Iterable[int]) -> Iterator[int]:
+        """Yield each of `indexes` whose record holds tool results, in their order."""
+        if self._replaced:
+            yield from (i for i in indexes if self[i].results)
+            return
+        chunks, odd = self._results.chunks, self._odd_results
+        for index in indexes:
+            if chunks[index >> _CHUNK_BITS][index & _CHUNK_MASK] or index in odd:
+                yield index
+
     def result_ids(self) -> Iterator[str]:
         """Yield the tool call id of every result, record by record."""
         return (tool_call_id for _, tool_call_id in self.result_rows())
@@ -670,6 +729,36 @@ class RecordStore(list[Record]):
                     yield index
             elif index in odd and any(call.problem for call in odd[index]):
                 yield index
+
+    def context_marks(self) -> tuple[set[int], dict[int, str]] | None:
+        """Return (indexes of compaction boundaries, {index: keep_from}), or None: not here.
+
+        Read from the columns and the rare fields, for `branch.live_context`;
+        None for a store with replaced records (the caller reads the views).
+        """
+        if self._replaced:
+            return None
+        keeps = {i: rare["keep_from"] for i, rare in self._rare.items() if "keep_from" in rare}
+        return set(self.with_flag(_BOUNDARY)), {i: k for i, k in keeps.items() if k is not None}
+
+    def holding_uid(self, uid: str) -> set[int]:
+        """Return the indexes of every record whose `uid` is `uid`.
+
+        The first is the uid table's; the others are among the records that
+        are not the first with their uid, which the table marks.
+        """
+        first = self.first_with_uid(uid)
+        if first is None:
+            return set()
+        held = {first}
+        marks, refs, get = self._uid_first, self._uid, self._get
+        index = marks.find(0)
+        while index >= 0:
+            ref = refs[index]
+            if ref != _NONE and get(ref) == uid:
+                held.add(index)
+            index = marks.find(0, index + 1)
+        return held
 
     def path_to(self, uid: str | None) -> list[int] | None:
         """Return `branch._path_to`'s path to the first record of `uid`, or None: not here.

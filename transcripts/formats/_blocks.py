@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from transcripts.core.model import Record, ToolCall, ToolResult
-from transcripts.formats.base import add_call, preview, previews_kept, stored_call, stored_result
+from transcripts.core.model import Record, ToolResult
+from transcripts.formats.base import (
+    CallRow,
+    ResultRow,
+    add_call,
+    call_row,
+    preview,
+    previews_kept,
+    result_row,
+)
 
 
 def read_blocks(content: Any, record: Record) -> None:
@@ -55,44 +64,47 @@ def read_blocks(content: Any, record: Record) -> None:
     record.text = preview(" ".join(texts)) if show else ""
 
 
-def stored_blocks(content: Any, index: int) -> tuple[list[ToolCall], list[ToolResult], int]:
-    """Return (calls, results, other blocks) of record `index`'s `content`, as a load keeps them.
+def stored_blocks(content: Any) -> tuple[Sequence[CallRow], Sequence[ResultRow], int]:
+    """Return (call rows, result rows, other blocks) of a `content`, as a load keeps them.
 
     What `read_blocks` and a streamed load without summaries keep (see
-    `base.stored_call`). Raises TypeError for a block whose reading
-    `read_blocks` could fail on (a value it would make text of that is not
-    text): the loader reads such a line as ever.
+    `base.call_row` and `base.result_row`). Raises TypeError for a block
+    whose reading `read_blocks` could fail on (a value it would make text of
+    that is not text): the loader reads such a line as ever.
     """
     if isinstance(content, str):
-        return [], [], 1 if content else 0
+        return (), (), 1 if content else 0
     if not isinstance(content, list):
-        return [], [], 0
-    calls: list[ToolCall] = []
-    results: list[ToolResult] = []
+        return (), (), 0
+    calls: list[CallRow] | None = None  # made for the first call (most lines have none)
+    results: list[ResultRow] | None = None
     other = 0
     for j, block in enumerate(content):
         if not isinstance(block, dict):
             other += 1
             continue
         kind = block.get("type")
-        if kind == "tool_use":
+        if kind == "text":
+            other += 1
+            if not isinstance(block.get("text", ""), str):
+                raise TypeError("a text block whose text is not a string")
+        elif kind == "tool_use":
             name = block.get("name")
             if name and not isinstance(name, str):
                 raise TypeError("a tool name that is not a string")
-            calls.append(stored_call(index, j, block.get("id"), name, block.get("input"), False))
+            if calls is None:
+                calls = []
+            calls.append(call_row(j, block.get("id"), name, block.get("input"), False))
         elif kind == "tool_result":
+            if results is None:
+                results = []
             is_error = block.get("is_error") is True
-            content_value = block.get("content")
-            results.append(
-                stored_result(index, j, block.get("tool_use_id"), is_error, content_value)
-            )
+            results.append(result_row(j, block.get("tool_use_id"), is_error, block.get("content")))
         else:
             other += 1
-            if kind == "text" and not isinstance(block.get("text", ""), str):
-                raise TypeError("a text block whose text is not a string")
             if kind and not isinstance(kind, str):
                 raise TypeError("a block type that is not a string")
-    return calls, results, other
+    return calls or (), results or (), other
 
 
 def result_block(template: dict[str, Any] | None, tool_use_id: str, text: str) -> dict[str, Any]:

@@ -18,7 +18,7 @@ import orjson
 from transcripts.core import jsontext
 from transcripts.core.branch import uid_lookup
 from transcripts.core.markers import may_be_marker, synthetic_marker
-from transcripts.core.model import Op, Record, Role, ToolCall, ToolResult, Transcript
+from transcripts.core.model import Op, Record, Role, ToolCall, Transcript
 from transcripts.core.store import RecordStore
 
 # How sure a sniff is that a sample is its format, on pygments' `analyse_text`
@@ -347,6 +347,11 @@ def call_problem(call_id: Any, name: Any, args: Any, partial: bool = False) -> s
         return f"the tool name {name[:80]!r} is not valid (letters, digits, _ and -, at most 64)"
     if partial:
         return "the call's arguments were cut off mid-stream (partialJson)"
+    return _args_problem(args)
+
+
+def _args_problem(args: Any) -> str:
+    """Return why a call's arguments are malformed (see `call_problem`), or ""."""
     if args is None:
         return "the call has no arguments"
     if isinstance(args, str):
@@ -380,39 +385,78 @@ def add_call(
     return call
 
 
-def stored_call(
-    index: int, block: int, call_id: Any, name: Any, args: Any, partial: bool
-) -> ToolCall:
+# A call as a streamed load keeps it: (block, id, name, args digest, problem).
+CallRow = tuple[int, str, str, str, str]
+# A result as a streamed load keeps it: (block, tool call id, is_error, text).
+ResultRow = tuple[int, str, bool, str]
+
+_NAME_PROBLEMS: dict[str, str] = {}  # tool names seen lately -> their problem ("" when valid)
+
+
+def call_row(block: int, call_id: Any, name: Any, args: Any, partial: bool) -> CallRow:
     """Return the call `add_call` makes, as a load without summaries keeps it (args digested).
 
-    Raises TypeError for an id that is neither a string nor empty (its text
-    is for `add_call` to make: the line is read as ever).
+    The same id, name, `args_digest(canonical(args))` and `call_problem`,
+    without a ToolCall made. Raises TypeError for an id that is neither a
+    string nor empty (its text is for `add_call` to make: the line is read as ever).
     """
     if call_id and not isinstance(call_id, str):
         raise TypeError("a tool call id that is not a string")
-    return ToolCall(
-        call_id or "",
-        sys.intern(name) if isinstance(name, str) else "",
-        index,
+    if isinstance(name, str) and isinstance(call_id, str) and call_id.strip() and not partial:
+        # Few tool names recur in thousands of calls: each one's check is made once.
+        problem = _NAME_PROBLEMS.get(name)
+        if problem is None:
+            if len(_NAME_PROBLEMS) >= 4096:
+                _NAME_PROBLEMS.clear()
+            problem = _NAME_PROBLEMS[name] = call_problem(call_id, name, {})
+        if not problem:
+            problem = _args_problem(args)
+    else:
+        problem = call_problem(call_id, name, args, partial)
+    return (
         block,
-        args_digest(canonical(args)),
-        call_problem(call_id, name, args, partial),
+        call_id or "",
+        name if isinstance(name, str) else "",
+        _digested(args),
+        problem,
     )
 
 
-def stored_result(
-    index: int, block: int, tool_call_id: Any, is_error: bool, content: Any
-) -> ToolResult:
+def _digested(args: Any) -> str:
+    """Return `args_digest(canonical(args))`, without decoding what orjson wrote when short.
+
+    orjson writes UTF-8 with no surrogates, so its bytes are the text's
+    `surrogatepass` encoding, and at most _ARGS_KEPT bytes are at most as
+    many characters: `canonical` keeps such a text whole.
+    """
+    if isinstance(args, str):
+        return args_digest(canonical(args))
+    try:
+        data = orjson.dumps(args, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # nesting beyond orjson's limit: as `canonical` reads it
+        return args_digest(canonical(args))
+    if len(data) > _ARGS_KEPT:
+        return args_digest(canonical(args))
+    whole = hashlib.blake2b(data, digest_size=9).digest()
+    return "#" + base64.urlsafe_b64encode(whole).decode()
+
+
+def result_row(block: int, tool_call_id: Any, is_error: bool, content: Any) -> ResultRow:
     """Return a result as a load without summaries keeps it: its text only if a marker.
 
-    Raises TypeError for an id that is neither a string nor empty.
+    The `marker_text` of its content; a list whose first block's text
+    starts no marker within its first 32 characters is not previewed (the
+    preview starts with that text). Raises TypeError for an id that is
+    neither a string nor empty.
     """
     if tool_call_id and not isinstance(tool_call_id, str):
         raise TypeError("a tool call id that is not a string")
-    text = preview(content)
-    return ToolResult(
-        tool_call_id or "", index, block, is_error, text if synthetic_marker(text) else ""
-    )
+    first = content[0] if isinstance(content, list) and content else None
+    if isinstance(first, dict) and isinstance(head := first.get("text"), str):
+        text = marker_text(content) if may_be_marker(head[:32]) else ""
+    else:
+        text = marker_text(content)
+    return (block, tool_call_id or "", is_error, text)
 
 
 def marker_text(content: Any) -> str:

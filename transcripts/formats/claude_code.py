@@ -125,20 +125,28 @@ class ClaudeCode(Format):
     ) -> bool:
         """Store a `user` or `assistant` line as `classify` reads it (see `Format.store_line`)."""
         kind = obj.get("type")
-        message = obj.get("message")
-        if kind not in ("user", "assistant") or not isinstance(message, dict):
+        if kind == "assistant":
+            role = Role.ASSISTANT
+        elif kind == "user":
+            role = Role.USER
+        else:
             return False
-        if kind == "assistant" and _api_error(obj, message):
-            return False  # a META record: it keeps its preview
+        message = obj.get("message")
+        if not isinstance(message, dict):
+            return False
+        message_id = None
+        if role is Role.ASSISTANT:
+            if _api_error(obj, message):
+                return False  # a META record: it keeps its preview
+            message_id = message.get("id")
+        calls, results, other = stored_blocks(message.get("content"))
         uid, parent = obj.get("uuid"), obj.get("parentUuid")
-        message_id = message.get("id") if kind == "assistant" else None
-        calls, results, other = stored_blocks(message.get("content"), len(store))
         store.append_message(
             start,
             end,
             line,
-            "user" if kind == "user" else "assistant",
-            Role.USER if kind == "user" else Role.ASSISTANT,
+            "assistant" if role is Role.ASSISTANT else "user",
+            role,
             (other << _OTHER_SHIFT) | (_SIDECHAIN if obj.get("isSidechain") is True else 0),
             uid if isinstance(uid, str) else None,
             parent if isinstance(parent, str) else None,

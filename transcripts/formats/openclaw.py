@@ -35,7 +35,6 @@ from transcripts.core.model import (
     Op,
     Record,
     Role,
-    ToolCall,
     ToolResult,
     Transcript,
 )
@@ -44,17 +43,31 @@ from transcripts.core.store import RecordStore
 from transcripts.formats._json import ordered_like
 from transcripts.formats.base import (
     CERTAIN,
+    CallRow,
     Format,
     Placed,
+    ResultRow,
     add_call,
+    call_row,
     digest,
     preview,
     previews_kept,
-    stored_call,
-    stored_result,
+    result_row,
 )
 
 _CALL_TYPES = ("toolCall", "toolUse", "functionCall")
+
+
+def _texts_only(content: Any) -> bool:
+    """Return True when `content` is a list of blocks each with a `text` string.
+
+    Its preview is those texts: nothing in reading it can fail.
+    """
+    return isinstance(content, list) and all(
+        isinstance(block, dict) and isinstance(block.get("text"), str) for block in content
+    )
+
+
 _ARGS = "argument"  # in every problem `call_problem` finds with a call's arguments
 _CONTEXT_ENTRIES = ("custom_message", "branch_summary")
 _PROVIDERS = {
@@ -182,31 +195,32 @@ class OpenClaw(Format):
         message = obj.get("message")
         if obj.get("type") != "message" or not isinstance(message, dict):
             return False
-        index = len(store)
         uid, parent = obj.get("id"), obj.get("parentId")
         role = message.get("role")
         content = message.get("content")
-        calls: list[ToolCall] = []
-        results: list[ToolResult] = []
+        calls: list[CallRow] | None = None
+        results: tuple[ResultRow, ...] = ()
         if role == "assistant":
             kind, stored_role, other = "assistant", Role.ASSISTANT, 0
             stop, error = message.get("stopReason"), message.get("errorMessage")
             bits = _ABORTED if stop in ("error", "aborted") else 0
             if stop in ("error", "aborted", "length") or (isinstance(error, str) and error.strip()):
                 bits |= _INTERRUPTED
-            for j, block in enumerate(content if isinstance(content, list) else []):
+            for j, block in enumerate(content if isinstance(content, list) else ()):
                 block_kind = block.get("type") if isinstance(block, dict) else None
-                if block_kind in _CALL_TYPES and isinstance(block, dict):
+                if block_kind == "text":
+                    other += 1
+                    if not isinstance(block.get("text", ""), str):
+                        raise TypeError("a text block whose text is not a string")
+                elif block_kind in _CALL_TYPES:
                     args = block.get("arguments", block.get("input"))
                     partial = "partialJson" in block and not isinstance(args, dict)
-                    name = block.get("name")
-                    calls.append(stored_call(index, j, block.get("id"), name, args, partial))
+                    if calls is None:
+                        calls = []
+                    calls.append(call_row(j, block.get("id"), block.get("name"), args, partial))
                 else:
                     other += 1
-                    if block_kind == "text" and isinstance(block, dict):
-                        if not isinstance(block.get("text", ""), str):
-                            raise TypeError("a text block whose text is not a string")
-                    elif block_kind is not None and not isinstance(block_kind, str):
+                    if block_kind is not None and not isinstance(block_kind, str):
                         raise TypeError("a block type that is not a string")
             if isinstance(content, str):
                 other += 1
@@ -214,10 +228,10 @@ class OpenClaw(Format):
             kind, stored_role, other, bits = "toolResult", Role.TOOL, 0, 0
             result_id = message.get("toolCallId", message.get("toolUseId"))
             is_error = message.get("isError") is True
-            results.append(stored_result(index, 0, result_id, is_error, content))
+            results = (result_row(0, result_id, is_error, content),)
         elif isinstance(role, str):
             kind, stored_role, other, bits = role, Role.USER, 1, 0
-            if not isinstance(content, str):
+            if not (isinstance(content, str) or _texts_only(content)):
                 preview(content)  # read as `classify` reads it, for what reading it raises
         else:
             return False
@@ -231,7 +245,7 @@ class OpenClaw(Format):
             uid if isinstance(uid, str) else None,
             parent if isinstance(parent, str) else None,
             None,
-            calls,
+            calls or (),
             results,
         )
         return True
