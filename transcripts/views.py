@@ -55,6 +55,7 @@ from transcripts import (
     timeline,
 )
 from transcripts.actions import sync
+from transcripts.actions.common import file_name_of
 from transcripts.engine import PRESETS
 from transcripts.filters import SessionFilter
 from transcripts.formats import FORMATS
@@ -543,7 +544,7 @@ def download_revision(request: HttpRequest, pk: int, number: int) -> HttpRespons
             "back_label": f"Back to {session.name}",
         }
         return render(request, "transcripts/bad_request.html", context, status=503)
-    return _attachment(chunks, session.name, revision.size)
+    return _attachment(chunks, file_name_of(session.name), revision.size)
 
 
 @login_required
@@ -598,7 +599,7 @@ def download_repaired(request: HttpRequest, pk: int) -> HttpResponseBase:
     return FileResponse(
         repaired,
         as_attachment=True,
-        filename=session.name,
+        filename=file_name_of(session.name),
         content_type="application/octet-stream",
     )
 

@@ -35,3 +35,14 @@ def test_it_returns_404_for_a_missing_revision(alice_client, workspace, ingest):
 def test_it_rejects_post(alice_client, workspace, ingest):
     session = ingest(workspace, "a.jsonl", sample("formats/claude_code.jsonl"))
     assert alice_client.post(url(session)).status_code == 405
+
+
+def test_a_name_with_folders_downloads_as_one_file_name(alice_client, workspace, ingest):
+    # A synced session is named by its path below the source; names come from users.
+    session = ingest(workspace, "proj/..\\..\\evil.jsonl", sample("formats/claude_code.jsonl"))
+    expected = 'attachment; filename="proj_.._.._evil.jsonl"'
+    for path in (url(session), reverse("transcripts:download_repaired", args=[session.pk])):
+        response = alice_client.get(path)
+        b"".join(response.streaming_content)
+        response.close()
+        assert response["Content-Disposition"] == expected

@@ -86,6 +86,16 @@ def fit_name(name: str, limit: int) -> str:
     return stem[: limit - 1 - len(extension)] + "…" + extension
 
 
+def file_name_of(name: str) -> str:
+    """Return a session's `name` as one safe file name, for downloads and archives.
+
+    A synced session is named by its path below the source (`proj/a.jsonl`),
+    and names come from users: each `/` and `\\` becomes `_`, and leading
+    dots go, so no browser, unzip or `curl -J` reads a folder into it.
+    """
+    return name.replace("/", "_").replace("\\", "_").lstrip(".") or "session"
+
+
 def live_fields(last_write: datetime | None) -> dict[str, Any]:
     """Return `analyze`'s live keywords for a session last written at `last_write`.
 

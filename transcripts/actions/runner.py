@@ -41,6 +41,7 @@ from transcripts.actions.common import (
     HeadMove,
     HeadState,
     audit,
+    file_name_of,
     open_analysis,
     revision_data,
     store_repaired,
@@ -761,9 +762,7 @@ def _maybe_finish(job_id: int) -> None:
 
 
 def _archive_path(item: JobItem) -> str:
-    # Session names come from users: keep them one safe path component.
-    name = item.session.name.replace("/", "_").replace("\\", "_").lstrip(".") or "session"
-    return f"sessions/{item.session_id}/{name}"
+    return f"sessions/{item.session_id}/{file_name_of(item.session.name)}"
 
 
 def _build_archive(job: Job) -> str:

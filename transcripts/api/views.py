@@ -30,6 +30,7 @@ from rest_framework.views import APIView
 
 from transcripts import actions, formats, replay
 from transcripts.actions import sync
+from transcripts.actions.common import file_name_of
 from transcripts.api import errors, permissions
 from transcripts.api.serializers import (
     ErrorSerializer,
@@ -519,7 +520,9 @@ class RevisionContent(APIView):
         if revision is None:
             raise errors.NotFound(f"Session {pk} has no revision {number}.")
         response = StreamingHttpResponse(revision.chunks(), content_type="application/octet-stream")
-        response["Content-Disposition"] = content_disposition_header(True, session.name)
+        response["Content-Disposition"] = content_disposition_header(
+            True, file_name_of(session.name)
+        )
         response["Content-Length"] = str(revision.size)
         return response
 
