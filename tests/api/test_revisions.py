@@ -61,5 +61,4 @@ def test_a_name_with_folders_is_sent_as_one_file_name(api, workspace, ingest):
     session = ingest(workspace, "proj/..\\..\\evil.jsonl", sample("formats/claude_code.jsonl"))
     response = api.get(f"/api/sessions/{session.pk}/revisions/0/content")
     b"".join(response.streaming_content)
-    response.close()
     assert response["Content-Disposition"] == 'attachment; filename="proj_.._.._evil.jsonl"'

@@ -44,5 +44,4 @@ def test_a_name_with_folders_downloads_as_one_file_name(alice_client, workspace,
     for path in (url(session), reverse("transcripts:download_repaired", args=[session.pk])):
         response = alice_client.get(path)
         b"".join(response.streaming_content)
-        response.close()
         assert response["Content-Disposition"] == expected
