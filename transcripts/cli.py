@@ -606,13 +606,20 @@ def repair_files(
                     run.say(f"{item.name}: {_summary(analysis)} -> standard output")
                 else:
                     target.parent.mkdir(parents=True, exist_ok=True)
-                    write_file(target, analysis.write_repaired)
+                    write_file(target, analysis.write_repaired, new=out_file)
                     written[target] = item.name
                     entry["written"] = _name(target)
                     run.say(f"{item.name}: {_summary(analysis)} -> {target}")
             except FileChanged as exc:
                 run.say_error(f"{exc}")
                 entry["error"] = surrogate_free(str(exc))
+                status = BAD
+            except FileExistsError:
+                run.say_error(
+                    f"{item.name}: {_name(target or Path())} was made while the repair was "
+                    "written; not overwritten"
+                )
+                entry["error"] = "--out file exists"
                 status = BAD
             except SymlinkRefused as exc:
                 run.say_error(f"{item.name}: {exc}")
@@ -662,12 +669,11 @@ def _message_line(message: Any) -> str:
 def _repaired_source(analysis: Analysis) -> FileSource:
     """Return the repaired file of `analysis`, written to a temporary file already unlinked."""
     fd, path = tempfile.mkstemp(prefix="pairfix-preview-")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            analysis.write_repaired(f)
-        return FileSource(path)
-    finally:
-        os.unlink(path)  # the open FileSource keeps reading it
+    os.unlink(path)  # at once: nothing is left behind, however the process ends
+    with os.fdopen(fd, "w+b") as f:
+        analysis.write_repaired(f)
+        f.flush()
+        return FileSource.of_file(f)
 
 
 def preview_file(

@@ -226,11 +226,12 @@ def replace_file(
             f.flush()
             os.fsync(f.fileno())
         _keep_mode_and_owner(temp, os.stat(path))
-        check_not_held_open(
-            path
-        )  # a scan of /proc: before the fence, not between it and the rename
-        fence()
+        # The scan of /proc comes before the fence, not between it and the rename.
+        check_not_held_open(path)
+        # Taken before the fence: a write after this stat either fails the fence or is
+        # seen after the rename, never slips between the fence's last look and this one.
         fenced = os.stat(path)
+        fence()
         written = os.stat(temp)
         os.link(path, backup)
         os.replace(temp, path)
@@ -296,14 +297,16 @@ def _check_not_written_meanwhile(
     )
 
 
-def write_file(path: Path, write: Callable[[BinaryIO], None]) -> None:
+def write_file(path: Path, write: Callable[[BinaryIO], None], *, new: bool = False) -> None:
     """Write `path` whole or not at all: `write(f)` fills a temporary file that then replaces it.
 
     The temporary file sits beside `path` (named as `is_own_file` knows), so
     an interrupted or failed write leaves `path` as it was and no temporary
     file behind. A new file gets the permissions the umask gives; one that
-    exists keeps its own. Raises OSError when the folder cannot be written.
-    Not fsynced: it survives the process being killed, not the machine.
+    exists keeps its own. With `new`, `path` must not exist when the write
+    ends (FileExistsError, and nothing replaced, if a file came there
+    meanwhile). Raises OSError when the folder cannot be written. Not
+    fsynced: it survives the process being killed, not the machine.
     """
     fd, temp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=path.parent)
     try:
@@ -316,7 +319,11 @@ def write_file(path: Path, write: Callable[[BinaryIO], None]) -> None:
             os.umask(mask)
             mode = 0o666 & ~mask
         os.chmod(temp, mode)
-        os.replace(temp, path)
+        if new:
+            os.link(temp, path)  # refuses a file that is there: never replaces one
+            os.unlink(temp)
+        else:
+            os.replace(temp, path)
     except BaseException:
         if os.path.exists(temp):
             os.unlink(temp)

@@ -13,7 +13,7 @@ from celery import Task, shared_task
 from django.conf import settings
 from django.db import DatabaseError
 
-from transcripts import actions, queue
+from transcripts import actions, queue, uploads
 from transcripts.actions import runner, sync
 
 logger = structlog.get_logger(__name__)
@@ -51,7 +51,15 @@ def sweep_jobs() -> int:
     kicked = runner.jobs_to_kick()
     for job_id in kicked:
         queue.send(queue.START_JOB, job_id)
+    _sweep_staged()
     return len(kicked)
+
+
+def _sweep_staged() -> None:
+    """Delete this host's staged files left by a killed process (see `uploads.sweep_staged`)."""
+    removed = uploads.sweep_staged()
+    if removed:
+        logger.info("staged_files_swept", removed=removed)
 
 
 @shared_task(name=queue.SYNC_SOURCE, acks_late=True)
@@ -65,6 +73,7 @@ def sync_all_sources() -> None:
     """Queue a sync of every enabled source (the beat schedule runs this)."""
     for source_id in sync.sources_due():
         queue.send(queue.SYNC_SOURCE, source_id)
+    _sweep_staged()  # on the host that syncs (CELERY_SYNC_QUEUE), where syncs stage
 
 
 @shared_task(name="transcripts.expire_live_sessions")

@@ -27,6 +27,7 @@ import gzip
 import hashlib
 import os
 import tempfile
+import time
 import unicodedata
 import zipfile
 from collections.abc import Iterator
@@ -181,6 +182,30 @@ class _StagedFile(File[bytes]):
     def temporary_file_path(self) -> str:
         """Return the staged file's path (what FileSystemStorage moves instead of copying)."""
         return str(self.path)
+
+
+# A staged file older than this is a leftover of a process killed mid-copy (kill -9,
+# the OOM killer, a worker's hard time limit): no sync or upload stages for so long.
+STAGED_MAX_AGE = 6 * 3600  # seconds
+
+
+def sweep_staged(now: float | None = None) -> int:
+    """Delete this host's staged files older than STAGED_MAX_AGE; return how many.
+
+    Only Pairfix's own (`staged-*` in `staging_dir()`); a file that goes
+    meanwhile is skipped. The sync and job sweeps of the beat schedule run it
+    on the host that runs them.
+    """
+    cutoff = (time.time() if now is None else now) - STAGED_MAX_AGE
+    removed = 0
+    for path in staging_dir().glob("staged-*"):
+        try:
+            if path.is_file() and path.stat().st_mtime < cutoff:
+                path.unlink()
+                removed += 1
+        except FileNotFoundError:
+            continue
+    return removed
 
 
 def staging_dir() -> Path:

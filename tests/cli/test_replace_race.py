@@ -116,3 +116,32 @@ def test_an_owner_that_cannot_be_kept_refuses_the_replacement(
         replace_file(path, lambda f: f.write(b"repaired\n"), lambda: None, now=NOW)
     assert path.read_bytes() == b'{"type":"user"}\n'
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.jsonl"]
+
+
+def test_an_append_just_after_the_fence_is_put_back_not_lost(tmp_path: Path) -> None:
+    path = _session(tmp_path)
+
+    def fence_then_append() -> None:
+        # The fence finds the file as read; the agent appends the moment it is done.
+        with open(path, "ab") as f:
+            f.write(LINE)
+
+    with pytest.raises(FileChanged, match="put back"):
+        replace_file(path, lambda f: f.write(b"repaired\n"), fence_then_append, now=NOW)
+    assert path.read_bytes() == b'{"type":"user"}\n' + LINE
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.jsonl"]
+
+
+def test_a_new_file_is_never_written_over_one_made_meanwhile(tmp_path: Path) -> None:
+    target = tmp_path / "new.jsonl"
+
+    def write(f: object) -> None:
+        target.write_bytes(b"another program's file\n")  # made while the repair is written
+        f.write(b"repaired\n")  # type: ignore[attr-defined]
+
+    with pytest.raises(FileExistsError):
+        replace.write_file(target, write, new=True)
+    assert target.read_bytes() == b"another program's file\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new.jsonl"]
+    replace.write_file(tmp_path / "fresh.jsonl", lambda f: f.write(b"repaired\n"), new=True)
+    assert (tmp_path / "fresh.jsonl").read_bytes() == b"repaired\n"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ import pytest
 from django.core.files.storage import FileSystemStorage, default_storage
 
 from tests.sync.conftest import age, call, reply, result, user
-from transcripts import actions
+from transcripts import actions, tasks, uploads
 from transcripts.actions import sync
 from transcripts.models import AuditRecord, BlobUnreadable, Revision, SyncedFile, blob_name
 from transcripts.uploads import StagingFile
@@ -161,3 +162,17 @@ def test_an_append_at_the_end_of_the_chain_stores_the_staged_whole(workspace, al
     assert default_storage.size(blob_name(head.sha256)) == len(START + sent)
     assert head.read() == START + sent
     assert list(staging.iterdir()) == []
+
+
+def test_a_staged_file_left_by_a_killed_process_is_swept(settings, tmp_path):
+    settings.FILE_UPLOAD_TEMP_DIR = str(tmp_path)
+    now = time.time()
+    old, fresh, other = tmp_path / "staged-old", tmp_path / "staged-new", tmp_path / "x.upload"
+    for path in (old, fresh, other):
+        path.write_bytes(b"{}\n")
+    os.utime(old, (now - uploads.STAGED_MAX_AGE - 60,) * 2)
+    os.utime(other, (now - uploads.STAGED_MAX_AGE - 60,) * 2)
+    assert uploads.sweep_staged(now) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["staged-new", "x.upload"]
+    tasks.sweep_jobs()  # the beat's sweep runs it too
+    tasks.sync_all_sources()
