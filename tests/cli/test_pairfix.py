@@ -577,3 +577,12 @@ def test_fix_out_naming_a_file_that_is_no_session_file_says_so(tmp_path: Path) -
         ".jsonl or .json (- for standard output)\n"
     )
     assert notes.read_text() == "mine\n"
+
+
+def test_a_dry_runs_diff_shows_where_a_long_line_changed() -> None:
+    status, out, _ = run("fix", "--dry-run", "--grace", "0", str(BROKEN))
+    assert status == 1
+    changed = [line for line in out.decode().splitlines() if line.startswith("+{")]
+    # The result the repair writes sits past the line's first 200 characters.
+    assert any('"tool_use_id":"toolu_01CCCCCCCCCCCCCCCCCCCCCC"' in line for line in changed)
+    assert all(len(line) <= cli.DIFF_LINE_CHARS + 2 for line in out.decode().splitlines())
