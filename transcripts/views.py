@@ -155,8 +155,11 @@ def _session_list_page(
     job_form: StartJobForm | None = None,
     status: int = 200,
 ) -> HttpResponse:
+    # A refused job form lists what its filter fields (posted, hidden) name, as the page
+    # it came from did: never every session, which "all matching" would then take.
+    data = job_form.filters.data if job_form is not None and job_form.is_bound else request.GET
     filters = SessionFilter(
-        request.GET or None, queryset=Session.objects.for_user(request.user), user=request.user
+        data or None, queryset=Session.objects.for_user(request.user), user=request.user
     )
     filter_invalid = filters.is_bound and not filters.is_valid()
     # An invalid filter lists no session (SessionFilter): say so with the status too.

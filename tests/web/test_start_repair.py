@@ -175,3 +175,17 @@ def test_it_refuses_a_policy_of_another_of_the_users_workspaces(
         "policies." in response.content.decode()
     )
     assert Job.objects.count() == 0
+
+
+def test_a_refused_job_form_keeps_the_filter_it_was_sent_with(alice_client, workspace, sessions):
+    # Dry run pressed with no scope chosen, on a list filtered to one format.
+    response = alice_client.post(
+        URL, {"kind": "dry_run", "policy": "synthesize", "format": "openclaw"}
+    )
+    assert response.status_code == 400
+    page = " ".join(response.content.decode().split())
+    assert "Select at least one session, or choose all sessions matching the filter." in page
+    assert "all 1 matching the filter" in page
+    assert '<input type="hidden" name="format" value="openclaw">' in page
+    assert "claude_code.jsonl" not in page
+    assert Job.objects.count() == 0
