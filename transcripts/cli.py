@@ -273,6 +273,13 @@ def _has_faults(analysis: Analysis) -> bool:
     return any(fault.kind not in INFORMATIONAL for fault in analysis.faults)
 
 
+def _has_resume_model(format_id: str) -> bool:
+    """Return True when the agent that writes `format_id` files has a resume model."""
+    from transcripts.replay import AGENTS  # only for a file with faults: not at start-up
+
+    return format_id in AGENTS
+
+
 def _fault_lines(analysis: Analysis) -> Iterator[str]:
     for fault in analysis.faults:
         where = f"record {_case_index(analysis.transcript, fault.record)}"
@@ -485,6 +492,13 @@ def check_files(run: Run, items: list[Input], *, as_json: bool) -> tuple[int, li
                 run.say(f"{item.name}: {_summary(analysis)}")
                 for line in _fault_lines(analysis):
                     run.say(line)
+                if _has_faults(analysis) and _has_resume_model(analysis.format):
+                    # The errors above are a request sent as the file is; the agent's own
+                    # resume drops or mends some faults first (its 400 may not come).
+                    run.say(
+                        "  the agent that wrote it mends or drops some faults itself when it "
+                        f"resumes: `pairfix preview {item.name}` shows what it sends"
+                    )
                 if hidden is not None and hidden.faults:
                     # What the web page shows apart: the agent no longer sends that history.
                     at = _case_index(analysis.transcript, hidden.boundary)

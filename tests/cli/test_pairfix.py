@@ -49,6 +49,13 @@ def test_check_exits_1_and_names_each_fault_with_the_providers_error() -> None:
     text = out.decode()
     assert "orphaned_result toolu_syn_out_02 at record 9" in text
     assert "unexpected `tool_use_id` found in `tool_result` blocks: toolu_syn_out_02" in text
+    # The error is a request sent as the file is: the agent's own resume may differ.
+    assert (
+        "  the agent that wrote it mends or drops some faults itself when it resumes: "
+        f"`pairfix preview {CASES / '01_cc-compaction-orphan-result.jsonl'}` shows what it sends"
+    ) in text
+    status, out, _ = run("check", str(CASES / "11_openai-chat-trim-orphan-tool.json"))
+    assert status == 1 and "pairfix preview" not in out.decode()  # no agent writes that file
 
 
 def test_check_exits_2_when_any_file_is_unreadable_or_missing(tmp_path: Path) -> None:
