@@ -17,18 +17,22 @@ from typing import Any
 REDACTED = "[redacted]"
 
 # The secret segment after "invitations/" or after "reset/<uidb64>/", a "/" written
-# as is or percent-encoded (a `next=` parameter); not Django's "set-password" step,
-# nor a number (an invitation's id, as in .../invitations/7/revoke/).
+# as is or percent-encoded once or twice (a `next=` parameter, or one within one); not
+# Django's "set-password" step, nor a number (an invitation's id, as in
+# .../invitations/7/revoke/). Whatever the secret runs into (an encoded quote, say)
+# is redacted with it.
+_SLASH = r"(?:/|%2F|%252F)"
 _SECRET = re.compile(
-    r"(?P<lead>invitations(?:/|%2F)|reset(?:/|%2F)[^/%?&#\s]+(?:/|%2F))"
-    r"(?!set-password\b)(?![0-9]+(?:/|%2F|$))(?P<secret>[^/%?&#\s\"']+)",
+    rf"(?P<lead>invitations{_SLASH}|reset{_SLASH}[^/%?&#\s]+{_SLASH})"
+    rf"(?!set-password\b)(?![0-9]+(?:{_SLASH}|$))(?P<secret>[^/?&#\s\"']+)",
     re.IGNORECASE,
 )
 
 
 def redact(text: str) -> str:
     """Return `text` with every invitation secret and password-reset token replaced."""
-    if "nvitations" not in text and "eset" not in text:
+    folded = text.lower()
+    if "invitations" not in folded and "reset" not in folded:
         return text
     return _SECRET.sub(lambda m: m.group("lead") + REDACTED, text)
 

@@ -239,6 +239,10 @@ class StagingFile:
         self.last = b""  # the last byte written, b"" before the first
         self._digest = hashlib.sha256()
 
+    def read(self, size: int, offset: int = 0) -> bytes:
+        """Return `size` bytes written at `offset` (fewer at the end); before `finish`."""
+        return os.pread(self._fd, size, offset)
+
     def write(self, chunk: bytes) -> None:
         """Add `chunk` at the end of the staged file."""
         if not chunk:

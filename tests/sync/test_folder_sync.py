@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
+from tests.helpers import run_inline
 from tests.sync.conftest import age, call, reply, result, user
+from transcripts import actions
 from transcripts.actions import sync
 from transcripts.models import AuditRecord, Session, SyncedFile, SyncSource
 
@@ -150,6 +152,32 @@ def test_a_byte_changed_in_the_middle_and_lines_appended_is_a_rewrite(source, ro
     assert (report.appended, report.rewritten) == (0, 1)
     session = session_of(source, "s.jsonl")
     assert session.head.read() == bytes(edited) + ANSWER == path.read_bytes()
+
+
+def test_a_repair_made_without_write_back_outlives_every_later_append(source, root, alice):
+    # An orphaned call mid-session, repaired in Pairfix; the file keeps growing as it was.
+    broken = user("u1", None, "hi") + call("a1", "u1", "toolu_1") + user("u2", "a1", "go on")
+    path = root / "s.jsonl"
+    write(path, broken)
+    age(path)
+    sync.do_sync_source(source.pk)
+    session = session_of(source, "s.jsonl")
+    assert session.fault_counts == {"missing_result": 1}
+    run_inline(
+        actions.do_start_job(session.workspace, [session], policy="synthesize", acting_user=alice)
+    )
+    session.refresh_from_db()
+    repaired = session.head.read()
+    assert session.fault_counts == {}
+    for n in (1, 2, 3):
+        write(path, reply(f"r{n}", "u2"), "ab")
+        age(path)
+        report = sync.do_sync_source(source.pk)
+        assert (n, report.appended, report.rewritten) == (n, 1, 0)
+        session.refresh_from_db()
+        assert session.head.read().startswith(repaired)
+        assert session.fault_counts == {}
+    assert path.read_bytes().startswith(broken)
 
 
 def test_a_file_rewritten_in_place_with_the_same_size_is_read_again(source, root):
@@ -400,3 +428,24 @@ def test_a_synced_session_takes_no_appends_from_elsewhere(source, root, alice):
         sync.do_append_records(session_of(source, "s.jsonl"), ANSWER, acting_user=alice)
 
     assert caught.value.code == "synced"
+
+
+def test_a_file_rewritten_while_it_is_copied_is_read_again_next_time(source, root, monkeypatch):
+    padding = b"".join(user(f"p{n}", f"p{n - 1}" if n else None, "x" * 9000) for n in range(300))
+    path = root / "s.jsonl"
+    write(path, padding + START)
+    real_rest = sync._rest
+
+    def rest_then_rewrite(f):
+        chunks = real_rest(f)
+        yield next(chunks)
+        write(path, START + ANSWER + padding)  # an editor's save: cut, then written anew
+        yield from chunks
+
+    monkeypatch.setattr(sync, "_rest", rest_then_rewrite)
+    report = sync.do_sync_source(source.pk)
+    assert (report.new, report.waiting) == (0, 1)
+    assert not SyncedFile.objects.exists()
+    monkeypatch.setattr(sync, "_rest", real_rest)
+    assert sync.do_sync_source(source.pk).new == 1
+    assert session_of(source, "s.jsonl").head.read() == START + ANSWER + padding

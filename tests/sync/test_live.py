@@ -84,10 +84,17 @@ def test_appending_through_the_action_follows_the_same_rules(workspace, alice, s
         (b'{"type":"user"}', "partial_line", "api.jsonl: the last line does not end in a newline"),
         (b'{"a":1}\n{oops\n', "bad_record", "api.jsonl: appended line 2: "),
         (b"[1]\n", "bad_record", "api.jsonl: appended line 1: not a JSON object"),
+        # A bare \r ends no line (the loader splits at \n): two records on one line.
+        (b'{"type":"user"}\r{"type":"user"}\n', "bad_record", "api.jsonl: appended line 1: "),
+        (b'{"type":"user"}\r\n', None, None),  # CRLF: one record
     ],
 )
 def test_bad_appends_are_refused_with_a_code(workspace, alice, data, code, message):
     session = actions.do_ingest_session(workspace, "api.jsonl", START, acting_user=alice)
+    if code is None:
+        sync.do_append_records(session, data, acting_user=alice)
+        assert session.revisions.count() == 2
+        return
 
     with pytest.raises(sync.AppendError, match="^" + message.replace("[", r"\[")) as caught:
         sync.do_append_records(session, data, acting_user=alice)

@@ -92,6 +92,12 @@ def test_no_log_line_holds_an_invitation_secret(alice_client, client, workspace,
             "GET /workspaces/3/invitations/7/revoke/",
         ),
         ("nothing here", "nothing here"),
+        ("GET /accounts/INVITATIONS/AbC_-9/", "GET /accounts/INVITATIONS/[redacted]/"),
+        (
+            "GET /accounts/login/?next=%252Faccounts%252Finvitations%252FAbC_-9%252F",
+            "GET /accounts/login/?next=%252Faccounts%252Finvitations%252F[redacted]",
+        ),
+        ("GET /accounts/invitations/%22AbC_-9/", "GET /accounts/invitations/[redacted]/"),
     ],
 )
 def test_secrets_in_paths_are_redacted(text: str, shown: str) -> None:

@@ -416,7 +416,8 @@ def _check_lines(name: str, data: bytes) -> None:
         raise AppendError("empty", f"{name}: nothing to append")
     if not data.endswith(b"\n"):
         raise AppendError("partial_line", f"{name}: the last line does not end in a newline")
-    for number, line in enumerate(data.splitlines(), 1):
+    # Lines end at "\n" only, as the loader and the agents split them (not at a bare "\r").
+    for number, line in enumerate(data.split(b"\n")[:-1], 1):
         if not line.strip():
             continue
         try:
@@ -669,10 +670,30 @@ def _staged_copy(path: Path, lines: bool) -> Iterator[tuple[Staged, int]]:
     last newline for JSON lines (a partial last line waits). It is deleted
     when the block ends, unless `store` moved it into the blob storage.
     """
-    with StagingFile(path.name, lines=lines) as staging:
-        for chunk in _file_chunks(path):
+    with StagingFile(path.name, lines=lines) as staging, open(path, "rb") as f:
+        for chunk in _rest(f):
             staging.write(chunk)
+        if _rewritten_while_read(f, staging):
+            raise _ChangedWhileRead(path)
         yield staging.finish(), staging.written
+
+
+class _ChangedWhileRead(Exception):
+    """The file was cut or rewritten while it was copied: the copy may mix two files."""
+
+
+def _rewritten_while_read(f: IO[bytes], staging: StagingFile) -> bool:
+    """Return True when the open file `f` was cut below what was read, or its start changed.
+
+    A file rewritten in place (opened to write, cut, written again) while it was
+    copied gives a copy of the old bytes up to where the cut came, then new
+    ones: no file that ever was. Growth alone (an agent appending) is not this.
+    """
+    now = os.fstat(f.fileno()).st_size
+    if now < staging.written:
+        return True
+    n = min(SyncedFile.FINGERPRINT_BYTES, staging.written)
+    return os.pread(f.fileno(), n, 0) != staging.read(n)
 
 
 def _file_fields(stat: os.stat_result, read: int, content: Staged, now: datetime) -> dict[str, Any]:
@@ -716,24 +737,27 @@ def _sync_file(
     disk = _on_disk(stat, lines)
     if synced is None:
         assert decide(None, disk) is Change.NEW
-        with _staged_copy(path, lines) as (content, read):
-            if not content.size:
-                return "waiting"
-            fields = _file_fields(stat, read, content, now)
-            with transaction.atomic(durable=True):
-                session = create_session(
-                    source.workspace,
-                    rel,
-                    content,
-                    acting_user=source.created_by,
-                    last_write=_mtime(stat),
-                    format=source.format or None,
-                    origin=Revision.Origin.SYNC,
-                    source=source,
-                )
-                SyncedFile.objects.create(
-                    source=source, path=rel, session=session, revision=session.head, **fields
-                )
+        try:
+            with _staged_copy(path, lines) as (content, read):
+                if not content.size:
+                    return "waiting"
+                fields = _file_fields(stat, read, content, now)
+                with transaction.atomic(durable=True):
+                    session = create_session(
+                        source.workspace,
+                        rel,
+                        content,
+                        acting_user=source.created_by,
+                        last_write=_mtime(stat),
+                        format=source.format or None,
+                        origin=Revision.Origin.SYNC,
+                        source=source,
+                    )
+                    SyncedFile.objects.create(
+                        source=source, path=rel, session=session, revision=session.head, **fields
+                    )
+        except _ChangedWhileRead:
+            return "waiting"  # read again, whole, by the next sync
         return "new"
     stored = _stored(synced)
     change = decide(stored, disk)
@@ -746,7 +770,13 @@ def _sync_file(
             opened = stack.enter_context(open(path, "rb"))
             mirror = synced.revision
             assert mirror is not None
-            mirrors = _sha256_of(opened, synced.offset) == bytes.fromhex(mirror.sha256)
+            # The mirrored revision holds the file's first bytes; appends taken since it
+            # (a repair made without write-back keeps the mirror back) follow them.
+            span = min(mirror.size, synced.offset)
+            mirrors = _sha256_of(opened, span) == bytes.fromhex(mirror.sha256)
+            if mirrors and span < synced.offset:
+                mirrors = _same_prefix(path, synced)  # those appends: their ends, as before
+            opened.seek(synced.offset)
             change = decide(stored, disk, same_ends=False, mirrors_prefix=mirrors)
         if change is Change.UNCHANGED:
             return "unchanged"
@@ -842,6 +872,9 @@ def _grow(
         offset = synced.offset + length
         start = max(0, offset - SyncedFile.FINGERPRINT_BYTES)
         tail = os.pread(f.fileno(), offset - start, start)
+        # The head's fingerprint covers the first FINGERPRINT_BYTES, or fewer in a small
+        # file: then it covers what the offset now takes in.
+        head = os.pread(f.fileno(), min(SyncedFile.FINGERPRINT_BYTES, offset), 0)
         with transaction.atomic(durable=True):
             revision = append_records(
                 synced.session,
@@ -858,7 +891,11 @@ def _grow(
             # The mirror moves on only if the head mirrored the file before the append.
             mirror = revision if synced.revision_id == revision.parent_id else synced.revision
             SyncedFile.objects.filter(pk=synced.pk).update(
-                offset=offset, tail_hash=hashlib.sha256(tail).hexdigest(), revision=mirror, **fields
+                offset=offset,
+                head_hash=hashlib.sha256(head).hexdigest(),
+                tail_hash=hashlib.sha256(tail).hexdigest(),
+                revision=mirror,
+                **fields,
             )
         return "appended"
 
@@ -870,44 +907,47 @@ def _rewrite(
 
     The file is copied to a staged file (`_staged_copy`), never held whole.
     """
-    with _staged_copy(path, lines) as (content, read):
-        fields = _file_fields(stat, read, content, now)
-        with transaction.atomic(durable=True):
-            session, head = lock_session(synced.session_id)
-            if head.sha256 == content.sha256:
-                # Touched, or written back by us: nothing new to store.
-                SyncedFile.objects.filter(pk=synced.pk).update(revision=head, **fields)
-                return "unchanged"
-            how = rewrite_reason(_stored(synced), _on_disk(stat, lines))
-            added_by = synced.source.created_by
-            revision = _new_head(
-                session,
-                head,
-                content,
-                origin=Revision.Origin.REWRITE,
-                acting_user=added_by,
-                now=_mtime(stat),
-            )
-            AuditRecord.objects.create(
-                source=synced.source,
-                acting_user=added_by,
-                session=session,
-                revision_from=head,
-                revision_to=revision,
-                op=AuditRecord.Action.REWRITE,
-                engine_version=ENGINE_VERSION,
-                note=f"sync: {synced.path} {how} ({synced.offset} → {content.size} bytes)",
-            )
-            _audit_session(
-                EventType.SESSION_REWRITTEN,
-                session,
-                revision,
-                acting_user=added_by,
-                source=synced.source,
-                extra_data={"path": synced.path, "how": how, "bytes": content.size},
-            )
-            SyncedFile.objects.filter(pk=synced.pk).update(revision=revision, **fields)
-        return "rewritten"
+    try:
+        with _staged_copy(path, lines) as (content, read):
+            fields = _file_fields(stat, read, content, now)
+            with transaction.atomic(durable=True):
+                session, head = lock_session(synced.session_id)
+                if head.sha256 == content.sha256:
+                    # Touched, or written back by us: nothing new to store.
+                    SyncedFile.objects.filter(pk=synced.pk).update(revision=head, **fields)
+                    return "unchanged"
+                how = rewrite_reason(_stored(synced), _on_disk(stat, lines))
+                added_by = synced.source.created_by
+                revision = _new_head(
+                    session,
+                    head,
+                    content,
+                    origin=Revision.Origin.REWRITE,
+                    acting_user=added_by,
+                    now=_mtime(stat),
+                )
+                AuditRecord.objects.create(
+                    source=synced.source,
+                    acting_user=added_by,
+                    session=session,
+                    revision_from=head,
+                    revision_to=revision,
+                    op=AuditRecord.Action.REWRITE,
+                    engine_version=ENGINE_VERSION,
+                    note=f"sync: {synced.path} {how} ({synced.offset} → {content.size} bytes)",
+                )
+                _audit_session(
+                    EventType.SESSION_REWRITTEN,
+                    session,
+                    revision,
+                    acting_user=added_by,
+                    source=synced.source,
+                    extra_data={"path": synced.path, "how": how, "bytes": content.size},
+                )
+                SyncedFile.objects.filter(pk=synced.pk).update(revision=revision, **fields)
+            return "rewritten"
+    except _ChangedWhileRead:
+        return "waiting"  # read again, whole, by the next sync
 
 
 def _find_rename(
