@@ -3,7 +3,7 @@ BIN := $(VENV)/bin
 # Reinstall when pyproject.toml changes; the stamp marks the last install.
 INSTALLED := $(VENV)/.installed
 
-.PHONY: run test chromium bench bench-fix bench-ingest bench-first-view bench-upload bench-timeline
+.PHONY: run test chromium bench bench-fix bench-ingest bench-first-view bench-upload bench-timeline bench-sync
 
 $(BIN)/python:
 	python3.11 -m venv $(VENV)
@@ -50,6 +50,10 @@ bench-fix: $(INSTALLED)
 # A 1.0 GB session through the API and `ingest`, then a repair job: peak RSS of each.
 bench-ingest: $(INSTALLED)
 	$(BIN)/python bench/ingest_job.py --profile
+
+# A 1.0 GB session synced and appended to (by the sync and by the API): time and peak RSS.
+bench-sync: $(INSTALLED)
+	$(BIN)/python bench/sync_append.py
 
 # The timeline build of a 50,000-record session (its page first opened): peak RSS.
 bench-timeline: $(INSTALLED)
