@@ -250,7 +250,7 @@ def _collection_paused(pause: bool) -> Iterator[None]:
     try:
         yield
     finally:
-        if not gc.get_freeze_count():
+        if not _froze_its_own():
             # Every object made meanwhile would be walked by the next collection of the
             # youngest generation: moved (without a walk) to the oldest instead, as
             # objects that live long are. Not where the process froze objects of its
@@ -258,6 +258,20 @@ def _collection_paused(pause: bool) -> Iterator[None]:
             gc.freeze()
             gc.unfreeze()
         gc.enable()
+
+
+_FROZE: list[bool] = []  # whether the process had frozen objects of its own, once asked
+
+
+def _froze_its_own() -> bool:
+    """Return True when the process froze objects of its own (a worker does, at start).
+
+    Asked once: `gc.get_freeze_count` walks every frozen object, and a worker
+    freezes tens of thousands before its first task (`project.celery`).
+    """
+    if not _FROZE:
+        _FROZE.append(gc.get_freeze_count() > 0)
+    return _FROZE[0]
 
 
 def _unreadable(

@@ -380,3 +380,19 @@ def test_a_document_read_without_previews_keeps_no_preview_text() -> None:
     assert results and all(r.text for r in results)
     assert not any(r.text for record in without.records for r in record.results)
     assert [r.calls for r in without.records] == [r.calls for r in with_previews.records]
+
+
+def test_objects_the_process_froze_stay_frozen(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A worker freezes its start-up objects (project.celery); an analysis must not thaw them.
+    from transcripts import engine
+
+    monkeypatch.setattr(engine, "_FROZE", [])
+    data = (SHARED / "formats" / "openai_chat.json").read_bytes()
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        for _ in range(3):
+            analyze(data, "openai_chat.json", summaries=False)
+        assert gc.get_freeze_count() > 0.9 * frozen  # not thawed (a few may have been freed)
+    finally:
+        gc.unfreeze()
