@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from django.conf import settings
 
+from tests.helpers import generated_session
 from tests.jobs.test_real_world import database_url
 from tests.sync.conftest import OLD, age, call, reply, user
 from transcripts.actions import sync
@@ -115,28 +116,9 @@ def step(staging: Path, *argv: str) -> dict[str, Any]:
 
 
 def generate(path: Path) -> Path:
-    subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "tools" / "gen_sessions.py"),
-            "--format",
-            "claude_code",
-            "--records",
-            str(RECORDS),
-            "--seed",
-            "11",
-            "--fault-rate",
-            "0.01",
-            "--result-bytes",
-            RESULT_BYTES,
-            "--out",
-            str(path),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    path.with_name(path.name + ".faults.json").unlink()
+    """Copy the shared generator's session (made once, kept under var/workloads) to `path`."""
+    made = generated_session(RECORDS, seed=11, fault_rate=0.01, result_bytes=RESULT_BYTES)
+    shutil.copyfile(made, path)
     return path
 
 
