@@ -75,7 +75,12 @@ def test_an_invalid_filter_value_is_refused_not_ignored(page, live_server, alice
     # "All matching" cannot take every session either.
     page.locator('input[name="scope"][value="filter"]').check()
     page.get_by_role("button", name="Dry run").click()
-    expect(page.locator(".errorlist").first).to_contain_text("The filter is not valid")
+    expect(page.locator(".repair-form .errorlist").first).to_contain_text("The filter is not valid")
+    # The refused form's page is the page it came from: the same filter, still refused.
+    expect(page.locator("p.error")).to_contain_text(
+        "The filter is not valid: Live “live”: Select a valid choice."
+    )
+    expect(page.locator('input[name="sessions"]')).to_have_count(0)
     assert not Job.objects.exists()
 
 
