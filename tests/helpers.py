@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import os
 import shutil
 import subprocess
 import sys
@@ -18,7 +20,21 @@ from transcripts.models import Job
 
 SAMPLES = Path(settings.BASE_DIR) / "demo" / "samples"
 GENERATOR = Path(settings.BASE_DIR) / "tools" / "gen_sessions.py"
-WORKLOADS = Path(settings.VAR_DIR) / "workloads"
+
+
+def _workloads() -> Path:
+    """Return the folder that keeps the generator's sessions between test runs.
+
+    Outside the checkout (`PAIRFIX_TEST_WORKLOADS`, else ~/.cache/pairfix-tests), so
+    a clean clone on the same machine (CI) finds them made; one folder per version
+    of the generator, so a changed generator makes its sessions anew.
+    """
+    root = os.getenv("PAIRFIX_TEST_WORKLOADS") or Path.home() / ".cache" / "pairfix-tests"
+    version = hashlib.sha256(GENERATOR.read_bytes()).hexdigest()[:16]
+    return Path(root) / f"workloads-{version}"
+
+
+WORKLOADS = _workloads()
 ORPHANED_CALL = "toolu_01CCCCCCCCCCCCCCCCCCCCCC"
 
 
@@ -57,7 +73,7 @@ def generated_sessions(count: int, *, seed: int, records: int = 30) -> list[Path
     """
     out = WORKLOADS / f"claude_code-r{records}-n{count}-s{seed}"
     if not out.exists():
-        WORKLOADS.mkdir(exist_ok=True)
+        WORKLOADS.mkdir(parents=True, exist_ok=True)
         building = Path(tempfile.mkdtemp(dir=WORKLOADS))
         shares = [(seed, count - count // 2), (seed + 1, count // 2)]
         processes = [
@@ -85,10 +101,20 @@ def generated_sessions(count: int, *, seed: int, records: int = 30) -> list[Path
             for share_seed, n in shares
         ]
         assert [p.wait() for p in processes] == [0, 0]
-        building.rename(out)
+        _keep(building, out)
     paths = sorted(out.glob("*/*.jsonl"))
     assert len(paths) == count
     return paths
+
+
+def _keep(building: Path, out: Path) -> None:
+    """Move a made workload into place; another process's copy, made first, stays."""
+    try:
+        building.rename(out)
+    except OSError:
+        if not out.exists():
+            raise
+        shutil.rmtree(building, ignore_errors=True)
 
 
 def generated_session(
@@ -109,7 +135,7 @@ def generated_session(
     name = f"{format}-r{records}-s{seed}-f{fault_rate}-b{result_bytes}{parallel}.jsonl"
     out = WORKLOADS / name
     if not out.exists():
-        WORKLOADS.mkdir(exist_ok=True)
+        WORKLOADS.mkdir(parents=True, exist_ok=True)
         building = Path(tempfile.mkdtemp(dir=WORKLOADS)) / out.name
         subprocess.run(
             [
@@ -132,7 +158,7 @@ def generated_session(
             check=True,
             stdout=subprocess.DEVNULL,
         )
-        building.rename(out)
+        _keep(building, out)
         shutil.rmtree(building.parent)  # and the generator's list of the faults it made
     return out
 
