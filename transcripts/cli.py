@@ -63,6 +63,7 @@ from transcripts.replace import (
     sha256_of,
     write_file,
 )
+from transcripts.sizes import binary_size
 from transcripts.visible import surrogate_free, terminal_text
 
 if TYPE_CHECKING:
@@ -339,7 +340,7 @@ def _diff(analysis: Analysis, name: str) -> Iterator[str]:
     """Yield the unified diff of the raw and repaired file (cut for files over DIFF_BYTES)."""
     size = len(analysis.raw)
     if size > DIFF_BYTES:
-        yield f"  (no diff: {name} is {size / 1e6:.0f} MB, over {DIFF_BYTES / 1e6:.0f} MB)"
+        yield f"  (no diff: {name} is {binary_size(size)}, over {binary_size(DIFF_BYTES)})"
         return
     before = analysis.raw if isinstance(analysis.raw, bytes) else analysis.raw[0:size]
     lines = difflib.unified_diff(

@@ -14,10 +14,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import orjson
+import pytest
 
 from tests.cli.test_pairfix import BROKEN, HEALTHY, leftovers, run
 from transcripts.engine import analyze
 from transcripts.replace import BACKUP_MARK, is_own_file
+from transcripts.sizes import binary_size
 
 REPAIRED = analyze(BROKEN.read_bytes(), BROKEN.name).repaired
 
@@ -220,3 +222,36 @@ def test_fix_in_place_of_a_file_with_other_hard_links_says_they_keep_the_old_byt
     shutil.copyfile(BROKEN, single)
     status, _, err = run("fix", "--in-place", str(single))
     assert (status, err) == (0, "")
+
+
+def test_a_dry_run_too_large_to_diff_gives_sizes_in_the_units_it_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from transcripts import cli
+
+    # The limit is 32 MiB (33,554,432 bytes), as README says: once printed "34 MB".
+    assert cli.DIFF_BYTES == 32 * 1024 * 1024 and binary_size(cli.DIFF_BYTES) == "32.0 MiB"
+    monkeypatch.setattr(cli, "DIFF_BYTES", 4096)
+    status, out, _ = run("fix", "--dry-run", str(BROKEN))
+    assert status == 1
+    assert f"  (no diff: {BROKEN} is 5.9 KiB, over 4.0 KiB)\n" in out.decode()  # 6,075 bytes
+
+
+@pytest.mark.parametrize(
+    ("n", "shown"),
+    [
+        (0, "0 bytes"),
+        (1, "1 byte"),
+        (1023, "1023 bytes"),
+        (1024, "1.0 KiB"),
+        (1536, "1.5 KiB"),
+        (1024 * 1024 - 1, "1.0 MiB"),  # rounds up into the next unit, not "1024.0 KiB"
+        (50 * 1024 * 1024, "50.0 MiB"),
+        (1_000_000_000, "953.7 MiB"),
+        (1 << 30, "1.0 GiB"),
+        (5 << 40, "5.0 TiB"),
+        (5 << 50, "5120.0 TiB"),
+    ],
+)
+def test_binary_size_labels_binary_units_as_binary(n: int, shown: str) -> None:
+    assert binary_size(n) == shown
