@@ -10,8 +10,9 @@ nothing reads a session whole but a JSON document, which is one value.
     pairfix fix PATH... --in-place           replace each file, a backup beside it
     pairfix preview PATH                     what the agent sends when it resumes the file
 
-A PATH may be a folder (walked for `*.jsonl` and `*.json` session files) or
-`-` (standard input); `--out -` writes the repaired file to standard output.
+A PATH may be a folder (walked for `*.jsonl` and `*.json` session files),
+`-` (standard input), or a pipe, FIFO or `/dev/stdin` (read once, as standard
+input is); `--out -` writes the repaired file to standard output.
 Exit status: 0 when every file is healthy (or was written), 1 when a file has
 faults (`check`, `fix --dry-run`) or its resume request would be refused
 (`preview`), 2 when a file is unreadable or could not be written, or has no
@@ -133,7 +134,8 @@ def inputs(paths: Sequence[str], say_error: Say) -> tuple[list[Input], int]:
                 if child.is_file():
                     found.append(Input(child, _name(child), child.relative_to(path), walked=True))
                 elif not child.is_dir():
-                    say_error(f"{_name(child)}: skipped: {_not_regular(child)}, not a regular file")
+                    shown = terminal_text(_name(child))
+                    say_error(f"{shown}: skipped: {_not_regular(child)}, not a regular file")
         elif path.exists():
             found.append(
                 Input(path, surrogate_free(given), Path(path.name), stream=not path.is_file())
