@@ -474,9 +474,9 @@ def _appended_at(item: Input, run: Run) -> float | None:
     None, and its unanswered calls are faults to repair, not pending.
     """
     jsonl = formats.FORMATS[run.format].jsonl if run.format else item.name.endswith(".jsonl")
-    # A stream's own time says nothing of the session's (a pipe is made as it is read).
-    known = item.path is not None and not item.stream
-    return item.path.stat().st_mtime if item.path is not None and known and jsonl else None
+    if item.path is None or item.stream or not jsonl:
+        return None  # a stream's own time says nothing of the session's (a pipe is new)
+    return item.path.stat().st_mtime
 
 
 def _files_bar(items: list[Input], bars: bool) -> Iterator[Input]:
@@ -591,7 +591,8 @@ def repair_files(
 
     Returns the exit status (BAD when any file could not be read or written,
     else, for a dry run, FAULTS when any file would change) and the reports,
-    each with `written` (the path written, or None) and, in place, `backup`.
+    each with `written` (the path written, or None) and, in place, `backup`
+    and, when the file had other hard links (left as they were), `other_links`.
     Never overwrites an input through `out`; in place, a file is replaced
     only if its size, modification time, inode and sha256 are what they were
     when it was read (see `transcripts.replace`), and a healthy file is left
