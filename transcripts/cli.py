@@ -10,8 +10,9 @@ nothing reads a session whole but a JSON document, which is one value.
     pairfix fix PATH... --in-place           replace each file, a backup beside it
     pairfix preview PATH                     what the agent sends when it resumes the file
 
-A PATH may be a folder (walked for `*.jsonl` and `*.json` session files) or
-`-` (standard input); `--out -` writes the repaired file to standard output.
+A PATH may be a folder (walked for `*.jsonl` and `*.json` session files),
+`-` (standard input), or a pipe, FIFO or `/dev/stdin` (read once, as standard
+input is); `--out -` writes the repaired file to standard output.
 Exit status: 0 when every file is healthy (or was written), 1 when a file has
 faults (`check`, `fix --dry-run`) or its resume request would be refused
 (`preview`), 2 when a file is unreadable or could not be written, or has no
@@ -29,12 +30,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import errno
 import functools
 import io
 import json
 import math
 import os
 import signal
+import stat
 import sys
 import tempfile
 import time
@@ -61,6 +64,7 @@ from transcripts.replace import (
     sha256_of,
     write_file,
 )
+from transcripts.sizes import binary_size
 from transcripts.visible import surrogate_free, terminal_text
 
 if TYPE_CHECKING:
@@ -94,20 +98,27 @@ class Input:
     name spelled `\\xff`, see `transcripts.visible.surrogate_free`);
     `relative` is where its repair goes under `--out DIR` (its path below the
     folder it was found in); `walked` says it was found in a folder rather
-    than named.
+    than named; `stream` says `path` is no regular file (a pipe, a process
+    substitution's `/dev/fd/63`, `/dev/stdin`, a named FIFO, a device): its
+    bytes come once, in order, and are read as standard input's are.
     """
 
     path: Path | None
     name: str
     relative: Path
     walked: bool = False
+    stream: bool = False
 
 
 def inputs(paths: Sequence[str], say_error: Say) -> tuple[list[Input], int]:
     """Return the files `paths` name (folders walked, `-` for stdin) and how many are missing.
 
-    A folder gives every `*.jsonl` and `*.json` file below it, sorted, but
-    the backups and temporary files of an in-place repair.
+    A folder gives every `*.jsonl` and `*.json` regular file below it,
+    sorted, but the backups and temporary files of an in-place repair; one
+    of those names that is no regular file (a named pipe, a socket, a device,
+    a symbolic link to one or to nothing) is skipped with a note, never opened:
+    opening a named pipe waits for a writer that may never come. A path named
+    that is no regular file is read as a stream (`Input.stream`).
     """
     found: list[Input] = []
     missing = 0
@@ -118,18 +129,36 @@ def inputs(paths: Sequence[str], say_error: Say) -> tuple[list[Input], int]:
         path = Path(given).expanduser()
         if path.is_dir():
             for child in sorted(path.rglob("*")):
-                if (
-                    child.suffix in SESSION_SUFFIXES
-                    and not is_own_file(child.name)
-                    and child.is_file()
-                ):
+                if child.suffix not in SESSION_SUFFIXES or is_own_file(child.name):
+                    continue
+                if child.is_file():
                     found.append(Input(child, _name(child), child.relative_to(path), walked=True))
+                elif not child.is_dir():
+                    shown = terminal_text(_name(child))
+                    say_error(f"{shown}: skipped: {_not_regular(child)}, not a regular file")
         elif path.exists():
-            found.append(Input(path, surrogate_free(given), Path(path.name)))
+            found.append(
+                Input(path, surrogate_free(given), Path(path.name), stream=not path.is_file())
+            )
         else:
             say_error(f"{terminal_text(given)}: cannot read: No such file or directory")
             missing += 1
     return found, missing
+
+
+def _not_regular(path: Path) -> str:
+    """Return what `path`, no regular file and no folder, is: "a named pipe", "a socket", ..."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return "a symbolic link that leads nowhere"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a file"
 
 
 def _name(path: Path) -> str:
@@ -173,9 +202,21 @@ class _Progress(FileSource):
 
 
 def _open(item: Input, stdin: BinaryIO, bars: bool) -> tuple[FileSource, tqdm[Any] | None]:
-    """Open `item` as a FileSource (standard input is first spooled to an unlinked file)."""
+    """Open `item` as a FileSource (a stream is first spooled to an unlinked file).
+
+    A stream (standard input, a pipe, a named FIFO) cannot be read by offset
+    (`pread` on it fails with ESPIPE, "Illegal seek"): its bytes are read in
+    order, once, to the spool.
+    """
     if item.path is None:
         return FileSource.spooled(iter(functools.partial(stdin.read, 1 << 20), b"")), None
+    if item.stream:
+        # Opening a named FIFO waits for its writer, as `cat fifo` does.
+        fd = os.open(item.path, os.O_RDONLY)
+        try:
+            return FileSource.spooled(iter(functools.partial(os.read, fd, 1 << 20), b"")), None
+        finally:
+            os.close(fd)
     size = item.path.stat().st_size
     if bars and size >= BAR_BYTES:
         bar = _bar(
@@ -301,7 +342,7 @@ def _diff(analysis: Analysis, name: str) -> Iterator[str]:
     """Yield the unified diff of the raw and repaired file (cut for files over DIFF_BYTES)."""
     size = len(analysis.raw)
     if size > DIFF_BYTES:
-        yield f"  (no diff: {name} is {size / 1e6:.0f} MB, over {DIFF_BYTES / 1e6:.0f} MB)"
+        yield f"  (no diff: {name} is {binary_size(size)}, over {binary_size(DIFF_BYTES)})"
         return
     before = analysis.raw if isinstance(analysis.raw, bytes) else analysis.raw[0:size]
     lines = difflib.unified_diff(
@@ -433,7 +474,9 @@ def _appended_at(item: Input, run: Run) -> float | None:
     None, and its unanswered calls are faults to repair, not pending.
     """
     jsonl = formats.FORMATS[run.format].jsonl if run.format else item.name.endswith(".jsonl")
-    return item.path.stat().st_mtime if item.path is not None and jsonl else None
+    if item.path is None or item.stream or not jsonl:
+        return None  # a stream's own time says nothing of the session's (a pipe is new)
+    return item.path.stat().st_mtime
 
 
 def _files_bar(items: list[Input], bars: bool) -> Iterator[Input]:
@@ -497,7 +540,7 @@ def check_files(run: Run, items: list[Input], *, as_json: bool) -> tuple[int, li
                     # resume drops or mends some faults first (its 400 may not come).
                     run.say(
                         "  the agent that wrote it mends or drops some faults itself when it "
-                        f"resumes: `pairfix preview {item.name}` shows what it sends"
+                        f"resumes: {_preview_hint(item)}"
                     )
                 if hidden is not None and hidden.faults:
                     # What the web page shows apart: the agent no longer sends that history.
@@ -508,6 +551,18 @@ def check_files(run: Run, items: list[Input], *, as_json: bool) -> tuple[int, li
                         f"({len(hidden.hidden)} records before it are not sent)"
                     )
     return status, reports
+
+
+def _preview_hint(item: Input) -> str:
+    """Return how to see what `item`'s agent sends: a command that can work for it."""
+    if item.path is None:
+        return "`pairfix preview -` shows what it sends, given the same standard input"
+    if item.stream:
+        return (
+            f"`pairfix preview` shows what it sends, given these bytes again ({item.name} is "
+            "not a regular file: it was read once, as a stream)"
+        )
+    return f"`pairfix preview {item.name}` shows what it sends"
 
 
 def _stdout_writer(stdout: BinaryIO) -> Callable[[Analysis], None]:
@@ -536,7 +591,8 @@ def repair_files(
 
     Returns the exit status (BAD when any file could not be read or written,
     else, for a dry run, FAULTS when any file would change) and the reports,
-    each with `written` (the path written, or None) and, in place, `backup`.
+    each with `written` (the path written, or None) and, in place, `backup`
+    and, when the file had other hard links (left as they were), `other_links`.
     Never overwrites an input through `out`; in place, a file is replaced
     only if its size, modification time, inode and sha256 are what they were
     when it was read (see `transcripts.replace`), and a healthy file is left
@@ -582,6 +638,15 @@ def repair_files(
             )
             status = BAD
             continue
+        if in_place and item.stream:
+            # Checked before the symbolic link (/dev/stdin is one) and before any read.
+            run.say_error(
+                f"{item.name}: not a regular file (a pipe, a FIFO or a device): it cannot be "
+                "replaced in place; use --out DIR"
+            )
+            reports.append({"path": item.name, "error": "not a regular file"})
+            status = BAD
+            continue
         if in_place and item.path is not None and item.path.is_symlink():
             # Replacing the link would turn it into a regular file and leave its target
             # unrepaired (and the backup a hard link to the link): its target is the session.
@@ -597,9 +662,11 @@ def repair_files(
             status = BAD
             continue
         stamp = sha = None
+        other_links = 0
         if in_place and item.path is not None and not dry_run:
             try:
                 stamp, sha = Stamp.of(item.path), sha256_of(item.path)
+                other_links = os.stat(item.path).st_nlink - 1
             except (OSError, FileChanged) as exc:
                 run.say_error(f"{item.name}: cannot read: {exc}")
                 reports.append({"path": item.name, "error": "cannot read"})
@@ -645,13 +712,24 @@ def repair_files(
                     )
                     entry["written"], entry["backup"] = _name(path), _name(backup)
                     run.say(f"{item.name}: {_summary(analysis)} -> {path} (backup {backup.name})")
+                    if other_links:
+                        entry["other_links"] = other_links
+                        run.say_error(_links_note(item, other_links, backup))
                 elif target is None:
                     assert stdout is not None
                     _stdout_writer(stdout)(analysis)
                     entry["written"] = "-"
                     run.say(f"{item.name}: {_summary(analysis)} -> standard output")
                 else:
-                    target.parent.mkdir(parents=True, exist_ok=True)
+                    try:
+                        target.parent.mkdir(parents=True, exist_ok=True)
+                    except FileExistsError:
+                        # mkdir's refusal of a file where a folder must be: not a file
+                        # made while the repair was written (that is write_file's below).
+                        above = _file_above(target) or target.parent
+                        raise NotADirectoryError(
+                            errno.ENOTDIR, f"{_name(above)} is not a folder"
+                        ) from None
                     write_file(target, analysis.write_repaired, new=out_file)
                     written[target] = item.name
                     entry["written"] = _name(target)
@@ -683,6 +761,28 @@ def repair_files(
                     "(the provider may still refuse the file: check it)"
                 )
     return status, reports
+
+
+def _links_note(item: Input, others: int, backup: Path) -> str:
+    """Return the warning for a file repaired in place that had `others` more hard links.
+
+    The repair is a new file renamed onto this one name (so it is written
+    whole or not at all, and the backup is the original itself): every other
+    name of the original still holds its bytes, faults and all. They are the
+    backup's other names.
+    """
+    links = "1 other hard link" if others == 1 else f"{others} other hard links"
+    mount = backup.resolve().parent
+    try:
+        while mount != mount.parent and mount.parent.stat().st_dev == mount.stat().st_dev:
+            mount = mount.parent
+    except OSError:
+        pass  # a folder above that cannot be read: the search starts below it
+    return (
+        f"{item.name}: had {links}: only this name was repaired, the other names still hold "
+        f"the bytes as they were (they are the backup's: `find {_name(mount)} -xdev -samefile "
+        f"{_name(backup)}` lists them)"
+    )
 
 
 def _left_as_found(analysis: Analysis) -> dict[str, int]:
@@ -978,6 +1078,13 @@ def main(
                 "or a new file ending .jsonl or .json (- for standard output)"
             )
             return BAD
+        above = _file_above(target) if target is not None and not args.dry_run else None
+        if above is not None:
+            say_error(
+                f"--out {terminal_text(str(target))}: {terminal_text(str(above))} is not a "
+                "folder (a file is there), so nothing can be written under it"
+            )
+            return BAD
         if target is not None and not out_file and not args.dry_run:
             try:
                 target.mkdir(parents=True, exist_ok=True)
@@ -1005,6 +1112,18 @@ def main(
         out_bytes.write(_json(document) + b"\n")
     out_bytes.flush()
     return status
+
+
+def _file_above(path: Path) -> Path | None:
+    """Return the nearest of the folders `path` is under that is there but no folder, if any.
+
+    For `--out notes.txt/fixed.jsonl`: `notes.txt`. None when the nearest one
+    there is a folder (the rest are made as the repair is written).
+    """
+    for parent in path.parents:
+        if os.path.lexists(parent):
+            return None if parent.is_dir() else parent
+    return None
 
 
 def _names_a_file(out: Path) -> bool:

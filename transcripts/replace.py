@@ -23,6 +23,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import re
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,6 +34,11 @@ from typing import BinaryIO
 BACKUP_MARK = ".pairfix-backup-"
 TEMP_PREFIX = ".pairfix-tmp-"
 _READ = 1 << 20  # bytes per read when hashing
+# The names `backup_path` gives (the stamp is UTC to the microsecond) and the ones
+# tempfile.mkstemp gives under TEMP_PREFIX (eight of its letters, digits and "_").
+_OWN_NAME = re.compile(
+    rf"(.+{re.escape(BACKUP_MARK)}\d{{8}}T\d{{12}}Z|{re.escape(TEMP_PREFIX)}[a-z0-9_]{{8}})"
+)
 
 
 class FileChanged(Exception):
@@ -49,8 +55,13 @@ class SymlinkRefused(OSError):
 
 
 def is_own_file(name: str) -> bool:
-    """Return True for the backups and temporary files a replacement leaves in a folder."""
-    return BACKUP_MARK in name or name.startswith(TEMP_PREFIX)
+    """Return True for the backups and temporary files a replacement leaves in a folder.
+
+    Only names made as those are (`backup_path`'s `NAME.pairfix-backup-
+    20260101T000000000000Z`, a temporary `.pairfix-tmp-` and eight characters)
+    count: a session a user named `notes.pairfix-backup-ideas.jsonl` is theirs.
+    """
+    return _OWN_NAME.fullmatch(name) is not None
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,10 +49,10 @@ from django.core.files.uploadhandler import (
 )
 from django.http import HttpRequest
 from django.http.multipartparser import MultiPartParser
-from django.template.defaultfilters import filesizeformat
 
 from transcripts.formats.source import FileSource
 from transcripts.models import blob_absent, blob_name
+from transcripts.sizes import binary_size
 
 # Inside a zip: folders and the resource forks macOS adds are not sessions.
 _ZIP_SKIPPED = ("__MACOSX/",)
@@ -101,10 +101,6 @@ def unusable_name(name: str) -> str | None:
     )
 
 
-def _size(n: int) -> str:
-    return str(filesizeformat(n)).replace("\xa0", " ")
-
-
 @dataclass
 class Limits:
     """The most one upload may hold: bytes of one session, bytes in all, sessions in all."""
@@ -125,8 +121,8 @@ class Limits:
     def describe(self) -> str:
         """Return the limits as a sentence for the upload form's help text."""
         return (
-            f"Up to {self.files} sessions of at most {_size(self.file_size)} each, "
-            f"{_size(self.total_size)} in all (after decompression)."
+            f"Up to {self.files} sessions of at most {binary_size(self.file_size)} each, "
+            f"{binary_size(self.total_size)} in all (after decompression)."
         )
 
     def too_many(self, what: str = "files") -> str:
@@ -440,9 +436,9 @@ class Unpacker:
     def _check_total(self, more: int) -> None:
         if self.total + more > self.limits.total_size:
             raise UploadRefused(
-                f"This upload holds more than {_size(self.limits.total_size)} of sessions "
+                f"This upload holds more than {binary_size(self.limits.total_size)} of sessions "
                 f"(after decompression); one upload may hold at most "
-                f"{_size(self.limits.total_size)}."
+                f"{binary_size(self.limits.total_size)}."
             )
 
     def _count(self, more: int, what: str = "files") -> None:
@@ -451,8 +447,8 @@ class Unpacker:
 
     def _too_big(self, what: str, verb: str) -> UploadRefused:
         return UploadRefused(
-            f"{what} {verb} more than {_size(self.limits.file_size)}; "
-            f"each session may be at most {_size(self.limits.file_size)}."
+            f"{what} {verb} more than {binary_size(self.limits.file_size)}; "
+            f"each session may be at most {binary_size(self.limits.file_size)}."
         )
 
     def close(self) -> None:
@@ -512,18 +508,19 @@ class LimitUploadHandler(FileUploadHandler):
         self.total += len(raw_data)
         if start + len(raw_data) > self.limit:
             rule = (
-                f"one upload may hold at most {_size(self.limits.total_size)}"
+                f"one upload may hold at most {binary_size(self.limits.total_size)}"
                 if self.limit == self.limits.total_size
-                else f"each session may be at most {_size(self.limits.file_size)}"
+                else f"each session may be at most {binary_size(self.limits.file_size)}"
             )
             self.refused.append(
-                f"“{shown_name(self.file_name or '')}” is more than {_size(self.limit)}; {rule}."
+                f"“{shown_name(self.file_name or '')}” is more than "
+                f"{binary_size(self.limit)}; {rule}."
             )
             raise SkipFile
         if self.total > self.limits.total_size:
             self.refused.append(
-                f"This upload is more than {_size(self.limits.total_size)}; "
-                f"one upload may hold at most {_size(self.limits.total_size)}."
+                f"This upload is more than {binary_size(self.limits.total_size)}; "
+                f"one upload may hold at most {binary_size(self.limits.total_size)}."
             )
             # Nothing more of this request is stored: the rest is read and dropped.
             raise StopUpload(connection_reset=False)

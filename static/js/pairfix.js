@@ -34,12 +34,13 @@ function enableDropzone(form) {
   });
 }
 
+// Binary units, labelled as such: the limits the server states are in them too.
 function humanSize(bytes) {
-  const units = ["bytes", "KB", "MB", "GB"];
+  const units = ["bytes", "KiB", "MiB", "GiB"];
   let value = bytes;
   let unit = 0;
-  while (value >= 1000 && unit < units.length - 1) {
-    value /= 1000;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
     unit += 1;
   }
   return `${unit ? value.toFixed(1) : value} ${units[unit]}`;

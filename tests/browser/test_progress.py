@@ -1,5 +1,6 @@
 """Issue 16 §5: progress that holds: uploads, timeline builds, and jobs a session at a time."""
 
+import re
 import threading
 
 import pytest
@@ -29,6 +30,10 @@ def test_an_upload_shows_how_much_is_sent(page, live_server, alice, workspace):
     page.get_by_role("button", name="Upload").click()
     status = page.locator(".upload-status")
     expect(status).to_contain_text("Uploading: ")
+    # Binary units, named as such (the server's limits are stated in them too).
+    expect(status).to_have_text(
+        re.compile(r"Uploading: \d+% \(\d+(\.\d)? (bytes|KiB|MiB) of \d+\.\d (KiB|MiB)\)")
+    )
     bar = page.locator("progress.upload-progress")
     expect(bar).to_be_visible()
     sent = bar.evaluate("(el) => [el.value, el.max]")

@@ -20,9 +20,16 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = ROOT / "transcripts"
-# The pure packages and modules; `visible` is the escaping the CLI shares with the templates.
+# The pure packages and modules; `visible` is the escaping and `sizes` the size text the CLI
+# shares with the templates.
 PACKAGES = ("transcripts.core", "transcripts.formats", "transcripts.replay")
-MODULES = ("transcripts.engine", "transcripts.cli", "transcripts.replace", "transcripts.visible")
+MODULES = (
+    "transcripts.engine",
+    "transcripts.cli",
+    "transcripts.replace",
+    "transcripts.visible",
+    "transcripts.sizes",
+)
 PURE_PATHS = sorted(
     [
         *(p for package in PACKAGES for p in (ROOT / package.replace(".", "/")).rglob("*.py")),

@@ -249,3 +249,20 @@ def test_a_job_with_nothing_left_finishes_at_once(alice, workspace):
     job = actions.do_start_job(workspace, [], policy="synthesize", acting_user=alice)
     job = run_inline(job)
     assert (job.status, job.total) == ("done", 0)
+
+
+def test_a_dry_run_of_a_session_too_large_to_diff_gives_sizes_in_the_units_it_names(
+    alice, workspace, faulty, monkeypatch
+):
+    monkeypatch.setattr(runner, "DIFF_MAX_BYTES", 4096)
+    job = run_inline(
+        actions.do_start_job(
+            workspace, faulty[:1], kind=Job.Kind.DRY_RUN, policy="synthesize", acting_user=alice
+        )
+    )
+    item = job.items.get()
+    assert len(sample(FAULTY[0])) == 6075
+    assert (item.status, item.diff) == (
+        "would_repair",
+        "(no diff: the session is 5.9 KiB, over 4.0 KiB)",
+    )

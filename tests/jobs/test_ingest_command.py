@@ -119,7 +119,9 @@ def test_it_stores_nothing_of_an_archive_past_the_limit(tmp_path, capsys):
         call_command("ingest", str(tmp_path / "bomb.zip"), "--max-size", str(2**20))
     assert Session.objects.count() == 0
     err = capsys.readouterr().err
-    assert "bomb.zip: not stored: “big.jsonl” in “bomb.zip” decompresses to more than 1.0 MB" in err
+    assert (
+        "bomb.zip: not stored: “big.jsonl” in “bomb.zip” decompresses to more than 1.0 MiB" in err
+    )
 
 
 def test_a_plain_file_obeys_the_size_limit(tmp_path, capsys, settings):
@@ -166,4 +168,4 @@ def test_the_total_counts_every_file_of_a_run(tmp_path, capsys):
             "1000",
         )
     assert Session.objects.count() == 0
-    assert "This upload holds more than 1.5 KB of sessions" in capsys.readouterr().err
+    assert "This upload holds more than 1.5 KiB of sessions" in capsys.readouterr().err

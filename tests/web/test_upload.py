@@ -205,7 +205,7 @@ def test_the_handler_stops_reading_past_the_total(rf):
     assert [f.name for f in request.FILES.getlist("files")] == ["0.jsonl"]
     request.close()
     assert handler.refused == [
-        "This upload is more than 1.5 KB; one upload may hold at most 1.5 KB."
+        "This upload is more than 1.5 KiB; one upload may hold at most 1.5 KiB."
     ]
 
 
@@ -215,7 +215,7 @@ def test_it_refuses_a_gz_that_decompresses_past_the_limit(alice_client, workspac
     assert len(bomb) < 30_000
     response = upload(alice_client, workspace, SimpleUploadedFile("bomb.jsonl.gz", bomb))
     html = _refusal(response)
-    assert "“bomb.jsonl.gz” decompresses to more than 1.0 MB; each session may be at most" in html
+    assert "“bomb.jsonl.gz” decompresses to more than 1.0 MiB; each session may be at most" in html
 
 
 def test_it_refuses_a_zip_member_past_the_limit(alice_client, workspace, settings):
@@ -223,7 +223,7 @@ def test_it_refuses_a_zip_member_past_the_limit(alice_client, workspace, setting
     bomb = _zip({"ok.jsonl": sample("formats/claude_code.jsonl"), "big.jsonl": b"\0" * 2**22})
     response = upload(alice_client, workspace, SimpleUploadedFile("bomb.zip", bomb))
     html = _refusal(response)
-    assert "“big.jsonl” in “bomb.zip” decompresses to more than 1.0 MB" in html
+    assert "“big.jsonl” in “bomb.zip” decompresses to more than 1.0 MiB" in html
 
 
 def test_it_refuses_a_zip_that_understates_a_members_size(alice_client, workspace, settings):
@@ -256,7 +256,7 @@ def test_it_refuses_an_upload_over_the_total_limit(alice_client, workspace, sett
     settings.UPLOAD_MAX_TOTAL_SIZE = 5000
     files = [SimpleUploadedFile(f"{n}.jsonl", b"x" * 2000) for n in range(3)]
     html = _refusal(upload(alice_client, workspace, *files))
-    assert "This upload is more than 4.9 KB; one upload may hold at most 4.9 KB." in html
+    assert "This upload is more than 4.9 KiB; one upload may hold at most 4.9 KiB." in html
 
 
 def test_it_refuses_sessions_that_decompress_past_the_total(alice_client, workspace, settings):
@@ -264,7 +264,7 @@ def test_it_refuses_sessions_that_decompress_past_the_total(alice_client, worksp
     settings.UPLOAD_MAX_TOTAL_SIZE = 5000
     archive = _zip({f"{n}.jsonl": b"x" * 2000 for n in range(3)})
     html = _refusal(upload(alice_client, workspace, SimpleUploadedFile("s.zip", archive)))
-    assert "This upload holds more than 4.9 KB of sessions (after decompression)" in html
+    assert "This upload holds more than 4.9 KiB of sessions (after decompression)" in html
 
 
 @pytest.mark.parametrize(

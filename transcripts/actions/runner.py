@@ -65,6 +65,7 @@ from transcripts.models import (
 )
 from transcripts.outages import outage_of
 from transcripts.policies import policy_for
+from transcripts.sizes import binary_size
 
 logger = structlog.get_logger(__name__)
 
@@ -561,7 +562,10 @@ def _repair_analysed(item: JobItem, job: Job, writes_back: bool, analysis: Analy
     }
     if job.kind == Job.Kind.DRY_RUN:
         if base.size > DIFF_MAX_BYTES:
-            diff = f"(no diff: the session is {base.size / 1e6:.0f} MB)"
+            diff = (
+                f"(no diff: the session is {binary_size(base.size)}, "
+                f"over {binary_size(DIFF_MAX_BYTES)})"
+            )
         else:
             raw = analysis.raw if isinstance(analysis.raw, bytes) else base.read()
             diff = _diff(raw, analysis.repaired, session.name)
