@@ -116,7 +116,7 @@ def step(staging: Path, *argv: str) -> dict[str, Any]:
 
 
 def generate(path: Path) -> Path:
-    """Copy the shared generator's session (made once, kept between runs by tests.helpers) to `path`."""
+    """Copy the shared generator's session (made once, kept by tests.helpers) to `path`."""
     made = generated_session(RECORDS, seed=11, fault_rate=0.01, result_bytes=RESULT_BYTES)
     shutil.copyfile(made, path)
     return path
