@@ -14,6 +14,7 @@ from transcripts.formats.base import (
     preview,
     previews_kept,
     result_row,
+    result_text,
 )
 
 
@@ -40,7 +41,8 @@ def read_blocks(content: Any, record: Record) -> None:
             if show:
                 texts.append(f"{name}({preview(record.calls[-1].args, 200)})")
         elif kind == "tool_result" and isinstance(block, dict):
-            text = preview(block.get("content"))
+            value = block.get("content")
+            text = preview(value) if show else result_text(value)
             record.results.append(
                 ToolResult(
                     str(block.get("tool_use_id") or ""),

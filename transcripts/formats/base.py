@@ -444,19 +444,26 @@ def _digested(args: Any) -> str:
 def result_row(block: int, tool_call_id: Any, is_error: bool, content: Any) -> ResultRow:
     """Return a result as a load without summaries keeps it: its text only if a marker.
 
-    The `marker_text` of its content; a list whose first block's text
-    starts no marker within its first 32 characters is not previewed (the
-    preview starts with that text). Raises TypeError for an id that is
+    Its text is `result_text(content)`. Raises TypeError for an id that is
     neither a string nor empty.
     """
     if tool_call_id and not isinstance(tool_call_id, str):
         raise TypeError("a tool call id that is not a string")
+    return (block, tool_call_id or "", is_error, result_text(content))
+
+
+def result_text(content: Any) -> str:
+    """Return what a load without previews keeps of a result's `content`: a marker's text, or "".
+
+    The `marker_text` of `content`, but a list whose first block's text
+    starts no marker within its first 32 characters is not previewed at all
+    (a preview starts with that text). `preview` never raises, so skipping
+    it changes nothing but the time.
+    """
     first = content[0] if isinstance(content, list) and content else None
     if isinstance(first, dict) and isinstance(head := first.get("text"), str):
-        text = marker_text(content) if may_be_marker(head[:32]) else ""
-    else:
-        text = marker_text(content)
-    return (block, tool_call_id or "", is_error, text)
+        return marker_text(content) if may_be_marker(head[:32]) else ""
+    return marker_text(content)
 
 
 def marker_text(content: Any) -> str:
