@@ -269,6 +269,8 @@ def linked(records: list[Record]) -> bool:
     session) has no chain to follow: it is read in file order, and a repair
     writes no links into it.
     """
+    if isinstance(records, RecordStore) and records.chained():
+        return True  # known as the records were stored: no scan
     by_uid = uid_lookup(records)
     return any(
         r.parent is not None and r.parent != r.uid and by_uid(r.parent) is not None for r in records
