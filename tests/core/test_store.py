@@ -344,3 +344,12 @@ def test_the_parent_of_a_record_is_the_first_record_of_its_parent_uid() -> None:
     assert [store.parent_of(k) for k in range(6)] == [None, 0, None, 0, None, None]
     replaced = store.replaced({1: _record(1, uid="b", parent="c")})
     assert (replaced.parent_of(1), store.parent_of(1)) == (3, 0)
+
+
+def test_it_finds_every_record_holding_any_of_some_uids() -> None:
+    uids = ["a", "b", None, "a", "c", "b", None]
+    store = _stored([_record(k, uid=uid) for k, uid in enumerate(uids)], b"")
+    assert store.holding_uids({"a", "b", "z"}) == {0: "a", 3: "a", 1: "b", 5: "b"}
+    assert store.holding_uids({"z"}) == {}
+    for uid in ("a", "b", "c"):
+        assert set(store.holding_uids({uid})) == store.holding_uid(uid)

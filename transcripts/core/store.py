@@ -789,6 +789,25 @@ class RecordStore(list[Record]):
             index = marks.find(0, index + 1)
         return held
 
+    def holding_uids(self, uids: Iterable[str]) -> dict[int, str]:
+        """Return {index: uid} of every record whose `uid` is one of `uids`.
+
+        As `holding_uid` for each, in one walk over the records that are
+        not the first with their uid, however many `uids` there are.
+        """
+        wanted = set(uids)
+        held = {first: uid for uid in wanted if (first := self.first_with_uid(uid)) is not None}
+        if not held:
+            return held
+        marks, refs, get = self._uid_first, self._uid, self._get
+        index = marks.find(0)
+        while index >= 0:
+            ref = refs[index]
+            if ref != _NONE and (uid := get(ref)) in wanted:
+                held[index] = uid
+            index = marks.find(0, index + 1)
+        return held
+
     def parent_of(self, index: int) -> int | None:
         """Return the index of the first record whose uid is record `index`'s parent, or None.
 
