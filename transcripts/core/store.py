@@ -352,12 +352,59 @@ class RecordStore(list[Record]):
         """
         if (start | end) >> _SPAN_BITS or line >> _LINE_BITS:
             raise ValueError(f"record offsets {start}-{end} or line {line} out of range")
+        # `_add` written out for a record with no text and rows for its calls and results:
+        # this runs once for nearly every line of a long session.
         index = self._count
-        self._add(start, end, line, kind, role, bits, uid, parent, message_id, "", None, None)
+        slot = index & _CHUNK_MASK
+        if not slot:
+            for column in self._columns:
+                column.grow()
+            self._tails = tuple(column.chunks[-1] for column in self._columns)
+        self._count = index + 1
+        starts, sizes, lines, kinds, flags, uids, parents, messages, texts, *packs, hashes = (
+            self._tails
+        )
+        starts[slot] = start
+        if end - start < _WIDE:
+            sizes[slot] = end - start
+        else:
+            self._set_size(index, end - start)
+        lines[slot] = line
+        code = self._kind_codes.get(kind)
+        if code is None:
+            self._set_kind(index, kind, role)
+        else:
+            kinds[slot] = (code << _ROLE_BITS) | _ROLE_CODE[role]
+        if bits < _WIDE:
+            flags[slot] = bits
+        else:
+            self._set_bits(index, bits)
+        last_uid, last_ref = self._last_uid
+        uid_ref = last_ref if uid == last_uid else self._put(uid)
+        uids[slot] = uid_ref
+        if uid is not None:
+            hashes[slot] = hash(uid) & _HASH_MASK
+        self._uid_slots = None
+        if parent is not None and parent == last_uid:
+            parents[slot] = last_ref
+            if parent != uid and self._chained < 0:
+                self._chained = index
+        else:
+            parents[slot] = self._put(parent)
+        self._last_uid = (uid, uid_ref)
+        if message_id is None:
+            messages[slot] = _NONE
+        else:
+            last_message, message_ref = self._last_message
+            if message_id != last_message:
+                message_ref = self._put(message_id)
+                self._last_message = (message_id, message_ref)
+            messages[slot] = message_ref
+        texts[slot] = _NONE
         if calls:
             first = len(self._call_block)
             if _rows_fit(calls, first):
-                self._calls[index] = (first << _COUNT_BITS) | len(calls)
+                packs[0][slot] = (first << _COUNT_BITS) | len(calls)
                 self._put_call_rows(first, calls)
             else:
                 odd = [ToolCall(i, name, index, j, args, why) for j, i, name, args, why in calls]
@@ -365,7 +412,7 @@ class RecordStore(list[Record]):
         if results:
             first = len(self._result_block)
             if _rows_fit(results, first):
-                self._results[index] = (first << _COUNT_BITS) | len(results)
+                packs[1][slot] = (first << _COUNT_BITS) | len(results)
                 self._put_result_rows(results)
             else:
                 odd_results = [ToolResult(i, index, j, bad, text) for j, i, bad, text in results]
