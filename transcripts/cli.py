@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import difflib
 import errno
 import functools
 import io
@@ -344,6 +343,8 @@ def _diff(analysis: Analysis, name: str) -> Iterator[str]:
     if size > DIFF_BYTES:
         yield f"  (no diff: {name} is {binary_size(size)}, over {binary_size(DIFF_BYTES)})"
         return
+    import difflib  # only a dry run shows a diff
+
     before = analysis.raw if isinstance(analysis.raw, bytes) else analysis.raw[0:size]
     lines = difflib.unified_diff(
         before.decode("utf-8", "replace").splitlines(),

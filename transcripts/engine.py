@@ -14,10 +14,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from transcripts import formats
-from transcripts.core.align import Row, align, iter_align
 from transcripts.core.detect import DEFAULT_GRACE, detect, is_live, pair
 from transcripts.core.model import Fault, Plan, Transcript
 from transcripts.core.outcome import repaired_faults
@@ -26,6 +25,9 @@ from transcripts.core.repair import repair
 from transcripts.formats import FormatError
 from transcripts.formats.loader import is_document
 from transcripts.formats.source import FileSource
+
+if TYPE_CHECKING:
+    from transcripts.core.align import Row
 
 ENGINE_VERSION = "3"  # 3: renamed ids take `-2`, not `_2` (repair._new_ids)
 
@@ -85,6 +87,8 @@ class Analysis:
         """Return the side-by-side rows (raw and repaired), computed on first use."""
         if self.transcript is None:
             return []
+        from transcripts.core.align import align  # rows are for showing: `fix` needs none
+
         return align(self.transcript, self.faults, self.plan)
 
     def iter_rows(self) -> Iterator[Row]:
@@ -96,6 +100,8 @@ class Analysis:
         """
         if "rows" in self.__dict__ or self.transcript is None:
             return iter(self.rows)
+        from transcripts.core.align import iter_align
+
         return iter_align(self.transcript, self.faults, self.plan)
 
     @property

@@ -11,6 +11,7 @@ from transcripts import formats
 from transcripts.core.model import _SIDECHAIN, Record, Role, ToolCall, ToolResult
 from transcripts.core.store import _ARENA_CHUNK, RecordStore
 from transcripts.engine import FileSource
+from transcripts.formats.base import linked
 
 SAMPLES = Path(__file__).resolve().parents[2] / "demo" / "samples"
 LINES = sorted(
@@ -299,3 +300,56 @@ def test_a_uid_that_is_nearly_a_uuid_reads_back_as_written(uid: str) -> None:
     store.append_message(3, 5, 2, "user", Role.USER, 0, "other", uid, None, (), ())
     assert (store[0].uid, store[1].parent) == (uid, uid)
     assert store.first_with_uid(uid) == 0
+
+
+def test_it_knows_as_it_appends_that_a_parent_names_the_uid_before_it() -> None:
+    store = _stored([_record(0, uid="a"), _record(1, uid="b", parent="a")], b"")
+    assert store.chained() and linked(store)
+    # Setting the parent that was the proof: known no more, and the scan answers.
+    store[1].parent = "z"
+    assert not store.chained() and not linked(store)
+    store[1].parent = "a"
+    assert linked(store)
+
+
+def test_a_parent_that_is_its_own_uid_is_no_link() -> None:
+    store = _stored([_record(0, uid="a"), _record(1, uid="a", parent="a")], b"")
+    assert not store.chained() and not linked(store)
+
+
+def test_a_link_to_a_record_further_back_is_found_by_the_scan() -> None:
+    store = _stored([_record(0, uid="a"), _record(1, uid="b"), _record(2, parent="a")], b"")
+    assert not store.chained() and linked(store)
+
+
+def test_its_uid_table_finds_the_first_record_of_each_of_many_uids() -> None:
+    uids = [f"u{k % 3000}" for k in range(4500)]  # the last 1500 repeat the first ones
+    store = _stored([_record(k, uid=uid) for k, uid in enumerate(uids)], b"")
+    assert [store.first_with_uid(f"u{k}") for k in range(3000)] == list(range(3000))
+    assert store.first_with_uid("u3000") is None
+    store[4000].uid = "new"
+    assert (store.first_with_uid("new"), store.first_with_uid("u1000")) == (4000, 1000)
+
+
+def test_the_parent_of_a_record_is_the_first_record_of_its_parent_uid() -> None:
+    records = [
+        _record(0, uid="a"),
+        _record(1, uid="b", parent="a"),
+        _record(2, uid="a"),  # a second record of uid "a": parents name the first
+        _record(3, uid="c", parent="a"),
+        _record(4, parent="gone"),
+        _record(5),
+    ]
+    store = _stored(records, b"")
+    assert [store.parent_of(k) for k in range(6)] == [None, 0, None, 0, None, None]
+    replaced = store.replaced({1: _record(1, uid="b", parent="c")})
+    assert (replaced.parent_of(1), store.parent_of(1)) == (3, 0)
+
+
+def test_it_finds_every_record_holding_any_of_some_uids() -> None:
+    uids = ["a", "b", None, "a", "c", "b", None]
+    store = _stored([_record(k, uid=uid) for k, uid in enumerate(uids)], b"")
+    assert store.holding_uids({"a", "b", "z"}) == {0: "a", 3: "a", 1: "b", 5: "b"}
+    assert store.holding_uids({"z"}) == {}
+    for uid in ("a", "b", "c"):
+        assert set(store.holding_uids({uid})) == store.holding_uid(uid)

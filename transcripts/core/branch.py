@@ -56,12 +56,16 @@ def _reattach(records: list[Record], by_uid: UidLookup, path: list[int]) -> list
             for r in records
             if not on_path[r.index] and not r.sidechain and r.results and not r.calls
         )
+    stored = records if isinstance(records, RecordStore) else None
     for index in lines:
-        record = records[index]
-        parent = by_uid(record.parent) if record.parent is not None else None
+        if stored is not None:
+            parent = stored.parent_of(index)
+        else:
+            record = records[index]
+            parent = by_uid(record.parent) if record.parent is not None else None
         # The path runs through `by_uid`'s records: a parent is on it when its record is.
         if parent is not None and on_path[parent]:
-            candidates.append(record)
+            candidates.append(records[index])
     if not candidates:
         return path
     wanted = {result.tool_call_id for record in candidates for result in record.results}

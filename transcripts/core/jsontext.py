@@ -69,7 +69,14 @@ def loads(data: bytes | bytearray | memoryview | str) -> Any:
 
 def has_lone(text: str) -> bool:
     """Return True when `text` holds a surrogate code point (which UTF-8 cannot encode)."""
-    return _LONE.search(text) is not None
+    if text.isascii():  # a flag of the string: no scan
+        return False
+    # Strict UTF-8 refuses surrogates and nothing else; it runs faster than the pattern.
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def escape_lone(text: str) -> str:

@@ -34,7 +34,9 @@ def may_be_marker(text: str) -> bool:
     `synthetic_marker` recognises starts with one of `_FIRST` once whitespace
     is normalised. True for a text of whitespace alone (looked up as ever).
     """
-    return text.lstrip()[:1] in _FIRST
+    # The head first: a long text that opens with whitespace is not copied whole to strip it.
+    head = text[:64].lstrip()
+    return (head or text.lstrip())[:1] in _FIRST
 
 
 def synthetic_marker(text: str) -> str | None:

@@ -54,8 +54,8 @@ def _uuid_bytes(text: str) -> bytes | None:
         packed = bytes.fromhex(digits)
     except ValueError:
         return None
-    # fromhex also takes capitals and spaces: its bytes must be these 32 lowercase digits.
-    return packed if len(packed) == 16 and packed.hex() == digits else None
+    # fromhex also takes spaces (then fewer than 16 bytes) and capitals: 32 lowercase digits.
+    return packed if len(packed) == 16 and (digits.islower() or digits.isdigit()) else None
 
 
 # Columns grow a chunk at a time, and chunks never move: an array grown by realloc
@@ -120,6 +120,7 @@ _ROWS_LIMIT = 1 << (32 - _COUNT_BITS)
 _ROLE_BITS = 3  # a record's kind column packs (kind code << _ROLE_BITS) | role code
 _ROLE_MASK = (1 << _ROLE_BITS) - 1
 _WIDE = 0xFFFFFFFF  # in a 32-bit column: the value is in the column's dict instead
+_HASH_MASK = 0xFFFFFFFF  # the bits of a uid's hash the store keeps
 
 
 def _fit_rows(items: list[ToolCall] | list[ToolResult], index: int, first: int) -> bool:
@@ -191,10 +192,14 @@ class RecordStore(list[Record]):
         self._text = _Column("q")
         self._calls = _Column("I")
         self._results = _Column("I")
+        # The low 32 bits of each uid's str hash (0 without one): the uid table is built,
+        # and its probes compared, without reading a uid string back from the arena.
+        self._uid_hash = _Column("I")
         self._count = 0
         self._columns = (
             *(self._start, self._size, self._line, self._kind, self._bits, self._uid),
             *(self._parent, self._message, self._text, self._calls, self._results),
+            self._uid_hash,
         )
         self._tails: tuple[array[int], ...] = ()  # each column's last chunk, being filled
         self._read: dict[int, str] = {}  # strings read lately, by reference
@@ -225,6 +230,9 @@ class RecordStore(list[Record]):
         self._shared: dict[str, int] = {}  # recent strings worth sharing: ids, names, kinds
         self._last_uid: tuple[str | None, int] = (None, _NONE)
         self._uid_slots: array[int] | None = None  # see `first_with_uid`
+        # The first record appended whose parent is the uid of the record before it (not
+        # its own uid), or -1: the records are linked (see `chained`).
+        self._chained = -1
         self._uid_first = bytearray()  # 1 for the first record of each uid, with the slots
         self._last_message: tuple[str | None, int] = (None, _NONE)
 
@@ -344,12 +352,59 @@ class RecordStore(list[Record]):
         """
         if (start | end) >> _SPAN_BITS or line >> _LINE_BITS:
             raise ValueError(f"record offsets {start}-{end} or line {line} out of range")
+        # `_add` written out for a record with no text and rows for its calls and results:
+        # this runs once for nearly every line of a long session.
         index = self._count
-        self._add(start, end, line, kind, role, bits, uid, parent, message_id, "", None, None)
+        slot = index & _CHUNK_MASK
+        if not slot:
+            for column in self._columns:
+                column.grow()
+            self._tails = tuple(column.chunks[-1] for column in self._columns)
+        self._count = index + 1
+        starts, sizes, lines, kinds, flags, uids, parents, messages, texts, *packs, hashes = (
+            self._tails
+        )
+        starts[slot] = start
+        if end - start < _WIDE:
+            sizes[slot] = end - start
+        else:
+            self._set_size(index, end - start)
+        lines[slot] = line
+        code = self._kind_codes.get(kind)
+        if code is None:
+            self._set_kind(index, kind, role)
+        else:
+            kinds[slot] = (code << _ROLE_BITS) | _ROLE_CODE[role]
+        if bits < _WIDE:
+            flags[slot] = bits
+        else:
+            self._set_bits(index, bits)
+        last_uid, last_ref = self._last_uid
+        uid_ref = last_ref if uid == last_uid else self._put(uid)
+        uids[slot] = uid_ref
+        if uid is not None:
+            hashes[slot] = hash(uid) & _HASH_MASK
+        self._uid_slots = None
+        if parent is not None and parent == last_uid:
+            parents[slot] = last_ref
+            if parent != uid and self._chained < 0:
+                self._chained = index
+        else:
+            parents[slot] = self._put(parent)
+        self._last_uid = (uid, uid_ref)
+        if message_id is None:
+            messages[slot] = _NONE
+        else:
+            last_message, message_ref = self._last_message
+            if message_id != last_message:
+                message_ref = self._put(message_id)
+                self._last_message = (message_id, message_ref)
+            messages[slot] = message_ref
+        texts[slot] = _NONE
         if calls:
             first = len(self._call_block)
             if _rows_fit(calls, first):
-                self._calls[index] = (first << _COUNT_BITS) | len(calls)
+                packs[0][slot] = (first << _COUNT_BITS) | len(calls)
                 self._put_call_rows(first, calls)
             else:
                 odd = [ToolCall(i, name, index, j, args, why) for j, i, name, args, why in calls]
@@ -357,7 +412,7 @@ class RecordStore(list[Record]):
         if results:
             first = len(self._result_block)
             if _rows_fit(results, first):
-                self._results[index] = (first << _COUNT_BITS) | len(results)
+                packs[1][slot] = (first << _COUNT_BITS) | len(results)
                 self._put_result_rows(results)
             else:
                 odd_results = [ToolResult(i, index, j, bad, text) for j, i, bad, text in results]
@@ -403,7 +458,8 @@ class RecordStore(list[Record]):
                 column.grow()
             self._tails = tuple(column.chunks[-1] for column in self._columns)
         self._count = index + 1
-        starts, sizes, lines, kinds, flags, uids, parents, messages, texts = self._tails[:9]
+        tails = self._tails
+        starts, sizes, lines, kinds, flags, uids, parents, messages, texts = tails[:9]
         starts[slot] = start
         if end - start < _WIDE:
             sizes[slot] = end - start
@@ -422,8 +478,12 @@ class RecordStore(list[Record]):
         last_uid, last_ref = self._last_uid
         uid_ref = last_ref if uid == last_uid else self._put(uid)
         uids[slot] = uid_ref
+        if uid is not None:
+            tails[11][slot] = hash(uid) & _HASH_MASK
         self._uid_slots = None
         shared = parent is not None and parent == last_uid
+        if shared and parent != uid and self._chained < 0:
+            self._chained = index
         parents[slot] = last_ref if shared else self._put(parent)
         self._last_uid = (uid, uid_ref)
         if message is None:
@@ -570,13 +630,14 @@ class RecordStore(list[Record]):
         if slots is None:
             slots = self._uid_slots = self._uid_table()
         mask = len(slots) - 1
-        probe = hash(uid) & mask
-        refs, get = self._uid, self._get
+        held = hash(uid) & _HASH_MASK
+        probe = held & mask
+        refs, hashes, get = self._uid, self._uid_hash, self._get
         while True:
             entry = slots[probe]
             if not entry:
                 return None
-            if get(refs[entry - 1]) == uid:
+            if hashes[entry - 1] == held and get(refs[entry - 1]) == uid:
                 return entry - 1
             probe = (probe + 1) & mask
 
@@ -588,24 +649,39 @@ class RecordStore(list[Record]):
         code = "i" if size < 2**31 else "q"  # record indexes + 1 fit 32 bits nearly always
         slots = array(code, [0]) * size
         mask = size - 1
-        refs, get = self._uid, self._get
+        refs, hashes, get = self._uid, self._uid_hash, self._get
         first = self._uid_first = bytearray(self._count)
-        for index in range(self._count):
-            ref = refs[index]
+        columns = zip(self._each(refs), self._each(hashes), strict=True)
+        for index, (ref, held) in enumerate(columns):
             if ref == _NONE:
                 continue
-            uid = get(ref)
-            probe = hash(uid) & mask
+            probe = held & mask
             while True:
                 entry = slots[probe]
                 if not entry:
                     slots[probe] = index + 1
                     first[index] = 1
                     break
-                if get(refs[entry - 1]) == uid:
+                other = entry - 1
+                if hashes[other] == held and (refs[other] == ref or get(refs[other]) == get(ref)):
                     break  # an earlier record holds this uid: it stands for it
                 probe = (probe + 1) & mask
         return slots
+
+    def chained(self) -> bool:
+        """Return True when a record's parent is known to name another record's uid.
+
+        Known as the records were appended: one whose parent is the uid of
+        the record just before it, and not its own uid, neither record's uid
+        nor parent set since. False says nothing (a link elsewhere, say):
+        `base.linked` then looks at every record.
+        """
+        return self._chained >= 0 and not self._replaced
+
+    def _unchain(self, index: int) -> None:
+        """Forget the known link when record `index`'s uid or parent changes and held it."""
+        if 0 <= self._chained - index <= 1:
+            self._chained = -1
 
     # Scans in column space -----------------------------------------------------------
     # What a format's `finish` asks of every record, read without a view per record.
@@ -759,6 +835,44 @@ class RecordStore(list[Record]):
                 held.add(index)
             index = marks.find(0, index + 1)
         return held
+
+    def holding_uids(self, uids: Iterable[str]) -> dict[int, str]:
+        """Return {index: uid} of every record whose `uid` is one of `uids`.
+
+        As `holding_uid` for each, in one walk over the records that are
+        not the first with their uid, however many `uids` there are.
+        """
+        wanted = set(uids)
+        held = {first: uid for uid in wanted if (first := self.first_with_uid(uid)) is not None}
+        if not held:
+            return held
+        marks, refs, get = self._uid_first, self._uid, self._get
+        index = marks.find(0)
+        while index >= 0:
+            ref = refs[index]
+            if ref != _NONE and (uid := get(ref)) in wanted:
+                held[index] = uid
+            index = marks.find(0, index + 1)
+        return held
+
+    def parent_of(self, index: int) -> int | None:
+        """Return the index of the first record whose uid is record `index`'s parent, or None.
+
+        `first_with_uid(self[index].parent)`, but a parent kept as the very
+        uid string of the record just before it, that record the first with
+        it, is found without reading a string (as `path_to` follows it).
+        """
+        if self._replaced:
+            parent = self[index].parent
+            return None if parent is None else self.first_with_uid(parent)
+        if self._uid_slots is None:
+            self._uid_slots = self._uid_table()
+        ref = self._parent[index]
+        if ref == _NONE:
+            return None
+        if index and ref == self._uid[index - 1] and self._uid_first[index - 1]:
+            return index - 1
+        return self.first_with_uid(self._get(ref))
 
     def path_to(self, uid: str | None) -> list[int] | None:
         """Return `branch._path_to`'s path to the first record of `uid`, or None: not here.
@@ -1017,8 +1131,11 @@ class StoredRecord(Record):
 
     @uid.setter
     def uid(self, value: str | None) -> None:
-        self._store._uid[self._i] = self._store._put(value)
-        self._store._uid_slots = None
+        store = self._store
+        store._uid[self._i] = store._put(value)
+        store._uid_hash[self._i] = 0 if value is None else hash(value) & _HASH_MASK
+        store._uid_slots = None
+        store._unchain(self._i)
 
     @property
     def parent(self) -> str | None:
@@ -1028,6 +1145,7 @@ class StoredRecord(Record):
     @parent.setter
     def parent(self, value: str | None) -> None:
         self._store._parent[self._i] = self._store._put(value)
+        self._store._unchain(self._i)
 
     @property
     def message_id(self) -> str | None:

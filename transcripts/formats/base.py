@@ -269,6 +269,8 @@ def linked(records: list[Record]) -> bool:
     session) has no chain to follow: it is read in file order, and a repair
     writes no links into it.
     """
+    if isinstance(records, RecordStore) and records.chained():
+        return True  # known as the records were stored: no scan
     by_uid = uid_lookup(records)
     return any(
         r.parent is not None and r.parent != r.uid and by_uid(r.parent) is not None for r in records
@@ -423,11 +425,12 @@ def call_row(block: int, call_id: Any, name: Any, args: Any, partial: bool) -> C
 
 
 def _digested(args: Any) -> str:
-    """Return `args_digest(canonical(args))`, without decoding what orjson wrote when short.
+    """Return `args_digest(canonical(args))`, with orjson's bytes written once, never decoded whole.
 
     orjson writes UTF-8 with no surrogates, so its bytes are the text's
     `surrogatepass` encoding, and at most _ARGS_KEPT bytes are at most as
-    many characters: `canonical` keeps such a text whole.
+    many characters: `canonical` keeps such a text whole. A longer text's
+    cut is its first characters, read from its first bytes.
     """
     if isinstance(args, str):
         return args_digest(canonical(args))
@@ -436,7 +439,13 @@ def _digested(args: Any) -> str:
     except TypeError:  # nesting beyond orjson's limit: as `canonical` reads it
         return args_digest(canonical(args))
     if len(data) > _ARGS_KEPT:
-        return args_digest(canonical(args))
+        # A character is at most 4 bytes: these bytes hold the text whole, or more than its
+        # first _ARGS_KEPT characters (a character cut at their end is dropped).
+        head = data[: 4 * _ARGS_KEPT + 4].decode("utf-8", "ignore")
+        if len(head) > _ARGS_KEPT:
+            # `canonical`'s cut text, its digest of the whole taken of these same bytes.
+            whole_text = hashlib.blake2b(data, digest_size=12).hexdigest()
+            return args_digest(f"{head[:_ARGS_KEPT]}…#{whole_text}")
     whole = hashlib.blake2b(data, digest_size=9).digest()
     return "#" + base64.urlsafe_b64encode(whole).decode()
 

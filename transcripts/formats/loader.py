@@ -771,20 +771,25 @@ def _load_jsonl(
     # Set once the format is known, when it reads lines straight into the store.
     store_line: Callable[[dict[str, Any], RecordStore, int, int, int], bool] | None = None
     eol: bytes | None = None
+    orjson_loads = orjson.loads
     lines = iter_lines(data)
     for line_no, (start, end, raw, terminated) in enumerate(lines, 1):
         if eol is None and terminated:
             eol = b"\r\n" if data[end : end + 1] == b"\r" else b"\n"
         if line_no == 1 and raw.startswith(_BOM):
             start, raw = start + len(_BOM), raw[len(_BOM) :]
-        if not (raw[:1] == b"{" or raw.strip()):
+        if not (raw.startswith(b"{") or raw.strip()):
             continue  # a blank line: kept in the gap after the record before it
         if store_line is not None and store is not None:
             try:
-                obj = jsontext.loads(raw)
+                # orjson itself first: `jsontext.loads` is it but for the lines it refuses.
+                obj = orjson_loads(raw)
             except orjson.JSONDecodeError:
-                obj = None  # read again below, for its error (or for want of memory)
-            if isinstance(obj, dict):
+                try:
+                    obj = jsontext.loads(raw)
+                except orjson.JSONDecodeError:
+                    obj = None  # read again below, for its error (or for want of memory)
+            if obj.__class__ is dict:
                 try:
                     if store_line(obj, store, start, end, line_no):
                         continue

@@ -274,8 +274,10 @@ class OpenClaw(Format):
                 record = records[index]
                 record.relinked_from, record.parent = parent, entry
         if isinstance(records, RecordStore):
-            answered = set(records.result_ids())
             odd = [records[i] for i in records.with_call_problems()]
+            # Only the ids of calls with a problem are looked up: no set of every result.
+            asked = {c.id for record in odd for c in record.calls if c.problem}
+            answered = {i for i in records.result_ids() if i in asked} if asked else set()
         else:
             answered = {r.tool_call_id for record in records for r in record.results}
             odd = [record for record in records if any(c.problem for c in record.calls)]

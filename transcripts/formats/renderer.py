@@ -96,18 +96,32 @@ def _rekeep(transcript: Transcript, fmt: Format, at: dict[int, list[Slot]]) -> d
     keeps: dict[int, str] = {}
     if not fmt.keep_key:
         return keeps
+    # A stored session's compactions and uids are read from its columns, not from a view
+    # of each record on the path.
+    marks = records.context_marks() if isinstance(records, RecordStore) else None
     for path in branch_paths(transcript):
-        compactions = [(k, keep) for k, i in enumerate(path) if (keep := records[i].keep_from)]
+        if marks is None:
+            compactions = [(k, keep) for k, i in enumerate(path) if (keep := records[i].keep_from)]
+        else:
+            keep_of = marks[1]
+            compactions = [(k, keep) for k, i in enumerate(path) if (keep := keep_of.get(i))]
         if not compactions:
             continue
         # Where each kept id first occurs on the path, found in one walk (not one per
         # compaction: a long pi session holds thousands).
         wanted = {keep for _, keep in compactions}
         first_at: dict[str, int] = {}
-        for k, index in enumerate(path):
-            uid = records[index].uid
-            if uid is not None and uid in wanted and uid not in first_at:
-                first_at[uid] = k
+        if isinstance(records, RecordStore) and marks is not None:
+            holders = records.holding_uids(wanted)
+            for k, index in enumerate(path):
+                held = holders.get(index)
+                if held is not None and held not in first_at:
+                    first_at[held] = k
+        else:
+            for k, index in enumerate(path):
+                uid = records[index].uid
+                if uid is not None and uid in wanted and uid not in first_at:
+                    first_at[uid] = k
         for kc, keep in compactions:
             compaction = path[kc]
             first = first_at.get(keep)
