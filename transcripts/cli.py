@@ -12,12 +12,15 @@ nothing reads a session whole but a JSON document, which is one value.
 
 A PATH may be a folder (walked for `*.jsonl` and `*.json` session files),
 `-` (standard input), or a pipe, FIFO or `/dev/stdin` (read once, as standard
-input is); `--out -` writes the repaired file to standard output.
+input is; a character or block device is refused); `--out -` writes the
+repaired file to standard output. `--out DIR` never writes over an input of
+the run, nor where two inputs' repairs would both go.
 Exit status: 0 when every file is healthy (or was written), 1 when a file has
 faults (`check`, `fix --dry-run`) or its resume request would be refused
 (`preview`), 2 when a file is unreadable or could not be written, or has no
 resume model (`preview`), or is a symbolic link named for `fix --in-place`
-(one found in a folder is skipped). Human output passes through
+(one found in a folder is skipped). With `--json` every run prints one JSON
+document on standard output, a refusal too. Human output passes through
 `transcripts.visible.terminal_text`: nothing from a transcript or a file name
 acts on the terminal.
 
@@ -45,7 +48,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn
 
 import orjson
 
@@ -99,8 +102,9 @@ class Input:
     `relative` is where its repair goes under `--out DIR` (its path below the
     folder it was found in); `walked` says it was found in a folder rather
     than named; `stream` says `path` is no regular file (a pipe, a process
-    substitution's `/dev/fd/63`, `/dev/stdin`, a named FIFO, a device): its
-    bytes come once, in order, and are read as standard input's are.
+    substitution's `/dev/fd/63`, `/dev/stdin`, a named FIFO, a terminal): its
+    bytes come once, in order, and are read as standard input's are (a
+    character or block device that is no terminal is refused when opened).
     """
 
     path: Path | None
@@ -841,10 +845,11 @@ def _clashes(
         except (OSError, ValueError):  # gone since, or standard input held in memory
             continue
         inputs_by_file.setdefault((found.st_dev, found.st_ino), item)
-    sharing: dict[str, list[Input]] = {}
+    resolved = functools.cache(os.path.realpath)  # one per folder, not one per file
+    sharing: dict[tuple[str, str], list[Input]] = {}
     for item in items:
-        if id(item) in targets:
-            sharing.setdefault(os.path.realpath(targets[id(item)]), []).append(item)
+        if (target := targets.get(id(item))) is not None:
+            sharing.setdefault((resolved(target.parent), target.name), []).append(item)
     refused: dict[int, tuple[str, str]] = {}
     for item in items:
         target = targets.get(id(item))
@@ -856,7 +861,7 @@ def _clashes(
             hit = None
         else:
             hit = inputs_by_file.get((there.st_dev, there.st_ino))
-        others = [o for o in sharing[os.path.realpath(target)] if o is not item]
+        others = [o for o in sharing[resolved(target.parent), target.name] if o is not item]
         shown = _name(target)
         if hit is item:
             # Raw is sacred: never overwrite an input with its repair.
@@ -866,9 +871,10 @@ def _clashes(
                 "--out would overwrite the input",
             )
         elif hit is not None:
+            over = hit.name if shown == hit.name else f"{shown} (the file {hit.name})"
             refused[id(item)] = (
-                f"{item.name}: --out would write its repair to {shown}, which is {hit.name}, "
-                "an input of this run; not written",
+                f"{item.name}: --out would write its repair over {over}, an input of this run; "
+                "not written",
                 f"--out would overwrite the input {hit.name}",
             )
         elif others:
@@ -1058,15 +1064,29 @@ def _seconds(text: str) -> float:
     return value
 
 
+class _UsageError(Exception):
+    """A command line argparse refuses: raised in place of argparse's exit, so --json is kept."""
+
+    def __init__(self, parser: argparse.ArgumentParser, message: str) -> None:
+        super().__init__(message)
+        self.parser = parser
+        self.message = message
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(self, message)
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="pairfix",
         description="Check and repair LLM agent sessions whose tool calls and results no "
         "longer pair up.",
         epilog="Exit status: 0 healthy or written, 1 faults found, 2 unreadable or not written.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     # No default here: `preview` shows the repaired file only when a policy is named.
     common.add_argument(
         "--policy",
@@ -1125,11 +1145,23 @@ def main(
 
     With `--json`, every run prints one JSON document on standard output,
     a refusal too: `{"policy", "status": 2, "error", "files"}` for `check`
-    and `fix`, `{"path", "status": 2, "error"}` for `preview`.
+    and `fix`, `{"path", "status": 2, "error"}` for `preview`, and
+    `{"status": 2, "error", "files": []}` for a command line argparse refuses.
     """
-    args = _parser().parse_args(argv)
     out_bytes = stdout if stdout is not None else sys.stdout.buffer
     err = stderr if stderr is not None else sys.stderr
+    try:
+        args = _parser().parse_args(argv)
+    except _UsageError as exc:
+        # As argparse says it (its exit status is 2 too), and with --json a document.
+        exc.parser.print_usage(err)
+        err.write(terminal_text(f"{exc.parser.prog}: error: {exc.message}") + "\n")
+        given = sys.argv[1:] if argv is None else argv
+        if any(a.startswith("--j") and "--json".startswith(a) for a in given):
+            refused = {"status": BAD, "error": surrogate_free(exc.message), "files": []}
+            out_bytes.write(_json(refused) + b"\n")
+            out_bytes.flush()
+        return BAD
     to_stdout = args.command == "fix" and args.out == "-"
     text_out = err if to_stdout else None
     policy = args.policy or DEFAULT_POLICY

@@ -27,8 +27,7 @@ def test_fix_out_refuses_to_write_over_another_input_and_writes_nothing(tmp_path
     status, out, err = run("fix", "--json", str(a), str(b_a), "--out", str(tmp_path / "b"))
     assert status == 2
     assert err.splitlines() == [
-        f"{a}: --out would write its repair to {b_a}, which is {b_a}, an input of this run; "
-        "not written",
+        f"{a}: --out would write its repair over {b_a}, an input of this run; not written",
         f"{b_a}: --out would write its repair over the file itself ({b_a}); not written",
     ]
     assert b_a.read_bytes() == HEALTHY.read_bytes() and a.read_bytes() == BROKEN.read_bytes()
@@ -70,7 +69,7 @@ def test_a_walk_skips_the_out_folder_inside_it(tmp_path: Path) -> None:
     shutil.copyfile(HEALTHY, o3 / "z" / "x.jsonl")
     status, _, err = run("fix", str(o3), str(o3 / "z" / "x.jsonl"), "--out", str(o3 / "z"))
     assert status == 2
-    assert f"which is {o3 / 'z' / 'x.jsonl'}, an input of this run; not written" in err
+    assert f"over {o3 / 'z' / 'x.jsonl'}, an input of this run; not written" in err
     assert (o3 / "z" / "x.jsonl").read_bytes() == HEALTHY.read_bytes()
 
 
@@ -207,6 +206,20 @@ def test_json_refusals_of_missing_and_empty_inputs(tmp_path: Path) -> None:
     }
     status, out, _ = run("fix", "--json", "--out", "-", str(BROKEN), str(HEALTHY))
     assert orjson.loads(out)["error"] == "--out - takes exactly one input file"
+
+
+def test_json_is_kept_for_a_command_line_argparse_refuses() -> None:
+    status, out, err = run("check", "--json")
+    assert status == 2
+    assert err.endswith("pairfix check: error: the following arguments are required: PATH\n")
+    assert orjson.loads(out) == {
+        "status": 2,
+        "error": "the following arguments are required: PATH",
+        "files": [],
+    }
+    status, out, err = run("fix", "--js", "--policy", "nope", str(BROKEN))
+    assert (status, orjson.loads(out)["error"]) == (2, err.splitlines()[-1].split("error: ")[1])
+    assert run("check", str(BROKEN), "--policy", "nope")[1] == b""  # no --json: no document
 
 
 def test_an_out_folder_that_cannot_be_made_is_named_escaped(tmp_path: Path) -> None:
