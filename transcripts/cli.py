@@ -1183,7 +1183,9 @@ def main(
         """Say why the run is refused; with --json, print the refusal's document too."""
         say_error(line)
         if args.json:
-            document = {"policy": policy, "status": BAD, "error": line, "files": list(files)}
+            # Exact, as --json keeps every value (a name's non-UTF-8 bytes spelled \xff).
+            error = surrogate_free(line)
+            document = {"policy": policy, "status": BAD, "error": error, "files": list(files)}
             out_bytes.write(_json(document) + b"\n")
             out_bytes.flush()
         return BAD
@@ -1218,11 +1220,11 @@ def main(
     if args.command == "check":
         status, reports = check_files(run, items, as_json=args.json)
     else:
-        shown = terminal_text(str(target))
+        shown = str(target)  # say_error escapes the line for the terminal
         if out_file and (len(items) + missing > 1 or any(item.walked for item in items)):
             assert target is not None
             return refuse(
-                f"--out {shown} names one file (it ends {terminal_text(target.suffix)}), and "
+                f"--out {shown} names one file (it ends {target.suffix}), and "
                 "more than one session file was given: name a folder for several",
                 missing_reports(args.paths),
             )
@@ -1235,7 +1237,7 @@ def main(
         above = _file_above(target) if target is not None and not args.dry_run else None
         if above is not None:
             return refuse(
-                f"--out {shown}: {terminal_text(str(above))} is not a folder (a file is "
+                f"--out {shown}: {above} is not a folder (a file is "
                 "there), so nothing can be written under it",
                 missing_reports(args.paths),
             )
@@ -1262,10 +1264,10 @@ def main(
         reports.extend(missing_reports(args.paths))
     elif not items:
         # An empty folder is not a healthy session: nothing was checked.
-        line = f"{', '.join(terminal_text(p) for p in args.paths)}: no session files found"
+        line = f"{', '.join(args.paths)}: no session files found"
         say_error(line)
         status = document["status"] = BAD
-        document["error"] = line
+        document["error"] = surrogate_free(line)
     if args.json:
         out_bytes.write(_json(document) + b"\n")
     out_bytes.flush()
