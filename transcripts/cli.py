@@ -12,12 +12,15 @@ nothing reads a session whole but a JSON document, which is one value.
 
 A PATH may be a folder (walked for `*.jsonl` and `*.json` session files),
 `-` (standard input), or a pipe, FIFO or `/dev/stdin` (read once, as standard
-input is); `--out -` writes the repaired file to standard output.
+input is; a character or block device is refused); `--out -` writes the
+repaired file to standard output. `--out DIR` never writes over an input of
+the run, nor where two inputs' repairs would both go.
 Exit status: 0 when every file is healthy (or was written), 1 when a file has
 faults (`check`, `fix --dry-run`) or its resume request would be refused
 (`preview`), 2 when a file is unreadable or could not be written, or has no
 resume model (`preview`), or is a symbolic link named for `fix --in-place`
-(one found in a folder is skipped). Human output passes through
+(one found in a folder is skipped). With `--json` every run prints one JSON
+document on standard output, a refusal too. Human output passes through
 `transcripts.visible.terminal_text`: nothing from a transcript or a file name
 acts on the terminal.
 
@@ -35,6 +38,7 @@ import io
 import json
 import math
 import os
+import shlex
 import signal
 import stat
 import sys
@@ -44,7 +48,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn
 
 import orjson
 
@@ -98,8 +102,9 @@ class Input:
     `relative` is where its repair goes under `--out DIR` (its path below the
     folder it was found in); `walked` says it was found in a folder rather
     than named; `stream` says `path` is no regular file (a pipe, a process
-    substitution's `/dev/fd/63`, `/dev/stdin`, a named FIFO, a device): its
-    bytes come once, in order, and are read as standard input's are.
+    substitution's `/dev/fd/63`, `/dev/stdin`, a named FIFO, a terminal): its
+    bytes come once, in order, and are read as standard input's are (a
+    character or block device that is no terminal is refused when opened).
     """
 
     path: Path | None
@@ -109,15 +114,19 @@ class Input:
     stream: bool = False
 
 
-def inputs(paths: Sequence[str], say_error: Say) -> tuple[list[Input], int]:
+def inputs(
+    paths: Sequence[str], say_error: Say, *, out: Path | None = None
+) -> tuple[list[Input], int]:
     """Return the files `paths` name (folders walked, `-` for stdin) and how many are missing.
 
     A folder gives every `*.jsonl` and `*.json` regular file below it,
     sorted, but the backups and temporary files of an in-place repair; one
     of those names that is no regular file (a named pipe, a socket, a device,
     a symbolic link to one or to nothing) is skipped with a note, never opened:
-    opening a named pipe waits for a writer that may never come. A path named
-    that is no regular file is read as a stream (`Input.stream`).
+    opening a named pipe waits for a writer that may never come. The folder
+    `out` (where `fix --out DIR` writes) is skipped with a note when it lies
+    inside a folder walked, so a second run reads no repair of the first. A
+    path named that is no regular file is read as a stream (`Input.stream`).
     """
     found: list[Input] = []
     missing = 0
@@ -127,8 +136,14 @@ def inputs(paths: Sequence[str], say_error: Say) -> tuple[list[Input], int]:
             continue
         path = Path(given).expanduser()
         if path.is_dir():
+            inside = _inside(out, path) if out is not None else None
+            if inside is not None and path.joinpath(*inside).is_dir():
+                shown = terminal_text(_name(path.joinpath(*inside)))
+                say_error(f"{shown}: skipped: the --out folder (repairs go there, not read)")
             for child in sorted(path.rglob("*")):
                 if child.suffix not in SESSION_SUFFIXES or is_own_file(child.name):
+                    continue
+                if inside is not None and child.relative_to(path).parts[: len(inside)] == inside:
                     continue
                 if child.is_file():
                     found.append(Input(child, _name(child), child.relative_to(path), walked=True))
@@ -143,6 +158,19 @@ def inputs(paths: Sequence[str], say_error: Say) -> tuple[list[Input], int]:
             say_error(f"{terminal_text(given)}: cannot read: No such file or directory")
             missing += 1
     return found, missing
+
+
+def _inside(out: Path, folder: Path) -> tuple[str, ...] | None:
+    """Return the parts of the path from `folder` to `out` when `out` lies inside it, else None.
+
+    Both are compared as they resolve (`os.path.realpath`: symbolic links
+    followed, a part not there yet taken as named). A folder walk follows no
+    symbolic link to a folder, so what it finds of `out` is under these parts.
+    """
+    real_out, real_folder = Path(os.path.realpath(out)), Path(os.path.realpath(folder))
+    if real_out == real_folder or not real_out.is_relative_to(real_folder):
+        return None
+    return real_out.relative_to(real_folder).parts
 
 
 def _not_regular(path: Path) -> str:
@@ -208,8 +236,15 @@ def _open(item: Input, stdin: BinaryIO, bars: bool) -> tuple[FileSource, tqdm[An
     order, once, to the spool.
     """
     if item.path is None:
+        try:
+            mode = os.fstat(stdin.fileno()).st_mode
+        except (OSError, ValueError):  # io.UnsupportedOperation: bytes in memory
+            mode = 0
+        _refuse_device(mode, lambda: stdin.isatty())
         return FileSource.spooled(iter(functools.partial(stdin.read, 1 << 20), b"")), None
     if item.stream:
+        # Stat first: opening a device can act on it (a tape rewinds when closed).
+        _refuse_device(os.stat(item.path).st_mode, functools.partial(_is_our_terminal, item.path))
         # Opening a named FIFO waits for its writer, as `cat fifo` does.
         fd = os.open(item.path, os.O_RDONLY)
         try:
@@ -228,6 +263,34 @@ def _open(item: Input, stdin: BinaryIO, bars: bool) -> tuple[FileSource, tqdm[An
         )
         return _Progress(item.path, bar), bar
     return FileSource(item.path), None
+
+
+def _refuse_device(mode: int, is_terminal: Callable[[], bool]) -> None:
+    """Raise OSError when `mode` is a character or block device's that is no terminal.
+
+    A device's bytes may never end (`/dev/zero`, `/dev/urandom`) or be a whole
+    disk: spooled, they would fill the temporary folder. A terminal's end
+    with Ctrl-D, as `cat` reads them (`/dev/stdin` typed at).
+    """
+    if stat.S_ISBLK(mode):
+        kind = "a block device"
+    elif stat.S_ISCHR(mode) and not is_terminal():
+        kind = "a character device"
+    else:
+        return
+    raise OSError(
+        errno.EINVAL,
+        f"{kind}, not a session file (its bytes may never end); save the session to a file "
+        "and name that",
+    )
+
+
+def _is_our_terminal(path: Path) -> bool:
+    """Return True when `path` is the terminal this process reads (`/dev/stdin` typed at)."""
+    try:
+        return os.isatty(0) and os.path.samestat(os.stat(path), os.fstat(0))
+    except OSError:
+        return False
 
 
 def _case_index(transcript: Transcript | None, index: int | None) -> int | None:
@@ -560,10 +623,20 @@ def _preview_hint(item: Input) -> str:
         return "`pairfix preview -` shows what it sends, given the same standard input"
     if item.stream:
         return (
-            f"`pairfix preview` shows what it sends, given these bytes again ({item.name} is "
-            "not a regular file: it was read once, as a stream)"
+            f"save these bytes to a file and `pairfix preview FILE` shows what it sends "
+            f"({item.name} is not a regular file: it was read once, as a stream)"
         )
-    return f"`pairfix preview {item.name}` shows what it sends"
+    return f"`pairfix preview {_shell_word(item.name)}` shows what it sends"
+
+
+def _shell_word(name: str) -> str:
+    """Return `name` as one word a POSIX shell reads back as `name`, an option's `-` guarded.
+
+    `s p.jsonl` becomes `'s p.jsonl'` (`shlex.quote`); `-x.jsonl` becomes
+    `-- -x.jsonl`, so the command does not take it for an option.
+    """
+    quoted = shlex.quote(name)
+    return f"-- {quoted}" if name.startswith("-") else quoted
 
 
 def _stdout_writer(stdout: BinaryIO) -> Callable[[Analysis], None]:
@@ -601,26 +674,18 @@ def repair_files(
     """
     status = OK
     reports: list[Any] = []
-    written: dict[Path, str] = {}  # target -> the input whose repair it holds
+    targets: dict[int, Path] = {}
+    if out is not None and not in_place:
+        targets = {id(item): out if out_file else out / item.relative for item in items}
+    # Decided before anything is written: a repair written first must not change an
+    # input read later (nor the file another input's repair goes to).
+    refused = _clashes(items, targets, run.stdin)
     for item in _files_bar(items, run.bars):
-        target = None if out is None or in_place else out if out_file else out / item.relative
-        if target is not None and target in written:
-            run.say_error(
-                f"{item.name}: same file name as {written[target]}, "
-                f"whose repair is already {target}; skipped"
-            )
-            reports.append({"path": item.name, "error": f"same output name as {written[target]}"})
-            status = BAD
-            continue
-        if (
-            target is not None
-            and item.path is not None
-            and target.exists()
-            and target.samefile(item.path)
-        ):
-            # Raw is sacred: never overwrite an input with its repair.
-            run.say_error(f"{item.name}: --out would overwrite the input; skipped")
-            reports.append({"path": item.name, "error": "--out would overwrite the input"})
+        target = targets.get(id(item))
+        if id(item) in refused:
+            message, error = refused[id(item)]
+            run.say_error(message)
+            reports.append({"path": item.name, "error": error})
             status = BAD
             continue
         if out_file and target is not None and not dry_run and os.path.lexists(target):
@@ -732,7 +797,6 @@ def repair_files(
                             errno.ENOTDIR, f"{_name(above)} is not a folder"
                         ) from None
                     write_file(target, analysis.write_repaired, new=out_file)
-                    written[target] = item.name
                     entry["written"] = _name(target)
                     run.say(f"{item.name}: {_summary(analysis)} -> {target}")
             except FileChanged as exc:
@@ -764,6 +828,66 @@ def repair_files(
     return status, reports
 
 
+def _clashes(
+    items: list[Input], targets: dict[int, Path], stdin: BinaryIO
+) -> dict[int, tuple[str, str]]:
+    """Return, by `id` of the input, why its repair must not go to its target in `targets`.
+
+    Refused: a target that is the same file (`st_dev`, `st_ino`, symbolic
+    links followed) as an input of the run, the input itself or another; and
+    a target two inputs' repairs would both go to (compared as they resolve),
+    for each of the two. Each value is (the message, the report's `error`).
+    """
+    inputs_by_file: dict[tuple[int, int], Input] = {}
+    for item in items:
+        try:
+            found = os.stat(item.path) if item.path is not None else os.fstat(stdin.fileno())
+        except (OSError, ValueError):  # gone since, or standard input held in memory
+            continue
+        inputs_by_file.setdefault((found.st_dev, found.st_ino), item)
+    resolved = functools.cache(os.path.realpath)  # one per folder, not one per file
+    sharing: dict[tuple[str, str], list[Input]] = {}
+    for item in items:
+        if (target := targets.get(id(item))) is not None:
+            sharing.setdefault((resolved(target.parent), target.name), []).append(item)
+    refused: dict[int, tuple[str, str]] = {}
+    for item in items:
+        target = targets.get(id(item))
+        if target is None:
+            continue
+        try:
+            there = os.stat(target)
+        except OSError:
+            hit = None
+        else:
+            hit = inputs_by_file.get((there.st_dev, there.st_ino))
+        others = [o for o in sharing[resolved(target.parent), target.name] if o is not item]
+        shown = _name(target)
+        if hit is item:
+            # Raw is sacred: never overwrite an input with its repair.
+            refused[id(item)] = (
+                f"{item.name}: --out would write its repair over the file itself ({shown}); "
+                "not written",
+                "--out would overwrite the input",
+            )
+        elif hit is not None:
+            over = hit.name if shown == hit.name else f"{shown} (the file {hit.name})"
+            refused[id(item)] = (
+                f"{item.name}: --out would write its repair over {over}, an input of this run; "
+                "not written",
+                f"--out would overwrite the input {hit.name}",
+            )
+        elif others:
+            names = ", ".join(o.name for o in others)
+            refused[id(item)] = (
+                f"{item.name}: --out would write its repair to {shown}, as it would the "
+                f"repair of {names}; {'neither' if len(others) == 1 else 'none of them'} "
+                "is written (name them in separate runs)",
+                f"same output name as {names}",
+            )
+    return refused
+
+
 def _links_note(item: Input, others: int, backup: Path) -> str:
     """Return the warning for a file repaired in place that had `others` more hard links.
 
@@ -781,8 +905,8 @@ def _links_note(item: Input, others: int, backup: Path) -> str:
         pass  # a folder above that cannot be read: the search starts below it
     return (
         f"{item.name}: had {links}: only this name was repaired, the other names still hold "
-        f"the bytes as they were (they are the backup's: `find {_name(mount)} -xdev -samefile "
-        f"{_name(backup)}` lists them)"
+        f"the bytes as they were (they are the backup's: `find {shlex.quote(_name(mount))} "
+        f"-xdev -samefile {shlex.quote(_name(backup))}` lists them)"
     )
 
 
@@ -940,15 +1064,29 @@ def _seconds(text: str) -> float:
     return value
 
 
+class _UsageError(Exception):
+    """A command line argparse refuses: raised in place of argparse's exit, so --json is kept."""
+
+    def __init__(self, parser: argparse.ArgumentParser, message: str) -> None:
+        super().__init__(message)
+        self.parser = parser
+        self.message = message
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(self, message)
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="pairfix",
         description="Check and repair LLM agent sessions whose tool calls and results no "
         "longer pair up.",
         epilog="Exit status: 0 healthy or written, 1 faults found, 2 unreadable or not written.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     # No default here: `preview` shows the repaired file only when a policy is named.
     common.add_argument(
         "--policy",
@@ -1003,12 +1141,31 @@ def main(
     stdout: BinaryIO | None = None,
     stderr: io.TextIOBase | None = None,
 ) -> int:
-    """Run `pairfix` with `argv` (default: the command line); return the exit status."""
-    args = _parser().parse_args(argv)
+    """Run `pairfix` with `argv` (default: the command line); return the exit status.
+
+    With `--json`, every run prints one JSON document on standard output,
+    a refusal too: `{"policy", "status": 2, "error", "files"}` for `check`
+    and `fix`, `{"path", "status": 2, "error"}` for `preview`, and
+    `{"status": 2, "error", "files": []}` for a command line argparse refuses.
+    """
     out_bytes = stdout if stdout is not None else sys.stdout.buffer
     err = stderr if stderr is not None else sys.stderr
+    try:
+        args = _parser().parse_args(argv)
+    except _UsageError as exc:
+        # As argparse says it (its exit status is 2 too), and with --json a document.
+        exc.parser.print_usage(err)
+        err.write(terminal_text(f"{exc.parser.prog}: error: {exc.message}") + "\n")
+        given = sys.argv[1:] if argv is None else argv
+        if any(a.startswith("--j") and "--json".startswith(a) for a in given):
+            refused = {"status": BAD, "error": surrogate_free(exc.message), "files": []}
+            out_bytes.write(_json(refused) + b"\n")
+            out_bytes.flush()
+        return BAD
     to_stdout = args.command == "fix" and args.out == "-"
     text_out = err if to_stdout else None
+    policy = args.policy or DEFAULT_POLICY
+    errors: list[str] = []
 
     def say(line: str) -> None:
         if text_out is not None:
@@ -1017,12 +1174,28 @@ def main(
             out_bytes.write((line + "\n").encode())
 
     def say_error(line: str) -> None:
+        # terminal_text maps its own output to itself: a line escaped already is kept.
+        line = terminal_text(line)
+        errors.append(line)
         err.write(line + "\n")
 
-    policy = args.policy or DEFAULT_POLICY
-    if args.command == "fix" and args.out is None and not args.in_place and not args.dry_run:
-        say_error("fix needs --out DIR or --in-place (or --dry-run, which writes nothing)")
+    def refuse(line: str, files: Sequence[dict[str, Any]] = ()) -> int:
+        """Say why the run is refused; with --json, print the refusal's document too."""
+        say_error(line)
+        if args.json:
+            # Exact, as --json keeps every value (a name's non-UTF-8 bytes spelled \xff).
+            error = surrogate_free(line)
+            document = {"policy": policy, "status": BAD, "error": error, "files": list(files)}
+            out_bytes.write(_json(document) + b"\n")
+            out_bytes.flush()
         return BAD
+
+    if args.command == "fix" and args.out is None and not args.in_place and not args.dry_run:
+        return refuse("fix needs --out DIR or --in-place (or --dry-run, which writes nothing)")
+    target = None
+    if args.command == "fix" and not (args.in_place or to_stdout or args.out is None):
+        target = Path(args.out).expanduser()
+    out_file = target is not None and _names_a_file(target)
     run = Run(
         policy=policy,
         format=args.format,
@@ -1035,63 +1208,47 @@ def main(
     )
     if stdin is not None:
         run.stdin = stdin
-    items, missing = inputs(args.paths, run.say_error)
-    if to_stdout and len(items) + missing != 1:
-        say_error("--out - takes exactly one input file")
-        return BAD
-    if args.json and to_stdout:
-        say_error("--json and --out - both write to standard output; choose one")
-        return BAD
+    items, missing = inputs(
+        args.paths, run.say_error, out=target if target is not None and not out_file else None
+    )
     if args.command == "preview":
-        if missing:
-            return BAD
-
-        def write_json(document: bytes) -> None:
-            out_bytes.write(document)
-
-        if not items:
-            say_error(f"{terminal_text(args.paths[0])}: no session files found")
-            return BAD
-        return preview_file(
-            run,
-            items[0],
-            write_json=write_json if args.json else None,
-            repaired=args.policy is not None,
-        )
+        return _preview_main(run, args, items, missing, out_bytes, errors)
+    if to_stdout and len(items) + missing != 1:
+        return refuse("--out - takes exactly one input file", missing_reports(args.paths))
+    if args.json and to_stdout:
+        return refuse("--json and --out - both write to standard output; choose one")
     if args.command == "check":
         status, reports = check_files(run, items, as_json=args.json)
     else:
-        target = None
-        if not (args.in_place or to_stdout or args.out is None):
-            target = Path(args.out).expanduser()
-        out_file = target is not None and _names_a_file(target)
+        shown = str(target)  # say_error escapes the line for the terminal
         if out_file and (len(items) + missing > 1 or any(item.walked for item in items)):
             assert target is not None
-            say_error(
-                f"--out {terminal_text(str(target))} names one file (it ends "
-                f"{terminal_text(target.suffix)}), and more than one session file was given: "
-                "name a folder for several"
+            return refuse(
+                f"--out {shown} names one file (it ends {target.suffix}), and "
+                "more than one session file was given: name a folder for several",
+                missing_reports(args.paths),
             )
-            return BAD
         if target is not None and not out_file and target.exists() and not target.is_dir():
-            say_error(
-                f"--out {terminal_text(str(target))} exists and is not a folder: name a folder, "
-                "or a new file ending .jsonl or .json (- for standard output)"
+            return refuse(
+                f"--out {shown} exists and is not a folder: name a folder, or a new file "
+                "ending .jsonl or .json (- for standard output)",
+                missing_reports(args.paths),
             )
-            return BAD
         above = _file_above(target) if target is not None and not args.dry_run else None
         if above is not None:
-            say_error(
-                f"--out {terminal_text(str(target))}: {terminal_text(str(above))} is not a "
-                "folder (a file is there), so nothing can be written under it"
+            return refuse(
+                f"--out {shown}: {above} is not a folder (a file is "
+                "there), so nothing can be written under it",
+                missing_reports(args.paths),
             )
-            return BAD
         if target is not None and not out_file and not args.dry_run:
             try:
                 target.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
-                say_error(f"--out {target}: cannot create: {exc.strerror}")
-                return BAD
+                return refuse(
+                    f"--out {shown}: cannot create: {exc.strerror or exc}",
+                    missing_reports(args.paths),
+                )
         status, reports = repair_files(
             run,
             items,
@@ -1101,16 +1258,56 @@ def main(
             stdout=out_bytes if to_stdout else None,
             out_file=out_file,
         )
+    document: dict[str, Any] = {"policy": policy, "status": status, "files": reports}
     if missing:
-        status = BAD
+        status = document["status"] = BAD
         reports.extend(missing_reports(args.paths))
     elif not items:
         # An empty folder is not a healthy session: nothing was checked.
-        say_error(f"{', '.join(terminal_text(p) for p in args.paths)}: no session files found")
-        status = BAD
+        line = f"{', '.join(args.paths)}: no session files found"
+        say_error(line)
+        status = document["status"] = BAD
+        document["error"] = surrogate_free(line)
     if args.json:
-        document = {"policy": policy, "status": status, "files": reports}
         out_bytes.write(_json(document) + b"\n")
+    out_bytes.flush()
+    return status
+
+
+def _preview_main(
+    run: Run,
+    args: argparse.Namespace,
+    items: list[Input],
+    missing: int,
+    out_bytes: BinaryIO,
+    errors: list[str],
+) -> int:
+    """Run `pairfix preview`; with --json, print one document whatever the outcome."""
+    wrote: list[bytes] = []
+
+    def write_json(document: bytes) -> None:
+        wrote.append(document)
+        out_bytes.write(document)
+
+    given = surrogate_free(args.paths[0])
+    if missing:
+        status = BAD
+    elif not items:
+        run.say_error(f"{given}: no session files found")
+        status = BAD
+    else:
+        given = items[0].name
+        status = preview_file(
+            run,
+            items[0],
+            write_json=write_json if args.json else None,
+            repaired=args.policy is not None,
+        )
+    if args.json and not wrote:
+        line = errors[-1] if errors else "no preview"
+        prefix = f"{terminal_text(given)}: "
+        error = line[len(prefix) :] if line.startswith(prefix) else line
+        out_bytes.write(_json({"path": given, "status": status, "error": error}) + b"\n")
     out_bytes.flush()
     return status
 

@@ -36,8 +36,10 @@ TEMP_PREFIX = ".pairfix-tmp-"
 _READ = 1 << 20  # bytes per read when hashing
 # The names `backup_path` gives (the stamp is UTC to the microsecond) and the ones
 # tempfile.mkstemp gives under TEMP_PREFIX (eight of its letters, digits and "_").
+# DOTALL: a file name may hold a newline, and its backup's name then does too.
 _OWN_NAME = re.compile(
-    rf"(.+{re.escape(BACKUP_MARK)}\d{{8}}T\d{{12}}Z|{re.escape(TEMP_PREFIX)}[a-z0-9_]{{8}})"
+    rf"(.+{re.escape(BACKUP_MARK)}\d{{8}}T\d{{12}}Z|{re.escape(TEMP_PREFIX)}[a-z0-9_]{{8}})",
+    re.DOTALL,
 )
 
 

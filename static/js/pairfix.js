@@ -35,15 +35,21 @@ function enableDropzone(form) {
 }
 
 // Binary units, labelled as such: the limits the server states are in them too.
+// As transcripts/sizes.py's binary_size writes them: "1 byte", "512 bytes", then one
+// decimal, a value that rounds to 1024.0 shown in the next unit ("1.0 MiB").
 function humanSize(bytes) {
-  const units = ["bytes", "KiB", "MiB", "GiB"];
-  let value = bytes;
+  if (bytes < 1024) {
+    const count = Math.trunc(bytes);
+    return count === 1 ? "1 byte" : `${count} bytes`;
+  }
+  const units = ["KiB", "MiB", "GiB", "TiB"];
+  let value = bytes / 1024;
   let unit = 0;
-  while (value >= 1024 && unit < units.length - 1) {
+  while (unit < units.length - 1 && Math.round(value * 10) / 10 >= 1024) {
     value /= 1024;
     unit += 1;
   }
-  return `${unit ? value.toFixed(1) : value} ${units[unit]}`;
+  return `${value.toFixed(1)} ${units[unit]}`;
 }
 
 // Send the upload form by XMLHttpRequest to show how much is sent; the page it

@@ -63,11 +63,13 @@ def test_check_reads_a_pipe_named_as_a_path() -> None:
     text = out.decode()
     assert text.startswith(f"{path}: claude_code, faults: missing_result=1")
     assert "Illegal seek" not in err
-    # Its bytes came once: the hint names no command that would read them again.
+    # Its bytes came once: the hint names no command that would read them again, nor
+    # one that cannot run (`pairfix preview` with no path is a usage error).
     assert f"`pairfix preview {path}`" not in text
+    assert "`pairfix preview`" not in text
     assert (
-        f"`pairfix preview` shows what it sends, given these bytes again ({path} is not a "
-        "regular file: it was read once, as a stream)"
+        "resumes: save these bytes to a file and `pairfix preview FILE` shows what it sends "
+        f"({path} is not a regular file: it was read once, as a stream)\n"
     ) in text
 
 
@@ -250,3 +252,14 @@ def test_a_dry_run_too_large_to_diff_gives_sizes_in_the_units_it_names(
 )
 def test_binary_size_labels_binary_units_as_binary(n: int, shown: str) -> None:
     assert binary_size(n) == shown
+
+
+def test_a_walk_skips_the_backup_of_a_file_whose_name_holds_a_newline(tmp_path: Path) -> None:
+    path = tmp_path / "two\nlines.jsonl"
+    shutil.copyfile(BROKEN, path)
+    assert run("fix", "--in-place", str(path))[0] == 0
+    [backup] = leftovers(tmp_path)
+    assert backup.startswith(f"two\nlines.jsonl{BACKUP_MARK}") and is_own_file(backup)
+    status, out, err = run("check", "--json", str(tmp_path))
+    assert (status, err) == (0, "")
+    assert [f["path"] for f in orjson.loads(out)["files"]] == [str(path)]

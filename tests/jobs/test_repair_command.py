@@ -1,4 +1,6 @@
 import json
+import os
+from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -93,12 +95,15 @@ def test_it_refuses_a_second_input_with_the_same_file_name(tmp_path, capsys):
         path.parent.mkdir()
         path.write_bytes((SAMPLES / "formats" / name).read_bytes())
     out = tmp_path / "out"
-    with pytest.raises(CommandError, match="1 file"):
+    with pytest.raises(CommandError, match="2 file"):
         call_command("repair", str(first), str(second), str(other), "--out", out)
-    assert sorted(p.name for p in out.iterdir()) == ["openclaw.jsonl", "s.jsonl"]
-    assert (out / "s.jsonl").read_bytes() == analyze(first.read_bytes(), "s.jsonl").repaired
+    # Neither of the two is written: which one won would depend on the order named.
+    assert sorted(p.name for p in out.iterdir()) == ["openclaw.jsonl"]
     captured = capsys.readouterr()
-    assert f"{second}: same file name as {first}" in captured.err
+    assert (
+        f"{second}: --out would write its repair to {out / 's.jsonl'}, as it would the repair "
+        f"of {first}; neither is written"
+    ) in captured.err
     assert f"{other}: openclaw" in captured.out
 
 
@@ -155,3 +160,53 @@ def test_it_walks_a_folder(tmp_path):
     call_command("repair", str(tmp_path / "in"), "--out", tmp_path / "out")
     repaired = (tmp_path / "out" / "project" / "a.jsonl").read_bytes()
     assert repaired == analyze((folder / "a.jsonl").read_bytes(), "a.jsonl").repaired
+
+
+def test_its_report_writes_a_lone_surrogate_in_a_tool_call_id_escaped(tmp_path):
+    # Half of an emoji a Node program cut: JSON's own `\ud83d`, which orjson refuses to write.
+    raw = (SAMPLES / "formats/claude_code.jsonl").read_bytes()
+    session = tmp_path / "s.jsonl"
+    session.write_bytes(raw.replace(b"toolu_01CCCCCCCCCCCCCCCCCCCCCC", b"toolu_01\\ud83d"))
+    report = tmp_path / "report.json"
+    call_command("repair", str(session), "--out", tmp_path / "out", "--report", report)
+    assert b'"tool_call_id": "toolu_01\\ud83d"' in report.read_bytes()
+    [entry] = json.loads(report.read_bytes())["files"]
+    assert [(f["kind"], f["tool_call_id"]) for f in entry["faults"]] == [
+        ("malformed_call", "toolu_01\ud83d"),  # no id a provider takes
+        ("missing_result", "toolu_01\ud83d"),
+    ]
+    repaired = analyze(session.read_bytes(), "s.jsonl").repaired
+    assert (tmp_path / "out" / "s.jsonl").read_bytes() == repaired
+
+
+def test_its_out_errors_are_escaped_for_the_terminal(tmp_path):
+    file = tmp_path / "\x1b[2Jnot-a-dir"
+    file.write_bytes(b"keep me")
+    with pytest.raises(CommandError) as refused:
+        call_command("repair", str(SAMPLES / "formats/claude_code.jsonl"), "--out", file)
+    shown = f"{tmp_path}/\\x1b[2Jnot-a-dir"
+    assert str(refused.value) == f"--out {shown}: exists and is not a directory"
+    with pytest.raises(CommandError) as refused:
+        call_command(
+            "repair",
+            str(SAMPLES / "formats/claude_code.jsonl"),
+            "--out",
+            Path(os.fsdecode(b"/proc/\xff")),
+        )
+    with pytest.raises(OSError) as kernel:
+        os.mkdir(os.fsdecode(b"/proc/\xff"))
+    assert str(refused.value) == f"--out /proc/\\xff: cannot create: {kernel.value.strerror}"
+
+
+def test_a_walk_skips_the_out_folder_inside_it(tmp_path, capsys):
+    folder = tmp_path / "in"
+    (folder / "fixed").mkdir(parents=True)
+    (folder / "a.jsonl").write_bytes((SAMPLES / "formats/claude_code.jsonl").read_bytes())
+    (folder / "fixed" / "a.jsonl").write_bytes(b"an earlier repair\n")
+    call_command("repair", str(folder), "--out", folder / "fixed")
+    assert f"{folder / 'fixed'}: skipped: the --out folder" in capsys.readouterr().err
+    assert sorted(str(p.relative_to(folder)) for p in folder.rglob("*")) == [
+        "a.jsonl",
+        "fixed",
+        "fixed/a.jsonl",
+    ]

@@ -49,15 +49,26 @@ class FileSource:
 
         For bytes that arrive as a stream (standard input, object storage):
         they are held on disk, not in memory, and the file goes when closed.
-        Raises OSError when the temporary folder cannot be written.
+        Raises OSError when the temporary folder cannot be written; its
+        `strerror` then names the folder ("the temporary folder /tmp is full
+        (No space left on device)"), which `TMPDIR` sets.
         """
-        fd, path = tempfile.mkstemp(prefix="pairfix-spool-")
+        try:
+            fd, path = tempfile.mkstemp(prefix="pairfix-spool-")
+        except OSError as exc:
+            raise _spool_error(exc) from exc
         # Unlinked at once: nothing is left behind, however the process ends.
         os.unlink(path)
         with os.fdopen(fd, "w+b") as f:
             for chunk in chunks:
-                f.write(chunk)
-            f.flush()
+                try:
+                    f.write(chunk)
+                except OSError as exc:
+                    raise _spool_error(exc) from exc
+            try:
+                f.flush()
+            except OSError as exc:
+                raise _spool_error(exc) from exc
             source = cls.of_file(f)
         source.path = Path(path)
         return source
@@ -197,3 +208,12 @@ def iter_lines(data: bytes | FileSource) -> Iterator[tuple[int, int, bytes, bool
         if line.endswith(b"\r"):
             line = line[:-1]
         yield offset, offset + len(line), line, False
+
+
+def _spool_error(exc: OSError) -> OSError:
+    """Return `exc` (a failed write to the temporary folder) as an OSError naming that folder."""
+    folder = tempfile.gettempdir()
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        reason = f"the temporary folder {folder} is full ({exc.strerror})"
+        return OSError(exc.errno, f"{reason}; set TMPDIR to a folder with room")
+    return OSError(exc.errno, f"cannot write to the temporary folder {folder} ({exc.strerror})")

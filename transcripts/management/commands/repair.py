@@ -1,11 +1,11 @@
 from pathlib import Path
 from typing import Any
 
-import orjson
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from transcripts import cli, formats
 from transcripts.engine import DEFAULT_POLICY, PRESETS
+from transcripts.visible import terminal_text
 
 
 class Command(BaseCommand):
@@ -29,12 +29,13 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         out: Path = options["out"]
+        shown = terminal_text(str(out))  # a file name is untrusted: nothing acts on the terminal
         try:
             out.mkdir(parents=True, exist_ok=True)
         except FileExistsError:
-            raise CommandError(f"--out {out}: exists and is not a directory") from None
+            raise CommandError(f"--out {shown}: exists and is not a directory") from None
         except OSError as exc:
-            raise CommandError(f"--out {out}: cannot create: {exc.strerror}") from None
+            raise CommandError(f"--out {shown}: cannot create: {exc.strerror or exc}") from None
         run = cli.Run(
             policy=options["policy"],
             format=options["format"],
@@ -42,15 +43,17 @@ class Command(BaseCommand):
             say_error=self.stderr.write,
             bars=False,
         )
-        items, _ = cli.inputs([str(f) for f in options["files"]], self.stderr.write)
+        items, _ = cli.inputs([str(f) for f in options["files"]], self.stderr.write, out=out)
         _, reports = cli.repair_files(run, items, out=out)
         reports.extend(cli.missing_reports(options["files"]))
         if options["report"] is not None:
             document = {"policy": options["policy"], "files": reports}
             try:
-                options["report"].write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2))
+                # pairfix --json's writer: a lone surrogate in a tool call id is written escaped.
+                options["report"].write_bytes(cli._json(document))
             except OSError as exc:
-                raise CommandError(f"--report {options['report']}: {exc.strerror}") from None
+                shown = terminal_text(str(options["report"]))
+                raise CommandError(f"--report {shown}: {exc.strerror or exc}") from None
         bad = sum(1 for entry in reports if entry.get("error"))
         if bad:
             raise CommandError(f"{bad} file(s) could not be repaired")
