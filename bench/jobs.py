@@ -256,6 +256,14 @@ class S3Server:
                 Delete={"Objects": [{"Key": key} for key in extra[start : start + 1000]]},
             )
 
+    def cpu(self) -> float:
+        """Return the CPU seconds the server's processes (gunicorn's worker too) have used."""
+        pids = [self.process.pid]
+        children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
+        with contextlib.suppress(OSError):
+            pids += [int(pid) for pid in children.read_text().split()]
+        return sum(cpu_seconds(pid) for pid in pids)
+
     def stop(self) -> None:
         self.process.terminate()
         self.process.wait(timeout=10)
@@ -349,15 +357,22 @@ class Run:
     rate: float  # sessions per second
     cpu: float  # CPU seconds of the worker processes per session
     database: float  # CPU seconds of the database server's backends for the workers, per session
+    storage: float  # CPU seconds of the S3 server per session (0 for local storage)
 
 
 def run_job(
-    workspace: Any, workers: int, env: dict[str, str], policy: str, database: str | None
+    workspace: Any,
+    workers: int,
+    env: dict[str, str],
+    policy: str,
+    database: str | None,
+    s3: S3Server | None,
 ) -> Run:
     """Run a repair job over every session of `workspace` with `workers` worker processes.
 
     `database` is the name of the PostgreSQL database the workers use, to
-    read its backends' CPU (None: not measured).
+    read its backends' CPU (None: not measured); `s3`, the S3 server the
+    blobs are on, to read its CPU (None: local storage).
     """
     from django.db import connection
 
@@ -392,6 +407,7 @@ def run_job(
     try:
         wait_idle(processes)
         cpu = sum(cpu_seconds(p.pid) for p in processes)
+        storage = s3.cpu() if s3 is not None else 0.0
         job = actions.do_start_job(
             workspace, Session.objects.filter(workspace=workspace), policy=policy, acting_user=None
         )
@@ -408,6 +424,7 @@ def run_job(
                 raise SystemExit("a worker died")
             time.sleep(0.1)
         cpu = sum(cpu_seconds(p.pid) for p in processes) - cpu
+        storage = s3.cpu() - storage if s3 is not None else 0.0
         db_cpu = sum(backends.values())
     finally:
         for process in processes:
@@ -417,7 +434,7 @@ def run_job(
     assert job.started_at is not None and job.finished_at is not None
     assert (job.done, job.failed) == (job.total, 0), job
     seconds = (job.finished_at - job.started_at).total_seconds()
-    return Run(job.total / seconds, cpu / job.total, db_cpu / job.total)
+    return Run(job.total / seconds, cpu / job.total, db_cpu / job.total, storage / job.total)
 
 
 @dataclass
@@ -708,7 +725,7 @@ def main() -> None:
                         broker.default_channel.queue_purge(QUEUE)  # its kickoff, never run
                 else:
                     name = databases.copy if databases.postgres else None
-                    runs[workers] = run_job(copy, workers, run_env, args.policy, name)
+                    runs[workers] = run_job(copy, workers, run_env, args.policy, name, s3)
                 use_database(databases.base)
             one, two = runs[1], runs[2]
             rows.append((engine, with_counts, engine_cpu, engine / one.rate, one, two))
@@ -781,6 +798,12 @@ def main() -> None:
             f"{spread([r[5].database * 1000 for r in rows], 2)} (2 workers); "
             "share of worker + database CPU: "
             f"{spread([r[4].database / (r[4].database + r[4].cpu) * 100 for r in rows], 0)} %"
+        )
+    if s3 is not None:
+        print(
+            "S3 server CPU ms per session (moto, on the same CPUs): "
+            f"{spread([r[4].storage * 1000 for r in rows], 2)} (1 worker), "
+            f"{spread([r[5].storage * 1000 for r in rows], 2)} (2 workers)"
         )
     print()
     print("where a session's time goes, the job run in this process (ms per session, low–high):")
