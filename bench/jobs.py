@@ -822,6 +822,8 @@ def main() -> None:
     ]
     print(f"  {'the rest (ORM, Python, audit rows):':<38} {spread(rest, 2)}")
     print(f"  {'all, by the clock:':<38} {spread([b.per_session(b.wall) for b in breakdowns], 2)}")
+    cpus = [b.per_session(b.cpu) for b in breakdowns]
+    print(f"  {'all, CPU of this process:':<38} {spread(cpus, 2)}")
     print(
         f"  database round trips per session:      "
         f"{spread([b.queries / b.sessions for b in breakdowns], 1)}; their share of the clock: "
