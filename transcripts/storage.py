@@ -255,9 +255,10 @@ def s3_storage(
     with up to 3 attempts. A GET's body is not checked against a checksum
     (botocore's `response_checksum_validation`: only when an operation
     requires it), and no PUT's body is hashed into its signature
-    (`payload_signing_enabled` off): a PUT carries a checksum in a signed
-    header instead, the blob's sha256 or botocore's CRC32 (see
-    botocore.config.Config: https://docs.aws.amazon.com/botocore/latest/reference/config.html).
+    (`payload_signing_enabled` off): a PUT carries a checksum instead, a
+    blob's sha256 in a signed header (`S3BlobStorage._save`) or else
+    botocore's own CRC32 (botocore.config.Config,
+    https://docs.aws.amazon.com/botocore/latest/reference/config.html).
     Raises ImproperlyConfigured as parse_storage_url does.
     """
     options: dict[str, Any] = {
@@ -293,10 +294,10 @@ def s3_storage(
                 response_checksum_validation="when_required",
                 s3={
                     "addressing_style": env.get("AWS_S3_ADDRESSING_STYLE", "auto"),
-                    # The body's integrity rides on a signed checksum header (a blob's
-                    # sha256, else botocore's CRC32), not on a SHA-256 of the body in the
-                    # signature, which botocore would compute for every PUT over plain
-                    # HTTP, and over HTTPS for one whose checksum the caller gave.
+                    # The body's integrity rides on its checksum (a blob's sha256 in a
+                    # signed header, else botocore's CRC32), not on a SHA-256 of the body
+                    # in the signature, which botocore would compute for every PUT over
+                    # plain HTTP, and over HTTPS for one whose checksum the caller gave.
                     "payload_signing_enabled": False,
                 },
             ),
