@@ -24,11 +24,16 @@ workers' CPU is also given against the engine's on those sessions alone.
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/x CELERY_BROKER_URL=redis://127.0.0.1:6379/0 \\
         .venv/bin/python bench/jobs.py [--sessions 2000] [--records 200] [--rounds 3]
 
-With `--storage s3` the blobs live in a bucket of moto's S3 server, started
-on 127.0.0.1 (the first free port of `--s3-ports`, 9100-9139 unless told) as
-the storage tests start it, and the workers read and write them over HTTP;
-each run starts from the ingested bucket (the blobs a run added are deleted).
-The default, `local`, keeps them in a folder.
+With `--storage s3` the blobs live in a bucket of moto's S3 API, served on
+127.0.0.1 (the first free port of `--s3-ports`, 9100-9139 unless told), and
+the workers read and write them over HTTP; each run starts from the ingested
+bucket (the blobs a run added are deleted). gunicorn serves it, keeping each
+connection open between requests as a real S3 endpoint does
+(bench/moto_wsgi.py); `--s3-server moto` runs moto's own server instead,
+which closes the connection after every answer, so that each request also
+pays a new connection. The in-process run counts the S3 requests a session
+costs, by operation, and the connections opened. The default storage,
+`local`, keeps the blobs in a folder.
 
 It never touches the configured database: on PostgreSQL it (re)creates the
 databases `<configured name>_bench` (the ingested sessions) and
@@ -48,6 +53,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -164,11 +170,16 @@ class Databases:
 
 
 class S3Server:
-    """moto's standalone S3 server on 127.0.0.1, with one bucket; `url` is its STORAGE_URL."""
+    """moto's S3 API on 127.0.0.1, with one bucket; `url` is its STORAGE_URL.
+
+    With `keep_alive`, served by gunicorn's threaded worker (bench/moto_wsgi.py),
+    which keeps a connection open between requests as a real S3 endpoint does;
+    otherwise by moto's own server, which closes it after every answer.
+    """
 
     BUCKET = "pairfix-bench"
 
-    def __init__(self, ports: range) -> None:
+    def __init__(self, ports: range, *, keep_alive: bool = True) -> None:
         import socket
         import urllib.request
 
@@ -182,14 +193,30 @@ class S3Server:
         else:
             raise SystemExit(f"no free port in {ports.start}-{ports.stop - 1} for the S3 server")
         self.endpoint = f"http://127.0.0.1:{port}"
+        if keep_alive:
+            # One process (moto holds the buckets in its memory), a thread per connection
+            # at work; an idle connection stays open for a minute.
+            command = [
+                str(Path(sys.executable).with_name("gunicorn")),
+                "--chdir",
+                str(ROOT / "bench"),
+                "--bind",
+                f"127.0.0.1:{port}",
+                "--worker-class",
+                "gthread",
+                "--workers",
+                "1",
+                "--threads",
+                "8",
+                "--keep-alive",
+                "60",
+                "moto_wsgi:app",
+            ]
+        else:
+            command = [str(Path(sys.executable).with_name("moto_server")), "-H", "127.0.0.1"]
+            command += ["-p", str(port)]
         self.process = subprocess.Popen(
-            [
-                str(Path(sys.executable).with_name("moto_server")),
-                "-H",
-                "127.0.0.1",
-                "-p",
-                str(port),
-            ],
+            command,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -228,6 +255,14 @@ class S3Server:
                 Bucket=self.BUCKET,
                 Delete={"Objects": [{"Key": key} for key in extra[start : start + 1000]]},
             )
+
+    def cpu(self) -> float:
+        """Return the CPU seconds the server's processes (gunicorn's worker too) have used."""
+        pids = [self.process.pid]
+        children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
+        with contextlib.suppress(OSError):
+            pids += [int(pid) for pid in children.read_text().split()]
+        return sum(cpu_seconds(pid) for pid in pids)
 
     def stop(self) -> None:
         self.process.terminate()
@@ -322,15 +357,22 @@ class Run:
     rate: float  # sessions per second
     cpu: float  # CPU seconds of the worker processes per session
     database: float  # CPU seconds of the database server's backends for the workers, per session
+    storage: float  # CPU seconds of the S3 server per session (0 for local storage)
 
 
 def run_job(
-    workspace: Any, workers: int, env: dict[str, str], policy: str, database: str | None
+    workspace: Any,
+    workers: int,
+    env: dict[str, str],
+    policy: str,
+    database: str | None,
+    s3: S3Server | None,
 ) -> Run:
     """Run a repair job over every session of `workspace` with `workers` worker processes.
 
     `database` is the name of the PostgreSQL database the workers use, to
-    read its backends' CPU (None: not measured).
+    read its backends' CPU (None: not measured); `s3`, the S3 server the
+    blobs are on, to read its CPU (None: local storage).
     """
     from django.db import connection
 
@@ -365,6 +407,7 @@ def run_job(
     try:
         wait_idle(processes)
         cpu = sum(cpu_seconds(p.pid) for p in processes)
+        storage = s3.cpu() if s3 is not None else 0.0
         job = actions.do_start_job(
             workspace, Session.objects.filter(workspace=workspace), policy=policy, acting_user=None
         )
@@ -381,6 +424,7 @@ def run_job(
                 raise SystemExit("a worker died")
             time.sleep(0.1)
         cpu = sum(cpu_seconds(p.pid) for p in processes) - cpu
+        storage = s3.cpu() - storage if s3 is not None else 0.0
         db_cpu = sum(backends.values())
     finally:
         for process in processes:
@@ -390,7 +434,7 @@ def run_job(
     assert job.started_at is not None and job.finished_at is not None
     assert (job.done, job.failed) == (job.total, 0), job
     seconds = (job.finished_at - job.started_at).total_seconds()
-    return Run(job.total / seconds, cpu / job.total, db_cpu / job.total)
+    return Run(job.total / seconds, cpu / job.total, db_cpu / job.total, storage / job.total)
 
 
 @dataclass
@@ -406,6 +450,8 @@ class Breakdown:
     counts: float  # the new head's fault counts (`repaired_counts`)
     blob_read: float  # opening the base revision's blob (reading it, when it is read whole)
     blob_write: float  # hashing and storing the repaired blob
+    requests: Counter[str]  # S3 requests by operation (GetObject, PutObject, HeadObject, ...)
+    connections: int  # connections the S3 client opened
 
     def per_session(self, seconds: float) -> float:
         return seconds / self.sessions * 1000
@@ -416,8 +462,11 @@ def breakdown(workspace: Any, policy: str) -> Breakdown:
 
     The job's tasks are not sent to a worker: this process fans it out and
     runs each chunk as a worker would (the same actions), with timers around
-    the engine, the blob storage calls and every database round trip.
+    the engine, the blob storage calls and every database round trip; on S3,
+    it counts the requests sent, by operation, and the connections opened.
     """
+    from botocore.awsrequest import AWSHTTPConnection, AWSHTTPSConnection
+    from django.core.files.storage import default_storage
     from django.db import connection
 
     from transcripts import actions
@@ -473,7 +522,27 @@ def breakdown(workspace: Any, policy: str) -> Breakdown:
             if inner:
                 inner[-1] += elapsed
 
+    requests: Counter[str] = Counter()
+    connections = 0
+
+    def on_send(event_name: str, **kwargs: Any) -> None:
+        requests[event_name.rsplit(".", 1)[1]] += 1  # before-send.s3.GetObject: each attempt
+
+    def counted_connect(connect: Any) -> Any:
+        def wrapper(self: Any) -> Any:
+            nonlocal connections
+            connections += 1
+            return connect(self)
+
+        return wrapper
+
+    client = None
+    if hasattr(default_storage, "bucket_name"):
+        client = default_storage.connection.meta.client
+        client.meta.events.register("before-send.s3", on_send, unique_id="bench-requests")
     patches = [
+        (AWSHTTPConnection, "connect", counted_connect(AWSHTTPConnection.connect)),
+        (AWSHTTPSConnection, "connect", counted_connect(AWSHTTPSConnection.connect)),
         (common, "analyze", timed("engine", common.analyze)),
         (Analysis, "write_repaired", timed("engine", Analysis.write_repaired)),
         (Analysis, "repaired_counts", timed("counts", Analysis.repaired_counts)),
@@ -495,10 +564,14 @@ def breakdown(workspace: Any, policy: str) -> Breakdown:
     finally:
         for owner, name, original in originals:
             setattr(owner, name, original)
+        if client is not None:
+            client.meta.events.unregister("before-send.s3", unique_id="bench-requests")
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     job = Job.objects.get(pk=job.pk)
     assert (job.status, job.done) == (Job.Status.DONE, job.total), job
-    return Breakdown(job.total, wall, cpu, queries, **spent)
+    return Breakdown(
+        job.total, wall, cpu, queries, **spent, requests=requests, connections=connections
+    )
 
 
 def database_cpu(name: str, exclude: int) -> dict[int, float]:
@@ -551,6 +624,13 @@ def main() -> None:
         metavar="LOW-HIGH",
         help="Ports to start the S3 server on, the first free one (default 9100-9139).",
     )
+    parser.add_argument(
+        "--s3-server",
+        choices=["keep-alive", "moto"],
+        default="keep-alive",
+        help="Serve moto's S3 API with gunicorn, keeping connections open as S3 does "
+        "(keep-alive, the default), or with moto's own server, which closes each one (moto).",
+    )
     args = parser.parse_args()
 
     paths = workload(args.sessions, args.records, args.fault_rate, args.result_bytes)
@@ -568,7 +648,9 @@ def main() -> None:
         "DEBUG": os.getenv("DEBUG", "False"),
         "SECRET_KEY": os.getenv("SECRET_KEY") or secrets.token_urlsafe(50),
     }
-    s3 = S3Server(args.s3_ports) if args.storage == "s3" else None
+    s3 = None
+    if args.storage == "s3":
+        s3 = S3Server(args.s3_ports, keep_alive=args.s3_server == "keep-alive")
     if s3 is not None:
         env["STORAGE_URL"] = s3.url
     os.environ.update(env)
@@ -596,7 +678,8 @@ def main() -> None:
             f"{os.cpu_count()} CPUs; "
             f"database {settings.DATABASES['default']['ENGINE'].rsplit('.', 1)[1]}, "
             f"broker {app.conf.broker_url.split(':', 1)[0]}; "
-            f"chunks of {settings.JOB_CHUNK_SIZE}; storage {args.storage}",
+            f"chunks of {settings.JOB_CHUNK_SIZE}; storage {args.storage}"
+            + (f" ({args.s3_server} server)" if s3 is not None else ""),
             flush=True,
         )
         call_command("migrate", verbosity=0)
@@ -642,7 +725,7 @@ def main() -> None:
                         broker.default_channel.queue_purge(QUEUE)  # its kickoff, never run
                 else:
                     name = databases.copy if databases.postgres else None
-                    runs[workers] = run_job(copy, workers, run_env, args.policy, name)
+                    runs[workers] = run_job(copy, workers, run_env, args.policy, name, s3)
                 use_database(databases.base)
             one, two = runs[1], runs[2]
             rows.append((engine, with_counts, engine_cpu, engine / one.rate, one, two))
@@ -716,6 +799,12 @@ def main() -> None:
             "share of worker + database CPU: "
             f"{spread([r[4].database / (r[4].database + r[4].cpu) * 100 for r in rows], 0)} %"
         )
+    if s3 is not None:
+        print(
+            "S3 server CPU ms per session (moto, on the same CPUs): "
+            f"{spread([r[4].storage * 1000 for r in rows], 2)} (1 worker), "
+            f"{spread([r[5].storage * 1000 for r in rows], 2)} (2 workers)"
+        )
     print()
     print("where a session's time goes, the job run in this process (ms per session, low–high):")
     parts = [
@@ -733,11 +822,25 @@ def main() -> None:
     ]
     print(f"  {'the rest (ORM, Python, audit rows):':<38} {spread(rest, 2)}")
     print(f"  {'all, by the clock:':<38} {spread([b.per_session(b.wall) for b in breakdowns], 2)}")
+    cpus = [b.per_session(b.cpu) for b in breakdowns]
+    print(f"  {'all, CPU of this process:':<38} {spread(cpus, 2)}")
     print(
         f"  database round trips per session:      "
         f"{spread([b.queries / b.sessions for b in breakdowns], 1)}; their share of the clock: "
         f"{spread([b.database / b.wall * 100 for b in breakdowns], 0)} %"
     )
+    if s3 is not None:
+        kinds = sorted({kind for b in breakdowns for kind in b.requests})
+        by_kind = ", ".join(
+            f"{kind} {spread([b.requests[kind] / b.sessions for b in breakdowns], 2)}"
+            for kind in kinds
+        )
+        print(
+            f"  S3 requests per session:               {by_kind or 'none'}; "
+            f"connections opened per session: "
+            f"{spread([b.connections / b.sessions for b in breakdowns], 2)} "
+            f"(server: {args.s3_server})"
+        )
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import io
 import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,7 +18,6 @@ from typing import IO, Any
 
 from django.conf import settings
 from django.core.files import File
-from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import models
 from django.db.models import Q
@@ -46,6 +46,24 @@ def blob_name(sha256: str) -> str:
     return f"blobs/{sha256[:2]}/{sha256}"
 
 
+class BlobContent(File[bytes]):
+    """The content of the blob `sha256` (hex) to store: the file `file`, its hash alongside.
+
+    An S3 storage sends the hash with a single PUT (x-amz-checksum-sha256),
+    so the server refuses bytes that are not the blob's, and the client
+    need not hash them again to sign or check them (transcripts.storage).
+    """
+
+    def __init__(self, file: IO[bytes], sha256: str, name: str | None = None) -> None:
+        super().__init__(file, name=name)
+        self.sha256 = sha256
+
+    @classmethod
+    def of(cls, data: bytes, sha256: str) -> BlobContent:
+        """Return the content of the blob `sha256` whose bytes are `data`, held in memory."""
+        return cls(io.BytesIO(data), sha256)
+
+
 def store_blob(data: bytes, *, present: set[str] | None = None) -> str:
     """Store `data` content-addressed in the default storage; return its sha256 (hex).
 
@@ -56,7 +74,7 @@ def store_blob(data: bytes, *, present: set[str] | None = None) -> str:
     """
     sha256 = hashlib.sha256(data).hexdigest()
     if blob_absent(sha256, present):
-        default_storage.save(blob_name(sha256), ContentFile(data))
+        default_storage.save(blob_name(sha256), BlobContent.of(data, sha256))
     return sha256
 
 
@@ -84,7 +102,7 @@ def store_blob_file(f: IO[bytes]) -> tuple[str, int]:
     name = blob_name(sha256)
     if not default_storage.exists(name):
         f.seek(0)
-        default_storage.save(name, File(f))
+        default_storage.save(name, BlobContent(f, sha256))
     return sha256, size
 
 

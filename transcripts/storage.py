@@ -17,6 +17,7 @@ errors that mean the server could not be reached or stopped answering;
 
 from __future__ import annotations
 
+import base64
 import io
 import os
 from collections.abc import Mapping
@@ -183,7 +184,10 @@ class S3BlobStorage(S3Storage):
 
         A blob the size of a part is held in memory for its PUT, as a part
         is; the managed transfer behind the parts also starts threads, which
-        a small blob is not worth.
+        a small blob is not worth. Content that carries its `sha256` (hex;
+        `models.BlobContent`) is PUT with it as the object's checksum
+        (x-amz-checksum-sha256, a signed header): the server refuses bytes
+        that do not hash to it, and botocore computes no checksum of its own.
         """
         if content.size is None or content.size > self.transfer_config.multipart_threshold:
             cleaned: str = super()._save(name, content)
@@ -191,6 +195,9 @@ class S3BlobStorage(S3Storage):
         cleaned = clean_name(name)
         key = self._normalize_name(cleaned)
         params = self._get_write_parameters(key, content)
+        if sha256 := getattr(content, "sha256", ""):
+            params["ChecksumAlgorithm"] = "SHA256"
+            params["ChecksumSHA256"] = base64.b64encode(bytes.fromhex(sha256)).decode()
         content.seek(0)
         self.connection.meta.client.put_object(
             Bucket=self.bucket_name, Key=key, Body=content.read(), **params
@@ -245,7 +252,14 @@ def s3_storage(
     auto, path or virtual). Blobs larger than `multipart_bytes` go up in
     parts of that size, four at once; the client gives up connecting after
     `connect_timeout` seconds and waiting for an answer after `read_timeout`,
-    with up to 3 attempts. Raises ImproperlyConfigured as parse_storage_url does.
+    with up to 3 attempts. A GET's body is not checked against a checksum
+    (botocore's `response_checksum_validation`: only when an operation
+    requires it), and no PUT's body is hashed into its signature
+    (`payload_signing_enabled` off): a PUT carries a checksum instead, a
+    blob's sha256 in a signed header (`S3BlobStorage._save`) or else
+    botocore's own CRC32 (botocore.config.Config,
+    https://docs.aws.amazon.com/botocore/latest/reference/config.html).
+    Raises ImproperlyConfigured as parse_storage_url does.
     """
     options: dict[str, Any] = {
         "bucket_name": env.get("AWS_STORAGE_BUCKET_NAME"),
@@ -275,7 +289,17 @@ def s3_storage(
                 connect_timeout=connect_timeout,
                 read_timeout=read_timeout,
                 retries={"max_attempts": 3, "mode": "standard"},
-                s3={"addressing_style": env.get("AWS_S3_ADDRESSING_STYLE", "auto")},
+                # A blob is read back by its recorded size; its hash was checked by the
+                # server when it was PUT (`S3BlobStorage._save`): no CRC of every GET.
+                response_checksum_validation="when_required",
+                s3={
+                    "addressing_style": env.get("AWS_S3_ADDRESSING_STYLE", "auto"),
+                    # The body's integrity rides on its checksum (a blob's sha256 in a
+                    # signed header, else botocore's CRC32), not on a SHA-256 of the body
+                    # in the signature, which botocore would compute for every PUT over
+                    # plain HTTP, and over HTTPS for one whose checksum the caller gave.
+                    "payload_signing_enabled": False,
+                },
             ),
         },
     }

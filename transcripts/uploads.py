@@ -38,7 +38,6 @@ from types import TracebackType
 from typing import IO, Any
 
 from django.conf import settings
-from django.core.files import File
 from django.core.files.storage import default_storage
 from django.core.files.uploadedfile import UploadedFile
 from django.core.files.uploadhandler import (
@@ -51,7 +50,7 @@ from django.http import HttpRequest
 from django.http.multipartparser import MultiPartParser
 
 from transcripts.formats.source import FileSource
-from transcripts.models import blob_absent, blob_name
+from transcripts.models import BlobContent, blob_absent, blob_name
 from transcripts.sizes import binary_size
 
 # Inside a zip: folders and the resource forks macOS adds are not sessions.
@@ -164,15 +163,15 @@ def store(staged: Staged, *, present: set[str] | None = None) -> str:
     if blob_absent(staged.sha256, present):
         name = blob_name(staged.sha256)
         with staged.path.open("rb") as f:
-            default_storage.save(name, _StagedFile(f, staged.path, name))
+            default_storage.save(name, _StagedFile(f, staged.path, staged.sha256, name))
     return staged.sha256
 
 
-class _StagedFile(File[bytes]):
+class _StagedFile(BlobContent):
     """A staged file as storage takes it: with its path, so a local storage moves it."""
 
-    def __init__(self, file: IO[bytes], path: Path, name: str) -> None:
-        super().__init__(file, name=name)
+    def __init__(self, file: IO[bytes], path: Path, sha256: str, name: str) -> None:
+        super().__init__(file, sha256, name=name)
         self.path = path
 
     def temporary_file_path(self) -> str:

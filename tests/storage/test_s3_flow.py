@@ -6,6 +6,8 @@ Celery worker. The media folder is checked empty at the end of each test.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import io
 import json
 import zipfile
@@ -21,7 +23,7 @@ from tests.helpers import sample, wait_for_job
 from tests.storage.conftest import MULTIPART_BYTES, keys
 from tests.sync.conftest import age, call, reply, user
 from transcripts import actions
-from transcripts.actions import sync
+from transcripts.actions import runner, sync
 from transcripts.engine import analyze
 from transcripts.models import Revision, Session, SyncedFile, blob_name
 from transcripts.storage import S3BlobStorage
@@ -135,6 +137,40 @@ def test_the_same_bytes_are_stored_once_with_one_head_request(alice, workspace, 
 
     assert made == Counter({"HeadObject": 1})
     assert list(media.rglob("*")) == []
+
+
+def test_a_repair_job_reads_a_faulty_session_once_and_stores_its_repair_once(
+    alice, workspace, media
+):
+    faulty = actions.do_ingest_session(workspace, "faulty.jsonl", BROKEN, acting_user=alice)
+    healthy = actions.do_ingest_session(
+        workspace, "healthy.jsonl", user("u1", None, "hi") + reply("a1", "u1"), acting_user=alice
+    )
+    job = actions.do_start_job(workspace, [faulty, healthy], policy="synthesize", acting_user=alice)
+    made = requests_made(default_storage)
+
+    # The job's chunks, run in this thread as a worker runs them, with this thread's client.
+    for item_ids in runner.do_fan_out_job(job.pk):
+        assert runner.do_run_job_items(job.pk, item_ids) == []
+
+    # No HEAD: the repair's name is its hash, and the healthy session is left unread.
+    assert made == Counter({"GetObject": 1, "PutObject": 1})
+    faulty.refresh_from_db()
+    assert faulty.head.number == 1
+    assert faulty.head.read() == analyze(BROKEN, "faulty.jsonl", "synthesize").repaired
+    assert list(media.rglob("*")) == []
+
+
+def test_a_blob_goes_up_with_its_sha256_for_the_server_to_check(alice, workspace, bucket, media):
+    session = actions.do_ingest_session(workspace, "s.jsonl", BROKEN, acting_user=alice)
+    sha256 = session.head.sha256
+
+    stored = default_storage.connection.meta.client.head_object(
+        Bucket=bucket, Key=blob_name(sha256), ChecksumMode="ENABLED"
+    )
+
+    assert base64.b64decode(stored["ChecksumSHA256"]) == bytes.fromhex(sha256)
+    assert sha256 == hashlib.sha256(BROKEN).hexdigest()
 
 
 def test_a_blob_is_read_by_range(alice, workspace, media):

@@ -19,8 +19,6 @@ from datetime import datetime, timedelta
 from typing import IO, Any
 
 from django.conf import settings
-from django.core.files import File
-from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import connection, models
 
@@ -29,6 +27,7 @@ from transcripts.core.policy import Policy
 from transcripts.engine import Analysis, FileSource, analyze
 from transcripts.models import (
     AuditLog,
+    BlobContent,
     BlobUnreadable,
     JobItem,
     Revision,
@@ -217,7 +216,7 @@ def store_repaired(analysis: Analysis, *, stored: str = "") -> tuple[str, int]:
         sha256 = hashlib.sha256(data).hexdigest()
         name = blob_name(sha256)
         if sha256 != stored and (overwrites or not default_storage.exists(name)):
-            default_storage.save(name, ContentFile(data))
+            default_storage.save(name, BlobContent.of(data, sha256))
         return sha256, len(data)
     with tempfile.TemporaryFile() as f:
         hashing = _Hashing(f)
@@ -226,7 +225,7 @@ def store_repaired(analysis: Analysis, *, stored: str = "") -> tuple[str, int]:
         name = blob_name(sha256)
         if sha256 != stored and (overwrites or not default_storage.exists(name)):
             f.seek(0)
-            default_storage.save(name, File(f))
+            default_storage.save(name, BlobContent(f, sha256))
         return sha256, hashing.size
 
 
