@@ -682,35 +682,11 @@ def repair_files(
     refused = _clashes(items, targets, run.stdin)
     for item in _files_bar(items, run.bars):
         target = targets.get(id(item))
-        if id(item) in refused:
-            message, error = refused[id(item)]
+        refusal = refused.get(id(item)) or _refusal(item, target, out_file, in_place, dry_run)
+        if refusal is not None:
+            message, error = refusal
             run.say_error(message)
             reports.append({"path": item.name, "error": error})
-            status = BAD
-            continue
-        if out_file and target is not None and not dry_run and os.path.lexists(target):
-            # A file named as the repair's may be another session: never replaced unasked.
-            run.say_error(
-                f"{item.name}: {_name(target)} exists; not overwritten "
-                "(remove it, or name another file or a folder)"
-            )
-            reports.append({"path": item.name, "error": "--out file exists"})
-            status = BAD
-            continue
-        if in_place and item.path is None:
-            run.say_error(f"{item.name}: standard input cannot be repaired in place; use --out")
-            reports.append(
-                {"path": item.name, "error": "standard input cannot be repaired in place"}
-            )
-            status = BAD
-            continue
-        if in_place and item.stream:
-            # Checked before the symbolic link (/dev/stdin is one) and before any read.
-            run.say_error(
-                f"{item.name}: not a regular file (a pipe, a FIFO or a device): it cannot be "
-                "replaced in place; use --out DIR"
-            )
-            reports.append({"path": item.name, "error": "not a regular file"})
             status = BAD
             continue
         if in_place and item.path is not None and item.path.is_symlink():
@@ -886,6 +862,32 @@ def _clashes(
                 f"same output name as {names}",
             )
     return refused
+
+
+def _refusal(
+    item: Input, target: Path | None, out_file: bool, in_place: bool, dry_run: bool
+) -> tuple[str, str] | None:
+    """Return (message, report error) when `item` is refused before it is read, else None."""
+    if out_file and target is not None and not dry_run and os.path.lexists(target):
+        # A file named as the repair's may be another session: never replaced unasked.
+        return (
+            f"{item.name}: {_name(target)} exists; not overwritten "
+            "(remove it, or name another file or a folder)",
+            "--out file exists",
+        )
+    if in_place and item.path is None:
+        return (
+            f"{item.name}: standard input cannot be repaired in place; use --out",
+            "standard input cannot be repaired in place",
+        )
+    if in_place and item.stream:
+        # Checked before the symbolic link (/dev/stdin is one) and before any read.
+        return (
+            f"{item.name}: not a regular file (a pipe, a FIFO or a device): it cannot be "
+            "replaced in place; use --out DIR",
+            "not a regular file",
+        )
+    return None
 
 
 def _links_note(item: Input, others: int, backup: Path) -> str:
