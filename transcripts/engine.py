@@ -7,6 +7,7 @@ Repair is a pure function of (bytes, format, policy, ENGINE_VERSION).
 
 from __future__ import annotations
 
+import functools
 import gc
 import tempfile
 from collections import Counter
@@ -266,18 +267,14 @@ def _collection_paused(pause: bool) -> Iterator[None]:
         gc.enable()
 
 
-_FROZE: list[bool] = []  # whether the process had frozen objects of its own, once asked
-
-
+@functools.cache
 def _froze_its_own() -> bool:
     """Return True when the process froze objects of its own (a worker does, at start).
 
     Asked once: `gc.get_freeze_count` walks every frozen object, and a worker
     freezes tens of thousands before its first task (`project.celery`).
     """
-    if not _FROZE:
-        _FROZE.append(gc.get_freeze_count() > 0)
-    return _FROZE[0]
+    return gc.get_freeze_count() > 0
 
 
 def _unreadable(

@@ -382,11 +382,11 @@ def test_a_document_read_without_previews_keeps_no_preview_text() -> None:
     assert [r.calls for r in without.records] == [r.calls for r in with_previews.records]
 
 
-def test_objects_the_process_froze_stay_frozen(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_objects_the_process_froze_stay_frozen() -> None:
     # A worker freezes its start-up objects (project.celery); an analysis must not thaw them.
     from transcripts import engine
 
-    monkeypatch.setattr(engine, "_FROZE", [])
+    engine._froze_its_own.cache_clear()  # asked afresh, of this process as frozen here
     data = (SHARED / "formats" / "openai_chat.json").read_bytes()
     gc.freeze()
     try:
@@ -396,3 +396,4 @@ def test_objects_the_process_froze_stay_frozen(monkeypatch: pytest.MonkeyPatch) 
         assert gc.get_freeze_count() > 0.9 * frozen  # not thawed (a few may have been freed)
     finally:
         gc.unfreeze()
+        engine._froze_its_own.cache_clear()
