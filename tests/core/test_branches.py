@@ -61,6 +61,31 @@ def test_a_sidechains_orphaned_call_is_found_and_answered_inside_it() -> None:
     assert not analyze(result.repaired, "c.jsonl").plan
 
 
+def test_a_subagents_own_file_pairs_its_conversation_once() -> None:
+    # Claude Code writes a subagent to subagents/agent-*.jsonl, every line a sidechain's;
+    # a retried turn leaves an abandoned branch (s3) that is not the conversation.
+    side = {"isSidechain": True, "agentId": "a1"}
+    lines = [
+        _cc("s1", None, "user", "subtask", **side),
+        _cc("s2", "s1", "assistant", _use("t_side"), **side),
+        _cc("s3", "s2", "user", _result("t_gone"), **side),
+        _cc("s4", "s2", "user", "stop", **side),
+    ]
+    for line in lines:
+        line["isSidechain"] = True
+    data = _jsonl(lines)
+    result = analyze(data, "agent-a1.jsonl")
+    assert [(str(f.kind), f.tool_call_id, f.record) for f in result.faults] == [
+        ("missing_result", "t_side", 1)
+    ]
+    out = [json.loads(line) for line in result.repaired.splitlines()]
+    inserted = [line for line in out if line["uuid"] not in ("s1", "s2", "s3", "s4")]
+    assert len(inserted) == 1
+    assert inserted[0]["parentUuid"] == "s2" and inserted[0]["isSidechain"] is True
+    assert next(line for line in out if line["uuid"] == "s4")["parentUuid"] == inserted[0]["uuid"]
+    assert not analyze(result.repaired, "agent-a1.jsonl").plan
+
+
 def _pi(entry_id: str, parent: str | None, message: dict) -> dict:
     return {"type": "message", "id": entry_id, "parentId": parent, "message": message}
 

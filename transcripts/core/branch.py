@@ -17,8 +17,10 @@ def live_path(transcript: Transcript) -> list[int]:
 
     For tree formats the branch runs from the last record written (the leaf,
     outside sidechains) back to its root through `parent` links; a record
-    logged twice under one `uid` counts once. Other formats: every record in
-    file order.
+    logged twice under one `uid` counts once. A file of sidechain records
+    alone (a Claude Code subagent's own `agent-*.jsonl`, every line
+    `isSidechain`) is that subagent's conversation: its leaf is its last
+    record. Other formats: every record in file order.
 
     A tool result parented on its own call's line rather than on the line
     before it (Claude Code writes parallel calls' results so) is off the
@@ -33,6 +35,8 @@ def live_path(transcript: Transcript) -> list[int]:
         (r for r in reversed(records) if r.uid is not None and not r.sidechain and r.error is None),
         None,
     )
+    if leaf is None:
+        leaf = next((r for r in reversed(records) if r.uid is not None and r.error is None), None)
     if leaf is None:
         return [r.index for r in records]
     return _reattach(records, by_uid, _path_to(records, by_uid, leaf))
@@ -166,6 +170,7 @@ def _branch_paths(transcript: Transcript) -> list[list[int]]:
     paths = [live_path(transcript)]
     if not transcript.tree:
         return paths
+    live = set(paths[0])
     records = transcript.records
     by_uid = uid_lookup(records)
     root_of: dict[str, str] = {}
@@ -193,7 +198,11 @@ def _branch_paths(transcript: Transcript) -> list[list[int]]:
     for record in sidechain:
         if record.uid is not None and record.error is None:
             last_leaf[root(record)] = record
-    paths.extend(_path_to(records, by_uid, leaf) for leaf in last_leaf.values())
+    # A sidechain whose last record is on the live path is the live path (a subagent's
+    # own file): paired once, not once more as a sidechain.
+    paths.extend(
+        _path_to(records, by_uid, leaf) for leaf in last_leaf.values() if leaf.index not in live
+    )
     return paths
 
 
