@@ -561,3 +561,16 @@ def test_gemini_json_output_is_refused_as_what_it_is() -> None:
     assert analysis.error is not None
     assert "`gemini --output-format json` (Gemini CLI)" in analysis.error
     assert "session-<time>-c81f4e2a.jsonl" in analysis.error
+
+
+def test_a_pi_session_is_checked_for_the_provider_pi_resumes_it_with() -> None:
+    # pi looks its model up by provider and id: a built-in provider's registry api wins
+    # over the `api` an assistant message recorded (here "openai" with anthropic-messages).
+    from transcripts.replay import preview
+
+    path = SAMPLES / "cases" / "10_openclaw-displaced-dup-orphan-results.jsonl"
+    data = path.read_bytes()
+    assert b'"provider": "openai"' in data and b'"api": "anthropic-messages"' in data
+    assert analyze(data, path.name).provider == "openai_responses"
+    resumed = preview(load(data, path.name))
+    assert resumed is not None and resumed.provider == "openai_responses"

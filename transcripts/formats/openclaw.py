@@ -81,6 +81,15 @@ _PROVIDERS = {
     "bedrock-converse-stream": "bedrock",
 }
 
+# pi's built-in providers -> the `api` of their models in its registry (pi-ai
+# models.generated.js): a session's model is looked up by provider and id, so for these
+# the registry's api wins over the one an assistant message recorded.
+PROVIDER_APIS = {
+    "anthropic": "anthropic-messages",
+    "openai": "openai-responses",
+    "google": "google-generative-ai",
+}
+
 
 class OpenClaw(Format):
     id = "openclaw"
@@ -289,10 +298,20 @@ class OpenClaw(Format):
                 ]
 
     def provider_of(self, records: list[Record]) -> str:
+        """Return the provider of the last assistant message's model, as pi resumes with it.
+
+        pi looks a session's model up by its provider and model id, so for a
+        built-in provider the registry's `api` wins over the one recorded
+        (`PROVIDER_APIS`, as `replay.openclaw.session_target` reads it).
+        """
         for record in reversed(records):
             if record.role is Role.ASSISTANT and isinstance(record.obj, dict):
                 message = record.obj.get("message")
-                api = message.get("api") if isinstance(message, dict) else None
+                if not isinstance(message, dict):
+                    continue
+                provider = message.get("provider")
+                listed = PROVIDER_APIS.get(provider) if isinstance(provider, str) else None
+                api = listed or message.get("api")
                 if isinstance(api, str) and api in _PROVIDERS:
                     return _PROVIDERS[api]
         return self.provider

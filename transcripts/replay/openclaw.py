@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from transcripts.core.model import Transcript
+from transcripts.formats.openclaw import PROVIDER_APIS
 from transcripts.replay._request import message_text
 from transcripts.replay.base import Dropped, Message, Preview, check_request, register
 
@@ -60,13 +61,6 @@ _APIS = {
     "google-generative-ai": "gemini",
     "google-gemini-cli": "gemini",
     "google-vertex": "gemini",
-}
-# pi's built-in providers -> the `api` of their models in its registry (models.generated.js):
-# a session's model is looked up by provider and id, so the registry's api wins.
-_PROVIDER_APIS = {
-    "anthropic": "anthropic-messages",
-    "openai": "openai-responses",
-    "google": "google-generative-ai",
 }
 _ANTHROPIC_ID = re.compile(r"[^a-zA-Z0-9_-]")
 
@@ -118,12 +112,12 @@ def session_target(transcript: Transcript) -> Target | None:
     for _, entry in _path(_entries(transcript)):
         if entry.get("type") == "model_change":
             provider = str(entry.get("provider"))
-            target = Target(provider, _PROVIDER_APIS.get(provider, ""), str(entry.get("modelId")))
+            target = Target(provider, PROVIDER_APIS.get(provider, ""), str(entry.get("modelId")))
         elif entry.get("type") == "message" and isinstance(entry.get("message"), dict):
             message = entry["message"]
             if message.get("role") == "assistant":
                 provider = str(message.get("provider"))
-                api = _PROVIDER_APIS.get(provider, str(message.get("api")))
+                api = PROVIDER_APIS.get(provider, str(message.get("api")))
                 target = Target(provider, api, str(message.get("model")))
     return target
 
