@@ -16,7 +16,8 @@ input is; a character or block device is refused); `--out -` writes the
 repaired file to standard output. `--out DIR` never writes over an input of
 the run, nor where two inputs' repairs would both go.
 Exit status: 0 when every file is healthy (or was written), 1 when a file has
-faults (`check`, `fix --dry-run`) or its resume request would be refused
+faults (`check`, `fix --dry-run`; `fix` too when a call may still be running,
+`pending_result`, left alone) or its resume request would be refused
 (`preview`), 2 when a file is unreadable or could not be written, or has no
 resume model (`preview`), or is a symbolic link named for `fix --in-place`
 (one found in a folder is skipped). With `--json` every run prints one JSON
@@ -744,6 +745,8 @@ def repair_files(
                     assert item.path is not None and stamp is not None and sha is not None
                     if not analysis.plan:
                         run.say(f"{item.name}: {_summary(analysis)}; left as it was")
+                        if _pending(analysis):
+                            status = max(status, FAULTS)
                         continue
                     path = item.path
                     backup = replace_file(
@@ -795,6 +798,8 @@ def repair_files(
                 run.say_error(f"{item.name}: cannot write {where}: {exc.strerror or exc}")
                 entry["error"] = surrogate_free(f"cannot write {where}")
                 status = BAD
+            if entry["written"] and _pending(analysis):
+                status = max(status, FAULTS)
             if entry["written"] and (left := _left_as_found(analysis)):
                 policy = analysis.policy.name if analysis.policy else run.policy
                 run.say_error(
@@ -910,6 +915,15 @@ def _links_note(item: Input, others: int, backup: Path) -> str:
         f"the bytes as they were (they are the backup's: `find {shlex.quote(_name(mount))} "
         f"-xdev -samefile {shlex.quote(_name(backup))}` lists them)"
     )
+
+
+def _pending(analysis: Analysis) -> bool:
+    """Return True when a call of the file may still be running (`pending_result`).
+
+    Such a call is left alone, as `check` counts it: resumed now, the file
+    would be refused, so `fix` exits 1 for it too, written or not.
+    """
+    return any(fault.kind is FaultKind.PENDING_RESULT for fault in analysis.faults)
 
 
 def _left_as_found(analysis: Analysis) -> dict[str, int]:

@@ -44,6 +44,10 @@ def test_a_call_in_flight_is_pending_and_left_alone(tmp_path: Path) -> None:
     ]
     done = _pairfix("fix", "--in-place", str(path))
     assert "they are pending and left alone (--grace 0 once the agent has stopped)" in done.stderr
+    # Not fixed: resumed now it would be refused, as `check` says (exit 1, not 0).
+    assert (done.returncode, "left as it was") == (1, done.stdout.split("; ")[-1].strip())
+    copied = _pairfix("fix", str(path), "--out", str(tmp_path / "out"))
+    assert copied.returncode == 1 and (tmp_path / "out" / "s.jsonl").exists()
     assert "toolu_LIVE" not in "".join(
         line for line in path.read_text().splitlines() if '"tool_result"' in line
     )
