@@ -50,7 +50,7 @@ def _claude(sample: list[Any]) -> str | None:
     flag = "json" if [obj.get("type") for obj in lines] == ["result"] else "stream-json"
     return (
         f"this is the output stream of `claude -p --output-format {flag}` (Claude Code), "
-        f"not a session file; Claude Code keeps the session in {where}: upload that file"
+        f"not a session file; Claude Code keeps the session in {where}: read that file instead"
     )
 
 
@@ -66,7 +66,7 @@ def _codex(sample: list[Any]) -> str | None:
     return (
         "this is the output stream of `codex exec --json` (Codex), not a session file; Codex "
         f"keeps the session in ~/.codex/sessions/YYYY/MM/DD/rollout-<time>-{thread}.jsonl: "
-        "upload that file"
+        "read that file instead"
     )
 
 
@@ -87,7 +87,7 @@ def _gemini(sample: list[Any]) -> str | None:
     return (
         "this is the output stream of `gemini --output-format stream-json` (Gemini CLI), not a "
         f"session file; Gemini CLI keeps the session in ~/.gemini/tmp/<project>/chats/"
-        f"session-<time>-{short}.jsonl: upload that file"
+        f"session-<time>-{short}.jsonl: read that file instead"
     )
 
 
@@ -103,7 +103,7 @@ def _gemini_json(sample: list[Any]) -> str | None:
     return (
         "this is the output of `gemini --output-format json` (Gemini CLI), not a session "
         "file; Gemini CLI keeps the session in ~/.gemini/tmp/<project>/chats/"
-        f"session-<time>-{root['session_id'][:8]}.jsonl: upload that file"
+        f"session-<time>-{root['session_id'][:8]}.jsonl: read that file instead"
     )
 
 
