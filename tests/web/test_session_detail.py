@@ -118,6 +118,9 @@ def test_it_labels_the_revision_the_left_side_shows_after_a_repair(
     assert f'<a href="{head}" download>Download revision 1</a>' in html
     assert f'<a href="{raw}" download>Download raw upload (revision 0)</a>' in html
     assert ">Download repaired (native)</a>" in html
+    # The revisions table says what made each one: an upload, then a repair under discard.
+    rows = re.findall(r"<td>(\d+)(?: \(raw\))?</td>\s*<td>([^<]*)</td>\s*<td>([^<]*)</td>", html)
+    assert rows == [("0", "uploaded on the web", "-"), ("1", "written by a repair", "discard")]
 
 
 def test_it_shows_an_earlier_repairs_synthetic_result_as_information(
