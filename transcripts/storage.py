@@ -252,9 +252,10 @@ def s3_storage(
     auto, path or virtual). Blobs larger than `multipart_bytes` go up in
     parts of that size, four at once; the client gives up connecting after
     `connect_timeout` seconds and waiting for an answer after `read_timeout`,
-    with up to 3 attempts. A GET's body is not checked against a checksum
-    (botocore's `response_checksum_validation`: only when an operation
-    requires it), and no PUT's body is hashed into its signature
+    with up to 3 attempts. A GET's body is checked against the checksum the
+    object was stored with (botocore's default `response_checksum_validation`:
+    a body damaged on the way is refused, not repaired and stored under a
+    hash of its own), and no PUT's body is hashed into its signature
     (`payload_signing_enabled` off): a PUT carries a checksum instead, a
     blob's sha256 in a signed header (`S3BlobStorage._save`) or else
     botocore's own CRC32 (botocore.config.Config,
@@ -289,9 +290,6 @@ def s3_storage(
                 connect_timeout=connect_timeout,
                 read_timeout=read_timeout,
                 retries={"max_attempts": 3, "mode": "standard"},
-                # A blob is read back by its recorded size; its hash was checked by the
-                # server when it was PUT (`S3BlobStorage._save`): no CRC of every GET.
-                response_checksum_validation="when_required",
                 s3={
                     "addressing_style": env.get("AWS_S3_ADDRESSING_STYLE", "auto"),
                     # The body's integrity rides on its checksum (a blob's sha256 in a

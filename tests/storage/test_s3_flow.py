@@ -15,6 +15,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from botocore.exceptions import FlexibleChecksumError
 from django.core.files.storage import default_storage, storages
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
@@ -25,7 +26,7 @@ from tests.sync.conftest import age, call, reply, user
 from transcripts import actions
 from transcripts.actions import runner, sync
 from transcripts.engine import analyze
-from transcripts.models import Revision, Session, SyncedFile, blob_name
+from transcripts.models import BlobContent, Revision, Session, SyncedFile, blob_name, open_blob
 from transcripts.storage import S3BlobStorage
 from transcripts.timeline import RevisionBytes
 
@@ -171,6 +172,16 @@ def test_a_blob_goes_up_with_its_sha256_for_the_server_to_check(alice, workspace
 
     assert base64.b64decode(stored["ChecksumSHA256"]) == bytes.fromhex(sha256)
     assert sha256 == hashlib.sha256(BROKEN).hexdigest()
+
+
+def test_a_blob_whose_bytes_do_not_match_its_checksum_is_refused_when_read(bucket, media):
+    # moto keeps a PUT's checksum without checking it, as a damaged copy would hold it; a
+    # GET of the whole blob must refuse such bytes rather than hand them to a repair.
+    data = b'{"type":"user"}\n'
+    claimed = hashlib.sha256(b"other bytes").hexdigest()
+    default_storage.save(blob_name(claimed), BlobContent.of(data, claimed))
+    with pytest.raises(FlexibleChecksumError), open_blob(claimed, len(data)) as f:
+        f.read()
 
 
 def test_a_blob_is_read_by_range(alice, workspace, media):
