@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import json
+from pathlib import Path
 
-from transcripts.engine import analyze
+import pytest
+
+from transcripts.engine import PRESETS, FileSource, analyze
 
 
 def _cc(uuid: str, parent: str | None, kind: str, content: object, **extra: object) -> dict:
@@ -160,3 +164,25 @@ def test_a_parallel_result_parented_on_its_own_call_line_answers_that_call() -> 
     result = analyze(data, "s.jsonl")
     assert result.faults == []
     assert result.repaired == data
+
+
+CROSSED = sorted((Path(__file__).parent / "crossed_chains").glob("*.jsonl"))
+
+
+@pytest.mark.parametrize("path", CROSSED, ids=[p.stem for p in CROSSED])
+@pytest.mark.parametrize("policy", sorted(PRESETS))
+def test_chains_that_cross_are_paired_once_and_repaired(path: Path, policy: str) -> None:
+    # Sidechain lines parented on main lines (and main on sidechain), sharing a message id
+    # with them: each record is paired in one scope, so planning finds every call it needs
+    # (the second attacker's fuzz found KeyError and ValueError tracebacks here).
+    whole = analyze(path.read_bytes(), path.name, policy=policy)
+    with FileSource(path) as source:
+        streamed = analyze(source, path.name, policy=policy, summaries=False)
+        out = io.BytesIO()
+        streamed.write_repaired(out)
+    assert whole.error is None and whole.plan
+    assert out.getvalue() == whole.repaired
+    # Read again, the repair plans without a traceback too (a file whose every block is
+    # dropped repairs to nothing, which is no session to read again).
+    if whole.repaired:
+        assert analyze(whole.repaired, path.name, policy=policy).error is None

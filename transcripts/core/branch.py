@@ -199,10 +199,15 @@ def _branch_paths(transcript: Transcript) -> list[list[int]]:
         if record.uid is not None and record.error is None:
             last_leaf[root(record)] = record
     # A sidechain whose last record is on the live path is the live path (a subagent's
-    # own file): paired once, not once more as a sidechain.
-    paths.extend(
-        _path_to(records, by_uid, leaf) for leaf in last_leaf.values() if leaf.index not in live
-    )
+    # own file): paired once, not once more as a sidechain. Each record is paired in one
+    # scope: the first path that holds it (a line whose parent is in another chain).
+    for leaf in last_leaf.values():
+        if leaf.index in live:
+            continue
+        path = [i for i in _path_to(records, by_uid, leaf) if i not in live]
+        if path:
+            live.update(path)
+            paths.append(path)
     return paths
 
 
