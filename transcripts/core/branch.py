@@ -170,7 +170,7 @@ def _branch_paths(transcript: Transcript) -> list[list[int]]:
     paths = [live_path(transcript)]
     if not transcript.tree:
         return paths
-    live = set(paths[0])
+    paired = set(paths[0])
     records = transcript.records
     by_uid = uid_lookup(records)
     root_of: dict[str, str] = {}
@@ -198,15 +198,13 @@ def _branch_paths(transcript: Transcript) -> list[list[int]]:
     for record in sidechain:
         if record.uid is not None and record.error is None:
             last_leaf[root(record)] = record
-    # A sidechain whose last record is on the live path is the live path (a subagent's
-    # own file): paired once, not once more as a sidechain. Each record is paired in one
-    # scope: the first path that holds it (a line whose parent is in another chain).
+    # Each record is paired in one scope, the first path that holds it: a sidechain on
+    # the live path (a subagent's own file) adds none, and a line whose parent is in
+    # another chain stays in that chain's scope.
     for leaf in last_leaf.values():
-        if leaf.index in live:
-            continue
-        path = [i for i in _path_to(records, by_uid, leaf) if i not in live]
+        path = [i for i in _path_to(records, by_uid, leaf) if i not in paired]
         if path:
-            live.update(path)
+            paired.update(path)
             paths.append(path)
     return paths
 
