@@ -574,3 +574,51 @@ def test_a_pi_session_is_checked_for_the_provider_pi_resumes_it_with() -> None:
     assert analyze(data, path.name).provider == "openai_responses"
     resumed = preview(load(data, path.name))
     assert resumed is not None and resumed.provider == "openai_responses"
+
+
+def _pi_entry(entry_id: str, parent: str | None, **fields: object) -> dict[str, object]:
+    return {"type": "message", "id": entry_id, "parentId": parent, **fields}
+
+
+def _pi_assistant(entry_id: str, parent: str, provider: str, api: str) -> dict[str, object]:
+    message = {"role": "assistant", "content": [{"type": "text", "text": "ok"}]}
+    message.update(provider=provider, api=api, model="m", stopReason="stop")
+    return _pi_entry(entry_id, parent, message=message)
+
+
+@pytest.mark.parametrize(
+    ("tail", "expected"),
+    [
+        # /model after the last reply: pi resumes with the model_change's model.
+        ([{"type": "model_change", "id": "mc", "parentId": "b", "provider": "openai"}], "openai"),
+        # A provider outside pi's built-ins: its api is unknown, Anthropic as in the preview.
+        ([{"type": "model_change", "id": "mc", "parentId": "b", "provider": "acme"}], "anthropic"),
+        # An abandoned branch (c, a Gemini reply) written before the live one (d): the leaf's
+        # path decides, not the last assistant message in the file.
+        (
+            [
+                _pi_assistant("c", "b", "google", "google-generative-ai"),
+                _pi_entry("d", "b", message={"role": "user", "content": "again"}),
+            ],
+            "anthropic",
+        ),
+    ],
+    ids=["model-change", "unknown-provider", "abandoned-branch"],
+)
+def test_pi_is_checked_for_the_model_its_leafs_path_restores(
+    tail: list[dict[str, object]], expected: str
+) -> None:
+    from transcripts.replay import preview
+
+    lines = [
+        {"type": "session", "version": 3, "id": "s", "cwd": "/w"},
+        _pi_entry("a", None, message={"role": "user", "content": "go"}),
+        _pi_assistant("b", "a", "anthropic", "anthropic-messages"),
+        *tail,
+    ]
+    data = "".join(json.dumps(line) + "\n" for line in lines).encode()
+    checked = analyze(data, "pi.jsonl")
+    resumed = preview(load(data, "pi.jsonl"))
+    assert resumed is not None
+    assert checked.provider == resumed.provider
+    assert checked.provider.startswith(expected)

@@ -30,16 +30,35 @@ def live_path(transcript: Transcript) -> list[int]:
     records = transcript.records
     if not transcript.tree:
         return [r.index for r in records if not r.inactive]
+    leaf = _leaf(records)
+    if leaf is None:
+        return [r.index for r in records]
     by_uid = uid_lookup(records)
+    return _reattach(records, by_uid, _path_to(records, by_uid, leaf))
+
+
+def _leaf(records: list[Record]) -> Record | None:
+    """Return the live branch's leaf: the last readable record with a uid, sidechains last."""
     leaf = next(
         (r for r in reversed(records) if r.uid is not None and not r.sidechain and r.error is None),
         None,
     )
     if leaf is None:
         leaf = next((r for r in reversed(records) if r.uid is not None and r.error is None), None)
-    if leaf is None:
-        return [r.index for r in records]
-    return _reattach(records, by_uid, _path_to(records, by_uid, leaf))
+    return leaf
+
+
+def subagent_file(transcript: Transcript) -> bool:
+    """Return True for a file of sidechain records alone (a Claude Code `agent-*.jsonl`).
+
+    Such a file is one subagent's conversation, so its live branch is the
+    path to its last record, and the chain a `compact_boundary` cut off is
+    that conversation's history (as a main session's is), not a sidechain.
+    """
+    if not transcript.tree:
+        return False
+    leaf = _leaf(transcript.records)
+    return leaf is not None and leaf.sidechain
 
 
 def _reattach(records: list[Record], by_uid: UidLookup, path: list[int]) -> list[int]:
@@ -168,7 +187,7 @@ def branch_paths(transcript: Transcript) -> list[list[int]]:
 
 def _branch_paths(transcript: Transcript) -> list[list[int]]:
     paths = [live_path(transcript)]
-    if not transcript.tree:
+    if not transcript.tree or subagent_file(transcript):
         return paths
     paired = set(paths[0])
     records = transcript.records

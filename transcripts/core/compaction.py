@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from transcripts.core.branch import context_scopes
+from transcripts.core.branch import context_scopes, subagent_file
 from transcripts.core.detect import Pairing, _pair_scope
 from transcripts.core.model import Fault, Record, Transcript
 
@@ -24,9 +24,10 @@ class Compacted:
 
     `boundary` is the record index of the last compaction; `hidden` the
     indexes of the records before it that the runtime does not send (in file
-    order, sidechains excluded); `faults` what `detect` would report there if
-    that history were sent, each segment between two compactions paired on
-    its own, sorted by record then block.
+    order; sidechains excluded, but for a subagent's own file, which is all
+    sidechain); `faults` what `detect` would report there if that history
+    were sent, each segment between two compactions paired on its own,
+    sorted by record then block.
     """
 
     boundary: int
@@ -43,14 +44,16 @@ def before_compaction(transcript: Transcript) -> Compacted | None:
     records = transcript.records
     scopes = context_scopes(transcript)
     sent = {index for scope in scopes for index in scope}
-    boundaries = [r.index for r in records if _is_compaction(r) and not r.sidechain]
+    # A subagent's own file is all sidechain: there its records are the conversation's.
+    own = subagent_file(transcript)
+    boundaries = [r.index for r in records if _is_compaction(r) and (own or not r.sidechain)]
     if not boundaries:
         return None
     boundary = boundaries[-1]
     hidden = tuple(
         r.index
         for r in records[:boundary]
-        if r.index not in sent and not r.sidechain and not _is_compaction(r)
+        if r.index not in sent and (own or not r.sidechain) and not _is_compaction(r)
     )
     # A set: looking each record up in the tuple made this quadratic (50,000 records: 9 s).
     hidden_set = set(hidden)

@@ -298,23 +298,44 @@ class OpenClaw(Format):
                 ]
 
     def provider_of(self, records: list[Record]) -> str:
-        """Return the provider of the last assistant message's model, as pi resumes with it.
+        """Return the provider of the model pi resumes the session with.
 
-        pi looks a session's model up by its provider and model id, so for a
-        built-in provider the registry's `api` wins over the one recorded
-        (`PROVIDER_APIS`, as `replay.openclaw.session_target` reads it).
+        That is the model of the last `model_change` entry or assistant
+        message on the path from the last entry to the root (pi's
+        `buildSessionContext`; `replay.openclaw.session_target` reads the
+        same). pi looks a model up by its provider and id, so for a built-in
+        provider the registry's `api` wins over the one recorded
+        (`PROVIDER_APIS`). An `api` Pairfix does not know, or no model at
+        all, gives the format's default (Anthropic), as the preview does.
+        One pass from the end; pi writes a parent before its children.
         """
+        want: str | None = None  # the uid of the next record up the path
         for record in reversed(records):
-            if record.role is Role.ASSISTANT and isinstance(record.obj, dict):
-                message = record.obj.get("message")
-                if not isinstance(message, dict):
-                    continue
+            if record.error is not None or (want is not None and record.uid != want):
+                continue
+            if record.kind == "session":
+                break
+            # Only a model's entry is read back (a stored record's JSON is parsed again).
+            model = record.kind == "model_change" or record.role is Role.ASSISTANT
+            obj = record.obj if model else None
+            if record.kind == "model_change" and isinstance(obj, dict):
+                provider = obj.get("provider")
+                return self._api_provider(
+                    PROVIDER_APIS.get(provider, "") if isinstance(provider, str) else ""
+                )
+            message = obj.get("message") if isinstance(obj, dict) else None
+            if isinstance(message, dict):
                 provider = message.get("provider")
                 listed = PROVIDER_APIS.get(provider) if isinstance(provider, str) else None
-                api = listed or message.get("api")
-                if isinstance(api, str) and api in _PROVIDERS:
-                    return _PROVIDERS[api]
+                return self._api_provider(listed or message.get("api"))
+            if record.parent is None:
+                break
+            want = record.parent
         return self.provider
+
+    def _api_provider(self, api: object) -> str:
+        """Return the provider that writes pi-ai `api`'s requests; the default when unknown."""
+        return _PROVIDERS.get(api, self.provider) if isinstance(api, str) else self.provider
 
     def adjacent(self, provider: str) -> bool:
         # A pi session can switch provider at any model_change, so it must stay
