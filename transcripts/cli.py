@@ -489,16 +489,17 @@ def _escaped(say: Say) -> Say:
 
 def _analyze(
     run: Run, item: Input, *, summaries: bool = False
-) -> tuple[Analysis | None, FileSource | None]:
-    """Return the analysis of `item` (its source left open), or None when it cannot be read.
+) -> tuple[Analysis, FileSource] | str:
+    """Return the analysis of `item` and its source, left open.
 
-    Records keep their preview texts only with `summaries` (see `analyze`).
+    When `item` cannot be read, says so and returns the error a report
+    gives ("cannot read: <why>"). Records keep their preview texts only
+    with `summaries` (see `analyze`).
     """
     try:
         source, bar = _open(item, run.stdin, run.bars)
     except OSError as exc:
-        run.say_error(f"{item.name}: cannot read: {exc.strerror}")
-        return None, None
+        return _unread(run, item, str(exc.strerror))
     try:
         analysis = analyze(
             source,
@@ -512,14 +513,11 @@ def _analyze(
         )
     except OSError as exc:
         source.close()
-        run.say_error(f"{item.name}: cannot read: {exc.strerror}")
-        return None, None
+        return _unread(run, item, str(exc.strerror))
     except MemoryError as exc:
         # Nothing is written from a file that was not read whole; exit 2.
         source.close()
-        detail = f" ({exc})" if str(exc) else ""
-        run.say_error(f"{item.name}: cannot read: out of memory{detail}")
-        return None, None
+        return _unread(run, item, "out of memory" + (f" ({exc})" if str(exc) else ""))
     finally:
         if bar is not None:
             bar.close()
@@ -530,6 +528,13 @@ def _analyze(
             "the agent has stopped)"
         )
     return analysis, source
+
+
+def _unread(run: Run, item: Input, why: str) -> str:
+    """Say that `item` cannot be read, and why; return the error its report gives."""
+    error = f"cannot read: {why}"
+    run.say_error(f"{item.name}: {error}")
+    return error
 
 
 def _appended_at(item: Input, run: Run) -> float | None:
@@ -571,11 +576,12 @@ def check_files(run: Run, items: list[Input], *, as_json: bool) -> tuple[int, li
     status = OK
     reports: list[Any] = []
     for item in _files_bar(items, run.bars):
-        analysis, source = _analyze(run, item)
-        if analysis is None or source is None:
-            reports.append({"path": item.name, "error": "cannot read"})
+        opened = _analyze(run, item)
+        if isinstance(opened, str):
+            reports.append({"path": item.name, "error": opened})
             status = BAD
             continue
+        analysis, source = opened
         with source:
             entry = report(analysis, item.name)
             reports.append(entry)
@@ -711,15 +717,15 @@ def repair_files(
                 stamp, sha = Stamp.of(item.path), sha256_of(item.path)
                 other_links = os.stat(item.path).st_nlink - 1
             except (OSError, FileChanged) as exc:
-                run.say_error(f"{item.name}: cannot read: {exc}")
-                reports.append({"path": item.name, "error": "cannot read"})
+                reports.append({"path": item.name, "error": _unread(run, item, str(exc))})
                 status = BAD
                 continue
-        analysis, source = _analyze(run, item)
-        if analysis is None or source is None:
-            reports.append({"path": item.name, "error": "cannot read"})
+        opened = _analyze(run, item)
+        if isinstance(opened, str):
+            reports.append({"path": item.name, "error": opened})
             status = BAD
             continue
+        analysis, source = opened
         with source:
             entry = report(analysis, item.name)
             entry["written"] = None
@@ -978,9 +984,10 @@ def preview_file(
     instead of to `run.say` as lines.
     """
     # The agent's loader sends texts: the records keep theirs.
-    analysis, source = _analyze(run, item, summaries=True)
-    if analysis is None or source is None:
+    opened = _analyze(run, item, summaries=True)
+    if isinstance(opened, str):
         return BAD
+    analysis, source = opened
     with source:
         if analysis.error or analysis.transcript is None:
             run.say_error(f"{item.name}: unreadable: {analysis.error}")

@@ -97,7 +97,9 @@ def test_a_device_is_refused_unread(tmp_path: Path) -> None:
         "/dev/zero: cannot read: a character device, not a session file (its bytes may never "
         "end); save the session to a file and name that\n"
     )
-    assert orjson.loads(out)["files"] == [{"path": "/dev/zero", "error": "cannot read"}]
+    # The report gives the reason too, as the line on standard error does.
+    assert orjson.loads(out)["files"] == [{"path": "/dev/zero", "error": err[11:-1]}]
+    assert err[11:].startswith("cannot read: a character device")
     # Standard input redirected from one is refused so too.
     with open("/dev/zero", "rb") as zero:
         status, _, err = run_with_stdin(zero, "fix", "-", "--out", str(tmp_path))
