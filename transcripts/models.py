@@ -24,6 +24,8 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
+from transcripts.blob_errors import BlobUnreadable as BlobUnreadable
+from transcripts.blob_errors import damaged
 from transcripts.core.model import FaultKind
 from transcripts.core.policy import custom
 from transcripts.fields import StorableJSONField, StorableTextField
@@ -106,10 +108,6 @@ def store_blob_file(f: IO[bytes]) -> tuple[str, int]:
     return sha256, size
 
 
-class BlobUnreadable(OSError):
-    """A blob the storage cannot hand back as stored: missing, or not the size or hash recorded."""
-
-
 class BlobStream:
     """The bytes of blobs opened in order, a BLOB_CHUNK at a time, each checked against its name.
 
@@ -137,10 +135,7 @@ class BlobStream:
                         yield held
                     held = chunk
             if digest.hexdigest() != sha256:
-                raise BlobUnreadable(
-                    f"the blob {blob_name(sha256)} in storage does not hash to its name: "
-                    "its bytes are damaged"
-                )
+                raise BlobUnreadable(damaged(blob_name(sha256)))
         if held is not None:
             yield held
 
@@ -177,6 +172,19 @@ def _chunks_of(f: IO[bytes]) -> Iterator[bytes]:
     """Yield the rest of the open file `f` a BLOB_CHUNK at a time."""
     while chunk := f.read(BLOB_CHUNK):
         yield chunk
+
+
+def checked_chunks(f: IO[bytes], sha256: str) -> Iterator[bytes]:
+    """Yield the open blob `f` a BLOB_CHUNK at a time, checked against `sha256` (hex).
+
+    Raises BlobUnreadable after the last chunk when the bytes do not hash to it.
+    """
+    digest = hashlib.sha256()
+    for chunk in _chunks_of(f):
+        digest.update(chunk)
+        yield chunk
+    if digest.hexdigest() != sha256:
+        raise BlobUnreadable(damaged(blob_name(sha256)))
 
 
 def roles_at_least(role: str) -> list[str]:
@@ -577,10 +585,11 @@ class Revision(models.Model):
         """Yield this revision's bytes as a FileSource, read by range, never whole in memory.
 
         The blob as the storage opens it, where that is an operating system
-        file (local storage); otherwise (object storage, or a chain of
-        appended deltas) the bytes streamed into an unlinked temporary file
-        of this host's, gone when the source closes. Raises OSError when
-        storage cannot be read (BlobUnreadable: a blob missing or of another size).
+        file (local storage, its size checked); otherwise (object storage, or a
+        chain of appended deltas) the bytes streamed into an unlinked temporary
+        file of this host's, gone when the source closes, and checked against
+        their hash on the way. Raises OSError when storage cannot be read
+        (BlobUnreadable: a blob missing, of another size or, streamed, damaged).
         """
         source = None
         if self.appended_to_id is None:
@@ -588,7 +597,7 @@ class Revision(models.Model):
                 try:
                     source = FileSource.of_file(blob)
                 except (OSError, AttributeError):  # a stream from object storage: no descriptor
-                    source = FileSource.spooled(_chunks_of(blob))
+                    source = FileSource.spooled(checked_chunks(blob, self.sha256))
         if source is None:
             source = FileSource.spooled(self.chunks())
         with source:

@@ -26,12 +26,14 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
-from botocore.exceptions import ClientError, HTTPClientError
+from botocore.exceptions import ClientError, FlexibleChecksumError, HTTPClientError
 from botocore.exceptions import ConnectionError as BotocoreConnectionError
 from django.core.exceptions import ImproperlyConfigured
 from django.core.files import File
 from storages.backends.s3 import S3Storage
 from storages.utils import clean_name
+
+from transcripts.blob_errors import BlobUnreadable, damaged
 
 # botocore's errors of a server that cannot be reached or stops answering, its retries spent:
 # EndpointConnectionError and ConnectTimeoutError are ConnectionErrors; ReadTimeoutError,
@@ -60,8 +62,9 @@ class S3ObjectReader(io.RawIOBase):
     0; reads go on along that response, across a hop forward of up to
     SKIP_BYTES too (a timeline window's records, a line end apart), and any
     other seek makes the next read start a new ranged GET. Raises
-    FileNotFoundError for a missing key, botocore's errors on anything else
-    the server refuses. `client` is a boto3 S3 client.
+    FileNotFoundError for a missing key, BlobUnreadable when a whole
+    object's bytes do not match the checksum stored with it, botocore's
+    errors on anything else the server refuses. `client` is a boto3 S3 client.
     """
 
     SKIP_BYTES = 64 * 1024
@@ -134,16 +137,21 @@ class S3ObjectReader(io.RawIOBase):
         if self._body is None or not 0 <= gap <= self.SKIP_BYTES:
             self._get(self._position)
             gap = 0
-        if gap:
-            self._body.read(gap)
-        data = self._body.read(want)
-        buffer[: len(data)] = data
-        self._position += len(data)
-        self._body_position = self._position
-        if self._position == self._size:
-            # Read to its end, the response hands its connection back to the pool for the
-            # next request; closed part-read, it would be dropped.
-            self._body.read()
+        try:
+            if gap:
+                self._body.read(gap)
+            data = self._body.read(want)
+            buffer[: len(data)] = data
+            self._position += len(data)
+            self._body_position = self._position
+            if self._position == self._size:
+                # Read to its end, the response hands its connection back to the pool for
+                # the next request (closed part-read, it would be dropped), and botocore
+                # checks a whole object's bytes against the checksum stored with it.
+                self._body.read()
+        except FlexibleChecksumError:
+            self._close_body()
+            raise BlobUnreadable(damaged(self.key)) from None
         return len(data)
 
     def read(self, size: int = -1) -> bytes:

@@ -256,6 +256,32 @@ def test_a_damaged_blob_of_the_right_size_is_cut_short_before_its_last_bytes(
     assert len(b"".join(sent)) < len(raw)
 
 
+def test_a_job_fails_a_session_whose_blob_is_damaged_and_writes_no_repair_of_it(
+    alice, workspace, s3_endpoint, bucket
+):
+    from transcripts.models import Job, JobItem
+
+    raw = sample(FAULTY)
+    session = actions.do_ingest_session(workspace, "s.jsonl", raw, acting_user=alice)
+    # The same size, one bit flipped, and put with no checksum: only the name's hash tells.
+    damaged = raw[:100] + bytes([raw[100] ^ 1]) + raw[101:]
+    s3_client(s3_endpoint).put_object(
+        Bucket=bucket, Key=blob_name(session.head.sha256), Body=damaged
+    )
+    job = actions.do_start_job(workspace, [session], policy="synthesize", acting_user=alice)
+    [ids] = actions.do_fan_out_job(job.pk)
+
+    assert actions.do_run_job_items(job.pk, ids) == []
+
+    job.refresh_from_db()
+    assert (job.status, job.failed, job.done) == (Job.Status.DONE, 1, 0)
+    item = JobItem.objects.get(pk=ids[0])
+    assert item.status == JobItem.Status.FAILED
+    assert "does not hash to its name: its bytes are damaged" in item.error
+    session.refresh_from_db()
+    assert session.head.number == 0
+
+
 def test_the_api_answers_a_missing_blob_with_a_503(alice, workspace, s3_endpoint, bucket):
     from rest_framework.test import APIClient
 

@@ -23,6 +23,7 @@ from django.core.files.storage import default_storage
 from django.db import connection, models
 
 from transcripts import search
+from transcripts.blob_errors import damaged
 from transcripts.core.policy import Policy
 from transcripts.engine import Analysis, FileSource, analyze
 from transcripts.models import (
@@ -167,10 +168,10 @@ def revision_data(revision: Revision, inline_bytes: int) -> Iterator[bytes | Fil
 def read_revision(revision: Revision) -> bytes:
     """Return `revision`'s exact bytes, read whole into memory (one GET on S3).
 
-    Checked as `Revision.source` checks them: raises BlobUnreadable when a
-    blob is missing or not of the size recorded (a chain of appended deltas
-    is also checked against its hashes, see `Revision.chunks`), and OSError or
-    botocore's UNREACHABLE errors when storage cannot be read.
+    Raises BlobUnreadable when a blob is missing, not of the size recorded or
+    does not hash to its name (each blob of a chain of appended deltas too,
+    see `Revision.chunks`): a job never repairs damaged bytes. Raises OSError
+    or botocore's UNREACHABLE errors when storage cannot be read.
     """
     if revision.appended_to_id is not None:
         return b"".join(revision.chunks())
@@ -181,6 +182,8 @@ def read_revision(revision: Revision) -> bytes:
             f"the blob {blob_name(revision.sha256)} ended after {len(data)} bytes, "
             f"not the {revision.size} stored: it is damaged or truncated"
         )
+    if hashlib.sha256(data).hexdigest() != revision.sha256:
+        raise BlobUnreadable(damaged(blob_name(revision.sha256)))
     return data
 
 
