@@ -13,6 +13,8 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from transcripts import formats
 from transcripts.core.model import Record, Transcript
 from transcripts.formats import FormatError
@@ -26,6 +28,7 @@ MAX_ROWS = 2000
 # Changed stretches up to this many records are matched exactly; longer ones with
 # difflib's junk heuristic (quadratic time is not offered to any viewer).
 EXACT_MATCH_RECORDS = 2000
+MAX_FIELDS = 6
 
 
 @dataclass
@@ -35,6 +38,9 @@ class CompareRow:
     status: str
     left: ShownCell | None
     right: ShownCell | None
+    # A changed row's top-level fields whose values differ ("parentUuid" for a relinked
+    # record, which looks the same on both sides), at most MAX_FIELDS of them.
+    fields: list[str] = field(default_factory=list)
 
     @property
     def anchor(self) -> str:
@@ -82,6 +88,25 @@ def _cell(record: Record, data: bytes) -> ShownCell:
     cell.time = timestamp(raw)
     cell.blocks = list(enumerate(read_record(raw)))
     return cell
+
+
+def changed_fields(before: bytes, after: bytes) -> list[str]:
+    """Return the top-level keys whose values differ between two JSON objects' bytes.
+
+    In the order the keys come (`before`'s, then those only `after` has), at
+    most MAX_FIELDS. Empty when either is not a JSON object.
+    """
+    try:
+        a, b = orjson.loads(before), orjson.loads(after)
+    except orjson.JSONDecodeError:
+        return []
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        return []
+    keys = [*a, *(k for k in b if k not in a)]
+    return [k for k in keys if a.get(k, _MISSING) != b.get(k, _MISSING)][:MAX_FIELDS]
+
+
+_MISSING = object()
 
 
 def _identity(record: Record) -> object:
@@ -150,7 +175,13 @@ def compare(session: Session, a: Revision, b: Revision, *, full: bool = False) -
             return
         l_cell = _cell(left.records[i], left_data) if i is not None else None
         r_cell = _cell(right.records[j], right_data) if j is not None else None
-        rows.append(CompareRow(status, l_cell, r_cell))
+        row = CompareRow(status, l_cell, r_cell)
+        if status == "changed" and i is not None and j is not None:
+            before, after = left.records[i], right.records[j]
+            row.fields = changed_fields(
+                left_data[before.start : before.end], right_data[after.start : after.end]
+            )
+        rows.append(row)
 
     for tag, i1, i2, j1, j2 in _opcodes(keys_a, keys_b):
         if tag == "equal":

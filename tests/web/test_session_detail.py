@@ -202,3 +202,24 @@ def test_it_explains_an_unknown_policy_on_a_page(alice_client, session):
     assert "<title>Unknown policy · Pairfix</title>" in html
     assert "There is no policy named “&lt;nope&gt;”. The policies are: synthesize, " in html
     assert f'<a href="{session.get_absolute_url()}">Back to claude_code.jsonl</a>' in html
+
+
+def test_the_comparison_names_the_fields_a_changed_record_differs_in(
+    alice_client, alice, workspace, ingest
+):
+    # Dropping the orphaned result after the compaction re-points the next line's
+    # parentUuid: a change no cell shows, so the row names the field.
+    raw = sample("cases/01_cc-compaction-orphan-result.jsonl")
+    session = ingest(workspace, "cc.jsonl", raw)
+    run_inline(actions.do_start_job(workspace, [session], policy="synthesize", acting_user=alice))
+    url = reverse("transcripts:session_compare", args=[session.pk])
+    html = alice_client.get(url, {"a": 0, "b": 1, "full": 1}).content.decode()
+    changed = re.findall(r'<tr id="a-(\d+)" class="row changed">.*?</tr>', html, re.S)
+    assert changed == ["10"]
+    row = re.search(r'<tr id="a-10" class="row changed">.*?</tr>', html, re.S)
+    assert row is not None
+    assert '<span class="changed-fields">in <code class="field">parentUuid</code></span>' in row[0]
+    # An unchanged row says so on the right ("=" by the style sheet).
+    same = re.search(r'<tr id="a-0" class="row same">.*?</tr>', html, re.S)
+    assert same is not None
+    assert '<td class="right"><span class="unchanged" title="the same in revision 1">' in same[0]
