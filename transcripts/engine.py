@@ -30,7 +30,7 @@ from transcripts.formats.source import FileSource
 if TYPE_CHECKING:
     from transcripts.core.align import Row
 
-ENGINE_VERSION = "3"  # 3: renamed ids take `-2`, not `_2` (repair._new_ids)
+ENGINE_VERSION = "4"  # 4: subagent compactions, pi providers by path, relinked rows; 3: ids `-2`
 
 __all__ = [
     "DEFAULT_GRACE",
@@ -90,7 +90,8 @@ class Analysis:
             return []
         from transcripts.core.align import align  # rows are for showing: `fix` needs none
 
-        return align(self.transcript, self.faults, self.plan)
+        relinked = formats.relinked(self.transcript, self.plan)
+        return align(self.transcript, self.faults, self.plan, relinked)
 
     def iter_rows(self) -> Iterator[Row]:
         """Yield the side-by-side rows of `rows` in order, made one at a time and not kept.
@@ -103,7 +104,8 @@ class Analysis:
             return iter(self.rows)
         from transcripts.core.align import iter_align
 
-        return iter_align(self.transcript, self.faults, self.plan)
+        relinked = formats.relinked(self.transcript, self.plan)
+        return iter_align(self.transcript, self.faults, self.plan, relinked)
 
     @property
     def repairable(self) -> bool:

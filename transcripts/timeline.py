@@ -299,7 +299,8 @@ def _rows(analysis: Analysis, compacted: Compacted | None = None) -> Iterator[tu
     for position, row in enumerate(analysis.iter_rows()):
         data = RowData(
             left=row.left,
-            right=row.right if row.right is not None and row.status != RowStatus.SAME else None,
+            # An unchanged cell (a re-linked record's too) is the left one: not stored twice.
+            right=row.right if row.status not in (RowStatus.SAME, RowStatus.RELINKED) else None,
             faults=[RowFault.of(f) for f in row.faults],
             ops=[RowOp.of(op) for op in row.ops],
         )

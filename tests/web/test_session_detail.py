@@ -223,3 +223,24 @@ def test_the_comparison_names_the_fields_a_changed_record_differs_in(
     same = re.search(r'<tr id="a-0" class="row same">.*?</tr>', html, re.S)
     assert same is not None
     assert '<td class="right"><span class="unchanged" title="the same in revision 1">' in same[0]
+
+
+def test_a_record_the_repair_only_relinks_is_marked_so_not_the_same(
+    alice_client, workspace, ingest
+):
+    # The repair drops record 9 (an orphaned result) and re-points record 10's parentUuid
+    # to record 8: its cells look the same, but the repaired file's line is not.
+    raw = sample("cases/01_cc-compaction-orphan-result.jsonl")
+    session = ingest(workspace, "cc.jsonl", raw)
+    html = alice_client.get(session.get_absolute_url(), {"policy": "synthesize"}).content.decode()
+    rows = dict(re.findall(r'<tr id="r-(\d+)"[^>]*class="row (\w+)', html))
+    assert (rows["8"], rows["9"], rows["10"], rows["11"]) == ("same", "dropped", "relinked", "same")
+    row = re.search(r'<tr id="r-10".*?</tr>', html, re.S)
+    assert row is not None
+    assert ">relinked</span>" in row[0]
+    assert "the same but for its parent id, re-pointed to the record before it" in row[0]
+    # The changes-only view keeps it.
+    changes = alice_client.get(
+        session.get_absolute_url(), {"policy": "synthesize", "view": "changes"}
+    ).content.decode()
+    assert 'id="r-10"' in changes

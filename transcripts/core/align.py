@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -14,6 +14,7 @@ class RowStatus(StrEnum):
     """How a row of the side-by-side view changed between raw and repaired."""
 
     SAME = "same"
+    RELINKED = "relinked"  # the record stays as it was but for its parent id, re-pointed
     CHANGED = "changed"  # the record stays, a block of it was removed
     INSERTED = "inserted"  # only on the repaired side
     DROPPED = "dropped"  # only on the raw side
@@ -90,16 +91,22 @@ def _inserted_cell(transcript: Transcript, slot: Slot) -> Cell:
     )
 
 
-def align(transcript: Transcript, faults: list[Fault], plan: Plan) -> list[Row]:
+def align(
+    transcript: Transcript, faults: list[Fault], plan: Plan, relinked: Collection[int] = ()
+) -> list[Row]:
     """Return the side-by-side rows for `transcript` repaired by `plan`, in repaired order.
 
     Every raw record appears once on the left; every repaired record once on the
     right. Faults are attached to the row of the raw record they point at.
+    `relinked` are the raw indexes of records written with another parent id
+    (`formats.relinked`): their rows are RELINKED, not SAME.
     """
-    return list(iter_align(transcript, faults, plan))
+    return list(iter_align(transcript, faults, plan, relinked))
 
 
-def iter_align(transcript: Transcript, faults: list[Fault], plan: Plan) -> Iterator[Row]:
+def iter_align(
+    transcript: Transcript, faults: list[Fault], plan: Plan, relinked: Collection[int] = ()
+) -> Iterator[Row]:
     """Yield the rows `align` returns, one at a time: a long session's are never all held."""
     by_record: dict[int, list[Fault]] = {}
     for fault in faults:
@@ -134,4 +141,5 @@ def iter_align(transcript: Transcript, faults: list[Fault], plan: Plan) -> Itera
                 slot.ops + slot.inserted,
             )
         else:
-            yield Row(RowStatus.SAME, _cell(record), _cell(record), here, slot.ops)
+            status = RowStatus.RELINKED if record.index in relinked else RowStatus.SAME
+            yield Row(status, _cell(record), _cell(record), here, slot.ops)

@@ -10,6 +10,16 @@ from __future__ import annotations
 
 from transcripts.formats.loader import FormatError, load
 from transcripts.formats.registry import FORMATS, label
-from transcripts.formats.renderer import Rewrite, render, render_to, rewrite
+from transcripts.formats.renderer import Rewrite, relinked, render, render_to, rewrite
 
-__all__ = ["FORMATS", "FormatError", "Rewrite", "label", "load", "render", "render_to", "rewrite"]
+__all__ = [
+    "FORMATS",
+    "FormatError",
+    "Rewrite",
+    "label",
+    "load",
+    "relinked",
+    "render",
+    "render_to",
+    "rewrite",
+]

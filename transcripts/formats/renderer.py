@@ -344,6 +344,21 @@ def rewrite(transcript: Transcript, plan: Plan) -> Rewrite:
     return Rewrite(count, frozenset(replaced), tuple(records), frozenset(placed))
 
 
+def relinked(transcript: Transcript, plan: Plan) -> frozenset[int]:
+    """Return the raw indexes of the records `render` writes with another parent id.
+
+    Those a tree format re-links because the record before them on their
+    branch is dropped, moved or followed by an inserted one; they are
+    written as they were but for that id. Empty for other formats.
+    """
+    if not transcript.tree or not plan:
+        return frozenset()
+    fmt = FORMATS[transcript.format]
+    transcript = _renamed(transcript, fmt, plan)
+    parents = _relink(transcript, fmt, sparse_layout(transcript, plan))
+    return frozenset(key for key in parents if isinstance(key, int))
+
+
 def render(transcript: Transcript, plan: Plan) -> bytes:
     """Return the bytes of `transcript` repaired by `plan` (see `render_to`)."""
     if not plan and isinstance(transcript.raw, bytes):
