@@ -562,8 +562,14 @@ def _skipped(run: Run, item: Input, analysis: Analysis, entry: dict[str, Any]) -
     A folder holds other JSON too (Gemini CLI's `logs.json`, settings): a
     `.json` file of valid JSON of no format Pairfix reads is skipped there, not
     reported unreadable. A `.jsonl` file is what agents append sessions to, so
-    it is always reported; so is a file named on the command line.
+    it is reported, unless it is an agent's own file that is known to be no
+    session (`Analysis.agent_file`: a prompt history); a file named on the
+    command line always is.
     """
+    if item.walked and analysis.agent_file:
+        run.say_error(f"{item.name}: skipped: {analysis.agent_file}, not a session file")
+        entry["skipped"] = f"not a session file: {analysis.agent_file}"
+        return True
     if not (item.walked and analysis.not_a_session and item.relative.suffix == ".json"):
         return False
     run.say_error(f"{item.name}: skipped: not a session file (JSON of no format Pairfix reads)")
@@ -1317,6 +1323,14 @@ def _preview_main(
         status = BAD
     elif not items:
         run.say_error(f"{given}: no session files found")
+        status = BAD
+    elif items[0].walked:
+        # A folder holds sessions the agent resumes one at a time: which one is meant?
+        held = f"{len(items)} session files" if len(items) > 1 else f"one, {items[0].name}"
+        run.say_error(
+            f"{given}: is a folder; preview shows one session file: name it "
+            f"(this folder holds {held}; `pairfix check` lists them)"
+        )
         status = BAD
     else:
         given = items[0].name

@@ -51,7 +51,8 @@ class Analysis:
     `error` is set (and `repairable` False) when the file could not be read as
     any supported format; the message names the file, the line and the reason.
     `not_a_session` is then True when the file is valid JSON or JSON lines of
-    no format Pairfix reads (a settings or log file, not a broken session).
+    no format Pairfix reads (a settings or log file, not a broken session);
+    `agent_file` names an agent's own file that is none ("Codex's prompt history ...").
     `repaired` (rendered on first use) equals the raw bytes when the plan is
     empty or nothing can be repaired; `write_repaired` streams it instead.
     """
@@ -66,6 +67,7 @@ class Analysis:
     raw: bytes | FileSource = field(repr=False)
     error: str | None = None
     not_a_session: bool = False
+    agent_file: str = ""
     transcript: Transcript | None = field(default=None, repr=False)
     policy: Policy | None = field(default=None, repr=False)
 
@@ -212,7 +214,14 @@ def analyze(
             plan = repair(transcript, faults, chosen, pairing)
     except FormatError as exc:
         return _unreadable(
-            data, filename, policy, str(exc), exc.format, exc.records, not_a_session=exc.unknown
+            data,
+            filename,
+            policy,
+            str(exc),
+            exc.format,
+            exc.records,
+            not_a_session=exc.unknown,
+            agent_file=exc.agent_file,
         )
     except RecursionError:
         # Python's own JSON code recurses; a hostile file may nest beyond its stack.
@@ -288,6 +297,7 @@ def _unreadable(
     records: int,
     *,
     not_a_session: bool = False,
+    agent_file: str = "",
 ) -> Analysis:
     """Return the analysis of a file that could not be read: raw bytes, the reason."""
     return Analysis(
@@ -301,4 +311,5 @@ def _unreadable(
         raw=data,
         error=error,
         not_a_session=not_a_session,
+        agent_file=agent_file,
     )

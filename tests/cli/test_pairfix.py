@@ -281,6 +281,39 @@ def test_a_walked_folder_skips_json_that_is_no_session_but_not_a_broken_one(
     assert status == 2 and "unreadable: settings.json: line 1: unknown format" in err
 
 
+def test_a_walked_agent_folder_skips_the_agents_prompt_histories(tmp_path: Path) -> None:
+    # `pairfix check ~/.claude` meets Claude Code's up-arrow history beside the projects,
+    # and ~/.codex Codex's: JSON lines, but no session, so no reason to exit 2.
+    claude = tmp_path / ".claude"
+    (claude / "projects" / "-home-me-app").mkdir(parents=True)
+    shutil.copy(BROKEN, claude / "projects" / "-home-me-app" / "s.jsonl")
+    (claude / "history.jsonl").write_text(
+        '{"display":"fix the bug","pastedContents":{},"timestamp":1764000000000,'
+        '"project":"/home/me/app"}\n'
+        '{"display":"/model","pastedContents":{},"timestamp":1764000060000,'
+        '"project":"/home/me/app"}\n'
+    )
+    codex = tmp_path / ".codex"
+    codex.mkdir()
+    (codex / "history.jsonl").write_text(
+        '{"session_id":"0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b","ts":1764000000,"text":"go"}\n'
+    )
+    status, out, err = run("check", "--json", str(claude), str(codex))
+    assert status == 1, err  # the one session's fault, nothing unreadable
+    skipped = {f["path"]: f.get("skipped") for f in orjson.loads(out)["files"]}
+    assert skipped[str(claude / "history.jsonl")] == (
+        "not a session file: Claude Code's prompt history (~/.claude/history.jsonl)"
+    )
+    assert skipped[str(codex / "history.jsonl")] == (
+        "not a session file: Codex's prompt history (~/.codex/history.jsonl)"
+    )
+    assert f"{codex / 'history.jsonl'}: skipped: Codex's prompt history" in err
+    # Named on the command line, it is refused saying what it is.
+    status, _, err = run("check", str(codex / "history.jsonl"))
+    assert status == 2
+    assert "not a session file: this is Codex's prompt history" in err
+
+
 def test_standard_input_is_read_and_the_repair_written_to_standard_output() -> None:
     status, out, err = run("fix", "-", "--out", "-", stdin=BROKEN.read_bytes())
     assert status == 0
@@ -320,6 +353,23 @@ def test_preview_says_so_for_a_format_no_agent_loads() -> None:
     status, _, err = run("preview", str(SAMPLES / "formats" / "openai_chat.json"))
     assert status == 2
     assert "no agent loads it, so there is no resume to preview" in err
+
+
+def test_preview_of_a_folder_asks_for_one_file(tmp_path: Path) -> None:
+    # An agent resumes one session at a time: previewing "the first file found" of a
+    # folder (a subagent's, say) would answer a question nobody asked.
+    (tmp_path / "subagents").mkdir()
+    shutil.copy(BROKEN, tmp_path / "s.jsonl")
+    shutil.copy(HEALTHY, tmp_path / "subagents" / "agent-a1.jsonl")
+    status, out, err = run("preview", str(tmp_path))
+    assert (status, out) == (2, b"")
+    assert err == (
+        f"{tmp_path}: is a folder; preview shows one session file: name it (this folder "
+        "holds 2 session files; `pairfix check` lists them)\n"
+    )
+    status, out, _ = run("preview", "--json", str(tmp_path))
+    assert status == 2
+    assert orjson.loads(out)["error"].startswith("is a folder; preview shows one session file")
 
 
 def test_preview_shows_what_the_agent_sends_on_resume() -> None:

@@ -35,7 +35,7 @@ from transcripts.formats._json import (
 from transcripts.formats.base import Format, args_digest, linked, without_previews
 from transcripts.formats.registry import FORMATS
 from transcripts.formats.source import FileSource, iter_lines
-from transcripts.formats.streams import stream_refusal
+from transcripts.formats.streams import agent_file, stream_refusal
 
 _SNIFF_LINES = 50
 # A session may open with many lines no sniff can place (Claude Code's summary and
@@ -74,7 +74,8 @@ class FormatError(ValueError):
     `format` is the format id when it was known (None when sniffing failed);
     `records` how many records were read before giving up; `unknown` is True
     when the file is valid JSON or JSON lines of no format Pairfix reads (not
-    a session file, rather than a broken one).
+    a session file, rather than a broken one); `agent_file` then names an
+    agent's own file that is no session ("Claude Code's prompt history ...").
     """
 
     def __init__(
@@ -86,6 +87,7 @@ class FormatError(ValueError):
         records: int = 0,
         *,
         unknown: bool = False,
+        agent_file: str = "",
     ) -> None:
         super().__init__(f"{filename}: line {line}: {reason}")
         self.filename = filename
@@ -93,7 +95,8 @@ class FormatError(ValueError):
         self.reason = reason
         self.format = format
         self.records = records
-        self.unknown = unknown
+        self.unknown = unknown or bool(agent_file)
+        self.agent_file = agent_file
 
 
 def _decode_reason(message: str) -> str:
@@ -225,7 +228,7 @@ def _load(
         try:
             return _load_jsonl(data, filename, format, doc_error)
         except FormatError as exc:
-            if exc.unknown:
+            if exc.unknown and not exc.agent_file:
                 raise FormatError(
                     filename, 1, _UNKNOWN_OBJECT, records=exc.records, unknown=True
                 ) from exc
@@ -911,6 +914,10 @@ def _sniff_lines(
     if refusal is not None:
         first = next(r for r in records if r.parsed is not None)
         raise FormatError(filename, first.line, refusal, records=len(records))
+    what = agent_file(sample)
+    if what is not None:
+        reason = f"not a session file: this is {what}, which no agent resumes"
+        raise FormatError(filename, 1, reason, records=len(records), agent_file=what)
     if sample:
         raise FormatError(
             filename,

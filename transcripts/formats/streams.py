@@ -107,6 +107,33 @@ def _gemini_json(sample: list[Any]) -> str | None:
     )
 
 
+def _keys(obj: Any) -> frozenset[str]:
+    return frozenset(obj) if isinstance(obj, dict) else frozenset()
+
+
+# An agent's own JSON-lines files that are no session, by the keys of every line:
+# Claude Code's prompt history (`{display, pastedContents, timestamp, project}`, the
+# up-arrow's list) and Codex's (codex-rs message_history: `{session_id, ts, text}`).
+_AGENT_FILES = (
+    (frozenset({"display", "timestamp"}), "Claude Code's prompt history (~/.claude/history.jsonl)"),
+    (frozenset({"session_id", "ts", "text"}), "Codex's prompt history (~/.codex/history.jsonl)"),
+)
+
+
+def agent_file(sample: list[Any]) -> str | None:
+    """Return what an agent's file that is no session is ("Codex's prompt history ..."), or None.
+
+    `sample` is the file's first parsed JSON lines; every one must have the
+    file's keys, and none a `type` (every session line of these agents has one).
+    """
+    if not sample:
+        return None
+    for keys, what in _AGENT_FILES:
+        if all(keys <= _keys(obj) and "type" not in obj for obj in sample):
+            return what
+    return None
+
+
 def stream_refusal(sample: list[Any]) -> str | None:
     """Return why `sample` (a file's first parsed JSON lines) is refused, or None.
 
