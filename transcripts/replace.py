@@ -253,7 +253,11 @@ def replace_file(
             os.unlink(temp)
         raise
     _fsync_dir(path.parent)
-    _check_not_written_meanwhile(path, backup, fenced, written)
+    # A process that opened the file after the scan above (during the fence's hashing,
+    # say) holds the original, now the backup, and would go on writing there: looked for
+    # before the sizes are compared, so one that wrote and closed since is seen by them.
+    holders = writers_of(backup)
+    _check_not_written_meanwhile(path, backup, fenced, written, holders)
     return backup
 
 
@@ -280,16 +284,23 @@ def _keep_mode_and_owner(temp: str, original: os.stat_result) -> None:
 
 
 def _check_not_written_meanwhile(
-    path: Path, backup: Path, fenced: os.stat_result, written: os.stat_result
+    path: Path,
+    backup: Path,
+    fenced: os.stat_result,
+    written: os.stat_result,
+    holders: list[tuple[int, str]],
 ) -> None:
-    """Raise FileChanged if the original (now `backup`) grew after the fence: put it back.
+    """Raise if the original (now `backup`) grew after the fence or is held open: put it back.
 
     An agent that opened the file just before the rename writes into the
     original, not the new file. The original then goes back to `path` when the
-    new file is still as written; else both stay and the message names them.
+    new file is still as written (FileInUse when `holders`, the processes
+    holding the original open for writing, are why; else FileChanged); else
+    both stay and the message names them.
     """
     old = os.stat(backup)
-    if (old.st_size, old.st_mtime_ns) == (fenced.st_size, fenced.st_mtime_ns):
+    grew = (old.st_size, old.st_mtime_ns) != (fenced.st_size, fenced.st_mtime_ns)
+    if not grew and not holders:
         return
     new = os.stat(path)
     if (new.st_ino, new.st_size, new.st_mtime_ns) == (
@@ -299,6 +310,13 @@ def _check_not_written_meanwhile(
     ):
         os.replace(backup, path)
         _fsync_dir(path.parent)
+        if not grew:
+            who = ", ".join(f"process {pid} ({command})" for pid, command in holders)
+            raise FileInUse(
+                f"{path}: opened for writing by {who} while it was replaced, which would go on "
+                "writing to the original; put back as it was, nothing was written (stop it "
+                "first)"
+            )
         raise FileChanged(
             f"{path}: written to while it was replaced ({fenced.st_size} → {old.st_size} "
             "bytes); put back as it is now, nothing was written"

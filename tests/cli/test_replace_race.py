@@ -145,3 +145,51 @@ def test_a_new_file_is_never_written_over_one_made_meanwhile(tmp_path: Path) -> 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["new.jsonl"]
     replace.write_file(tmp_path / "fresh.jsonl", lambda f: f.write(b"repaired\n"), new=True)
     assert (tmp_path / "fresh.jsonl").read_bytes() == b"repaired\n"
+
+
+def test_an_agent_that_opens_the_file_during_the_fence_keeps_writing_to_the_session(
+    tmp_path: Path,
+) -> None:
+    # The writers are looked for before the fence hashes the file (seconds, for a long
+    # session): an agent that opens it then, and writes only after the rename, would
+    # write into the backup. The attacker's run lost such a record with exit 0.
+    import subprocess
+    import sys
+
+    path = _session(tmp_path)
+    agent_code = (
+        "import os, sys\n"
+        "fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND)\n"
+        "print('open', flush=True)\n"
+        "sys.stdin.readline()\n"
+        f"os.write(fd, {LINE!r})\n"
+    )
+    agents: list[subprocess.Popen[str]] = []
+
+    def fence() -> None:  # the agent opens the file while the fence looks at it
+        agent = subprocess.Popen(
+            [sys.executable, "-c", agent_code, str(path)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        agents.append(agent)
+        assert agent.stdout is not None and agent.stdout.readline() == "open\n"
+
+    try:
+        with pytest.raises(replace.FileInUse, match=r"opened for writing by process \d+ "):
+            replace_file(path, lambda f: f.write(b"repaired\n"), fence, now=NOW)
+        # Put back: the agent's handle is on the session file again.
+        assert _backups(tmp_path) == []
+        assert agents[0].stdin is not None
+        agents[0].stdin.write("go\n")
+        agents[0].stdin.close()
+        assert agents[0].wait(timeout=30) == 0
+        assert path.read_bytes() == b'{"type":"user"}\n' + LINE
+    finally:
+        for agent in agents:
+            agent.kill()
+            agent.wait(timeout=30)
+            for pipe in (agent.stdin, agent.stdout):
+                if pipe is not None:
+                    pipe.close()
