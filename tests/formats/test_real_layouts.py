@@ -622,3 +622,61 @@ def test_pi_is_checked_for_the_model_its_leafs_path_restores(
     assert resumed is not None
     assert checked.provider == resumed.provider
     assert checked.provider.startswith(expected)
+
+
+def _pi_session(provider: str, api: str, turns: list[tuple[list[str], list[str]]]) -> bytes:
+    """Return a pi session: per turn, an assistant message with calls, then their results."""
+    lines: list[dict[str, object]] = [
+        {"type": "session", "version": 3, "id": "s", "cwd": "/w"},
+        _pi_entry("u", None, message={"role": "user", "content": "go"}),
+    ]
+    parent = "u"
+    for n, (calls, results) in enumerate(turns):
+        blocks = [{"type": "toolCall", "id": c, "name": "read", "arguments": {}} for c in calls]
+        message = {"role": "assistant", "content": blocks, "provider": provider, "api": api}
+        message.update(model="m", stopReason="toolUse")
+        lines.append(_pi_entry(f"a{n}", parent, message=message))
+        parent = f"a{n}"
+        for k, call_id in enumerate(results):
+            result = {"role": "toolResult", "toolCallId": call_id, "toolName": "read"}
+            result.update(content=[{"type": "text", "text": f"out {n}.{k}"}], isError=False)
+            lines.append(_pi_entry(f"r{n}.{k}", parent, message=result))
+            parent = f"r{n}.{k}"
+    lines.append(_pi_assistant("done", parent, provider, api))
+    return "".join(json.dumps(line) + "\n" for line in lines).encode()
+
+
+def test_pi_on_gemini_sends_parallel_results_in_one_turn_so_they_are_healthy() -> None:
+    # pi puts a turn's consecutive toolResult entries in one Gemini content: two entries
+    # are no displaced result (the attacker's check flagged one, and its repair never
+    # settled, writing the same bytes each time).
+    from transcripts.replay import preview
+
+    data = _pi_session("google", "google-generative-ai", [(["c_a", "c_b"], ["c_a", "c_b"])])
+    checked = analyze(data, "pi.jsonl")
+    assert (checked.provider, checked.faults, checked.plan.ops) == ("gemini", [], ())
+    resumed = preview(load(data, "pi.jsonl"))
+    assert resumed is not None and resumed.provider == "gemini" and resumed.valid
+
+
+def test_pi_on_openai_responses_refuses_a_call_id_reused_by_a_later_turn() -> None:
+    # OpenAI Responses wants each function_call to have exactly one output: an id a later
+    # turn reuses is refused (check said healthy where the preview said refused).
+    from transcripts.replay import preview
+
+    data = _pi_session("openai", "openai-responses", [(["call_1"], ["call_1"])] * 2)
+    checked = analyze(data, "pi.jsonl")
+    assert [(str(f.kind), f.tool_call_id, f.record) for f in checked.faults] == [
+        ("duplicate_call_id", "call_1", 4)
+    ]
+    assert checked.faults[0].error.startswith(
+        "Duplicate function_call_output for call_id 'call_1'."
+    )
+    resumed = preview(load(data, "pi.jsonl"))
+    assert resumed is not None and not resumed.valid
+    assert resumed.violations[0].error == checked.faults[0].error
+    # The repair renames the later pair; the agent's request is then accepted.
+    again = analyze(checked.repaired, "pi.jsonl")
+    assert again.faults == []
+    fixed = preview(load(checked.repaired, "pi.jsonl"))
+    assert fixed is not None and fixed.valid

@@ -33,6 +33,7 @@ from transcripts.core.validate import (
     not_first_text,
     pattern_text,
     request_positions,
+    reused_text,
     unexpected_text,
     valid_id,
 )
@@ -44,6 +45,10 @@ DEFAULT_GRACE = 300.0  # seconds a session counts as live after its last write
 ORDER_SENSITIVE = frozenset({"gemini"})
 # Providers that want every response of a call turn in the one content right after it.
 SINGLE_RESPONSE_TURN = frozenset({"gemini"})
+# Providers that refuse a tool call id used by an earlier message of the request: Anthropic
+# and Bedrock, and OpenAI Responses, where each function_call must have exactly one
+# matching output (agents that reuse per-turn ids hit it: hermes-agent #102629, pi #9057).
+UNIQUE_CALL_IDS = frozenset({"anthropic", "bedrock", "openai_responses"})
 
 
 def results_follow_content(record: Record) -> bool:
@@ -151,8 +156,12 @@ def turns(transcript: Transcript, context: list[int]) -> list[Turn]:
                 turn.not_first.append(follower.index)
             turn.run.append(follower.index)
             k += 1
-            # Gemini reads only the very next content as the function response turn.
-            if follower.other_blocks or transcript.provider in SINGLE_RESPONSE_TURN:
+            # Gemini reads only the very next content as the function response turn. An
+            # agent's own file is sent by the agent, which puts a turn's consecutive results
+            # in that one content (pi's convertMessages for Google, see replay.openclaw).
+            if follower.other_blocks or (
+                transcript.provider in SINGLE_RESPONSE_TURN and not transcript.agent
+            ):
                 break
         found.append(turn)
     for k, turn in enumerate(found):
@@ -209,7 +218,7 @@ def _pair_scope(transcript: Transcript, context: list[int], result: Pairing, liv
     result.turns.extend(found)
     positions = request_positions(transcript, context)
     provider = transcript.provider
-    unique_ids = provider in ("anthropic", "bedrock")
+    unique_ids = provider in UNIQUE_CALL_IDS
     replays_aborted = result.replays_aborted
     faults = result.faults
 
@@ -484,7 +493,7 @@ def _call_faults(
                     call.record,
                     call.block,
                     turn.head,
-                    f"messages.{message}.content.{call.block}: `tool_use` ids must be unique"
+                    reused_text(transcript.provider, message, call.block, call.id)
                     if unique_ids
                     else "",
                     "another call of the same message already uses this id"
@@ -493,7 +502,8 @@ def _call_faults(
                 )
             )
         problem, error = call.problem, ""
-        if unique_ids and call.id and not problem and not valid_id(call.id):
+        anthropic_ids = transcript.provider in ("anthropic", "bedrock")
+        if anthropic_ids and call.id and not problem and not valid_id(call.id):
             problem = f"the id {call.id[:80]!r} has characters Anthropic refuses"
             error = pattern_text(message, call.block)
         if problem:

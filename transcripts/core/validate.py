@@ -68,7 +68,24 @@ def duplicate_text(provider: str, message: int, block: int, tool_call_id: str) -
             f"messages.{message}.content.{block}: each tool_use must have a single result. "
             f"Found multiple `tool_result` blocks with id: {tool_call_id}"
         )
+    if provider == "openai_responses":
+        return _responses_duplicate(tool_call_id)
     return unexpected_text(provider, message, block, tool_call_id)
+
+
+def _responses_duplicate(tool_call_id: str) -> str:
+    # As relayed in hermes-agent #102629 and mnfst/llm-gateway #2858.
+    return (
+        f"Duplicate function_call_output for call_id '{tool_call_id}'. Each function_call "
+        "must have exactly one matching function_call_output"
+    )
+
+
+def reused_text(provider: str, message: int, block: int, tool_call_id: str) -> str:
+    """Return the provider's error for a call id an earlier message of the request used."""
+    if provider == "openai_responses":
+        return _responses_duplicate(tool_call_id)
+    return f"messages.{message}.content.{block}: `tool_use` ids must be unique"
 
 
 # Anthropic's tool_use ids (and Bedrock's toolUseId) must match this pattern; an id
@@ -282,9 +299,9 @@ def validate(
     for message in messages:
         for rec, block, cid in message.calls:
             # Chat Completions accepts an id again in a later turn (case 13); Anthropic
-            # wants every tool_use id unique across the request.
-            if cid in seen_calls and provider in ("anthropic", "bedrock"):
-                text = f"messages.{message.index}.content.{block}: `tool_use` ids must be unique"
+            # wants every tool_use id unique across the request, Responses every call_id.
+            if cid in seen_calls and provider in ("anthropic", "bedrock", "openai_responses"):
+                text = reused_text(provider, message.index, block, cid)
                 violations.append(Violation(rec, cid, text))
             if provider in ("anthropic", "bedrock") and not valid_id(cid):
                 violations.append(Violation(rec, cid, pattern_text(message.index, block)))
@@ -304,6 +321,9 @@ def validate(
                     answered.add(key)
                 elif transcript.server_history and key not in open_calls:
                     continue  # answers a call of the stored response it continues
+                elif key in answered and provider == "openai_responses":
+                    text = _responses_duplicate(cid)
+                    violations.append(Violation(rec, cid, text))
                 else:
                     violations.append(
                         Violation(rec, cid, unexpected_text(provider, message.index, block, cid))
