@@ -56,7 +56,7 @@ import orjson
 from transcripts import formats
 from transcripts.core.compaction import before_compaction
 from transcripts.core.jsontext import escape_lone
-from transcripts.core.model import INFORMATIONAL, FaultKind, Op, Transcript
+from transcripts.core.model import INFORMATIONAL, FaultKind, Transcript
 from transcripts.engine import DEFAULT_GRACE, DEFAULT_POLICY, PRESETS, Analysis, FileSource, analyze
 from transcripts.replace import (
     FileChanged,
@@ -303,13 +303,6 @@ def _case_index(transcript: Transcript | None, index: int | None) -> int | None:
     return index
 
 
-def _op_record(op: Op) -> int | None:
-    """Return the record an op removes or moves, else the one its result goes into or after."""
-    if op.record is not None:
-        return op.record
-    return op.target if op.target is not None else op.anchor
-
-
 def report(analysis: Analysis, name: str) -> dict[str, Any]:
     """Return the machine-readable report of one analysed file.
 
@@ -349,7 +342,7 @@ def report(analysis: Analysis, name: str) -> dict[str, Any]:
                 "fault": str(op.fault.kind),
                 "fault_index": position.get(id(op.fault)),
                 "tool_call_id": op.tool_call_id,
-                "record": _case_index(transcript, _op_record(op)),
+                "record": _case_index(transcript, op.place),
                 "block": op.block,
             }
             for op in analysis.plan.ops
@@ -397,7 +390,7 @@ def _fault_lines(analysis: Analysis) -> Iterator[str]:
 def _op_lines(analysis: Analysis) -> Iterator[str]:
     for op in analysis.plan.ops:
         call = f" {op.tool_call_id}" if op.tool_call_id else ""
-        where = _case_index(analysis.transcript, _op_record(op))
+        where = _case_index(analysis.transcript, op.place)
         yield f"  {op.kind}{call} at record {where} (mends {op.fault.kind}, {op.policy_row})"
 
 
@@ -602,6 +595,8 @@ def check_files(run: Run, items: list[Input], *, as_json: bool) -> tuple[int, li
             hidden = (
                 before_compaction(analysis.transcript) if analysis.transcript is not None else None
             )
+            if as_json:
+                _resume_line(analysis, item, entry)
             if hidden is not None:
                 entry["before_compaction"] = {
                     "record": _case_index(analysis.transcript, hidden.boundary),
@@ -612,22 +607,66 @@ def check_files(run: Run, items: list[Input], *, as_json: bool) -> tuple[int, li
                 run.say(f"{item.name}: {_summary(analysis)}")
                 for line in _fault_lines(analysis):
                     run.say(line)
-                if _has_faults(analysis) and _has_resume_model(analysis.format):
-                    # The errors above are a request sent as the file is; the agent's own
-                    # resume drops or mends some faults first (its 400 may not come).
-                    run.say(
-                        "  the agent that wrote it mends or drops some faults itself when it "
-                        f"resumes: {_preview_hint(item)}"
-                    )
+                if resume_line := _resume_line(analysis, item, entry):
+                    run.say(resume_line)
                 if hidden is not None and hidden.faults:
                     # What the web page shows apart: the agent no longer sends that history.
                     at = _case_index(analysis.transcript, hidden.boundary)
+                    more = len(hidden.faults)
                     run.say(
-                        f"  {len(hidden.faults)} more before the compaction at record {at}, "
+                        f"  {more} more fault{'s' if more != 1 else ''} "
+                        f"before the compaction at record {at}, "
                         f"not counted: the agent sends only what follows it "
                         f"({len(hidden.hidden)} records before it are not sent)"
                     )
     return status, reports
+
+
+# Up to this size a faulty file's check also says whether its agent's own resume is
+# accepted (the preview reads each record once more); above it, only how to see it.
+RESUME_VERDICT_BYTES = 64 * 1024 * 1024
+
+
+def _resume_line(analysis: Analysis, item: Input, entry: dict[str, Any]) -> str:
+    """Return the line on what the agent sends resuming a faulty file ("" when none applies).
+
+    The faults above are of a request sent as the file is; the agent that
+    wrote it drops or mends some of them first (`transcripts.replay`), so
+    its 400 may not come. For a file up to RESUME_VERDICT_BYTES the line
+    gives that resume's verdict, also set in `entry["resume"]` as
+    {"agent", "provider", "accepted", "error"}. None for pending calls alone.
+    """
+    kinds = {f.kind for f in analysis.faults} - INFORMATIONAL - {FaultKind.PENDING_RESULT}
+    if not kinds:
+        return ""
+    if analysis.transcript is None or not _has_resume_model(analysis.format):
+        return ""
+    hint = _preview_hint(item)
+    if len(analysis.raw) > RESUME_VERDICT_BYTES:
+        return (
+            f"  the agent that wrote it mends or drops some faults itself when it resumes: {hint}"
+        )
+    from transcripts.replay import preview
+
+    resumed = preview(analysis.transcript)
+    if resumed is None:
+        return ""
+    error = resumed.violations[0].error if resumed.violations else ""
+    entry["resume"] = {
+        "agent": resumed.agent,
+        "provider": resumed.provider,
+        "accepted": resumed.valid,
+        "error": error,
+    }
+    if resumed.valid:
+        return (
+            f"  resumed as it is, {resumed.agent} mends or drops these itself and "
+            f"{resumed.provider} accepts its request; {hint}"
+        )
+    return (
+        f"  resumed as it is, {resumed.agent} still sends a request {resumed.provider} "
+        f"refuses ({error}): repair it; {hint}"
+    )
 
 
 def _preview_hint(item: Input) -> str:
@@ -639,17 +678,36 @@ def _preview_hint(item: Input) -> str:
             f"save these bytes to a file and `pairfix preview FILE` shows what it sends "
             f"({item.name} is not a regular file: it was read once, as a stream)"
         )
-    return f"`pairfix preview {_shell_word(item.name)}` shows what it sends"
+    # The path as given (its name's bytes as they are), not `name`, which spells them.
+    return f"`pairfix preview {_shell_word(str(item.path))}` shows what it sends"
 
 
 def _shell_word(name: str) -> str:
     """Return `name` as one word a POSIX shell reads back as `name`, an option's `-` guarded.
 
     `s p.jsonl` becomes `'s p.jsonl'` (`shlex.quote`); `-x.jsonl` becomes
-    `-- -x.jsonl`, so the command does not take it for an option.
+    `-- -x.jsonl`, so the command does not take it for an option. A name
+    with characters a terminal would act on (a newline, an escape, a byte of
+    a non-UTF-8 name) is spelled in `$'...'` quotes (POSIX.1-2024, bash,
+    zsh), those characters as `\\xHH` bytes: printed, it is still the name.
     """
-    quoted = shlex.quote(name)
+    quoted = shlex.quote(name) if terminal_text(name) == name else _dollar_quoted(name)
     return f"-- {quoted}" if name.startswith("-") else quoted
+
+
+def _dollar_quoted(name: str) -> str:
+    spelled = []
+    for char in name:
+        point = ord(char)
+        if char in "\\'":
+            spelled.append("\\" + char)
+        elif 0xDC80 <= point <= 0xDCFF:  # a byte of a non-UTF-8 name (os.fsdecode)
+            spelled.append(f"\\x{point - 0xDC00:02x}")
+        elif terminal_text(char) != char:
+            spelled.extend(f"\\x{byte:02x}" for byte in char.encode("utf-8", "surrogatepass"))
+        else:
+            spelled.append(char)
+    return "$'" + "".join(spelled) + "'"
 
 
 def _stdout_writer(stdout: BinaryIO) -> Callable[[Analysis], None]:

@@ -366,7 +366,8 @@ class TimelineForm(PolicyForm):
 
     faults = forms.BooleanField(label="Only faults", required=False)
     tools = forms.BooleanField(label="Only tool traffic", required=False)
-    q = forms.CharField(label="Search", required=False, max_length=200, strip=True)
+    # Long enough for a provider's 400 pasted whole (it names the message and the ids).
+    q = forms.CharField(label="Search", required=False, max_length=2000, strip=True)
     record = forms.IntegerField(label="Record", required=False, min_value=0, max_value=2**31 - 1)
     at = forms.IntegerField(required=False, min_value=0, max_value=2**31 - 1)
     after = forms.IntegerField(required=False, min_value=-1, max_value=2**31 - 1)

@@ -439,13 +439,26 @@ def provider_error_position(timeline: Timeline, text: str) -> tuple[int, int, st
     best: tuple[int, int] | None = None
     for position, record, data in rows:
         assert record is not None  # a raw row shows a raw record
-        found_at = _decode(data).request_position
+        decoded = _decode(data)
+        found_at = decoded.request_position
         first_block = found_at[1] if found_at is not None else 0
+        if block is None and _names_an_id_of(text, decoded.left):
+            # "messages.1: tool_use ids were found without tool_result blocks ...: toolu_x"
+            # names a message of several records: the one holding that id is meant.
+            return position, record, found.group(0)
         if best is None or (block is not None and first_block <= int(block)):
             best = (position, record)
     if best is None:
         return None
     return best[0], best[1], found.group(0)
+
+
+def _names_an_id_of(text: str, cell: Cell | None) -> bool:
+    """Return True when `text` holds a tool call id of `cell`'s calls or results."""
+    if cell is None:
+        return False
+    ids = [call_id for call_id, _ in cell.calls] + list(cell.results)
+    return any(len(call_id) >= 4 and call_id in text for call_id in ids)
 
 
 def _search_text(row: Row, record: Record | None) -> str:

@@ -1293,8 +1293,12 @@ def confirm_rollback(request: HttpRequest, pk: int) -> HttpResponse:
         request,
         title=f"Roll back job {job.pk}?",
         consequences=[
-            f"Each of the {repaired} session{'s' if repaired != 1 else ''} job {job.pk} repaired "
-            "gets the bytes it had before as a new head revision. A session changed since "
+            (
+                f"The session job {job.pk} repaired gets"
+                if repaired == 1
+                else f"Each of the {repaired} sessions job {job.pk} repaired gets"
+            )
+            + " the bytes it had before as a new head revision. A session changed since "
             "is left as it is and reported.",
             "A job can be rolled back once: the rollback itself cannot be rolled back.",
         ],
@@ -1370,8 +1374,13 @@ def delete_session(request: HttpRequest, pk: int) -> HttpResponse:
         request,
         title=f"Delete {session.name}?",
         consequences=[
-            f"Its {count} revision{'s' if count != 1 else ''} and their stored bytes are "
-            "removed (bytes another session shares stay); it leaves every list, job and the API.",
+            (
+                "Its one revision and its stored bytes are"
+                if count == 1
+                else f"Its {count} revisions and their stored bytes are"
+            )
+            + " removed (bytes another session shares stay); it leaves every list, job and the "
+            "API.",
             "Its audit trail stays, with a record of this deletion. This cannot be undone.",
         ],
         question=f"Delete {session.name}?",

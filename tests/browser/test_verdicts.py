@@ -33,7 +33,9 @@ def test_each_policy_says_whether_anthropic_would_accept_the_repaired_file(case_
         "openmaic: still rejected by Anthropic"
     )
     # The raw upload is rejected; repaired under synthesize it is valid, and downloads at once.
-    expect(page.locator(".downloads .verdict").first).to_have_text("rejected by Anthropic")
+    expect(page.locator(".downloads .verdict").first).to_have_text(
+        "rejected by Anthropic sent as it is"
+    )
     expect(page.locator(".repaired-verdict")).to_have_text("valid for Anthropic")
     with page.expect_download() as download:
         page.get_by_role("link", name="Download repaired (synthesize)").click()

@@ -68,7 +68,7 @@ def test_check_reads_a_pipe_named_as_a_path() -> None:
     assert f"`pairfix preview {path}`" not in text
     assert "`pairfix preview`" not in text
     assert (
-        "resumes: save these bytes to a file and `pairfix preview FILE` shows what it sends "
+        "; save these bytes to a file and `pairfix preview FILE` shows what it sends "
         f"({path} is not a regular file: it was read once, as a stream)\n"
     ) in text
 

@@ -49,11 +49,26 @@ def test_check_exits_1_and_names_each_fault_with_the_providers_error() -> None:
     text = out.decode()
     assert "orphaned_result toolu_syn_out_02 at record 9" in text
     assert "unexpected `tool_use_id` found in `tool_result` blocks: toolu_syn_out_02" in text
-    # The error is a request sent as the file is: the agent's own resume may differ.
+    # The error is a request sent as the file is: the agent's own resume drops the
+    # orphaned result, and the line says so (a trial read "rejected" beside "accepted").
     assert (
-        "  the agent that wrote it mends or drops some faults itself when it resumes: "
-        f"`pairfix preview {CASES / '01_cc-compaction-orphan-result.jsonl'}` shows what it sends"
+        "  resumed as it is, Claude Code mends or drops these itself and anthropic accepts "
+        f"its request; `pairfix preview {CASES / '01_cc-compaction-orphan-result.jsonl'}` "
+        "shows what it sends"
     ) in text
+    # Gemini CLI has no such recovery: the line says its request is still refused.
+    status, out, _ = run("check", str(SAMPLES / "formats" / "gemini_cli_session.jsonl"))
+    assert "  resumed as it is, Gemini CLI still sends a request gemini refuses (" in out.decode()
+    # An unanswered call Claude Code drops itself on resume: its request is accepted.
+    status, out, _ = run("check", "--json", "--grace", "0", str(BROKEN))
+    assert status == 1
+    [entry] = orjson.loads(out)["files"]
+    assert entry["resume"] == {
+        "agent": "Claude Code",
+        "provider": "anthropic",
+        "accepted": True,
+        "error": "",
+    }
     status, out, _ = run("check", str(CASES / "11_openai-chat-trim-orphan-tool.json"))
     assert status == 1 and "pairfix preview" not in out.decode()  # no agent writes that file
 
@@ -448,7 +463,7 @@ def test_check_names_the_faults_a_compaction_hid_apart() -> None:
     status, out, _ = run("check", "--grace", "0", str(case))
     assert status == 1
     assert (
-        "  1 more before the compaction at record 7, not counted: the agent sends only what "
+        "  1 more fault before the compaction at record 7, not counted: the agent sends only what "
         "follows it (7 records before it are not sent)"
     ) in out.decode()
     status, out, _ = run("check", "--json", "--grace", "0", str(case))

@@ -237,6 +237,27 @@ def test_an_out_folder_that_cannot_be_made_is_named_escaped(tmp_path: Path) -> N
         assert orjson.loads(out)["error"] == f"--out {exact}: cannot create: {reason}"
 
 
+def test_a_hint_for_a_name_a_terminal_would_act_on_is_spelled_so_a_shell_reads_it_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A newline and an escape in the name: printed as they are, they would act on the
+    # terminal; spelled `\x0a` in plain quotes, the pasted command names another file.
+    monkeypatch.chdir(tmp_path)
+    for raw in (b"evil\n\x1b[31mRED 'q'.jsonl", b"caf\xff.jsonl", b"-\xe2\x80\xaex.jsonl"):
+        name = os.fsdecode(raw)
+        (tmp_path / name).write_bytes(BROKEN.read_bytes())
+        status, out, _ = run("check", "--", name)
+        assert status == 1
+        text = out.decode()
+        word = text.split("`pairfix preview ", 1)[1].split("` shows what it sends", 1)[0]
+        assert word.isprintable() and "$'" in word
+        word = word.removeprefix("-- ")  # an option's `-` guarded
+        echoed = subprocess.run(
+            ["bash", "-c", f"printf %s {word}"], capture_output=True, check=True, timeout=30
+        ).stdout
+        assert echoed == raw
+
+
 def mkdir_refusal(path: str) -> str:
     """Return why the kernel refuses to make `path` (a root user and others hear different)."""
     with pytest.raises(OSError) as refused:
@@ -255,7 +276,7 @@ def test_the_resume_hint_is_a_command_that_runs_when_pasted(
         shutil.copyfile(BROKEN, tmp_path / name)
         status, out, _ = run("check", "--", name)
         assert status == 1
-        assert f"resumes: `{command}` shows what it sends\n" in out.decode()
+        assert f"; `{command}` shows what it sends\n" in out.decode()
         status, out, _ = run(*shlex.split(command)[1:])
         assert status == 0 and out.decode().startswith(f"{name}: Claude Code resumes it with ")
 

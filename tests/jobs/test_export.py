@@ -77,7 +77,7 @@ def test_it_builds_a_zip_of_repaired_files_with_a_manifest(alice, workspace, ing
                     "op": str(op.kind),
                     "fault_kind": str(op.fault.kind),
                     "tool_call_id": op.tool_call_id,
-                    "record": op.record if op.record is not None else op.fault.record,
+                    "record": op.place,
                     "policy_row": op.policy_row,
                 }
                 for op in expected.plan.ops

@@ -3,12 +3,25 @@
 import json
 
 import pytest
+from django.db import connection
 
 from tests.helpers import ORPHANED_CALL, run_inline, sample
 from transcripts import actions, search
 from transcripts.models import Job, Session
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _empty_index() -> None:
+    """Start each test from an empty index, inside its transaction.
+
+    The index table is no model's, so the flush after a test that committed
+    rows (`transactional_db`: a worker, a live server) leaves that test's
+    entries behind, and the session ids they name can be given again.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(f"DELETE FROM {search.TABLE}")
 
 
 def test_a_built_timeline_indexes_the_heads_records(alice, workspace, ingest):

@@ -244,3 +244,22 @@ def test_a_record_the_repair_only_relinks_is_marked_so_not_the_same(
         session.get_absolute_url(), {"policy": "synthesize", "view": "changes"}
     ).content.decode()
     assert 'id="r-10"' in changes
+
+
+def test_a_pasted_error_naming_a_message_of_several_lines_lands_on_the_line_with_its_id(
+    alice_client, workspace, ingest
+):
+    # Claude Code writes one API message as several lines (thinking, text, tool_use):
+    # request message 1 is records 2-4. An error naming it and a tool_use id means the
+    # line holding that id, not the message's first line (the trial landed on #2).
+    session = ingest(workspace, "cc.jsonl", sample("formats/claude_code.jsonl"))
+    error = (
+        "messages.1: `tool_use` ids were found without `tool_result` blocks immediately "
+        "after: toolu_01AAAAAAAAAAAAAAAAAAAAAA. Each `tool_use` block must have a "
+        "corresponding `tool_result` block in the next message."
+    )
+    html = alice_client.get(session.get_absolute_url(), {"q": error}).content.decode()
+    assert "messages.1 of the request is record #4." in html
+    # Without an id, the message's first line, as before.
+    html = alice_client.get(session.get_absolute_url(), {"q": "messages.1: bad"}).content.decode()
+    assert "messages.1 of the request is record #2." in html

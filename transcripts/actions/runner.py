@@ -710,7 +710,8 @@ def _export_item(item: JobItem, job: Job, writes_back: bool) -> Outcome:
                 "op": str(op.kind),
                 "fault_kind": str(op.fault.kind),
                 "tool_call_id": op.tool_call_id,
-                "record": op.record if op.record is not None else op.fault.record,
+                # As `pairfix check --json` names it: for an insert, the record it follows.
+                "record": op.place,
                 "policy_row": op.policy_row,
             }
             for op in ops

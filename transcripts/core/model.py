@@ -521,6 +521,17 @@ class Op:
         """Return the tool call id the op is about."""
         return self.fault.tool_call_id
 
+    @property
+    def place(self) -> int | None:
+        """Return the record the op removes or moves, else the one its result goes into or after.
+
+        What a report names as the op's record (`pairfix check --json`, an
+        export's manifest), so both say the same of one op.
+        """
+        if self.record is not None:
+            return self.record
+        return self.target if self.target is not None else self.anchor
+
 
 @dataclass(frozen=True, slots=True)
 class Plan:
