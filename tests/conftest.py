@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from celery.contrib.testing.worker import start_worker
+from django.conf import settings
 
 from project.celery import app as celery_app
 from transcripts import actions
@@ -15,7 +18,16 @@ from transcripts.models import Membership, Session, Workspace
 # A queue of its own, so that a `make run` worker on the same broker never takes
 # a test's task (and the test worker never takes a real one). Set before any
 # task is sent: Celery caches its queues on first use.
-celery_app.conf.task_default_queue = "pairfix-tests"
+# Under pytest-xdist, each worker process (gw0, gw1, ...) has its own queue and blob
+# folder, as it has its own test database: a task one sends is never taken by the
+# other's Celery worker, and a blob one deletes (a test of a missing blob) is never the
+# other's. Processes a test starts read MEDIA_ROOT from the environment.
+_XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+if _XDIST_WORKER:
+    settings.MEDIA_ROOT = os.environ["MEDIA_ROOT"] = str(
+        Path(settings.VAR_DIR) / "xdist" / _XDIST_WORKER / "media"
+    )
+celery_app.conf.task_default_queue = f"pairfix-tests-{_XDIST_WORKER}".rstrip("-")
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ leaves no folder behind, so the next run tries again.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -25,6 +26,16 @@ def install(package: str, version: str) -> Path:
     done = prefix / ".pairfix-installed"
     if done.exists():
         return prefix
+    # Two test processes (pytest-xdist workers) install one package once, in turn.
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(prefix.with_name(prefix.name + ".lock"), "wb") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if done.exists():
+            return prefix
+        return _install(package, version, prefix, done)
+
+
+def _install(package: str, version: str, prefix: Path, done: Path) -> Path:
     partial = prefix.with_name(prefix.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)

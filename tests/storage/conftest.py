@@ -34,8 +34,15 @@ MULTIPART_BYTES = 5 * 1024 * 1024
 
 
 def free_port(ports: range) -> int:
-    """Return a port of `ports` nothing listens on at 127.0.0.1; raise if none is free."""
-    for port in ports:
+    """Return a port of `ports` nothing listens on at 127.0.0.1; raise if none is free.
+
+    Each pytest-xdist worker starts its search at a port of its own (gw1 a
+    quarter of the way in), so two starting at once do not pick the same one.
+    """
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    shift = (int(worker[2:]) if worker[2:].isdigit() else 0) * max(1, len(ports) // 4)
+    for k in range(len(ports)):
+        port = ports[(k + shift) % len(ports)]
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
