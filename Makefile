@@ -32,12 +32,15 @@ chromium:
 # The package is byte-compiled first, as an install is: with PYTHONDONTWRITEBYTECODE set
 # (as on CI machines), every `pairfix`, `manage.py` and worker process a test starts
 # would otherwise compile each module it imports (0.65 s against 0.12 s for one check).
+# Two pytest-xdist workers, each with its own test database, Celery queue and blob folder
+# (tests/conftest.py); a module's tests run in one worker, so a module's costly fixtures
+# (a 50,000-record session) are made once.
 test: $(INSTALLED) chromium
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/python -m compileall -q transcripts project
-	$(BIN)/pytest
+	$(BIN)/pytest --numprocesses 2 --dist loadscope
 
 # The figures of issue 15 in one run, as ratios against their targets (sessions of up to
 # 1 GB generated under var/; tens of minutes). Each part runs alone as its own target.
