@@ -186,3 +186,34 @@ def test_chains_that_cross_are_paired_once_and_repaired(path: Path, policy: str)
     # dropped repairs to nothing, which is no session to read again).
     if whole.repaired:
         assert analyze(whole.repaired, path.name, policy=policy).error is None
+
+
+def test_a_line_branching_off_a_dropped_record_follows_it_to_its_parent(tmp_path: Path) -> None:
+    # s2, an orphaned result, is dropped; s4 (on the sidechain's path) and s3 (an
+    # abandoned branch off s2) both hung from it. s3 kept naming s2, a uid the repair no
+    # longer held, and read as a chain of its own: a second repair found a new fault.
+    side = {"isSidechain": True}
+    lines = [
+        _cc("u1", None, "user", "start"),
+        _cc("s1", None, "user", "subtask", **side),
+        _cc("s2", "s1", "user", _result("toolu_ghost"), **side),
+        _cc("s3", "s2", "assistant", _use("toolu_1"), **side),
+        _cc("s4", "s2", "user", "retry", **side),
+        _cc("s5", "s4", "assistant", [{"type": "text", "text": "done"}], **side),
+    ]
+    data = _jsonl(lines)
+    whole = analyze(data, "s.jsonl")
+    assert [(str(f.kind), f.tool_call_id) for f in whole.faults] == [
+        ("orphaned_result", "toolu_ghost")
+    ]
+    out = {line["uuid"]: line for line in map(json.loads, whole.repaired.splitlines())}
+    assert "s2" not in out
+    assert (out["s3"]["parentUuid"], out["s4"]["parentUuid"]) == ("s1", "s1")
+    assert not analyze(whole.repaired, "s.jsonl").plan
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(data)
+    with FileSource(path) as source:
+        streamed = analyze(source, path.name, summaries=False)
+        written = io.BytesIO()
+        streamed.write_repaired(written)
+    assert written.getvalue() == whole.repaired

@@ -38,7 +38,48 @@ def _relink(
     parents: dict[int | Slot, str] = {}
     for path in branch_paths(transcript):
         parents.update(_relink_path(transcript, fmt, at, path))
+    _relink_dangling(transcript, at, parents)
     return parents
+
+
+def _relink_dangling(
+    transcript: Transcript, at: dict[int, list[Slot]], parents: dict[int | Slot, str]
+) -> None:
+    """Re-point, in `parents`, records off every branch path whose parent the repair drops.
+
+    A line of an abandoned branch (or of a chain no scope pairs) hanging from
+    a dropped record would name a uid the repaired file no longer holds, and
+    read as a root of a chain of its own: it is pointed to that record's
+    parent instead (the nearest one written). A dropped root's children are
+    left as they are.
+    """
+    records = transcript.records
+    gone: dict[str, str | None] = {}
+    dropped: set[int] = set()
+    for index, slots in at.items():
+        own = [slot for slot in slots if slot.record == index]
+        uid = records[index].uid
+        if own and all(slot.dropped for slot in own) and uid is not None:
+            dropped.add(index)
+            gone[uid] = records[index].parent
+    if not gone:
+        return
+    if isinstance(records, RecordStore):
+        # Every record whose parent is not the uid of the record before it, and the one
+        # after each dropped record: no view of every record.
+        candidates = list(records.parents_apart())
+        candidates += [(i + 1, records[i + 1].parent) for i in dropped if i + 1 < len(records)]
+    else:
+        candidates = [(record.index, record.parent) for record in records]
+    for index, parent in candidates:
+        if parent not in gone or index in parents or index in dropped:
+            continue
+        seen: set[str] = set()
+        while parent is not None and parent in gone and parent not in seen:
+            seen.add(parent)
+            parent = gone[parent]
+        if parent is not None:
+            parents[index] = parent
 
 
 def _relink_path(
