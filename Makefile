@@ -1,7 +1,9 @@
 VENV := .venv
 BIN := $(VENV)/bin
-# Reinstall when pyproject.toml changes; the stamp marks the last install.
+# Reinstall when pyproject.toml changes; the stamps mark the last installs: the
+# dashboard's own dependencies for `make run`, those and the test tools for `make test`.
 INSTALLED := $(VENV)/.installed
+RUN_INSTALLED := $(VENV)/.installed-run
 
 .PHONY: run test chromium bench bench-fix bench-ingest bench-first-view bench-upload bench-timeline bench-sync
 
@@ -12,7 +14,11 @@ $(INSTALLED): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	touch $(INSTALLED)
 
-run: $(INSTALLED)
+$(RUN_INSTALLED): $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(RUN_INSTALLED)
+
+run: $(RUN_INSTALLED)
 	$(BIN)/python manage.py migrate --no-input
 	$(BIN)/python manage.py demo
 	$(BIN)/honcho start -f Procfile

@@ -1178,7 +1178,8 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--policy",
         choices=sorted(PRESETS),
-        help=f"repair policy (default {DEFAULT_POLICY}); for preview, show the file so repaired",
+        help=f"repair policy for check and fix (default {DEFAULT_POLICY}); preview shows the "
+        "file as it is unless a policy is named, then as that policy repairs it",
     )
     common.add_argument(
         "--format", choices=sorted(formats.FORMATS), help="read the file as this format"

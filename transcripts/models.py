@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from transcripts.blob_errors import BlobUnreadable as BlobUnreadable
 from transcripts.blob_errors import damaged
-from transcripts.core.model import FaultKind
+from transcripts.core.model import INFORMATIONAL, FaultKind
 from transcripts.core.policy import custom
 from transcripts.fields import StorableJSONField, StorableTextField
 from transcripts.formats.source import FileSource
@@ -1204,8 +1204,18 @@ class Timeline(models.Model):
 
     @property
     def fault_total(self) -> int:
-        """Return the number of faults found."""
+        """Return the number of faults found, informational ones included."""
         return sum(self.fault_counts.values())
+
+    @property
+    def noted_total(self) -> int:
+        """Return how many of the faults are informational (an earlier repair's result)."""
+        return sum(n for kind, n in self.fault_counts.items() if kind in INFORMATIONAL)
+
+    @property
+    def problem_total(self) -> int:
+        """Return the number of faults found that are not informational."""
+        return self.fault_total - self.noted_total
 
 
 class TimelineRow(models.Model):

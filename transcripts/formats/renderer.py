@@ -64,6 +64,7 @@ def _relink_dangling(
             gone[uid] = records[index].parent
     if not gone:
         return
+    candidates: list[tuple[int, str | None]]
     if isinstance(records, RecordStore):
         # Every record whose parent is not the uid of the record before it, and the one
         # after each dropped record: no view of every record.
@@ -71,9 +72,10 @@ def _relink_dangling(
         candidates += [(i + 1, records[i + 1].parent) for i in dropped if i + 1 < len(records)]
     else:
         candidates = [(record.index, record.parent) for record in records]
-    for index, parent in candidates:
-        if parent not in gone or index in parents or index in dropped:
+    for index, named in candidates:
+        if named not in gone or index in parents or index in dropped:
             continue
+        parent: str | None = named
         seen: set[str] = set()
         while parent is not None and parent in gone and parent not in seen:
             seen.add(parent)
