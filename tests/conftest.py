@@ -89,3 +89,21 @@ def celery_worker(transactional_db: None) -> Iterator[None]:
         celery_app, pool="solo", perform_ping_check=False, shutdown_timeout=30, queues=queues
     ):
         yield
+
+
+@pytest.hookimpl(trylast=True)  # after --deselect has taken its items out
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Refuse, under pytest-xdist, tests that share a node id: xdist would run one of them.
+
+    schemathesis gives every API operation one node id (the Makefile runs that
+    test on its own, after the parallel run, and deselects it there).
+    """
+    if not _XDIST_WORKER:
+        return
+    seen: set[str] = set()
+    shared = sorted({item.nodeid for item in items if item.nodeid in seen or seen.add(item.nodeid)})
+    if shared:
+        raise pytest.UsageError(
+            "these tests share a node id, so pytest-xdist would run only one of each; run "
+            "them in a process of their own and --deselect them here: " + ", ".join(shared)
+        )
