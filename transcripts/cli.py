@@ -634,7 +634,7 @@ def _resume_line(analysis: Analysis, item: Input, entry: dict[str, Any]) -> str:
     wrote it drops or mends some of them first (`transcripts.replay`), so
     its 400 may not come. For a file up to RESUME_VERDICT_BYTES the line
     gives that resume's verdict, also set in `entry["resume"]` as
-    {"agent", "provider", "accepted", "error"}. None for pending calls alone.
+    {"agent", "provider", "accepted", "error"}. Empty for pending calls alone.
     """
     kinds = {f.kind for f in analysis.faults} - INFORMATIONAL - {FaultKind.PENDING_RESULT}
     if not kinds:

@@ -51,7 +51,8 @@ def _relink_dangling(
     a dropped record would name a uid the repaired file no longer holds, and
     read as a root of a chain of its own: it is pointed to that record's
     parent instead (the nearest one written). A dropped root's children are
-    left as they are.
+    left as they are, and so are those of a uid another record that stays
+    also holds.
     """
     records = transcript.records
     gone: dict[str, str | None] = {}
@@ -62,6 +63,14 @@ def _relink_dangling(
         if own and all(slot.dropped for slot in own) and uid is not None:
             dropped.add(index)
             gone[uid] = records[index].parent
+    # A uid a record that stays also holds (a line logged twice) is not gone.
+    if isinstance(records, RecordStore):
+        holders = records.holding_uids(gone) if gone else {}
+    else:
+        holders = {r.index: r.uid for r in records if r.uid is not None and r.uid in gone}
+    for index, uid in holders.items():
+        if index not in dropped:
+            gone.pop(uid, None)
     if not gone:
         return
     candidates: list[tuple[int, str | None]]
