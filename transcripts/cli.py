@@ -121,10 +121,11 @@ def inputs(
     """Return the files `paths` name (folders walked, `-` for stdin) and how many are missing.
 
     A folder gives every `*.jsonl` and `*.json` regular file below it,
-    sorted, but the backups and temporary files of an in-place repair; one
-    of those names that is no regular file (a named pipe, a socket, a device,
-    a symbolic link to one or to nothing) is skipped with a note, never opened:
-    opening a named pipe waits for a writer that may never come. The folder
+    sorted, a folder's own files before its subfolders', but the backups and
+    temporary files of an in-place repair; one of those names that is no
+    regular file (a named pipe, a socket, a device, a symbolic link to one or
+    to nothing) is skipped with a note, never opened: opening a named pipe
+    waits for a writer that may never come. The folder
     `out` (where `fix --out DIR` writes) is skipped with a note when it lies
     inside a folder walked, so a second run reads no repair of the first. A
     path named that is no regular file is read as a stream (`Input.stream`).
@@ -141,7 +142,9 @@ def inputs(
             if inside is not None and path.joinpath(*inside).is_dir():
                 shown = terminal_text(_name(path.joinpath(*inside)))
                 say_error(f"{shown}: skipped: the --out folder (repairs go there, not read)")
-            for child in sorted(path.rglob("*")):
+            # A folder's own files before those of its subfolders: a Claude Code session
+            # (`<id>.jsonl`) before its subagents (`<id>/subagents/agent-*.jsonl`).
+            for child in sorted(path.rglob("*"), key=lambda p: (p.parent.parts, p.name)):
                 if child.suffix not in SESSION_SUFFIXES or is_own_file(child.name):
                     continue
                 if inside is not None and child.relative_to(path).parts[: len(inside)] == inside:

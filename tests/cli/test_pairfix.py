@@ -246,9 +246,10 @@ def test_a_folder_is_walked_for_every_session_and_subagent_file(tmp_path: Path) 
     status, out, _ = run("check", "--json", str(tmp_path / "projects"))
     assert status == 1
     files = orjson.loads(out)["files"]
+    # The session before its subagents: a folder's own files before its subfolders'.
     assert [(f["path"], len(f["faults"])) for f in files] == [
-        (str(project / "s1" / "subagents" / "agent-a1.jsonl"), 0),
         (str(project / "s1.jsonl"), 1),
+        (str(project / "s1" / "subagents" / "agent-a1.jsonl"), 0),
     ]
     status, _, _ = run("fix", str(tmp_path / "projects"), "--out", str(tmp_path / "fixed"))
     assert status == 0

@@ -96,6 +96,15 @@ def client_for(user: Any) -> Client:
     return client
 
 
+def put_one_bit_flipped(endpoint: str, bucket: str, sha256: str, raw: bytes) -> None:
+    """Overwrite the blob named by `sha256` with `raw`, one bit of byte 100 flipped.
+
+    The size is the same and the object is put with no checksum: only the name's hash tells.
+    """
+    damaged = raw[:100] + bytes([raw[100] ^ 1]) + raw[101:]
+    s3_client(endpoint).put_object(Bucket=bucket, Key=blob_name(sha256), Body=damaged)
+
+
 def test_a_missing_blob_is_not_a_200_nor_a_500(alice, workspace, s3_endpoint, bucket):
     raw = sample(FAULTY)
     session = actions.do_ingest_session(workspace, "s.jsonl", raw, acting_user=alice)
@@ -240,10 +249,7 @@ def test_a_damaged_blob_of_the_right_size_is_cut_short_before_its_last_bytes(
 ):
     raw = sample(FAULTY)
     session = actions.do_ingest_session(workspace, "s.jsonl", raw, acting_user=alice)
-    damaged = raw[:100] + bytes([raw[100] ^ 1]) + raw[101:]
-    s3_client(s3_endpoint).put_object(
-        Bucket=bucket, Key=blob_name(session.head.sha256), Body=damaged
-    )
+    put_one_bit_flipped(s3_endpoint, bucket, session.head.sha256, raw)
 
     response = client_for(alice).get(reverse("transcripts:download_revision", args=[session.pk, 0]))
 
@@ -263,11 +269,7 @@ def test_a_job_fails_a_session_whose_blob_is_damaged_and_writes_no_repair_of_it(
 
     raw = sample(FAULTY)
     session = actions.do_ingest_session(workspace, "s.jsonl", raw, acting_user=alice)
-    # The same size, one bit flipped, and put with no checksum: only the name's hash tells.
-    damaged = raw[:100] + bytes([raw[100] ^ 1]) + raw[101:]
-    s3_client(s3_endpoint).put_object(
-        Bucket=bucket, Key=blob_name(session.head.sha256), Body=damaged
-    )
+    put_one_bit_flipped(s3_endpoint, bucket, session.head.sha256, raw)
     job = actions.do_start_job(workspace, [session], policy="synthesize", acting_user=alice)
     [ids] = actions.do_fan_out_job(job.pk)
 
