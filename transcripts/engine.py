@@ -30,7 +30,9 @@ from transcripts.formats.source import FileSource
 if TYPE_CHECKING:
     from transcripts.core.align import Row
 
-ENGINE_VERSION = "4"  # 4: subagent compactions, pi providers by path, relinked rows; 3: ids `-2`
+# 5: a synthetic result row's role; 4: subagent compactions, pi providers by path, relinked
+# rows; 3: ids `-2`
+ENGINE_VERSION = "5"
 
 __all__ = [
     "DEFAULT_GRACE",

@@ -84,7 +84,7 @@ def _inserted_cell(transcript: Transcript, slot: Slot) -> Cell:
         )
     return Cell(
         index=None,
-        role="tool",
+        role=str(transcript.result_role),
         kind="synthetic result",
         summary=op.text,
         results=tuple(o.call.id for o in slot.ops if o.call is not None),

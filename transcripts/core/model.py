@@ -444,6 +444,8 @@ class Transcript:
     `inline_results` is True when one user message carries several results as
     blocks (Anthropic Messages): a synthetic result then opens the next user
     message instead of becoming a message of its own (formats.md §1).
+    `result_role` is the role of the message a synthetic result is written as
+    (`user` where results travel in user messages, as in Anthropic's API).
     `results_on_calls` is True when a call's result is written on the call
     itself (Gemini CLI `toolCalls[].result`): a synthetic result goes there.
     `native_text` is the text the session's own agent writes for an interrupted call.
@@ -463,6 +465,7 @@ class Transcript:
     tree: bool = False
     adjacent: bool = True
     inline_results: bool = False
+    result_role: Role = Role.TOOL
     results_on_calls: bool = False
     native_text: str = "[Request interrupted by user for tool use]"
     style: Style = field(default_factory=Style)

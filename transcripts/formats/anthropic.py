@@ -56,6 +56,7 @@ class Anthropic(Format):
     jsonl = False
     provider = "anthropic"
     inline_results = True
+    result_role = Role.USER
     priority = 50
 
     def message_sniff(self, root: Any, filename: str, loose: bool) -> float | MessageSniff:

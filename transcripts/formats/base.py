@@ -139,6 +139,8 @@ class Format:
         raise NotImplementedError
 
     inline_results: ClassVar[bool] = False
+    # The role of the message a synthetic result is written as (a Claude Code `user` line).
+    result_role: ClassVar[Role] = Role.TOOL
     content_key: ClassVar[str] = "content"  # where a message keeps its blocks
     results_on_calls: ClassVar[bool] = False
     # Where a JSON document keeps its message array, in order of preference.

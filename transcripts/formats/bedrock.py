@@ -94,6 +94,7 @@ class Bedrock(Format):
     jsonl = False
     provider = "bedrock"
     inline_results = True
+    result_role = Role.USER
     priority = 60
 
     def message_sniff(self, root: Any, filename: str, loose: bool) -> float | MessageSniff:

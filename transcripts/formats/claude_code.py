@@ -52,6 +52,7 @@ class ClaudeCode(Format):
     parent_key = "parentUuid"
     provider = "anthropic"
     agent = True
+    result_role = Role.USER  # a result is a `user` line
     malformed_note = (
         "Claude Code skips a line it cannot parse when it loads the session; the lines "
         "parented on it then start a chain of their own."

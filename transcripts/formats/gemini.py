@@ -58,6 +58,7 @@ class Gemini(Format):
     provider = "gemini"
     native_text = CANCELLED
     inline_results = True
+    result_role = Role.USER
     content_key = "parts"
     array_keys = ("contents",)
 

@@ -859,6 +859,7 @@ def _transcript(
         tree=fmt.tree and linked(records),
         adjacent=fmt.adjacent(provider),
         inline_results=fmt.inline_results,
+        result_role=fmt.result_role,
         results_on_calls=fmt.results_on_calls,
         native_text=fmt.native_text,
         style=style,
