@@ -536,6 +536,8 @@ class Revision(models.Model):
             # Two repairs racing from the same head cannot both write number n+1.
             models.UniqueConstraint(fields=["session", "number"], name="one_revision_number")
         ]
+        # An upload looks for earlier copies of its bytes (`actions.earlier_copies`).
+        indexes = [models.Index(fields=["sha256"], name="revision_sha256")]
 
     def __str__(self) -> str:
         return f"{self.session} r{self.number}"

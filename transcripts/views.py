@@ -258,6 +258,13 @@ def _store_upload(request: HttpRequest, form: UploadForm) -> HttpResponse:
         )
         return _session_list_page(request, upload_form=form, status=503)
     logger.info("upload_stored", sessions=[s.pk for s in sessions])
+    for copy, earlier in actions.earlier_copies(sessions):
+        messages.info(
+            request,
+            f"“{copy.name}” has the same bytes as revision {earlier.number} of session "
+            f"{earlier.session_id} (“{earlier.session.name}”); it is stored again as "
+            f"session {copy.pk}. Delete one of them if you meant to upload it once.",
+        )
     if len(sessions) == 1:
         return redirect(sessions[0])
     messages.success(request, f"Uploaded {len(sessions)} sessions.")

@@ -67,6 +67,25 @@ def test_it_uploads_several_files(alice_client, workspace):
     ]
 
 
+def test_a_second_upload_of_the_same_bytes_names_the_first(
+    alice_client, workspace, other_workspace
+):
+    data = sample("formats/claude_code.jsonl")
+    upload(alice_client, workspace, SimpleUploadedFile("s.jsonl", data))
+    first = Session.objects.get()
+    response = upload(alice_client, workspace, SimpleUploadedFile("again.jsonl", data))
+    second = Session.objects.exclude(pk=first.pk).get()
+    page = alice_client.get(response.url).content.decode()
+    assert (
+        f"“again.jsonl” has the same bytes as revision 0 of session {first.pk} (“s.jsonl”); "
+        f"it is stored again as session {second.pk}."
+    ) in page
+    # A copy in another workspace is no business of this one.
+    Session.objects.filter(pk__in=[first.pk, second.pk]).update(workspace=other_workspace)
+    response = upload(alice_client, workspace, SimpleUploadedFile("third.jsonl", data))
+    assert "has the same bytes" not in alice_client.get(response.url).content.decode()
+
+
 def test_it_keeps_an_unreadable_file_and_shows_why(alice_client, workspace):
     data = b'{"type":"user"\n\xff\xfe not even utf-8'
     response = upload(alice_client, workspace, SimpleUploadedFile("broken.jsonl", data))

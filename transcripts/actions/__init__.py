@@ -43,6 +43,7 @@ from transcripts.actions.sessions import (
     do_delete_sessions,
     do_ingest_session,
     do_ingest_sessions,
+    earlier_copies,
 )
 from transcripts.actions.sync import (
     do_append_records,
@@ -97,6 +98,7 @@ __all__ = [
     "do_count_session",
     "do_ingest_session",
     "do_ingest_sessions",
+    "earlier_copies",
     "do_mark_token_used",
     "do_queue_sync",
     "do_retry_failed_items",

@@ -236,6 +236,39 @@ def do_ingest_sessions(
         raise
 
 
+def earlier_copies(sessions: Iterable[Session]) -> list[tuple[Session, Revision]]:
+    """Return (session, earlier revision) for each of `sessions` whose bytes are stored already.
+
+    The earlier revision is the oldest one of another session of the same
+    workspace, not deleted, holding the same bytes (its sha256) as the
+    session's revision 0: an earlier upload of the file, or a repair of it
+    exported and uploaded again. One query; an index on `sha256` serves it.
+    """
+    sessions = [s for s in sessions if s.head is not None]
+    if not sessions:
+        return []
+    earlier = (
+        Revision.objects.filter(
+            sha256__in={s.head.sha256 for s in sessions if s.head},
+            session__workspace__in={s.workspace_id for s in sessions},
+            session__deleted_at__isnull=True,
+        )
+        .exclude(session__in=sessions)
+        .select_related("session")
+        .order_by("pk")
+    )
+    first: dict[tuple[int, str], Revision] = {}
+    for revision in earlier:
+        first.setdefault((revision.session.workspace_id, revision.sha256), revision)
+    found = []
+    for session in sessions:
+        assert session.head is not None
+        copy = first.get((session.workspace_id, session.head.sha256))
+        if copy is not None:
+            found.append((session, copy))
+    return found
+
+
 class CannotDelete(Exception):
     """A session cannot be deleted: a sync follows its file, or a job is working on it."""
 
