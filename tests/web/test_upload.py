@@ -185,6 +185,31 @@ def test_it_stores_each_file_of_a_zip(alice_client, workspace):
     assert stored == sample("formats/openai_chat.json")
 
 
+def test_a_claude_code_subagent_uploaded_with_its_session_is_linked_to_it(alice_client, workspace):
+    from tests.sync.conftest import call, reply, result, user
+
+    # Each line of a subagent's file names its parent's session id, the parent's file name.
+    lines = user("u1", None, "go") + call("a1", "u1", "toolu_1") + result("u2", "a1", "toolu_1")
+    session_file, subagent = (
+        lines + reply("a2", "u2"),
+        lines.replace(b'"uuid"', b'"isSidechain":true,"uuid"'),
+    )
+    archive = _zip({"p/s-1.jsonl": session_file, "p/s-1/subagents/agent-a1.jsonl": subagent})
+    upload(alice_client, workspace, SimpleUploadedFile("claude.zip", archive))
+    parent = Session.objects.get(name="s-1.jsonl")
+    assert Session.objects.get(name="agent-a1.jsonl").parent == parent
+    page = alice_client.get(parent.get_absolute_url()).content.decode()
+    assert "Subagents: <a href=" in page and ">agent-a1.jsonl</a>" in page
+    # A subagent uploaded later finds the session uploaded before; one naming no session
+    # of the workspace stays on its own.
+    upload(alice_client, workspace, SimpleUploadedFile("agent-b2.jsonl", subagent))
+    assert Session.objects.get(name="agent-b2.jsonl").parent == parent
+    stray = subagent.replace(b'"s-1"', b'"s-9"')
+    upload(alice_client, workspace, SimpleUploadedFile("agent-c3.jsonl", stray))
+    assert Session.objects.get(name="agent-c3.jsonl").parent is None
+    assert parent.parent is None
+
+
 def test_it_refuses_a_file_over_the_size_limit(alice_client, workspace, settings):
     settings.UPLOAD_MAX_FILE_SIZE = 1000
     response = upload(alice_client, workspace, SimpleUploadedFile("big.jsonl", b"x" * 5000))

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
+import orjson
 import structlog
 from django.conf import settings
 from django.core.files.storage import default_storage
@@ -26,6 +27,7 @@ from transcripts.actions.common import (
     open_analysis,
     write_head,
 )
+from transcripts.core import jsontext
 from transcripts.engine import DEFAULT_POLICY, ENGINE_VERSION, analyze
 from transcripts.models import (
     ApiToken,
@@ -43,6 +45,60 @@ from transcripts.queue import BrokerUnavailable
 from transcripts.uploads import Staged, printable_name, store
 
 logger = structlog.get_logger(__name__)
+
+
+def subagent_of(name: str, head: bytes) -> str | None:
+    """Return the session id a Claude Code subagent's file names as its parent, else None.
+
+    `name` is the file's name and `head` its first bytes (up to the end of
+    the first line; 64 KiB is plenty). Claude Code writes a subagent's
+    transcript as `agent-<id>.jsonl`, each line carrying the `sessionId` of
+    the session that started it, whose own file is `<sessionId>.jsonl`. An
+    id no file can be named (a `/`, `.`, `..`, a lone surrogate) gives None.
+    """
+    if not name.startswith("agent-"):
+        return None
+    try:
+        parent_id = jsontext.loads(head.split(b"\n", 1)[0]).get("sessionId")
+    except (orjson.JSONDecodeError, AttributeError):
+        return None
+    if not isinstance(parent_id, str) or "/" in parent_id or parent_id in ("", ".", ".."):
+        return None
+    if jsontext.has_lone(parent_id):
+        return None  # no file is named so
+    return parent_id
+
+
+def _head_of(data: bytes | Staged) -> bytes:
+    """Return the first 64 KiB of `data` (a staged file is read, not moved)."""
+    if isinstance(data, Staged):
+        with data.path.open("rb") as f:
+            return f.read(1 << 16)
+    return data[: 1 << 16]
+
+
+def _link_subagents(sessions: list[Session], parents: list[str | None]) -> None:
+    """Make each Claude Code subagent session of `sessions` a child of its parent's session.
+
+    `parents` holds the parent session id each names (`subagent_of`), in
+    order. The parent is the session named `<id>.jsonl` among `sessions`,
+    else the newest such session of the workspace. The caller holds the
+    transaction. A parent uploaded after its subagents is not looked for.
+    """
+    by_name = {s.name: s for s in sessions}
+    for session, parent_id in zip(sessions, parents, strict=True):
+        if parent_id is None or session.format != "claude_code":
+            continue
+        wanted = f"{parent_id}.jsonl"
+        parent = by_name.get(wanted) or (
+            Session.objects.filter(workspace_id=session.workspace_id, name=wanted)
+            .exclude(pk=session.pk)
+            .order_by("-pk")
+            .first()
+        )
+        if parent is not None and parent.pk != session.pk:
+            Session.objects.filter(pk=session.pk).update(parent=parent)
+            session.parent = parent
 
 
 def create_session(
@@ -207,6 +263,7 @@ def do_ingest_sessions(
     `files`; re-raises what failed.
     """
     files = list(files)
+    parents = [subagent_of(printable_name(name), _head_of(data)) for name, data in files]
     hashes = {
         data.sha256 if isinstance(data, Staged) else hashlib.sha256(data).hexdigest()
         for _, data in files
@@ -217,7 +274,7 @@ def do_ingest_sessions(
     present = hashes - set(new)
     try:
         with transaction.atomic(durable=True):
-            return [
+            sessions = [
                 create_session(
                     workspace,
                     name,
@@ -231,6 +288,8 @@ def do_ingest_sessions(
                 )
                 for name, data in files
             ]
+            _link_subagents(sessions, parents)
+            return sessions
     except BaseException:
         _delete_unused_blobs(new)
         raise

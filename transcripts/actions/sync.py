@@ -54,7 +54,7 @@ from transcripts.actions.common import (
     open_analysis,
     write_head,
 )
-from transcripts.actions.sessions import create_session
+from transcripts.actions.sessions import create_session, subagent_of
 from transcripts.core import jsontext
 from transcripts.engine import ENGINE_VERSION, analyze
 from transcripts.filechange import Change, OnDisk, Stored, decide, rename_candidates, rewrite_reason
@@ -1023,16 +1023,8 @@ def _subagent_parent_path(synced: SyncedFile, root: Path) -> str | None:
         session_dir = rel.parent.parent
         return str(session_dir.parent / f"{session_dir.name}.jsonl")
     # Older versions: agent-<id>.jsonl beside its parent; the parent's id is in every line.
-    first = _read(root / rel, 0, 1 << 16).split(b"\n", 1)[0]
-    try:
-        parent_id = jsontext.loads(first).get("sessionId")
-    except (orjson.JSONDecodeError, AttributeError):
-        return None
-    if not isinstance(parent_id, str) or "/" in parent_id or parent_id in ("", ".", ".."):
-        return None
-    if jsontext.has_lone(parent_id):
-        return None  # no file is named so
-    return str(rel.parent / f"{parent_id}.jsonl")
+    parent_id = subagent_of(rel.name, _read(root / rel, 0, 1 << 16))
+    return None if parent_id is None else str(rel.parent / f"{parent_id}.jsonl")
 
 
 def _link_subagents(source: SyncSource) -> None:
