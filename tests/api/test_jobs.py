@@ -123,6 +123,32 @@ def test_it_refuses_a_job_request_that_does_not_add_up(api, sessions, body):
     assert Job.objects.count() == 0
 
 
+@pytest.mark.parametrize(
+    ("body", "key"),
+    [
+        ({"kind": "repair", "session_ids": [1]}, "session_ids"),
+        ({"kind": "repair", "session": 1}, "session"),
+        ({"kind": "repair", "filters": {"q": "x"}}, "filters"),
+        ({"kind": "repair", "filter": {"name": "nomatch"}}, "filter"),
+    ],
+)
+def test_a_mistyped_key_is_refused_by_name_not_dropped(api, sessions, body, key):
+    # Dropped, each of these would have started a repair of every session of the workspace.
+    response = api.post(URL, body, format="json")
+    assert error_of(response) == (400, "bad_request")
+    assert Job.objects.count() == 0
+    text = json.dumps(response.json())
+    assert "Unknown field; the fields are" in text
+    assert ("name" if key == "filter" else key) in text
+
+
+def test_the_session_list_refuses_a_mistyped_filter_but_takes_its_pages(api, sessions):
+    assert error_of(api.get("/api/sessions", {"nme": "x"})) == (400, "bad_request")
+    response = api.get("/api/sessions", {"q": "claude", "page": 1, "page_size": 10})
+    assert response.status_code == 200
+    assert [s["name"] for s in response.json()["results"]] == ["claude_code.jsonl"]
+
+
 def test_it_rolls_back_a_repair_job(api, alice, workspace, sessions):
     repair = run_inline(
         actions.do_start_job(workspace, sessions, policy="synthesize", acting_user=alice)

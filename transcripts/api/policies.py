@@ -19,7 +19,7 @@ from rest_framework.views import APIView
 
 from transcripts import actions
 from transcripts.api import errors, permissions
-from transcripts.api.serializers import ErrorSerializer, TextField
+from transcripts.api.serializers import ErrorSerializer, Strict, TextField
 from transcripts.core.model import FaultKind
 from transcripts.core.policy import ALLOWED, PRESETS, custom
 from transcripts.models import Membership, WorkspacePolicy
@@ -53,7 +53,7 @@ def _action_field(kind: FaultKind) -> serializers.ChoiceField:
     )
 
 
-class ActionsSerializer(serializers.Serializer[dict[str, str]]):
+class ActionsSerializer(Strict, serializers.Serializer[dict[str, str]]):
     """The table {fault kind id: action id}; kinds not listed are only flagged."""
 
     def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
@@ -74,7 +74,7 @@ class PolicyNameField(TextField):
     pass
 
 
-class WorkspacePolicySerializer(serializers.ModelSerializer[WorkspacePolicy]):
+class WorkspacePolicySerializer(Strict, serializers.ModelSerializer[WorkspacePolicy]):
     name = PolicyNameField(
         allow_blank=False,
         max_length=40,

@@ -33,3 +33,15 @@ def add_error_responses(result: dict[str, Any], generator: Any, **kwargs: Any) -
                 if code not in responses and applies(path, op):
                     responses[code] = {"content": ERROR, "description": description}
     return result
+
+
+def close_requests(result: dict[str, Any], generator: Any, **kwargs: Any) -> dict[str, Any]:
+    """Say of every request body's object that it takes no other keys, as the API refuses them.
+
+    The request components (`COMPONENT_SPLIT_REQUEST`) are those whose name
+    ends in `Request`; their serializers are `serializers.Strict`.
+    """
+    for name, component in result.get("components", {}).get("schemas", {}).items():
+        if name.endswith("Request") and component.get("type") == "object":
+            component.setdefault("additionalProperties", False)
+    return result

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from django.core.validators import ProhibitNullCharactersValidator
 from rest_framework import serializers
@@ -72,6 +73,31 @@ class TextField(OneValue, serializers.CharField):
         except UnicodeEncodeError:
             raise serializers.ValidationError("Not valid Unicode text.") from None
         return text
+
+
+class Strict:
+    """A request's serializer that refuses, by name, a key it does not know.
+
+    A mistyped key would otherwise be dropped and the request carried out
+    without it: `{"kind": "repair", "session_ids": [3]}` would repair every
+    session of the workspace. `extra_keys` are keys read elsewhere (a
+    page's number). The schema says so too (`additionalProperties: false`,
+    `schema.close_requests`).
+    """
+
+    extra_keys: ClassVar[frozenset[str]] = frozenset()
+    fields: Any
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            known = set(self.fields) | self.extra_keys
+            unknown = sorted(str(key) for key in data if key not in known)
+            if unknown:
+                expected = ", ".join(sorted(known))
+                raise serializers.ValidationError(
+                    {key: [f"Unknown field; the fields are {expected}."] for key in unknown}
+                )
+        return super().to_internal_value(data)  # type: ignore[misc]
 
 
 class ChoiceField(OneValue, serializers.ChoiceField):
@@ -211,7 +237,7 @@ class RevisionSerializer(serializers.ModelSerializer[Revision]):
         return revision.parent.number if revision.parent else None
 
 
-class SessionUploadSerializer(serializers.Serializer[Any]):
+class SessionUploadSerializer(Strict, serializers.Serializer[Any]):
     file = serializers.FileField(
         allow_empty_file=True,
         help_text="The session file. Any bytes are stored; an unreadable file says why.",
@@ -257,7 +283,7 @@ class SessionUploadSerializer(serializers.Serializer[Any]):
         return data
 
 
-class RepairSerializer(serializers.Serializer[Any]):
+class RepairSerializer(Strict, serializers.Serializer[Any]):
     policy = TextField(
         default=DEFAULT_POLICY,
         max_length=40,
@@ -270,7 +296,10 @@ class RepairSerializer(serializers.Serializer[Any]):
     )
 
 
-class SessionFilterSerializer(serializers.Serializer[Any]):
+class SessionFilterSerializer(Strict, serializers.Serializer[Any]):
+    # As a query string, it comes with the page's number and size (`views.Pagination`).
+    extra_keys = frozenset({"page", "page_size"})
+
     fault = ChoiceField(
         choices=FaultKinds.choices, required=False, help_text="Sessions with a fault of this kind."
     )
@@ -283,7 +312,7 @@ class SessionFilterSerializer(serializers.Serializer[Any]):
     )
 
 
-class JobCreateSerializer(serializers.Serializer[Any]):
+class JobCreateSerializer(Strict, serializers.Serializer[Any]):
     """Start a repair, dry run or export of some sessions of the workspace.
 
     `sessions` and `filter` both narrow the selection; with neither, it is
@@ -343,7 +372,7 @@ class JobSerializer(serializers.ModelSerializer[Job]):
         return bool(job.archive)
 
 
-class PreviewQuerySerializer(serializers.Serializer[Any]):
+class PreviewQuerySerializer(Strict, serializers.Serializer[Any]):
     policy = TextField(
         default=DEFAULT_POLICY,
         max_length=40,
