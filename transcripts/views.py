@@ -233,6 +233,10 @@ def _upload(request: HttpRequest, limiter: LimitUploadHandler) -> HttpResponse:
         form.close()
 
 
+# How many unreadable files of one upload the message after it names.
+UNREADABLE_SHOWN = 5
+
+
 def _store_upload(request: HttpRequest, form: UploadForm) -> HttpResponse:
     if not form.is_valid():
         logger.info("upload_refused", errors=form.errors.get_json_data())
@@ -268,6 +272,17 @@ def _store_upload(request: HttpRequest, form: UploadForm) -> HttpResponse:
     if len(sessions) == 1:
         return redirect(sessions[0])
     messages.success(request, f"Uploaded {len(sessions)} sessions.")
+    unreadable = [s for s in sessions if s.error]
+    if unreadable:
+        # Each reason names the file, line and why (`FormatError`); the first few are shown.
+        shown = [s.error for s in unreadable[:UNREADABLE_SHOWN]]
+        more = len(unreadable) - len(shown)
+        messages.warning(
+            request,
+            f"{len(unreadable)} of them could not be read (stored as they are): "
+            + "; ".join(shown)
+            + (f"; and {more} more." if more else "."),
+        )
     return redirect("transcripts:session_list")
 
 

@@ -680,3 +680,19 @@ def test_pi_on_openai_responses_refuses_a_call_id_reused_by_a_later_turn() -> No
     assert again.faults == []
     fixed = preview(load(checked.repaired, "pi.jsonl"))
     assert fixed is not None and fixed.valid
+
+
+def test_pi_on_openai_responses_names_a_second_output_of_one_call_a_duplicate() -> None:
+    # A result logged twice: Responses refuses the second output as a duplicate of the
+    # first ("Duplicate function_call_output"), not as an output with no call, which the
+    # fault panel said while the resume verdict quoted the duplicate.
+    from transcripts.replay import preview
+
+    data = _pi_session("openai", "openai-responses", [(["call_1"], ["call_1", "call_1"])])
+    checked = analyze(data, "pi.jsonl", grace=0)
+    [fault] = checked.faults
+    assert (str(fault.kind), fault.tool_call_id) == ("duplicate_result", "call_1")
+    assert fault.error.startswith("Duplicate function_call_output for call_id 'call_1'.")
+    resumed = preview(load(data, "pi.jsonl"))
+    assert resumed is not None and not resumed.valid
+    assert resumed.violations[0].error == fault.error

@@ -52,6 +52,20 @@ def test_it_stores_the_exact_bytes_as_revision_0(alice_client, alice, workspace)
     assert (audit.op, audit.acting_user, audit.revision_to) == ("ingest", alice, session.head)
 
 
+def test_an_upload_of_several_files_names_those_it_could_not_read(alice_client, workspace):
+    response = upload(
+        alice_client,
+        workspace,
+        SimpleUploadedFile("claude_code.jsonl", sample("formats/claude_code.jsonl")),
+        SimpleUploadedFile("notes.json", b'{"theme": "dark"}'),
+        SimpleUploadedFile("cut.jsonl", b"not json\n"),
+    )
+    page = alice_client.get(response.url).content.decode()
+    assert "Uploaded 3 sessions." in page
+    assert "2 of them could not be read (stored as they are): notes.json: " in page
+    assert "; cut.jsonl: line 1: " in page
+
+
 def test_it_uploads_several_files(alice_client, workspace):
     response = upload(
         alice_client,

@@ -342,7 +342,10 @@ def _pair_scope(transcript: Transcript, context: list[int], result: Pairing, liv
             ):
                 first_answer = answered_at.get(res.tool_call_id)
                 same = first_answer is not None and at(first_answer)[0] == message
-                texts = duplicate_text if same else unexpected_text
+                # Responses items are no messages: a second output is a duplicate wherever.
+                texts = (
+                    duplicate_text if same or provider == "openai_responses" else unexpected_text
+                )
                 faults.append(
                     Fault(
                         FaultKind.DUPLICATE_RESULT,
