@@ -42,6 +42,12 @@ def test_it_logs_in(client, alice):
     assert response.url == reverse("transcripts:session_list")
 
 
+def test_the_login_page_says_how_to_get_an_account(client):
+    page = client.get(LOGIN).content.decode()
+    assert "No account? There is no sign-up" in page
+    assert "<code>python manage.py createsuperuser</code> makes the first account" in page
+
+
 def _log_in(client, url, username, password):
     return client.post(url, {"username": username, "password": password})
 
