@@ -637,7 +637,8 @@ def _resume_line(analysis: Analysis, item: Input, entry: dict[str, Any]) -> str:
     wrote it drops or mends some of them first (`transcripts.replay`), so
     its 400 may not come. For a file up to RESUME_VERDICT_BYTES the line
     gives that resume's verdict, also set in `entry["resume"]` as
-    {"agent", "provider", "accepted", "error"}. Empty for pending calls alone.
+    {"agent", "modelled_on", "provider", "accepted", "error"}: `modelled_on`
+    names the agent's version the model follows. Empty for pending calls alone.
     """
     kinds = {f.kind for f in analysis.faults} - INFORMATIONAL - {FaultKind.PENDING_RESULT}
     if not kinds:
@@ -657,18 +658,21 @@ def _resume_line(analysis: Analysis, item: Input, entry: dict[str, Any]) -> str:
     error = resumed.violations[0].error if resumed.violations else ""
     entry["resume"] = {
         "agent": resumed.agent,
+        "modelled_on": resumed.modelled_on,
         "provider": resumed.provider,
         "accepted": resumed.valid,
         "error": error,
     }
+    # The verdict is of one version's resume: a user's agent may be older or newer.
+    version = f" (as {resumed.modelled_on} does; other versions may not)"
     if resumed.valid:
         return (
-            f"  resumed as it is, {resumed.agent} mends or drops these itself and "
+            f"  resumed as it is, {resumed.agent} mends or drops these itself{version} and "
             f"{resumed.provider} accepts its request; {hint}"
         )
     return (
-        f"  resumed as it is, {resumed.agent} still sends a request {resumed.provider} "
-        f"refuses ({error}): repair it; {hint}"
+        f"  resumed as it is, {resumed.agent}{version} still sends a request "
+        f"{resumed.provider} refuses ({error}): repair it; {hint}"
     )
 
 

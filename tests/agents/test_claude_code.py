@@ -21,6 +21,7 @@ from tests.agents.resume import PROMPT, Agent, Items, canonical, check_input
 from tests.helpers import generated_session
 from transcripts.core.model import Role, Transcript
 from transcripts.replay import Message, message_text
+from transcripts.replay.claude_code import PACKAGE
 
 pytestmark = pytest.mark.agents
 
@@ -40,7 +41,7 @@ GENERATED = {1: 0.5, 2: 0.5, 3: 0.5, 4: 0.0}
 
 @pytest.fixture(scope="module")
 def claude() -> Path:
-    return npm.binary(npm.install("@anthropic-ai/claude-code", "2.1.328"), "claude")
+    return npm.binary(npm.install(*PACKAGE), "claude")
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,7 @@ from tests.agents.resume import PROMPT, Agent, Items, canonical, check_input
 from tests.helpers import generated_session
 from transcripts.core.model import Transcript
 from transcripts.replay import message_text
+from transcripts.replay.codex import PACKAGE
 
 pytestmark = pytest.mark.agents
 
@@ -39,7 +40,7 @@ _OUTPUTS = ("function_call_output", "custom_tool_call_output", "local_shell_call
 
 @pytest.fixture(scope="module")
 def codex() -> Path:
-    return npm.binary(npm.install("@openai/codex", "0.169.0"), "codex")
+    return npm.binary(npm.install(*PACKAGE), "codex")
 
 
 @pytest.fixture(scope="module")

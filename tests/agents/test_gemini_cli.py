@@ -34,6 +34,7 @@ from tests.agents.conftest import Figures, Run, base_env, run_cli
 from tests.agents.provider import MockProvider
 from transcripts.core.model import Role, Transcript
 from transcripts.replay import gemini_cli as gemini_model
+from transcripts.replay.gemini_cli import PACKAGE
 
 pytestmark = pytest.mark.agents
 
@@ -44,7 +45,7 @@ SLUG = "work"
 
 @pytest.fixture(scope="module")
 def gemini_bin() -> Path:
-    return npm.binary(npm.install("@google/gemini-cli", "0.61.0"), "gemini")
+    return npm.binary(npm.install(*PACKAGE), "gemini")
 
 
 def _session_id(data: bytes) -> str:

@@ -38,6 +38,7 @@ from transcripts import engine
 from transcripts.core.model import Role, Transcript
 from transcripts.replay import Preview
 from transcripts.replay import openclaw as pi_model
+from transcripts.replay.openclaw import PACKAGE
 
 pytestmark = pytest.mark.agents
 
@@ -51,7 +52,7 @@ ANTHROPIC = pi_model.Target("anthropic", "anthropic-messages", "claude-sonnet-4-
 
 @pytest.fixture(scope="module")
 def pi_bin() -> Path:
-    return npm.binary(npm.install("@mariozechner/pi-coding-agent", "0.73.1"), "pi")
+    return npm.binary(npm.install(*PACKAGE), "pi")
 
 
 def _placed(data: bytes, cwd: Path) -> tuple[str, bytes]:

@@ -29,6 +29,7 @@ def test_it_shows_claude_code_dropping_the_orphaned_call_and_the_repair_keeping_
         "synthesize",
     )
     assert body["revision"] == 0
+    assert body["modelled_on"] == "@anthropic-ai/claude-code 2.1.328"
     raw, repaired = body["raw"], body["repaired"]
     assert raw["valid"] and repaired["valid"]
     assert ORPHANED_CALL not in _calls(raw)

@@ -52,19 +52,24 @@ def test_check_exits_1_and_names_each_fault_with_the_providers_error() -> None:
     # The error is a request sent as the file is: the agent's own resume drops the
     # orphaned result, and the line says so (a trial read "rejected" beside "accepted").
     assert (
-        "  resumed as it is, Claude Code mends or drops these itself and anthropic accepts "
+        "  resumed as it is, Claude Code mends or drops these itself (as "
+        "@anthropic-ai/claude-code 2.1.328 does; other versions may not) and anthropic accepts "
         f"its request; `pairfix preview {CASES / '01_cc-compaction-orphan-result.jsonl'}` "
         "shows what it sends"
     ) in text
     # Gemini CLI has no such recovery: the line says its request is still refused.
     status, out, _ = run("check", str(SAMPLES / "formats" / "gemini_cli_session.jsonl"))
-    assert "  resumed as it is, Gemini CLI still sends a request gemini refuses (" in out.decode()
+    assert (
+        "  resumed as it is, Gemini CLI (as @google/gemini-cli 0.61.0 does; other versions may "
+        "not) still sends a request gemini refuses ("
+    ) in out.decode()
     # An unanswered call Claude Code drops itself on resume: its request is accepted.
     status, out, _ = run("check", "--json", "--grace", "0", str(BROKEN))
     assert status == 1
     [entry] = orjson.loads(out)["files"]
     assert entry["resume"] == {
         "agent": "Claude Code",
+        "modelled_on": "@anthropic-ai/claude-code 2.1.328",
         "provider": "anthropic",
         "accepted": True,
         "error": "",

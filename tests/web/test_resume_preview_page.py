@@ -55,6 +55,7 @@ def test_it_says_what_claude_code_drops_and_that_the_repair_keeps_it(
     # checks this against the real CLI); the repair answers it, so it is sent.
     assert "Claude Code would silently drop 1 tool call of this file on resume" in html
     assert "the repair under synthesize keeps them" in html
+    assert "Modelled on @anthropic-ai/claude-code 2.1.328, whose loader" in html
     assert "record 1: call <code>toolu_A</code>" in html
     assert html.count("calls <code>toolu_A</code>") == 1  # only on the repaired side
     assert "answers <code>toolu_A</code>" in html

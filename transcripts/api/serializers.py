@@ -415,6 +415,9 @@ class ResumePreviewSerializer(serializers.Serializer[Any]):
     revision = serializers.IntegerField(help_text="The head revision previewed.")
     policy = serializers.CharField()
     agent = serializers.CharField()
+    modelled_on = serializers.CharField(
+        help_text="The agent's npm package and version the model follows; others may differ."
+    )
     provider = serializers.CharField()
     raw = PreviewSideSerializer(help_text="On resuming the head revision as it is.")
     repaired = PreviewSideSerializer(help_text="On resuming it repaired under `policy`.")

@@ -454,6 +454,7 @@ class SessionResumePreview(APIView):
             "revision": session.head.number,
             "policy": policy,
             "agent": raw.agent,
+            "modelled_on": raw.modelled_on,
             "provider": raw.provider,
             "raw": _preview_side(raw),
             "repaired": _preview_side(repaired),

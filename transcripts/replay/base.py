@@ -57,7 +57,9 @@ class Preview:
     `messages` are the request's messages in order; `violations` the
     provider's verdict (empty: the request is accepted); `dropped` what the
     agent silently leaves out; `added` what it writes in itself (synthetic
-    results, "No response requested.").
+    results, "No response requested."). `modelled_on` names the agent's
+    npm package and the version whose code the model follows
+    ("@anthropic-ai/claude-code 2.1.328"); other versions may differ.
     """
 
     agent: str
@@ -66,6 +68,7 @@ class Preview:
     violations: list[Violation] = field(default_factory=list)
     dropped: list[Dropped] = field(default_factory=list)
     added: list[Message] = field(default_factory=list)
+    modelled_on: str = ""
 
     @property
     def valid(self) -> bool:

@@ -46,6 +46,10 @@ from transcripts.core.model import Record, Role, Transcript
 from transcripts.replay._request import request_messages
 from transcripts.replay.base import Dropped, Message, Preview, check_request, register
 
+# The npm package and version whose code this model follows (the agent tier installs it).
+PACKAGE = ("@anthropic-ai/claude-code", "2.1.328")
+MODELLED_ON = " ".join(PACKAGE)
+
 NO_RESPONSE = "No response requested."
 SYNTHETIC_MODEL = "<synthetic>"
 NO_CONTENT = "(no content)"
@@ -269,6 +273,7 @@ def claude_code(transcript: Transcript) -> Preview:
         violations=check_request("anthropic", body),
         dropped=dropped,
         added=added,
+        modelled_on=MODELLED_ON,
     )
 
 

@@ -32,6 +32,10 @@ from transcripts.core.model import Transcript
 from transcripts.replay._request import request_messages
 from transcripts.replay.base import Dropped, Message, Preview, check_request, register
 
+# The npm package and version whose code this model follows (the agent tier installs it).
+PACKAGE = ("@openai/codex", "0.169.0")
+MODELLED_ON = " ".join(PACKAGE)
+
 ABORTED = "aborted"
 _CALLS = {
     "function_call": "function_call_output",
@@ -106,6 +110,7 @@ def codex(transcript: Transcript) -> Preview:
         return Preview(
             agent="Codex",
             provider="openai_responses",
+            modelled_on=MODELLED_ON,
             messages=[],
             dropped=[
                 Dropped(r.index, "record", "Codex cannot open a rollout without session_meta")
@@ -138,4 +143,5 @@ def codex(transcript: Transcript) -> Preview:
         violations=check_request("openai_responses", body),
         dropped=dropped,
         added=added,
+        modelled_on=MODELLED_ON,
     )

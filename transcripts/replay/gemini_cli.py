@@ -33,6 +33,10 @@ from transcripts.core.model import Transcript
 from transcripts.replay._request import message_text
 from transcripts.replay.base import Dropped, Message, Preview, check_request, register
 
+# The npm package and version whose code this model follows (the agent tier installs it).
+PACKAGE = ("@google/gemini-cli", "0.61.0")
+MODELLED_ON = " ".join(PACKAGE)
+
 __all__ = ["INTERRUPTED", "preview"]
 
 INTERRUPTED = "[The previous response was interrupted before it completed.]"
@@ -212,4 +216,4 @@ def preview(transcript: Transcript) -> Preview:
     body = {"contents": [{"role": role, "parts": parts} for role, parts in merged]}
     violations = check_request("gemini", body) if merged else []
     messages = [_message(role, parts) for role, parts in merged]
-    return Preview("Gemini CLI", "gemini", messages, violations, dropped, added)
+    return Preview("Gemini CLI", "gemini", messages, violations, dropped, added, MODELLED_ON)

@@ -39,6 +39,10 @@ from transcripts.formats.openclaw import PROVIDER_APIS
 from transcripts.replay._request import message_text
 from transcripts.replay.base import Dropped, Message, Preview, check_request, register
 
+# The npm package and version whose code this model follows (the agent tier installs it).
+PACKAGE = ("@mariozechner/pi-coding-agent", "0.73.1")
+MODELLED_ON = " ".join(PACKAGE)
+
 __all__ = ["NO_RESULT", "Target", "normalize_id", "preview", "preview_for", "session_target"]
 
 NO_RESULT = "No result provided"
@@ -379,7 +383,7 @@ def preview_for(transcript: Transcript, target: Target | None) -> Preview:
     provider = _APIS.get(target.api, "anthropic")
     messages, dropped, added = _convert(transcript, target, provider)
     violations = check_request(provider, _request_body(messages, provider)) if messages else []
-    return Preview("pi", provider, messages, violations, dropped, added)
+    return Preview("pi", provider, messages, violations, dropped, added, MODELLED_ON)
 
 
 @register("openclaw")
