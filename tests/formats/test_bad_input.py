@@ -49,7 +49,12 @@ def test_a_truncated_last_line_is_a_malformed_record_and_the_rest_still_parses()
         (10, ["claude_code.jsonl", "line 11"])
     ]
     assert "truncated last line" in malformed[0].detail
-    assert result.repaired.endswith(data[-200:])
+    # Kept verbatim, and ended: Claude Code appends its next line as JSON + "\n", which
+    # an open last line would swallow (a trial lost the prompt it sent after resuming).
+    assert result.repaired.endswith(data[-200:] + b"\n")
+    again = analyze(result.repaired + b'{"type":"user"}\n', "claude_code.jsonl")
+    assert [str(f.kind) for f in again.faults].count("malformed_record") == 1
+    assert again.transcript is not None and again.transcript.records[-1].error is None
 
 
 @pytest.mark.parametrize(

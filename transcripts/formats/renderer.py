@@ -424,7 +424,8 @@ def render_to(transcript: Transcript, plan: Plan, out: BinaryIO) -> None:
     """Write `transcript` repaired by `plan` to `out`, in the file's own format.
 
     Untouched records are copied byte for byte, with their separators, line
-    ends and the file's final newline (or lack of one), straight from the raw
+    ends and the file's final newline (or lack of one; an agent's JSON lines
+    get one, see `_write_lines`), straight from the raw
     source in large runs; new and changed records follow the file's style. An
     empty plan writes the raw bytes.
     """
@@ -497,7 +498,8 @@ def _write_lines(
     """Write JSONL records, each followed by its own line end (and any blank lines after it).
 
     Records the sparse layout `at` lacks, and whose parent stays, are copied
-    as they were; the file's final newline, or lack of one, is kept. Only the
+    as they were; the file's final newline, or lack of one, is kept, but an
+    agent's own file (`Transcript.agent`) is given one. Only the
     records a plan touches (and the last ones) are looked at one by one: the
     lines between them go out as one run of raw bytes, line ends and blank
     lines included, so a long session costs its changes, not its length.
@@ -506,9 +508,11 @@ def _write_lines(
     eol = transcript.style.eol
     last = _last_written(at, len(records))
     # A cut last line that the repair drops takes the open end with it: the agent's
-    # next line must start on a line of its own.
+    # next line must start on a line of its own. An agent's own file always ends with a
+    # line end once repaired: the agent appends `JSON + "\n"` (Claude Code, Codex, pi),
+    # so an open last line, cut or whole, would swallow its next record.
     cut = records[-1].error is not None and any(s.dropped for s in at.get(len(records) - 1, ()))
-    ends_open = not data.endswith(b"\n") and not cut
+    ends_open = not data.endswith(b"\n") and not cut and not transcript.agent
 
     def write(i: int, record: Record) -> None:
         here: Sequence[Slot | None] = at.get(i) or (None,)
