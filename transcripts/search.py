@@ -96,19 +96,57 @@ def drop_sessions(session_ids: list[int]) -> None:
             cursor.execute(f"DELETE FROM {TABLE} WHERE session_id = ANY(%s)", [session_ids])
 
 
+MAX_WORDS = 20
+# Tool call ids as the providers make them, which their 400s quote: Anthropic's
+# `toolu_` (`srvtoolu_` for its server tools), Bedrock's `tooluse_`, OpenAI's `call_`
+# and the Responses API's `fc_`.
+_CALL_ID = re.compile(r"(?<![\w-])(?:srvtoolu|toolu|tooluse|call|fc)_[A-Za-z0-9_-]{4,}")
+
+
+MAX_QUERY = 2000
+
+
+def word_count(query: str) -> int:
+    """Return how many words `query` holds; the search takes the first MAX_WORDS."""
+    return len(_WORD.findall(query))
+
+
 def words(query: str) -> list[str]:
     """Return the words of a query as the search takes them: each one must match."""
-    return _WORD.findall(query)[:20]
+    return _WORD.findall(query)[:MAX_WORDS]
+
+
+def pasted_ids(query: str) -> list[str]:
+    """Return the tool call ids `query` names when it holds more than them, else [].
+
+    A provider's 400 pasted whole ("messages.1: `tool_use` ids were found
+    without `tool_result` blocks immediately after: toolu_01A…", Codex's
+    "No tool output found for function call call_8x…") holds words no record
+    holds; the ids it names are what the user looks for. Each id once, in order.
+    """
+    ids = list(dict.fromkeys(_CALL_ID.findall(query)))
+    return ids if ids and _WORD.findall(query) != ids else []
+
+
+def alternatives(query: str) -> list[list[str]]:
+    """Return what the search looks for: lists of words, any list matching (all its words).
+
+    The ids of a pasted error, each alone (`pasted_ids`); else the query's words.
+    """
+    ids = pasted_ids(query)
+    return [[call_id] for call_id in ids[:MAX_WORDS]] if ids else [words(query)]
 
 
 def search(query: str, sessions: QuerySet[Any] | None = None) -> list[Hit]:
     """Return up to MAX_HITS records whose text holds every word of `query`, best first.
 
-    `sessions` (a Session queryset, e.g. the user's) limits the search to those
-    sessions inside the query itself, before ranking and the limit: hits of other
-    sessions can neither crowd out these nor be counted. No word: no hit.
+    A pasted provider error is searched for the tool call ids it names, any
+    of them (`alternatives`). `sessions` (a Session queryset, e.g. the
+    user's) limits the search to those sessions inside the query itself,
+    before ranking and the limit: hits of other sessions can neither crowd
+    out these nor be counted. No word: no hit.
     """
-    found = words(query)
+    found = [alternative for alternative in alternatives(query) if alternative]
     if not found:
         return []
     scope, scope_params = "", ()
@@ -118,19 +156,23 @@ def search(query: str, sessions: QuerySet[Any] | None = None) -> list[Hit]:
     with connection.cursor() as cursor:
         if connection.vendor == "sqlite":
             # Each word quoted: FTS5 query syntax in what a user typed is taken literally.
-            match = " ".join('"' + word.replace('"', '""') + '"' for word in found)
+            match = " OR ".join(
+                "(" + " ".join('"' + word.replace('"', '""') + '"' for word in words_) + ")"
+                for words_ in found
+            )
             cursor.execute(
                 f"SELECT session_id, record, snippet({TABLE}, 0, '[', ']', '…', 16) "
                 f"FROM {TABLE} WHERE {TABLE} MATCH %s{scope} ORDER BY rank LIMIT %s",
                 [match, *scope_params, MAX_HITS],
             )
         else:
+            tsquery = " || ".join(["plainto_tsquery('simple', %s)"] * len(found))
             cursor.execute(
                 "SELECT session_id, record, ts_headline('simple', text, query, "
                 "'StartSel=[, StopSel=], MaxWords=24, MinWords=8') "
-                f"FROM {TABLE}, plainto_tsquery('simple', %s) query "
+                f"FROM {TABLE}, (SELECT {tsquery} AS query) found "
                 f"WHERE document @@ query{scope} ORDER BY ts_rank(document, query) DESC LIMIT %s",
-                [" ".join(found), *scope_params, MAX_HITS],
+                [*(" ".join(words_) for words_ in found), *scope_params, MAX_HITS],
             )
         rows = cursor.fetchall()
     return [Hit(int(session_id), int(record), snippet) for session_id, record, snippet in rows]

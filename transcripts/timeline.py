@@ -51,6 +51,7 @@ from transcripts.formats.display import Shown, ShownKind, read_record, timestamp
 from transcripts.models import Revision, Timeline, TimelineRow, blob_name
 from transcripts.policies import policy_for
 from transcripts.rowdata import InsertedResult, RowData, RowFault, RowOp
+from transcripts.search import MAX_WORDS, pasted_ids
 from transcripts.verdict import Verdict, verdicts
 
 WINDOW_ROWS = 100
@@ -496,8 +497,19 @@ class Filters:
             rows = rows.filter(tool=True)
         if self.q:
             # Spelled as the stored text is (a pattern lookup skips the field's own).
-            rows = rows.filter(text__icontains=storable_text(self.q))
+            rows = rows.filter(self.text_match())
         return rows
+
+    def text_match(self) -> Q:
+        """Return the condition on a row's text: it holds `q`, or for a pasted provider
+        error, one of the tool call ids it names (`search.pasted_ids`)."""
+        ids = pasted_ids(self.q)[:MAX_WORDS]
+        if not ids:
+            return Q(text__icontains=storable_text(self.q))
+        match = Q()
+        for call_id in ids:
+            match |= Q(text__icontains=call_id)
+        return match
 
 
 @dataclass

@@ -424,6 +424,15 @@ def session_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
             context["filters"] = filters = timeline.Filters(filters.faults, filters.tools)
             context["window"] = timeline.window_at(tl, filters, position)
             context["named"] = f"{where} of the request is record #{record}."
+        elif filters.q and (ids := search.pasted_ids(filters.q)):
+            context["named"] = (
+                "The pasted text names "
+                + ("tool call ids " if len(ids) > 1 else "the tool call id ")
+                + " or ".join(ids[: search.MAX_WORDS])
+                + ": the rows holding "
+                + ("one of them" if len(ids) > 1 else "it")
+                + " are shown."
+            )
             shown = QueryDict(form.view_query(), mutable=True)
             shown.pop("q", None)
             context["view_query"] = shown.urlencode()
@@ -1473,7 +1482,8 @@ def dismiss_unreadable(request: HttpRequest) -> HttpResponse:
 @require_GET
 def content_search(request: HttpRequest) -> HttpResponse:
     """Show the records of the user's sessions whose text, tool names or ids hold every word."""
-    q = request.GET.get("q", "").strip()[:200]
+    # A pasted provider error fits (its ids may come last); only its words are searched.
+    q = request.GET.get("q", "").strip()[: search.MAX_QUERY]
     mine = Session.objects.for_user(request.user)
     hits = search.search(q, mine) if q else []
     sessions = mine.in_bulk({hit.session_id for hit in hits})
@@ -1482,6 +1492,8 @@ def content_search(request: HttpRequest) -> HttpResponse:
         "q": q,
         "hits": shown,
         "words": search.words(q),
+        "ids": search.pasted_ids(q)[: search.MAX_WORDS],
+        "cut": search.word_count(q) > search.MAX_WORDS,
         "unindexed": actions.unindexed(mine).count(),
     }
     return render(request, "transcripts/search.html", context)

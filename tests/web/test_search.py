@@ -127,3 +127,50 @@ def test_the_page_offers_to_index_the_sessions_never_opened(
 
 def test_indexing_takes_a_post(alice_client):
     assert alice_client.get("/search/index/").status_code == 405
+
+
+CODEX_400 = (
+    'unexpected status 400 Bad Request: {\n  "error": {\n    "message": "No tool output '
+    'found for function call call_CCCCCCCCCCCCCCCCCCCCCC02.",\n    "type": '
+    '"invalid_request_error",\n    "param": "input",\n    "code": null\n  }\n}'
+)
+ANTHROPIC_400 = (
+    'API Error: 400 {"type":"error","error":{"type":"invalid_request_error","message":'
+    '"messages.8: `tool_use` ids were found without `tool_result` blocks immediately after: '
+    f"{ORPHANED_CALL}. Each `tool_use` block must have a corresponding `tool_result` block "
+    'in the next message."}}'
+)
+
+
+def test_a_pasted_provider_error_finds_the_records_of_the_ids_it_names(
+    alice, workspace, ingest, alice_client
+):
+    claude = ingest(workspace, "claude.jsonl", sample("formats/claude_code.jsonl"))
+    codex = ingest(workspace, "codex.jsonl", sample("formats/codex_rollout.jsonl"))
+    for session in (claude, codex):
+        actions.timeline_for(session, "synthesize")
+    # Every word of the error in one record: none; the ids it names: theirs.
+    assert search.pasted_ids(CODEX_400) == ["call_CCCCCCCCCCCCCCCCCCCCCC02"]
+    assert [(h.session_id, h.record) for h in search.search(CODEX_400)] == [(codex.pk, 13)]
+    assert [(h.session_id, h.record) for h in search.search(ANTHROPIC_400)] == [(claude.pk, 8)]
+    # An id alone is searched as the words it is; ids in words ("call_id") are no ids.
+    assert search.pasted_ids(ORPHANED_CALL) == []
+    assert search.pasted_ids("function_call_output for call_id x") == []
+    page = alice_client.get("/search/", {"q": CODEX_400}).content.decode()
+    assert "1 record holds a tool call id the pasted text names: “call_CCCC" in page
+    assert f"{codex.get_absolute_url()}?record=13" in page
+    long = alice_client.get("/search/", {"q": " ".join(["word"] * 30)}).content.decode()
+    assert "(the first 20 words of the query)" in long
+
+
+def test_a_codex_400_pasted_in_a_session_shows_the_rows_of_its_call(
+    alice, workspace, ingest, alice_client
+):
+    codex = ingest(workspace, "codex.jsonl", sample("formats/codex_rollout.jsonl"))
+    actions.timeline_for(codex, "synthesize")
+    page = alice_client.get(codex.get_absolute_url(), {"q": CODEX_400}).content.decode()
+    assert (
+        "The pasted text names the tool call id call_CCCCCCCCCCCCCCCCCCCCCC02: the rows "
+        "holding it are shown."
+    ) in page
+    assert 'id="r-13"' in page and 'id="r-7"' not in page
