@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 from transcripts.core.model import _SIDECHAIN, Record, Transcript
 from transcripts.core.store import RecordStore
 
-# Return the index of the first record with a given uid, or None.
+# Return the index of the record standing for a given uid (see `uid_lookup`), or None.
 UidLookup = Callable[[str], "int | None"]
 
 
@@ -20,7 +20,9 @@ def live_path(transcript: Transcript) -> list[int]:
     logged twice under one `uid` counts once. A file of sidechain records
     alone (a Claude Code subagent's own `agent-*.jsonl`, every line
     `isSidechain`) is that subagent's conversation: its leaf is its last
-    record. Other formats: every record in file order.
+    record. Other formats: every record in file order. Which of the records
+    holding one uid stands for it is the format's (`Transcript.last_copy`:
+    pi's index of entries by id keeps the last; the first otherwise).
 
     A tool result parented on its own call's line rather than on the line
     before it (Claude Code writes parallel calls' results so) is off the
@@ -33,7 +35,7 @@ def live_path(transcript: Transcript) -> list[int]:
     leaf = _leaf(records)
     if leaf is None:
         return [r.index for r in records]
-    by_uid = uid_lookup(records)
+    by_uid = uid_lookup(records, transcript.last_copy)
     return _reattach(records, by_uid, _path_to(records, by_uid, leaf))
 
 
@@ -139,13 +141,17 @@ def _path_ids(
     return call_at, answered
 
 
-def uid_lookup(records: list[Record]) -> UidLookup:
-    """Return a lookup of the first record holding each uid (see `RecordStore.first_with_uid`)."""
+def uid_lookup(records: list[Record], last: bool = False) -> UidLookup:
+    """Return a lookup of the record standing for each uid: the first holding it, or the `last`.
+
+    A stored session answers as its store was told (`RecordStore.stand_for_last`,
+    which the loader sets from the same format attribute as `last`).
+    """
     if isinstance(records, RecordStore):
         return records.first_with_uid
     by_uid: dict[str, int] = {}
     for record in records:
-        if record.uid is not None and record.uid not in by_uid:
+        if record.uid is not None and (last or record.uid not in by_uid):
             by_uid[record.uid] = record.index
     return by_uid.get
 
@@ -157,7 +163,7 @@ def _path_to(records: list[Record], by_uid: UidLookup, leaf: Record) -> list[int
         if found is not None:
             return found
     path: list[int] = []
-    # Each uid stands for one record (its first), so a flag per record index finds a
+    # Each uid stands for one record (`uid_lookup`), so a flag per record index finds a
     # cycle at a byte a record rather than a set of ids.
     seen = bytearray(len(records))
     current = by_uid(leaf.uid) if leaf.uid else None
@@ -191,7 +197,7 @@ def _branch_paths(transcript: Transcript) -> list[list[int]]:
         return paths
     paired = set(paths[0])
     records = transcript.records
-    by_uid = uid_lookup(records)
+    by_uid = uid_lookup(records, transcript.last_copy)
     root_of: dict[str, str] = {}
 
     def root(record: Record) -> str:

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from transcripts.core.branch import branch_paths, subagent_file
 from transcripts.core.model import Op, OpKind, Plan, Record, Transcript
 
 
@@ -188,8 +189,12 @@ def layout(transcript: Transcript, plan: Plan) -> list[Slot]:
 def iter_layout(transcript: Transcript, plan: Plan) -> Iterator[Slot]:
     """Yield the slots `layout` returns, one at a time: a long session's are never all held."""
     edits = _collect(transcript, plan.ops)
+    # Where the live branch's last slot is written at the end, the slots of the records it
+    # leaves and joins are the ones `leaf_last` gives (a few; the rest as they come).
+    moved = leaf_last(transcript, sparse_layout(transcript, plan)) if transcript.tree else {}
     for record in transcript.records:
-        yield from _slots_at(record, edits)
+        slots = moved.get(record.index)
+        yield from slots if slots is not None else _slots_at(record, edits)
 
 
 def sparse_layout(transcript: Transcript, plan: Plan) -> dict[int, list[Slot]]:
@@ -210,3 +215,76 @@ def sparse_layout(transcript: Transcript, plan: Plan) -> dict[int, list[Slot]]:
     )
     records = transcript.records
     return {i: _slots_at(records[i], edits) for i in sorted(affected)}
+
+
+def leaf_last(transcript: Transcript, at: dict[int, list[Slot]]) -> dict[int, list[Slot]]:
+    """Return the sparse layout `at` written with the live branch's last slot after every other.
+
+    A tree format's live branch runs back from the last record written
+    (`branch._leaf`; pi: `buildSessionContext` starts at the file's last
+    entry). A plan that moves or drops the record at the end of that branch
+    (a displaced result that was the leaf, moved to its call) leaves another
+    record last, and the file resumes on another branch. The branch's last
+    slot, in branch order, is then moved to the end of the file: a record
+    written there as it was (`moved_in`), or a new one. Parent links do not
+    follow file order: the renderer re-links along the branch with `at` as
+    given (`renderer._relink`), and writes the file with what this returns.
+    A new dict; entries of `at` it does not change are shared. `at` itself
+    unless the branch's end would not be last, or for a subagent's own file.
+    """
+    records = transcript.records
+    if not transcript.tree or not records or subagent_file(transcript):
+        return at
+    path = branch_paths(transcript)[0]
+    end: tuple[int, Slot | None] | None = None  # (raw index, its slot; None: untouched)
+    for index in reversed(path):
+        slots = at.get(index)
+        if slots is None:
+            end = (index, None)
+            break
+        written = [slot for slot in slots if slot.written]
+        if written:
+            end = (index, written[-1])
+            break
+    if end is None:
+        return at
+    index, last = end
+    if not _written_after(transcript, at, index, last):
+        return at
+    moved = dict(at)
+    here = at.get(index) or [Slot(index)]
+    if last is None or (last.record == index and not last.moved_in):
+        own = last or here[0]
+        moved[index] = [Slot(index, ops=own.ops, moved_away=True) if s is own else s for s in here]
+        relocated = replace(own, moved_in=True)
+    else:
+        moved[index] = [slot for slot in here if slot is not last]
+        relocated = last
+    tail = len(records) - 1
+    moved[tail] = [*(moved.get(tail) or [Slot(tail)]), relocated]
+    return moved
+
+
+def _written_after(
+    transcript: Transcript, at: dict[int, list[Slot]], index: int, last: Slot | None
+) -> bool:
+    """Return True when a slot that could be a leaf is written after `last` (at record `index`).
+
+    A leaf is a readable record with a uid outside sidechains (`branch._leaf`),
+    or a new record. Only the slots after record `index` are looked at.
+    """
+    records = transcript.records
+    slots = at.get(index) or []
+    at_last = next((k for k, slot in enumerate(slots) if slot is last), len(slots))
+    after = slots[at_last + 1 :]
+    for k in range(index + 1, len(records)):
+        after.extend(at.get(k) or [Slot(k)])
+    for slot in after:
+        if not slot.written:
+            continue
+        if slot.record is None:
+            return True
+        record = records[slot.record]
+        if record.uid is not None and not record.sidechain and record.error is None:
+            return True
+    return False

@@ -438,7 +438,9 @@ class Transcript:
     `format` is a format id of `transcripts.formats` and `provider` the API the
     session talks to (`anthropic`, `openai_chat`, `openai_responses`, `gemini`),
     which decides the error texts and ordering rules that apply.
-    `tree` is True when records link by `uid`/`parent` and order follows the links.
+    `tree` is True when records link by `uid`/`parent` and order follows the links;
+    `last_copy` is True when a uid several records hold stands for the last of them
+    (pi's index of entries by id), False for the first.
     `adjacent` is True when results must come right after their calling message
     (every provider but Responses; always for sessions that may switch provider).
     `inline_results` is True when one user message carries several results as
@@ -463,6 +465,7 @@ class Transcript:
     raw: bytes | RawSource
     filename: str = ""
     tree: bool = False
+    last_copy: bool = False
     adjacent: bool = True
     inline_results: bool = False
     result_role: Role = Role.TOOL

@@ -233,7 +233,8 @@ class RecordStore(list[Record]):
         # The first record appended whose parent is the uid of the record before it (not
         # its own uid), or -1: the records are linked (see `chained`).
         self._chained = -1
-        self._uid_first = bytearray()  # 1 for the first record of each uid, with the slots
+        self._uid_first = bytearray()  # 1 for the record standing for each uid, with the slots
+        self._last_copy = False  # see `stand_for_last`
         self._last_message: tuple[str | None, int] = (None, _NONE)
 
     # Strings ------------------------------------------------------------------------
@@ -619,12 +620,26 @@ class RecordStore(list[Record]):
 
     # Looking records up by uid ------------------------------------------------------
 
-    def first_with_uid(self, uid: str) -> int | None:
-        """Return the index of the first record whose `uid` is `uid`, or None.
+    def stand_for_last(self, last: bool) -> None:
+        """Make a uid several records hold stand for the last of them (`last`) or the first.
 
-        The lookup table is an open-addressing hash table of record indexes in
-        one array (6 to 11 bytes a record, where a dict of the uid strings
-        costs about 150), built on first use and again after a uid changes.
+        The first by default; the last for a format whose agent indexes its
+        records by uid, a later one replacing an earlier (pi, `Format.last_copy`).
+        Every lookup by uid (`first_with_uid`, `parent_of`, `path_to`,
+        `holding_uid`) then answers with that record.
+        """
+        if last != self._last_copy:
+            self._last_copy = last
+            self._uid_slots = None
+
+    def first_with_uid(self, uid: str) -> int | None:
+        """Return the index of the record standing for `uid` (see `stand_for_last`), or None.
+
+        That is the first record whose `uid` is `uid`, or the last of them
+        after `stand_for_last(True)`. The lookup table is an open-addressing
+        hash table of record indexes in one array (6 to 11 bytes a record,
+        where a dict of the uid strings costs about 150), built on first use
+        and again after a uid changes.
         """
         slots = self._uid_slots
         if slots is None:
@@ -651,6 +666,7 @@ class RecordStore(list[Record]):
         mask = size - 1
         refs, hashes, get = self._uid, self._uid_hash, self._get
         first = self._uid_first = bytearray(self._count)
+        last = self._last_copy
         columns = zip(self._each(refs), self._each(hashes), strict=True)
         for index, (ref, held) in enumerate(columns):
             if ref == _NONE:
@@ -664,7 +680,10 @@ class RecordStore(list[Record]):
                     break
                 other = entry - 1
                 if hashes[other] == held and (refs[other] == ref or get(refs[other]) == get(ref)):
-                    break  # an earlier record holds this uid: it stands for it
+                    if last:  # this later record stands for the uid instead
+                        slots[probe] = index + 1
+                        first[other], first[index] = 0, 1
+                    break  # else an earlier record holds this uid: it stands for it
                 probe = (probe + 1) & mask
         return slots
 
@@ -820,8 +839,8 @@ class RecordStore(list[Record]):
     def holding_uid(self, uid: str) -> set[int]:
         """Return the indexes of every record whose `uid` is `uid`.
 
-        The first is the uid table's; the others are among the records that
-        are not the first with their uid, which the table marks.
+        The one standing for it is the uid table's; the others are among the
+        records that do not stand for their uid, which the table marks.
         """
         first = self.first_with_uid(uid)
         if first is None:
@@ -839,8 +858,8 @@ class RecordStore(list[Record]):
     def holding_uids(self, uids: Iterable[str]) -> dict[int, str]:
         """Return {index: uid} of every record whose `uid` is one of `uids`.
 
-        As `holding_uid` for each, in one walk over the records that are
-        not the first with their uid, however many `uids` there are.
+        As `holding_uid` for each, in one walk over the records that do not
+        stand for their uid, however many `uids` there are.
         """
         wanted = set(uids)
         held = {first: uid for uid in wanted if (first := self.first_with_uid(uid)) is not None}
@@ -856,10 +875,10 @@ class RecordStore(list[Record]):
         return held
 
     def parent_of(self, index: int) -> int | None:
-        """Return the index of the first record whose uid is record `index`'s parent, or None.
+        """Return the index of the record standing for record `index`'s parent, or None.
 
         `first_with_uid(self[index].parent)`, but a parent kept as the very
-        uid string of the record just before it, that record the first with
+        uid string of the record just before it, that record standing for
         it, is found without reading a string (as `path_to` follows it).
         """
         if self._replaced:
@@ -875,11 +894,12 @@ class RecordStore(list[Record]):
         return self.first_with_uid(self._get(ref))
 
     def path_to(self, uid: str | None) -> list[int] | None:
-        """Return `branch._path_to`'s path to the first record of `uid`, or None: not here.
+        """Return `branch._path_to`'s path to the record standing for `uid`, or None: not here.
 
-        Root first, following parent links (a parent's record is the first
-        with its uid), stopping at a record seen before. A parent that is the
-        record before's very uid string, that record the first with it, is
+        Root first, following parent links (a parent's record is the one
+        standing for its uid, `first_with_uid`), stopping at a record seen
+        before. A parent that is the record before's very uid string, that
+        record standing for it, is
         followed without reading a string. None for a store with replaced
         records (the caller walks the views).
         """

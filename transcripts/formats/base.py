@@ -47,6 +47,10 @@ class Format:
     tree: ClassVar[bool] = False
     uid_key: ClassVar[str] = ""
     parent_key: ClassVar[str] = ""
+    # A uid several records hold (a line logged twice) stands for the last of them, not the
+    # first: pi indexes its entries in a Map by `id`, a later entry replacing an earlier
+    # one (session-manager.js `_buildIndex`, `buildSessionContext`).
+    last_copy: ClassVar[bool] = False
     # The member of a compaction record naming the first record it keeps (pi
     # `firstKeptEntryId`): re-pointed when a repair drops that record.
     keep_key: ClassVar[str] = ""

@@ -824,6 +824,8 @@ def _load_jsonl(
     if fmt is None or not checked:
         fmt = _settled(fmt, records, data, filename, doc_error, summaries, call_ids)
         records = _stored(store, records)
+    if store is not None:
+        store.stand_for_last(fmt.last_copy)
     fmt.finish(records)
     first_obj = next((r for r in records if r.error is None), None)
     element = None
@@ -857,6 +859,7 @@ def _transcript(
         data,
         filename=filename,
         tree=fmt.tree and linked(records),
+        last_copy=fmt.last_copy,
         adjacent=fmt.adjacent(provider),
         inline_results=fmt.inline_results,
         result_role=fmt.result_role,

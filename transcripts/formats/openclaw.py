@@ -99,6 +99,7 @@ class OpenClaw(Format):
     uid_key = "id"
     parent_key = "parentId"
     keep_key = "firstKeptEntryId"
+    last_copy = True
     provider = "anthropic"
     native_text = "[openclaw] " + OPENCLAW_SENTENCE
     agent = True

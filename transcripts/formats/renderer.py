@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from transcripts.core.branch import branch_paths
-from transcripts.core.layout import SPLITS, Slot, sparse_layout
+from transcripts.core.layout import SPLITS, Slot, leaf_last, sparse_layout
 from transcripts.core.model import Op, OpKind, Plan, RawSource, Record, Role, Transcript
 from transcripts.core.store import RecordStore
 from transcripts.formats._json import member_span
@@ -439,6 +439,8 @@ def render_to(transcript: Transcript, plan: Plan, out: BinaryIO) -> None:
     at = sparse_layout(transcript, plan)
     parents = _relink(transcript, fmt, at) if transcript.tree else {}
     keeps = _rekeep(transcript, fmt, at) if transcript.tree else {}
+    # Links follow the branch (`at`); the file keeps the branch's end last (`leaf_last`).
+    at = leaf_last(transcript, at) if transcript.tree else at
     if fmt.jsonl:
         _write_lines(transcript, fmt, at, parents, writer, keeps)
     else:
