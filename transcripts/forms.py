@@ -28,7 +28,7 @@ from transcripts.models import (
 )
 from transcripts.policies import names_for
 from transcripts.roots import SyncError, check_source_path
-from transcripts.uploads import Limits, Staged, Unpacker, UploadRefused, clean_name
+from transcripts.uploads import Limits, Staged, Unpacker, UploadRefused, clean_name, printable_name
 
 
 def policy_choices(workspace_ids: Iterable[int | None] = ()) -> list[tuple[str, str]]:
@@ -326,11 +326,24 @@ class AuditFilterForm(forms.Form):
         return events.order_by("-id")
 
 
+class LabelField(forms.CharField):
+    """A name a user gives (a token's, a source's): printable characters only.
+
+    Control and format characters (a bidi override that makes a name read
+    backwards, zero-width characters) are dropped as from a file name
+    (`uploads.printable_name`); a required name left with nothing is refused.
+    """
+
+    def to_python(self, value: Any) -> str:
+        text = super().to_python(value) or ""
+        return printable_name(text, default="")
+
+
 class ApiTokenForm(forms.Form):
     """Create an API token for one of the workspaces the user administers."""
 
     workspace = forms.ModelChoiceField(queryset=Workspace.objects.none(), empty_label=None)
-    name = forms.CharField(
+    name = LabelField(
         max_length=100, help_text="What the token is for, e.g. the agent runtime that uses it."
     )
 
@@ -408,7 +421,7 @@ class SourceForm(forms.Form):
         max_length=1024,
         help_text="An absolute path to a folder under one of the allowed sync roots.",
     )
-    name = forms.CharField(max_length=100, required=False, help_text="Default: the folder's name.")
+    name = LabelField(max_length=100, required=False, help_text="Default: the folder's name.")
     format = forms.ChoiceField(choices=SyncSource.Format.choices, required=False)
     write_back = forms.BooleanField(
         required=False,

@@ -92,6 +92,7 @@ from transcripts.outages import outage_of, storage_failing, storage_unreachable
 from transcripts.policies import policy_for
 from transcripts.uploads import Limits, LimitUploadHandler, keep_unusable_names
 from transcripts.verdict import Verdict, verdicts
+from transcripts.visible import page_text
 
 logger = structlog.get_logger(__name__)
 
@@ -1213,9 +1214,9 @@ def revoke_api_token(request: HttpRequest, pk: int) -> HttpResponse:
     if not Membership.has_role(request.user, token.workspace_id, Membership.Role.ADMIN):
         raise PermissionDenied
     if actions.do_revoke_api_token(token, acting_user=request.user):
-        messages.success(request, f"Token “{token.name}” ({token.prefix}…) revoked.")
+        messages.success(request, f"Token “{page_text(token.name)}” ({token.prefix}…) revoked.")
     else:
-        messages.error(request, f"Token “{token.name}” was already revoked.")
+        messages.error(request, f"Token “{page_text(token.name)}” was already revoked.")
     return redirect("transcripts:api_tokens")
 
 
@@ -1348,16 +1349,16 @@ def confirm_revoke_api_token(request: HttpRequest, pk: int) -> HttpResponse:
     if not Membership.has_role(request.user, token.workspace_id, Membership.Role.ADMIN):
         raise PermissionDenied
     if not token.is_active:
-        messages.error(request, f"Token “{token.name}” was already revoked.")
+        messages.error(request, f"Token “{page_text(token.name)}” was already revoked.")
         return redirect("transcripts:api_tokens")
     return _confirm(
         request,
-        title=f"Revoke the token “{token.name}”?",
+        title=f"Revoke the token “{page_text(token.name)}”?",
         consequences=[
             f"Every client that uses {token.prefix}… is refused from the moment it is revoked. "
             "A revoked token cannot be turned on again: a new one has a new secret.",
         ],
-        question=f"Revoke “{token.name}”?",
+        question=f"Revoke “{page_text(token.name)}”?",
         button="Revoke",
         action=reverse("transcripts:revoke_api_token", args=[token.pk]),
         cancel_url=reverse("transcripts:api_tokens"),
@@ -1442,7 +1443,12 @@ def policies(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def dismiss_unreadable(request: HttpRequest) -> HttpResponse:
-    """Ask (GET), then delete (POST) every upload that could not be read as a session."""
+    """Ask (GET), then delete (POST) every upload that could not be read as a session.
+
+    Editors only (of the workspaces whose uploads go); anyone else gets a 403.
+    """
+    if not Workspace.objects.for_user(request.user, Membership.Role.EDITOR).exists():
+        raise PermissionDenied
     unreadable = _unreadable_uploads(request)
     if request.method == "POST":
         try:

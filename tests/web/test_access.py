@@ -169,6 +169,16 @@ def test_a_viewer_is_refused_every_write(client, alice, bobs):
     assert session.revisions.count() == 2  # bob's repair only
 
 
+def test_one_who_edits_no_workspace_may_not_dismiss_unreadable_uploads(
+    client, django_user_model, bobs
+):
+    carol = django_user_model.objects.create_user("carol", password="carol-password")
+    Membership.objects.create(user=carol, workspace=bobs["workspace"], role="viewer")
+    client.force_login(carol)
+    url = reverse("transcripts:dismiss_unreadable")
+    assert (client.get(url).status_code, client.post(url).status_code) == (403, 403)
+
+
 def test_a_viewer_may_read_and_export(client, alice, bobs):
     Membership.objects.create(user=alice, workspace=bobs["workspace"], role="viewer")
     client.force_login(alice)

@@ -60,6 +60,17 @@ def test_it_requires_a_name(alice_client, workspace):
     assert "This field is required." in response.content.decode()
 
 
+def test_a_name_loses_its_bidi_and_zero_width_characters(alice_client, alice, workspace):
+    alice_client.post(CREATE, {"workspace": workspace.pk, "name": "ci\u202egnp.exe\u200b"})
+    assert ApiToken.objects.get().name == "cignp.exe"
+    response = alice_client.post(CREATE, {"workspace": workspace.pk, "name": "\u202e\u200b"})
+    assert response.status_code == 400 and "This field is required." in response.content.decode()
+    # A name stored before is shown with its controls spelled out.
+    actions.do_create_api_token(workspace, "old\u202ename", acting_user=alice)
+    page = alice_client.get(URL).content.decode()
+    assert "old[U+202E]name" in page and "\u202e" not in page
+
+
 def test_it_revokes_a_token(alice_client, alice, workspace):
     token, secret = actions.do_create_api_token(workspace, "agent", acting_user=alice)
     response = alice_client.post(reverse("transcripts:revoke_api_token", args=[token.pk]))
