@@ -367,3 +367,12 @@ def test_an_image_is_a_placeholder_with_its_size(alice_client, workspace, ingest
     html = alice_client.get(session.get_absolute_url()).content.decode()
     assert '<p class="image-placeholder">[image image/png, 1000\xa0bytes]</p>' in html
     assert image[:40] not in html
+
+
+def test_the_fault_panel_gives_a_malformed_lines_reason(alice_client, workspace, ingest):
+    lines = sample("formats/claude_code.jsonl").splitlines(keepends=True)
+    session = ingest(workspace, "cut.jsonl", b"".join(lines[:2] + [b'{"type": "us\n'] + lines[2:]))
+    html = alice_client.get(session.get_absolute_url()).content.decode()
+    panel = html[html.index('<aside class="fault-panel"') : html.index("</aside>")]
+    assert "malformed_record</span>" in panel
+    assert '<span class="fault-detail">cut.jsonl: line 3: column ' in panel
