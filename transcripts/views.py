@@ -56,6 +56,7 @@ from transcripts import (
 )
 from transcripts.actions import sync
 from transcripts.actions.common import file_name_of
+from transcripts.core.model import FaultKind
 from transcripts.engine import PRESETS
 from transcripts.filters import SessionFilter
 from transcripts.formats import FORMATS
@@ -625,6 +626,9 @@ def download_repaired(request: HttpRequest, pk: int) -> HttpResponseBase:
                     "policy": form.cleaned_data["policy"],
                     "verdict": after,
                     "download_url": f"{request.path}?{query.urlencode()}",
+                    # Calls a live session is still running: left alone, not unrepairable.
+                    "pending": sum(f.kind == FaultKind.PENDING_RESULT for f in analysis.faults),
+                    "agent": analysis.transcript is not None and analysis.transcript.agent,
                 }
                 return render(request, "transcripts/download_warning.html", context)
         repaired = tempfile.TemporaryFile()  # noqa: SIM115 (FileResponse closes it once sent)

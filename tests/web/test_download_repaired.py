@@ -100,3 +100,24 @@ def test_an_unreadable_file_has_no_repaired_download(alice_client, workspace, in
     assert "broken.jsonl: line 2: not valid JSON" in page
     raw = reverse("transcripts:download_revision", args=[session.pk, 0])
     assert f'href="{raw}"' in page
+
+
+def test_a_live_sessions_running_call_is_named_on_the_warning_not_a_failure(
+    alice_client, workspace, alice, settings
+):
+    from django.utils import timezone
+
+    from tests.sync.conftest import call, user
+    from transcripts import actions
+
+    settings.LIVE_GRACE = 600
+    data = user("u1", None, "list the files") + call("a1", "u1", "toolu_1")
+    session = actions.do_ingest_session(
+        workspace, "live.jsonl", data, acting_user=alice, last_write=timezone.now()
+    )
+    page = alice_client.get(url(session)).content.decode()
+    assert "The repaired file would still be rejected" in page
+    assert "1 call at its end is still running" in page
+    assert "count as <code>pending_result</code> until" in page
+    assert "repair the session with <i>Force</i> on its page" in page
+    assert f"/sessions/{session.pk}/resume" in page  # what Claude Code itself would send
