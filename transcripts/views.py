@@ -694,7 +694,7 @@ def job_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     job = _job_for(request, pk)
     if request.htmx and job.is_finished:
         return HttpResponseClientRefresh()
-    items = job.items.select_related("session", "base", "revision")
+    items = job.items.select_related("session", "base__parent", "revision")
     op_totals: Counter[str] = Counter()
     for counts in items.exclude(op_counts={}).values_list("op_counts", flat=True):
         op_totals.update(counts)

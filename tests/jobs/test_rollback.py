@@ -135,6 +135,10 @@ def test_the_job_page_rolls_back_a_finished_repair(alice_client, repaired):
     page = alice_client.get(rollback.get_absolute_url()).content.decode()
     assert f"roll back job {repaired.pk}" in page
     assert page.count('<tr class="item rolled_back">') == 2
+    # A rollback row says which revision's bytes it restores, not "0 ops".
+    assert "<th>Restores</th>" in page and page.count("<td>revision 0</td>") == 2
+    overview = alice_client.get(reverse("transcripts:overview")).content.decode()
+    assert f"roll back job {repaired.pk} in " in overview
     listed = alice_client.get(repaired.get_absolute_url()).content.decode()
     assert f'Rolled back by <a href="{rollback.get_absolute_url()}">job {rollback.pk}</a>' in listed
 

@@ -100,8 +100,8 @@ def test_it_labels_the_raw_upload_when_the_head_is_revision_0(alice_client, sess
     html = alice_client.get(session.get_absolute_url()).content.decode()
     raw = reverse("transcripts:download_revision", args=[session.pk, 0])
     assert '<th scope="col">Raw upload (revision 0)</th>' in html
-    assert f'<a href="{raw}" download>Download revision 0 (raw upload)</a>' in html
-    assert "Download raw upload" not in html
+    assert f'<a href="{raw}" download>Download revision 0 (original)</a>' in html
+    assert "Download the original" not in html
     assert ">Download repaired (synthesize)</a>" in html
 
 
@@ -116,7 +116,7 @@ def test_it_labels_the_revision_the_left_side_shows_after_a_repair(
     assert '<th scope="col">Before: revision 1</th>' in html
     assert "Raw upload (revision 0)</th>" not in html
     assert f'<a href="{head}" download>Download revision 1</a>' in html
-    assert f'<a href="{raw}" download>Download raw upload (revision 0)</a>' in html
+    assert f'<a href="{raw}" download>Download the original (revision 0)</a>' in html
     assert ">Download repaired (native)</a>" in html
     # The revisions table says what made each one: an upload, then a repair under discard.
     rows = re.findall(r"<td>(\d+)(?: \(raw\))?</td>\s*<td>([^<]*)</td>\s*<td>([^<]*)</td>", html)
