@@ -403,51 +403,10 @@ def _diff(analysis: Analysis, name: str) -> Iterator[str]:
     if size > DIFF_BYTES:
         yield f"  (no diff: {name} is {binary_size(size)}, over {binary_size(DIFF_BYTES)})"
         return
-    import difflib  # only a dry run shows a diff
+    from transcripts.difftext import diff_lines  # only a dry run shows a diff
 
     before = analysis.raw if isinstance(analysis.raw, bytes) else analysis.raw[0:size]
-    lines = difflib.unified_diff(
-        before.decode("utf-8", "replace").splitlines(),
-        analysis.repaired.decode("utf-8", "replace").splitlines(),
-        f"{name} (before)",
-        f"{name} (after)",
-        n=1,
-        lineterm="",
-    )
-    diff = list(lines)
-    partners: dict[int, str] = {}  # a changed line's index -> the line it replaces or becomes
-    k = 0
-    while k < len(diff):
-        minus = k
-        while k < len(diff) and diff[k][:1] == "-" and not diff[k].startswith("---"):
-            k += 1
-        plus = k
-        while k < len(diff) and diff[k][:1] == "+" and not diff[k].startswith("+++"):
-            k += 1
-        for j in range(min(plus - minus, k - plus)):  # the i-th "-" line became the i-th "+"
-            partners[minus + j], partners[plus + j] = diff[plus + j], diff[minus + j]
-        if k == minus:
-            k += 1
-    for k, line in enumerate(diff):
-        yield _cut_line(line, partners.get(k))
-
-
-def _cut_line(line: str, partner: str | None) -> str:
-    """Return a diff line cut to about DIFF_LINE_CHARS, showing where it differs from `partner`.
-
-    A JSON line changed by a repair (a block dropped, a result added) differs
-    far past its start: the cut keeps its first characters, then the part
-    from just before the first character where the "-" and "+" lines differ.
-    """
-    if len(line) <= DIFF_LINE_CHARS:
-        return line
-    head = DIFF_LINE_CHARS // 4
-    differs = len(os.path.commonprefix([line[1:], partner[1:]])) + 1 if partner else 0
-    if differs <= DIFF_LINE_CHARS - head:
-        return line[:DIFF_LINE_CHARS] + "…"
-    start = differs - head
-    end = start + DIFF_LINE_CHARS - head
-    return line[:head] + "…" + line[start:end] + ("…" if end < len(line) else "")
+    yield from diff_lines(before, analysis.repaired, name, DIFF_LINE_CHARS)
 
 
 @dataclass

@@ -68,9 +68,12 @@ def test_a_dry_run_plans_the_repair_and_writes_nothing(alice, workspace, ingest,
     repaired = analyze(sample(FAULTY[0]), "claude_code.jsonl", "synthesize").repaired
     new = [line for line in repaired.decode().splitlines() if line not in raw]
     added = [line for line in claude.diff.splitlines() if line.startswith("+{")]
-    # The inserted result and the line re-pointed at it, each cut to 300 characters.
-    assert [("+" + line)[:300] + "…" for line in new] == added
-    assert ORPHANED_CALL in new[0]
+    # The inserted result and the line re-pointed at it, each cut to about 300 characters:
+    # its start, then the part from just before where it differs from the line it replaces
+    # (the inserted result's tool_use_id lies past the first 300 of the line).
+    assert len(added) == len(new) == 2 and all(len(line) <= 302 for line in added)
+    assert ORPHANED_CALL in new[0] and ORPHANED_CALL not in new[0][:300]
+    assert added[0].startswith(("+" + new[0])[:75] + "…") and ORPHANED_CALL in added[0]
 
 
 def test_a_repair_from_a_dry_run_is_fenced_on_the_revisions_the_dry_run_read(

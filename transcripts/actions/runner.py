@@ -11,7 +11,6 @@ claim whose worker died is taken over once its lease has passed.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import json
 import shutil
@@ -50,6 +49,7 @@ from transcripts.actions.common import (
 )
 from transcripts.core.model import FaultKind, Op, OpKind
 from transcripts.core.policy import Policy
+from transcripts.difftext import diff_lines
 from transcripts.engine import ENGINE_VERSION, Analysis, analyze
 from transcripts.models import (
     AuditLog,
@@ -818,21 +818,16 @@ def _build_archive(job: Job) -> str:
 
 
 def _diff(before: bytes, after: bytes, name: str) -> str:
-    """Return the unified diff of two revisions as text, cut to DIFF_LINES lines."""
-    lines = difflib.unified_diff(
-        before.decode("utf-8", "replace").splitlines(),
-        after.decode("utf-8", "replace").splitlines(),
-        f"{name} (before)",
-        f"{name} (after)",
-        n=1,
-        lineterm="",
-    )
+    """Return the unified diff of two revisions as text, cut to DIFF_LINES lines.
+
+    A long line shows the part where it changed (`difftext.cut_line`).
+    """
     kept = []
-    for n, line in enumerate(lines):
+    for n, line in enumerate(diff_lines(before, after, name, DIFF_LINE_CHARS)):
         if n == DIFF_LINES:
             kept.append("…")
             break
-        kept.append(line if len(line) <= DIFF_LINE_CHARS else line[:DIFF_LINE_CHARS] + "…")
+        kept.append(line)
     return "\n".join(kept)
 
 
