@@ -50,6 +50,16 @@ EXPECTED = {
         [("missing_result", "toolu_01Sm9tW4oX7zC0dF3gJ6kM8r", 5)],
     ),
     "claude_code_mixed_chain.jsonl": ("claude_code", []),
+    # A tool_use line logged twice, the second copy last in the file: a repair is final
+    # only if the result it writes after the first copy pairs on the next read.
+    "claude_code_call_logged_twice.jsonl": (
+        "claude_code",
+        [("missing_result", "toolu_01Hb7Kq2Wm5Xr8Tz4Nc6Vd3F", 1)],
+    ),
+    "claude_code_sidechain_call_logged_twice.jsonl": (
+        "claude_code",
+        [("missing_result", "toolu_01Hb7Kq2Wm5Xr8Tz4Nc6Vd3F", 2)],
+    ),
     "cline_text_results/api_conversation_history.json": ("cline", []),
     "cline_interrupted/api_conversation_history.json": ("cline", []),
     "cline_native_text_results/api_conversation_history.json": ("cline", []),
@@ -170,6 +180,19 @@ def test_a_chainless_claude_code_repair_adds_no_link() -> None:
         assert "uuid" not in new[0] and "parentUuid" not in new[0]
         assert new[0]["message"]["content"][0]["tool_use_id"] == "toolu_01Sm9tW4oX7zC0dF3gJ6kM8r"
         assert len(out) == len(data.splitlines()) + 1
+
+
+@pytest.mark.parametrize("subagent", [False, True])
+def test_a_call_logged_twice_is_answered_once_or_dropped_with_its_copy(subagent: bool) -> None:
+    data, filename = _read("claude_code_sidechain_call_logged_twice.jsonl")
+    if subagent:  # the subagent's own agent-*.jsonl: every line a sidechain's
+        data = data.replace(b'"isSidechain":false', b'"isSidechain":true')
+    native = analyze(data, filename, "native").repaired.splitlines()
+    assert len(native) == 5
+    assert json.loads(native[3])["parentUuid"] == json.loads(native[2])["uuid"]
+    assert native[4] == data.splitlines()[3]
+    discard = analyze(data, filename, "discard").repaired
+    assert discard.splitlines() == data.splitlines()[:2]
 
 
 def test_a_claude_code_line_no_chain_reaches_is_kept_but_not_sent() -> None:

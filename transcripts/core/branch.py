@@ -25,7 +25,8 @@ def live_path(transcript: Transcript) -> list[int]:
     A tool result parented on its own call's line rather than on the line
     before it (Claude Code writes parallel calls' results so) is off the
     chain; like Claude Code on resume, it is re-attached after the lines of
-    its call's message.
+    its call's message. So is a result parented on a line logged twice when
+    the second copy ends the file: the leaf is then that line's first copy.
     """
     records = transcript.records
     if not transcript.tree:
@@ -34,7 +35,7 @@ def live_path(transcript: Transcript) -> list[int]:
     if leaf is None:
         return [r.index for r in records]
     by_uid = uid_lookup(records)
-    return _reattach(records, by_uid, _path_to(records, by_uid, leaf))
+    return _reattach(records, by_uid, _path_to(records, by_uid, leaf), leaf.sidechain)
 
 
 def _leaf(records: list[Record]) -> Record | None:
@@ -61,8 +62,14 @@ def subagent_file(transcript: Transcript) -> bool:
     return leaf is not None and leaf.sidechain
 
 
-def _reattach(records: list[Record], by_uid: UidLookup, path: list[int]) -> list[int]:
-    """Return `path` with the off-path results of its unanswered calls put back after them."""
+def _reattach(
+    records: list[Record], by_uid: UidLookup, path: list[int], sidechain: bool
+) -> list[int]:
+    """Return `path` with the off-path results of its unanswered calls put back after them.
+
+    Only results of the path's own kind are put back: sidechain lines on a
+    sidechain's path (`sidechain` True), main-chain lines on the main one.
+    """
     # Flags by record index, not sets of indexes and ids: a long session's path holds
     # every record, and a flag costs a byte where a set entry costs tens.
     on_path = bytearray(len(records))
@@ -70,14 +77,14 @@ def _reattach(records: list[Record], by_uid: UidLookup, path: list[int]) -> list
         on_path[i] = 1
     candidates = []
     # By position first, and a stored session by its columns: only the records off the
-    # path that hold results and no calls, outside sidechains, are read.
+    # path that hold results and no calls, of the path's kind, are read.
     if isinstance(records, RecordStore):
-        lines: Iterable[int] = records.answer_lines(on_path, _SIDECHAIN)
+        lines: Iterable[int] = records.answer_lines(on_path, _SIDECHAIN, sidechain)
     else:
         lines = (
             r.index
             for r in records
-            if not on_path[r.index] and not r.sidechain and r.results and not r.calls
+            if not on_path[r.index] and r.sidechain == sidechain and r.results and not r.calls
         )
     stored = records if isinstance(records, RecordStore) else None
     for index in lines:
@@ -221,7 +228,8 @@ def _branch_paths(transcript: Transcript) -> list[list[int]]:
     # the live path (a subagent's own file) adds none, and a line whose parent is in
     # another chain stays in that chain's scope.
     for leaf in last_leaf.values():
-        path = [i for i in _path_to(records, by_uid, leaf) if i not in paired]
+        whole = _reattach(records, by_uid, _path_to(records, by_uid, leaf), True)
+        path = [i for i in whole if i not in paired]
         if path:
             paired.update(path)
             paths.append(path)
