@@ -5,7 +5,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Callable, Iterable
 
-from transcripts.core.model import _SIDECHAIN, Record, Transcript
+from transcripts.core.model import _SIDECHAIN, Record, Role, Transcript
 from transcripts.core.store import RecordStore
 
 # Return the index of the first record with a given uid, or None.
@@ -38,15 +38,52 @@ def live_path(transcript: Transcript) -> list[int]:
     return _reattach(records, by_uid, _path_to(records, by_uid, leaf), leaf.sidechain)
 
 
-def _leaf(records: list[Record]) -> Record | None:
-    """Return the live branch's leaf: the last readable record with a uid, sidechains last."""
-    leaf = next(
-        (r for r in reversed(records) if r.uid is not None and not r.sidechain and r.error is None),
-        None,
-    )
-    if leaf is None:
-        leaf = next((r for r in reversed(records) if r.uid is not None and r.error is None), None)
-    return leaf
+def _leaf(records: list[Record], gone: Callable[[int], bool] | None = None) -> Record | None:
+    """Return the live branch's leaf: the last readable record with a uid, sidechains last.
+
+    `gone(index)` True leaves that record out (one a repair drops).
+    """
+
+    def candidates() -> Iterable[Record]:
+        return (
+            r
+            for r in reversed(records)
+            if r.uid is not None and r.error is None and (gone is None or not gone(r.index))
+        )
+
+    leaf = next((r for r in candidates() if not r.sidechain), None)
+    return leaf if leaf is not None else next(iter(candidates()), None)
+
+
+def kept_leaf(transcript: Transcript, gone: Callable[[int], bool]) -> int | None:
+    """Return the leaf's index when dropping the records `gone` names would move the session.
+
+    A tree session resumes from its last record (Claude Code's `loadTranscriptFile`
+    walks `parentUuid` back from the last line written), so dropping that
+    record makes the record before it the leaf: the same branch when that
+    record is on the live path, else another one, which nothing has checked.
+    In any session, dropping every message leaves nothing to resume (Claude
+    Code: "No conversation found with session ID"). The leaf is then the
+    last message record. None: the leaf is not dropped, or the session
+    resumes as it did without it.
+    """
+    records = transcript.records
+    messages = (Role.USER, Role.ASSISTANT)
+    if transcript.tree:
+        leaf = _leaf(records)
+    else:
+        leaf = next((r for r in reversed(records) if r.role in messages), None)
+    if leaf is None or not gone(leaf.index):
+        return None
+    if not transcript.tree:
+        left = any(r.role in messages and not gone(r.index) for r in reversed(records))
+        return None if left else leaf.index
+    after = _leaf(records, gone)
+    if after is None:
+        return leaf.index
+    first = uid_lookup(records)(after.uid) if after.uid is not None else None
+    on_path = first is not None and first in live_path(transcript)
+    return None if on_path else leaf.index
 
 
 def subagent_file(transcript: Transcript) -> bool:
