@@ -53,6 +53,15 @@ EXPECTED = {
         [("missing_result", "toolu_01Sm9tW4oX7zC0dF3gJ6kM8r", 5)],
     ),
     "claude_code_mixed_chain.jsonl": ("claude_code", []),
+    # No line's parent is another line (the assistant line names itself): read in file
+    # order, and its text after the call splits off without linking the file.
+    "claude_code_no_chain_self_parented.jsonl": (
+        "claude_code",
+        [
+            ("missing_result", "toolu_01Ld3Mf6Ng9Ph2Qj5Rk8Sm1T", 1),
+            ("content_after_call", "toolu_01Ld3Mf6Ng9Ph2Qj5Rk8Sm1T", 1),
+        ],
+    ),
     # A tool_use line logged twice, the second copy last in the file: a repair is final
     # only if the result it writes after the first copy pairs on the next read.
     "claude_code_call_logged_twice.jsonl": (
@@ -244,6 +253,16 @@ def test_an_orphaned_result_ending_the_session_leaves_its_line_and_branch(
     shown = preview(load(result.repaired, filename))
     assert shown is not None and shown.valid
     assert shown.messages == [*sent, Message("assistant", (NO_RESPONSE,))]
+
+
+@pytest.mark.parametrize("policy", sorted(PRESETS))
+def test_a_split_in_a_chainless_claude_code_file_adds_no_link(policy: str) -> None:
+    data, filename = _read("claude_code_no_chain_self_parented.jsonl")
+    result = analyze(data, filename, policy)
+    before = {line.get("uuid") for line in map(json.loads, data.splitlines())}
+    after = [json.loads(line) for line in result.repaired.splitlines()]
+    assert {line.get("uuid") for line in after} - before <= {None}
+    assert not load(result.repaired, filename).tree
 
 
 def test_a_claude_code_line_no_chain_reaches_is_kept_but_not_sent() -> None:
