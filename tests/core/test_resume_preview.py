@@ -109,6 +109,27 @@ def test_claude_code_without_uuids_sends_only_the_last_entry(tmp_path: Path) -> 
     assert len(shown.dropped) == 9
 
 
+@pytest.mark.parametrize("after_text", [False, True])
+def test_claude_code_sends_nothing_for_an_empty_user_entry_but_answers_it(
+    after_text: bool, tmp_path: Path
+) -> None:
+    # As Claude Code 2.1.328 sends it (observed): the empty entry is left out, and the
+    # "No response requested." it adds after a last user entry follows what came before.
+    fixture = ROOT / "tests" / "formats" / "fixtures" / "claude_code_result_sibling_of_call.jsonl"
+    prompt, text, _, result = (json.loads(line) for line in fixture.read_text().splitlines())
+    result["parentUuid"] = text["uuid"] if after_text else None
+    result["message"]["content"] = []
+    del result["toolUseResult"]
+    lines = [prompt, text, result] if after_text else [result]
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines))
+    shown = _preview(path)
+    before = [Message("user", ("Run the tests.",)), Message("assistant", ("Running the suite.",))]
+    assert shown.messages == [*(before if after_text else []), Message("assistant", (NO_RESPONSE,))]
+    assert shown.added == [Message("assistant", (NO_RESPONSE,))]
+    assert shown.valid
+
+
 def test_claude_code_opens_a_trimmed_file_on_its_orphaned_result() -> None:
     shown = _preview(SESSIONS / "claude_code_trimmed_head.jsonl")
     assert shown.messages[0] == Message("user", (ORPHANED,))

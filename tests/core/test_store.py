@@ -165,19 +165,24 @@ def _rows(records: list[Record]) -> tuple[list[tuple[int, str]], list[tuple[int,
     return calls, [(r.index, res.tool_call_id) for r in records for res in r.results]
 
 
-def _flagged(records: list[Record]) -> tuple[list[int], list[int]]:
-    """Return what `with_flag` and `answer_lines` give, found from the records one by one."""
+def _flagged(records: list[Record]) -> tuple[list[int], list[int], list[int]]:
+    """Return what `with_flag` and `answer_lines` (both ways) give, found record by record."""
     skip = bytearray(len(records))
     skip[0] = 1
     sidechain = [r.index for r in records if r.sidechain]
     lines = [r.index for r in records if not skip[r.index] and r.results and not r.calls]
-    return sidechain, [i for i in lines if not records[i].sidechain]
+    main = [i for i in lines if not records[i].sidechain]
+    return sidechain, main, [i for i in lines if records[i].sidechain]
 
 
-def _store_flagged(store: RecordStore) -> tuple[list[int], list[int]]:
+def _store_flagged(store: RecordStore) -> tuple[list[int], list[int], list[int]]:
     skip = bytearray(len(store))
     skip[0] = 1
-    return list(store.with_flag(_SIDECHAIN)), list(store.answer_lines(skip, _SIDECHAIN))
+    return (
+        list(store.with_flag(_SIDECHAIN)),
+        list(store.answer_lines(skip, _SIDECHAIN)),
+        list(store.answer_lines(skip, _SIDECHAIN, flagged=True)),
+    )
 
 
 def _store_scans(store: RecordStore) -> tuple[list[tuple[int, str]], list[str], list[int]]:
@@ -209,9 +214,9 @@ def test_its_column_scans_give_what_the_records_say() -> None:
     store[5].sidechain = True
     store[2].other_blocks = 1 << 40  # flags in a wide value
     store[2].sidechain = True
-    assert _store_flagged(store) == _flagged(list(store)) == ([2, 5], [])
+    assert _store_flagged(store) == _flagged(list(store)) == ([2, 5], [], [2, 5])
     store[2].sidechain = False
-    assert _store_flagged(store) == _flagged(list(store)) == ([5], [2])
+    assert _store_flagged(store) == _flagged(list(store)) == ([5], [2], [5])
     assert list(store.parents_apart()) == [(0, "z"), (2, "a")]  # as read: nothing more
     # Changed through views, the scans follow: a parent re-set, a uid changed, results replaced.
     store[3].parent = "c"  # the same text, now a string of its own: yielded, and held

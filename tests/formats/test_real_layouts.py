@@ -16,11 +16,14 @@ import pytest
 
 from tests.formats.test_fuzz import check_repair
 from transcripts.core.branch import live_context
+from transcripts.core.model import Action
 from transcripts.core.policy import INTERRUPTED_TEXT, custom
 from transcripts.core.validate import validate
 from transcripts.engine import PRESETS, analyze
 from transcripts.formats import FORMATS, FormatError, load
 from transcripts.formats.cline import TextPair, text_pairs
+from transcripts.replay import Message, preview
+from transcripts.replay.claude_code import NO_RESPONSE
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
@@ -50,6 +53,39 @@ EXPECTED = {
         [("missing_result", "toolu_01Sm9tW4oX7zC0dF3gJ6kM8r", 5)],
     ),
     "claude_code_mixed_chain.jsonl": ("claude_code", []),
+    # No line's parent is another line (the assistant line names itself): read in file
+    # order, and its text after the call splits off without linking the file.
+    "claude_code_no_chain_self_parented.jsonl": (
+        "claude_code",
+        [
+            ("missing_result", "toolu_01Ld3Mf6Ng9Ph2Qj5Rk8Sm1T", 1),
+            ("content_after_call", "toolu_01Ld3Mf6Ng9Ph2Qj5Rk8Sm1T", 1),
+        ],
+    ),
+    # A tool_use line logged twice, the second copy last in the file: a repair is final
+    # only if the result it writes after the first copy pairs on the next read.
+    "claude_code_call_logged_twice.jsonl": (
+        "claude_code",
+        [("missing_result", "toolu_01Hb7Kq2Wm5Xr8Tz4Nc6Vd3F", 1)],
+    ),
+    "claude_code_sidechain_call_logged_twice.jsonl": (
+        "claude_code",
+        [("missing_result", "toolu_01Hb7Kq2Wm5Xr8Tz4Nc6Vd3F", 2)],
+    ),
+    # The last line, a tool result, on a branch of its own (re-rooted, or parented on the
+    # prompt): dropped, it would hand the session to the branch holding the bare call.
+    "claude_code_result_rerooted.jsonl": (
+        "claude_code",
+        [("orphaned_result", "toolu_01Pn4Rs7Tv0Wx3Yz6Ab9Cd2E", 2)],
+    ),
+    "claude_code_result_sibling_of_call.jsonl": (
+        "claude_code",
+        [("orphaned_result", "toolu_01Pn4Rs7Tv0Wx3Yz6Ab9Cd2E", 3)],
+    ),
+    "claude_code_only_an_orphaned_result.jsonl": (
+        "claude_code",
+        [("orphaned_result", "toolu_01Pn4Rs7Tv0Wx3Yz6Ab9Cd2E", 0)],
+    ),
     "cline_text_results/api_conversation_history.json": ("cline", []),
     "cline_interrupted/api_conversation_history.json": ("cline", []),
     "cline_native_text_results/api_conversation_history.json": ("cline", []),
@@ -101,8 +137,12 @@ def test_a_faulty_file_is_repaired_validly_and_to_itself(name: str, policy: str)
     data, filename = _read(name)
     check_repair(data, filename, policy)
     result = analyze(data, filename, policy)
-    assert result.repaired != data
-    assert validate(load(result.repaired, filename)) == []
+    # A preset that keeps a fault (openmaic an orphaned result, as OpenMAIC does) leaves
+    # what the provider refuses, and may have nothing to change.
+    assert (result.repaired != data) == bool(result.plan)
+    kept = [f for f in result.faults if PRESETS[policy].action(f.kind) is Action.KEEP]
+    if not kept:
+        assert validate(load(result.repaired, filename)) == []
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -170,6 +210,59 @@ def test_a_chainless_claude_code_repair_adds_no_link() -> None:
         assert "uuid" not in new[0] and "parentUuid" not in new[0]
         assert new[0]["message"]["content"][0]["tool_use_id"] == "toolu_01Sm9tW4oX7zC0dF3gJ6kM8r"
         assert len(out) == len(data.splitlines()) + 1
+
+
+@pytest.mark.parametrize("subagent", [False, True])
+def test_a_call_logged_twice_is_answered_once_or_dropped_with_its_copy(subagent: bool) -> None:
+    data, filename = _read("claude_code_sidechain_call_logged_twice.jsonl")
+    if subagent:  # the subagent's own agent-*.jsonl: every line a sidechain's
+        data = data.replace(b'"isSidechain":false', b'"isSidechain":true')
+    native = analyze(data, filename, "native").repaired.splitlines()
+    assert len(native) == 5
+    assert json.loads(native[3])["parentUuid"] == json.loads(native[2])["uuid"]
+    assert native[4] == data.splitlines()[3]
+    discard = analyze(data, filename, "discard").repaired
+    assert discard.splitlines() == data.splitlines()[:2]
+
+
+@pytest.mark.parametrize("policy", ["synthesize", "discard"])
+@pytest.mark.parametrize(
+    "name, sent",
+    [
+        ("claude_code_result_rerooted.jsonl", []),
+        ("claude_code_result_sibling_of_call.jsonl", [Message("user", ("Run the tests.",))]),
+        ("claude_code_only_an_orphaned_result.jsonl", []),
+    ],
+)
+def test_an_orphaned_result_ending_the_session_leaves_its_line_and_branch(
+    name: str, sent: list[Message], policy: str
+) -> None:
+    # Claude Code 2.1.328 resumes each repaired file on the branch the raw one ends (it
+    # sends what `sent` lists, then "No response requested."); dropping the line would
+    # make it resume the bare call's branch, or, for the one line, find no conversation.
+    data, filename = _read(name)
+    result = analyze(data, filename, policy)
+    before, after = data.splitlines(), result.repaired.splitlines()
+    assert after[:-1] == before[:-1]
+    last = json.loads(after[-1])
+    assert last["message"]["content"] == []
+    assert "toolUseResult" not in last
+    assert {k: v for k, v in last.items() if k not in ("message", "toolUseResult")} == {
+        k: v for k, v in json.loads(before[-1]).items() if k not in ("message", "toolUseResult")
+    }
+    shown = preview(load(result.repaired, filename))
+    assert shown is not None and shown.valid
+    assert shown.messages == [*sent, Message("assistant", (NO_RESPONSE,))]
+
+
+@pytest.mark.parametrize("policy", sorted(PRESETS))
+def test_a_split_in_a_chainless_claude_code_file_adds_no_link(policy: str) -> None:
+    data, filename = _read("claude_code_no_chain_self_parented.jsonl")
+    result = analyze(data, filename, policy)
+    before = {line.get("uuid") for line in map(json.loads, data.splitlines())}
+    after = [json.loads(line) for line in result.repaired.splitlines()]
+    assert {line.get("uuid") for line in after} - before <= {None}
+    assert not load(result.repaired, filename).tree
 
 
 def test_a_claude_code_line_no_chain_reaches_is_kept_but_not_sent() -> None:
@@ -480,8 +573,13 @@ def test_no_two_formats_are_sure_of_one_file(path: Path) -> None:
     elif path.name.startswith("stream_"):
         assert result.format == "unknown" and result.error is not None
     else:
-        # Only what trimming tools leave of a Claude Code session needs the loose sniff.
-        assert (path.name, result.format) == ("claude_code_trimmed_orphan.jsonl", "claude_code")
+        # Only what trimming tools leave of a Claude Code session needs the loose sniff, and
+        # a session of one line, which reads as one JSON document too.
+        assert result.format == "claude_code"
+        assert path.name in (
+            "claude_code_trimmed_orphan.jsonl",
+            "claude_code_only_an_orphaned_result.jsonl",
+        )
 
 
 def test_claude_p_json_output_is_refused_as_what_it_is() -> None:

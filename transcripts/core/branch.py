@@ -5,7 +5,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Callable, Iterable
 
-from transcripts.core.model import _SIDECHAIN, Record, Transcript
+from transcripts.core.model import _SIDECHAIN, Record, Role, Transcript
 from transcripts.core.store import RecordStore
 
 # Return the index of the record standing for a given uid (see `uid_lookup`), or None.
@@ -27,7 +27,8 @@ def live_path(transcript: Transcript) -> list[int]:
     A tool result parented on its own call's line rather than on the line
     before it (Claude Code writes parallel calls' results so) is off the
     chain; like Claude Code on resume, it is re-attached after the lines of
-    its call's message.
+    its call's message. So is a result parented on a line logged twice when
+    the second copy ends the file: the leaf is then that line's first copy.
     """
     records = transcript.records
     if not transcript.tree:
@@ -36,18 +37,55 @@ def live_path(transcript: Transcript) -> list[int]:
     if leaf is None:
         return [r.index for r in records]
     by_uid = uid_lookup(records, transcript.last_copy)
-    return _reattach(records, by_uid, _path_to(records, by_uid, leaf))
+    return _reattach(records, by_uid, _path_to(records, by_uid, leaf), leaf.sidechain)
 
 
-def _leaf(records: list[Record]) -> Record | None:
-    """Return the live branch's leaf: the last readable record with a uid, sidechains last."""
-    leaf = next(
-        (r for r in reversed(records) if r.uid is not None and not r.sidechain and r.error is None),
-        None,
-    )
-    if leaf is None:
-        leaf = next((r for r in reversed(records) if r.uid is not None and r.error is None), None)
-    return leaf
+def _leaf(records: list[Record], gone: Callable[[int], bool] | None = None) -> Record | None:
+    """Return the live branch's leaf: the last readable record with a uid, sidechains last.
+
+    `gone(index)` True leaves that record out (one a repair drops).
+    """
+
+    def candidates() -> Iterable[Record]:
+        return (
+            r
+            for r in reversed(records)
+            if r.uid is not None and r.error is None and (gone is None or not gone(r.index))
+        )
+
+    leaf = next((r for r in candidates() if not r.sidechain), None)
+    return leaf if leaf is not None else next(iter(candidates()), None)
+
+
+def kept_leaf(transcript: Transcript, gone: Callable[[int], bool]) -> int | None:
+    """Return the leaf's index when dropping the records `gone` names would move the session.
+
+    A tree session resumes from its last record (Claude Code's `loadTranscriptFile`
+    walks `parentUuid` back from the last line written), so dropping that
+    record makes the record before it the leaf: the same branch when that
+    record is on the live path, else another one, which nothing has checked.
+    In any session, dropping every message leaves nothing to resume (Claude
+    Code: "No conversation found with session ID"). The leaf is then the
+    last message record. None: the leaf is not dropped, or the session
+    resumes as it did without it.
+    """
+    records = transcript.records
+    messages = (Role.USER, Role.ASSISTANT)
+    if transcript.tree:
+        leaf = _leaf(records)
+    else:
+        leaf = next((r for r in reversed(records) if r.role in messages), None)
+    if leaf is None or not gone(leaf.index):
+        return None
+    if not transcript.tree:
+        left = any(r.role in messages and not gone(r.index) for r in reversed(records))
+        return None if left else leaf.index
+    after = _leaf(records, gone)
+    if after is None:
+        return leaf.index
+    first = uid_lookup(records, transcript.last_copy)(after.uid) if after.uid is not None else None
+    on_path = first is not None and first in live_path(transcript)
+    return None if on_path else leaf.index
 
 
 def subagent_file(transcript: Transcript) -> bool:
@@ -63,8 +101,14 @@ def subagent_file(transcript: Transcript) -> bool:
     return leaf is not None and leaf.sidechain
 
 
-def _reattach(records: list[Record], by_uid: UidLookup, path: list[int]) -> list[int]:
-    """Return `path` with the off-path results of its unanswered calls put back after them."""
+def _reattach(
+    records: list[Record], by_uid: UidLookup, path: list[int], sidechain: bool
+) -> list[int]:
+    """Return `path` with the off-path results of its unanswered calls put back after them.
+
+    Only results of the path's own kind are put back: sidechain lines on a
+    sidechain's path (`sidechain` True), main-chain lines on the main one.
+    """
     # Flags by record index, not sets of indexes and ids: a long session's path holds
     # every record, and a flag costs a byte where a set entry costs tens.
     on_path = bytearray(len(records))
@@ -72,14 +116,14 @@ def _reattach(records: list[Record], by_uid: UidLookup, path: list[int]) -> list
         on_path[i] = 1
     candidates = []
     # By position first, and a stored session by its columns: only the records off the
-    # path that hold results and no calls, outside sidechains, are read.
+    # path that hold results and no calls, of the path's kind, are read.
     if isinstance(records, RecordStore):
-        lines: Iterable[int] = records.answer_lines(on_path, _SIDECHAIN)
+        lines: Iterable[int] = records.answer_lines(on_path, _SIDECHAIN, sidechain)
     else:
         lines = (
             r.index
             for r in records
-            if not on_path[r.index] and not r.sidechain and r.results and not r.calls
+            if not on_path[r.index] and r.sidechain == sidechain and r.results and not r.calls
         )
     stored = records if isinstance(records, RecordStore) else None
     for index in lines:
@@ -227,7 +271,8 @@ def _branch_paths(transcript: Transcript) -> list[list[int]]:
     # the live path (a subagent's own file) adds none, and a line whose parent is in
     # another chain stays in that chain's scope.
     for leaf in last_leaf.values():
-        path = [i for i in _path_to(records, by_uid, leaf) if i not in paired]
+        whole = _reattach(records, by_uid, _path_to(records, by_uid, leaf), True)
+        path = [i for i in whole if i not in paired]
         if path:
             paired.update(path)
             paths.append(path)

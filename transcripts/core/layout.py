@@ -10,8 +10,8 @@ import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 
-from transcripts.core.branch import branch_paths, subagent_file
-from transcripts.core.model import Op, OpKind, Plan, Record, Transcript
+from transcripts.core.branch import branch_paths, kept_leaf, subagent_file
+from transcripts.core.model import Op, OpKind, Plan, Record, Role, Transcript
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +74,7 @@ class _Edits:
     inline: dict[int, list[Op]]
     group_inserts: bool = False
     renamed: set[int] = field(default_factory=set)
+    kept: int | None = None  # a record written without its blocks rather than dropped
 
 
 def _collect(transcript: Transcript, ops: Iterable[Op]) -> _Edits:
@@ -121,7 +122,39 @@ def _collect(transcript: Transcript, ops: Iterable[Op]) -> _Edits:
         ops_here.sort(key=_placement_key)
     for ops_here in edits.inline.values():
         ops_here.sort(key=lambda op: (op.at, _placement_key(op)))
+    edits.kept = _kept(transcript, edits)
     return edits
+
+
+def _emptied(records: list[Record], edits: _Edits, index: int) -> bool:
+    """Return True when the ops remove every block of record `index` and put nothing in it."""
+    removed = edits.removed.get(index)
+    return (
+        removed is not None
+        and len(removed) >= max(1, block_count(records[index]))
+        and index not in edits.inline
+        and index not in edits.whole_moves
+    )
+
+
+def _kept(transcript: Transcript, edits: _Edits) -> int | None:
+    """Return the leaf to write without blocks when dropping it would move the session.
+
+    In an agent's file whose results travel in user messages (Claude
+    Code's), a line whose `content` is an empty list is still a message
+    line: Claude Code 2.1.328 loads it and keeps the branch it ends (it
+    sends nothing for a user line, "(no content)" for an assistant one).
+    Dropped instead, it would hand the session to another branch, which
+    nothing has checked (`branch.kept_leaf`), or leave a file Claude Code
+    cannot open ("No conversation found with session ID").
+    """
+    if not transcript.agent or transcript.result_role is not Role.USER or not edits.removed:
+        return None
+    records = transcript.records
+    index = kept_leaf(transcript, lambda i: _emptied(records, edits, i))
+    if index is None or records[index].role not in (Role.USER, Role.ASSISTANT):
+        return None
+    return index
 
 
 def _placed_slots(edits: _Edits, anchor: int) -> list[Slot]:
@@ -163,7 +196,12 @@ def _slots_at(record: Record, edits: _Edits) -> list[Slot]:
     removed = frozenset(edits.removed.get(i, ()))
     if i in edits.whole_moves:
         own = Slot(i, ops=ops, moved_away=True)
-    elif removed and len(removed) >= max(1, block_count(record)) and i not in edits.inline:
+    elif (
+        removed
+        and len(removed) >= max(1, block_count(record))
+        and i not in edits.inline
+        and i != edits.kept
+    ):
         # Dropped once every block is gone, unless a result is inserted into it.
         own = Slot(i, ops=ops, dropped=True)
     else:

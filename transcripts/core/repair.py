@@ -205,7 +205,43 @@ def repair(
     if ops:
         ops.extend(frames)
     ops.extend(_orphaned_leaders(transcript, pairing, ops))
+    ops.extend(_relogged(transcript, ops))
     return Plan(policy=policy.name, ops=tuple(ops))
+
+
+def _relogged(transcript: Transcript, ops: list[Op]) -> list[Op]:
+    """Return drops for the later copies of each record the plan changes (a line logged twice).
+
+    Branches hold a record's first copy (`branch.uid_lookup`), so that is the
+    one the ops edit. Claude Code keeps one entry per `uuid` and takes its
+    content from the last line holding it (`loadTranscriptFile`, 2.1.328), so
+    a copy left as it was would undo the edit on resume, and a copy of a
+    dropped record would stand in for it: the copies go too.
+    """
+    if not transcript.tree:
+        return []
+    records = transcript.records
+    cause: dict[int, Op] = {}
+    for op in ops:
+        for index in (op.record, op.target):
+            if index is not None and records[index].uid is not None:
+                cause.setdefault(index, op)
+    if not cause:
+        return []
+    uids = {records[index].uid for index in cause}
+    if isinstance(records, RecordStore):
+        holders = records.holding_uids(u for u in uids if u is not None)
+    else:
+        holders = {r.index: r.uid for r in records if r.uid is not None and r.uid in uids}
+    first = {uid: index for index, uid in sorted(holders.items(), reverse=True)}
+    dropped = {op.record for op in ops if op.kind is OpKind.DROP_RECORD}
+    drops: list[Op] = []
+    for index, uid in sorted(holders.items()):
+        edited = cause.get(first[uid])
+        if index == first[uid] or index in dropped or edited is None:
+            continue
+        drops.append(Op(OpKind.DROP_RECORD, edited.fault, edited.policy_row, index))
+    return drops
 
 
 def _orphaned_leaders(transcript: Transcript, pairing: Pairing, ops: list[Op]) -> list[Op]:

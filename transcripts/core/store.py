@@ -748,15 +748,18 @@ class RecordStore(list[Record]):
             if (bits if bits != _WIDE else wide[index]) & bit:
                 yield index
 
-    def answer_lines(self, skip: bytearray, bit: int) -> Iterator[int]:
-        """Yield each record not flagged in `skip` holding results and no calls, flag `bit` unset.
+    def answer_lines(self, skip: bytearray, bit: int, flagged: bool = False) -> Iterator[int]:
+        """Yield each record not flagged in `skip` holding results and no calls, `bit` unset.
 
         `skip[i]` is nonzero for a record to leave out; `bit` a flag of
-        `model.Record._bits` (the sidechain flag, say).
+        `model.Record._bits` (the sidechain flag, say); `flagged` True yields
+        the records with `bit` set instead.
         """
         if self._replaced:
             for r in self:
-                if not skip[r.index] and r.results and not r.calls and not r._bits & bit:
+                if skip[r.index] or not r.results or r.calls:
+                    continue
+                if bool(r._bits & bit) == flagged:
                     yield r.index
             return
         odd_results, odd_calls, wide = self._odd_results, self._odd_calls, self._wide_bits
@@ -767,7 +770,7 @@ class RecordStore(list[Record]):
                 continue
             if calls or odd_calls.get(index):
                 continue
-            if not (bits if bits != _WIDE else wide[index]) & bit:
+            if bool((bits if bits != _WIDE else wide[index]) & bit) == flagged:
                 yield index
 
     def holding_results(self, indexes: Iterable[int]) -> Iterator[int]:

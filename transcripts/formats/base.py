@@ -173,12 +173,14 @@ class Format:
     def split(self, transcript: Transcript, op: Op) -> Any:
         """Return the new record holding blocks `op.blocks` of record `op.record` (a split).
 
-        It is a copy of that record with those blocks only; in a tree format it
-        gets an id of its own (`new_uid`), its parent being set on writing.
+        It is a copy of that record with those blocks only; in a file read as a
+        tree it gets an id of its own (`new_uid`), its parent being set on
+        writing. A chainless file of a tree format (`linked` False) gets no new
+        id: one would make the copied parent a link, and the file a tree.
         """
         assert op.record is not None
         obj = self.keep(transcript.records[op.record].obj, list(op.blocks))
-        if self.tree:
+        if transcript.tree:
             obj[self.uid_key] = self.new_uid(transcript, op)
         return obj
 

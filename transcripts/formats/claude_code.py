@@ -35,6 +35,10 @@ _NAMESPACE = uuid.UUID("5b0f3a36-8f6e-4d3e-9a57-0d3a1f9b2c11")
 _NOT_CONTEXT = ("message", "requestId", "uuid", "parentUuid", "type", "timestamp", "toolUseResult")
 
 
+def _is_result(block: Any) -> bool:
+    return isinstance(block, dict) and block.get("type") == "tool_result"
+
+
 def _api_error(obj: dict[str, Any], message: Any) -> bool:
     return (
         obj.get("isApiErrorMessage") is True
@@ -195,7 +199,10 @@ class ClaudeCode(Format):
 
     def keep(self, obj: Any, order: list[int], placed: Placed = ()) -> Any:
         out = copy.copy(obj)
-        out["message"] = dict(obj["message"], content=picked(obj["message"]["content"], order))
+        content = picked(obj["message"]["content"], order)
+        out["message"] = dict(obj["message"], content=content)
+        if isinstance(content, list) and not placed and not any(map(_is_result, content)):
+            out.pop("toolUseResult", None)  # it reports results the line no longer holds
         return out
 
     def split(self, transcript: Transcript, op: Op) -> Any:

@@ -15,7 +15,9 @@ followed by the new prompt. As observed against the real CLI:
   tool results first; a `local_command` system entry is user text;
 - a tool result that answers no call of the assistant message right before it
   is dropped (orphans, duplicates, late results), and a user message left
-  with nothing holds "(no content)";
+  with nothing holds "(no content)"; an entry whose `content` is an empty
+  list is not sent when it is a user one, and says "(no content)" when it is
+  an assistant one;
 - a call with no result right after it: when its result comes later, Claude
   Code writes "[Tool result missing due to internal error]" in its place;
   when it is the last thing in the file, an interrupted result; otherwise it
@@ -26,9 +28,9 @@ followed by the new prompt. As observed against the real CLI:
   tool result removed due to conversation resume]";
 - in a file whose entries carry no `uuid` at all, only the last entry is sent;
 - when the last user or assistant entry is a user one (a prompt or a tool
-  result; not when a failed request's line follows it), it adds an
-  assistant "No response requested." after it (local command output written
-  after that entry follows it).
+  result, or an empty one; not when a failed request's line follows it), it
+  adds an assistant "No response requested." after it (local command output
+  written after that entry follows it).
 
 Source: the request the real CLI sends on each shape above (the agent tier,
 `tests/agents/test_claude_code.py`, checks this model against it), and the
@@ -100,6 +102,8 @@ def _messages(transcript: Transcript, path: list[int]) -> list[_Message]:
             continue
         if kind == "assistant":
             parts = [_Part(b, index, j) for j, b in enumerate(_blocks(message.get("content")))]
+            if message.get("content") == []:
+                parts = [_Part({"type": "text", "text": NO_CONTENT}, index, -1)]
             last = out[-1] if out else None
             if (
                 last is not None
@@ -111,6 +115,8 @@ def _messages(transcript: Transcript, path: list[int]) -> list[_Message]:
                 out.append(_Message("assistant", parts, record.message_id))
             continue
         if kind == "user":
+            if _empty(obj):
+                continue
             parts = [_Part(b, index, j) for j, b in enumerate(_blocks(message.get("content")))]
         elif _is_local_command(obj):
             parts = [_Part(b, index, 0) for b in _blocks(obj.get("content"))]
@@ -121,6 +127,17 @@ def _messages(transcript: Transcript, path: list[int]) -> list[_Message]:
         else:
             out.append(_Message("user", parts))
     return out
+
+
+def _empty(obj: Any) -> bool:
+    """Return True for a user entry whose `content` is an empty list (it is not sent)."""
+    message = obj.get("message") if isinstance(obj, dict) else None
+    return (
+        isinstance(obj, dict)
+        and obj.get("type") == "user"
+        and isinstance(message, dict)
+        and message.get("content") == []
+    )
 
 
 def _entry(record: Record) -> bool:
@@ -258,8 +275,11 @@ def claude_code(transcript: Transcript) -> Preview:
                 # The first message has no call before it to pair with.
                 text = ORPHANED if message is messages[0] else NO_CONTENT
                 message.parts = [_Part({"type": "text", "text": text}, -1, -1)]
-    ends_on_error = end > 0 and _is_api_error(transcript.records[path[end - 1]].obj)
-    if messages and messages[-1].role == "user" and not ends_on_error:
+    last = transcript.records[path[end - 1]].obj if end > 0 else None
+    # An empty user entry at the end is not sent, but it is the user entry the answer
+    # follows: the answer then comes right after the assistant message before it.
+    ends_on_user = (bool(messages) and messages[-1].role == "user") or _empty(last)
+    if ends_on_user and not _is_api_error(last):
         messages.append(
             _Message("assistant", [_Part({"type": "text", "text": NO_RESPONSE}, -1, -1)])
         )
