@@ -15,7 +15,18 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 APP = ROOT / "transcripts"
 # Modules that import no Django, directly or through another module of the app.
-PURE = ("core", "formats", "replay", "engine", "cli", "replace", "visible", "filechange", "sizes")
+PURE = (
+    "core",
+    "formats",
+    "replay",
+    "engine",
+    "cli",
+    "replace",
+    "visible",
+    "filechange",
+    "sizes",
+    "difftext",
+)
 
 
 def _module_name(path: Path) -> str:

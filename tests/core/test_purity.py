@@ -21,7 +21,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 APP = ROOT / "transcripts"
 # The pure packages and modules; `visible` is the escaping and `sizes` the size text the CLI
-# shares with the templates.
+# shares with the templates, `difftext` the diffs it shares with dry-run jobs.
 PACKAGES = ("transcripts.core", "transcripts.formats", "transcripts.replay")
 MODULES = (
     "transcripts.engine",
@@ -29,6 +29,7 @@ MODULES = (
     "transcripts.replace",
     "transcripts.visible",
     "transcripts.sizes",
+    "transcripts.difftext",
 )
 PURE_PATHS = sorted(
     [

@@ -309,7 +309,9 @@ def _written_after(
     """Return True when a slot that could be a leaf is written after `last` (at record `index`).
 
     A leaf is a readable record with a uid outside sidechains (`branch._leaf`),
-    or a new record. Only the slots after record `index` are looked at.
+    or a new record but one written into a sidechain (a synthetic result of a
+    sidechain's call, a part of a sidechain's line: the format copies the
+    line's `isSidechain`). Only the slots after record `index` are looked at.
     """
     records = transcript.records
     slots = at.get(index) or []
@@ -321,7 +323,11 @@ def _written_after(
         if not slot.written:
             continue
         if slot.record is None:
-            return True
+            op = slot.op
+            source = None if op is None else op.call.record if op.call else op.record
+            if source is None or not records[source].sidechain:
+                return True
+            continue
         record = records[slot.record]
         if record.uid is not None and not record.sidechain and record.error is None:
             return True
