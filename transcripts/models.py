@@ -1381,6 +1381,11 @@ class SyncedFile(models.Model):
     def __str__(self) -> str:
         return f"{self.source.name}: {self.path}"
 
+    @property
+    def waiting(self) -> int:
+        """Return how many bytes of the file, as last seen, lie beyond `offset`: a partial line."""
+        return max(0, self.size - self.offset)
+
 
 class WorkspacePolicy(models.Model):
     """A workspace's own policy: a table fault kind -> action, plus the synthetic text.

@@ -81,7 +81,7 @@ def test_growth_is_read_from_the_previous_offset_as_an_append(source, root):
     )
 
 
-def test_a_partial_last_line_waits_for_the_next_sync(source, root):
+def test_a_partial_last_line_waits_for_the_next_sync(source, root, alice_client):
     path = root / "s.jsonl"
     write(path, START)
     sync.do_sync_source(source.pk)
@@ -91,6 +91,9 @@ def test_a_partial_last_line_waits_for_the_next_sync(source, root):
     assert sync.do_sync_source(source.pk).waiting == 1
     session = session_of(source, "s.jsonl")
     assert session.revisions.count() == 1
+    # The session's page says a line is waiting, and how much of it there is.
+    page = alice_client.get(session.get_absolute_url()).content.decode()
+    assert f"The file ends in {half}\xa0bytes of a line with no line end yet" in page
 
     write(path, ANSWER[half:], "ab")
     assert sync.do_sync_source(source.pk).appended == 1
