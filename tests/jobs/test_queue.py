@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 from django.db import transaction
 from django.utils import timezone
-from kombu import Connection
 from kombu.simple import SimpleQueue
 
 from project.celery import app as celery_app
@@ -36,7 +35,8 @@ print(json.dumps("transcripts.tasks" in sys.modules))
 
 
 def _next_message(name: str) -> tuple[str, list[object]]:
-    with Connection(celery_app.conf.broker_url) as connection:
+    # The app's own connection: its transport options too (the filesystem broker's folders).
+    with celery_app.connection_for_read() as connection:
         messages = SimpleQueue(connection, name)
         try:
             message = messages.get(timeout=10)
