@@ -32,12 +32,14 @@ DEFAULT_SORT = "newest"
 
 
 def format_ids() -> list[tuple[str, str]]:
-    """Return (id, id) for every format Pairfix reads and "unknown", sorted.
+    """Return (id, label) for every format Pairfix reads and "unknown", sorted by label.
 
-    Not the distinct formats stored: that would scan every session of the
-    user on each page of the list.
+    The labels are the upload form's ("Claude Code JSONL"). Not the distinct
+    formats stored: that would scan every session of the user on each page
+    of the list.
     """
-    return [(f, f) for f in sorted([*FORMATS, "unknown"])]
+    labelled = [(f, fmt.label) for f, fmt in FORMATS.items()] + [("unknown", "unreadable")]
+    return sorted(labelled, key=lambda choice: choice[1].lower())
 
 
 class FilterForm(forms.Form):

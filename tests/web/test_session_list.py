@@ -108,6 +108,10 @@ def test_it_filters_by_workspace_format_date_and_name(
 
     assert names(alice_client.get(URL, {"workspace": other_workspace.pk})) == ["claude-b.jsonl"]
     assert names(alice_client.get(URL, {"format": "openai_chat"})) == ["old-chat.json"]
+    # Formats by their names, in the list and in its filter, as the upload form names them.
+    page = alice_client.get(URL).content.decode()
+    assert '<td title="claude_code">Claude Code JSONL</td>' in page
+    assert '<option value="openai_chat">OpenAI Chat Completions' in page
     assert sorted(names(alice_client.get(URL, {"created_after": today}))) == [
         "claude-a.jsonl",
         "claude-b.jsonl",

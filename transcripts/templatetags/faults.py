@@ -5,6 +5,7 @@ from __future__ import annotations
 from django import template
 
 from transcripts.core.model import FaultKind
+from transcripts.formats import FORMATS
 from transcripts.visible import page_text
 
 register = template.Library()
@@ -52,3 +53,10 @@ def fault_note(kind: str) -> str:
 def visible(text: object) -> str:
     """Return `text` with bidi controls ("[U+202E]") and other controls ("\\x1b") spelled out."""
     return page_text(str(text))
+
+
+@register.filter
+def format_name(format_id: str) -> str:
+    """Return a format id's label ("Claude Code JSONL"), "unreadable" for "unknown"."""
+    fmt = FORMATS.get(format_id)
+    return fmt.label if fmt is not None else "unreadable" if format_id == "unknown" else format_id
