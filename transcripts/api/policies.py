@@ -20,6 +20,7 @@ from rest_framework.views import APIView
 from transcripts import actions
 from transcripts.api import errors, permissions
 from transcripts.api.serializers import ErrorSerializer, Strict, TextField
+from transcripts.api.strict import KnownQuery
 from transcripts.core.model import FaultKind
 from transcripts.core.policy import ALLOWED, PRESETS, custom
 from transcripts.models import Membership, WorkspacePolicy
@@ -132,7 +133,7 @@ def _save(
         raise errors.Conflict("The workspace already has a policy of that name.") from None
 
 
-class PolicyList(APIView):
+class PolicyList(KnownQuery, APIView):
     @extend_schema(
         summary="List the workspace's policies",
         responses={200: WorkspacePolicySerializer(many=True)},
@@ -155,7 +156,7 @@ class PolicyList(APIView):
         return Response(WorkspacePolicySerializer(row).data, status=status.HTTP_201_CREATED)
 
 
-class PolicyDetail(APIView):
+class PolicyDetail(KnownQuery, APIView):
     @extend_schema(
         summary="Read a policy", responses={200: WorkspacePolicySerializer, 404: ErrorSerializer}
     )

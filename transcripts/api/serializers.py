@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any
 
 from django.core.validators import ProhibitNullCharactersValidator
 from rest_framework import serializers
@@ -80,17 +80,16 @@ class Strict:
 
     A mistyped key would otherwise be dropped and the request carried out
     without it: `{"kind": "repair", "session_ids": [3]}` would repair every
-    session of the workspace. `extra_keys` are keys read elsewhere (a
-    page's number). The schema says so too (`additionalProperties: false`,
+    session of the workspace. Query parameters are held to the operation's
+    by `strict.KnownQuery`. The schema says so too (`additionalProperties: false`,
     `schema.close_requests`).
     """
 
-    extra_keys: ClassVar[frozenset[str]] = frozenset()
     fields: Any
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, Mapping):
-            known = set(self.fields) | self.extra_keys
+            known = set(self.fields)
             unknown = sorted(str(key) for key in data if key not in known)
             if unknown:
                 expected = ", ".join(sorted(known))
@@ -297,9 +296,6 @@ class RepairSerializer(Strict, serializers.Serializer[Any]):
 
 
 class SessionFilterSerializer(Strict, serializers.Serializer[Any]):
-    # As a query string, it comes with the page's number and size (`views.Pagination`).
-    extra_keys = frozenset({"page", "page_size"})
-
     fault = ChoiceField(
         choices=FaultKinds.choices, required=False, help_text="Sessions with a fault of this kind."
     )

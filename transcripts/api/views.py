@@ -45,6 +45,7 @@ from transcripts.api.serializers import (
     SessionSerializer,
     SessionUploadSerializer,
 )
+from transcripts.api.strict import KnownQuery, refuse_body
 from transcripts.engine import DEFAULT_POLICY, PRESETS
 from transcripts.filters import SessionFilter
 from transcripts.models import Job, Membership, Revision, Session, SessionQuerySet
@@ -172,13 +173,18 @@ class UploadParser(parsers.MultiPartParser):
         return parsers.DataAndFiles(data, files)
 
 
-class SessionList(generics.ListAPIView[Session]):
+class SessionList(KnownQuery, generics.ListAPIView[Session]):
+    query_keys = {"GET": frozenset({"fault", "format", "q", "page", "page_size"})}
     serializer_class = SessionSerializer
     pagination_class = Pagination
     parser_classes = [UploadParser]
 
     def get_queryset(self) -> QuerySet[Session]:
-        query = SessionFilterSerializer(data=self.request.query_params)
+        # The page's number and size are the paginator's (`Pagination`), not the filter's.
+        params = self.request.query_params.copy()
+        for key in ("page", "page_size"):
+            params.pop(key, None)
+        query = SessionFilterSerializer(data=params)
         query.is_valid(raise_exception=True)
         sessions = permissions.sessions(self.request).select_related("head")
         _expire_live(sessions)
@@ -243,7 +249,7 @@ class SessionList(generics.ListAPIView[Session]):
         return Response(SessionSerializer(session).data, status=status.HTTP_201_CREATED)
 
 
-class SessionDetail(APIView):
+class SessionDetail(KnownQuery, APIView):
     @extend_schema(summary="Get a session", responses={200: SessionSerializer})
     def get(self, request: Request, pk: int) -> Response:
         return Response(SessionSerializer(_session(request, pk)).data)
@@ -285,7 +291,8 @@ APPEND_ERRORS = {
 }
 
 
-class SessionRecords(APIView):
+class SessionRecords(KnownQuery, APIView):
+    query_keys = {"POST": frozenset({"head"})}
     parser_classes = [NdjsonParser, JsonlParser]
 
     @extend_schema(
@@ -342,7 +349,7 @@ class SessionRecords(APIView):
         return Response(SessionSerializer(session).data)
 
 
-class SessionFaults(APIView):
+class SessionFaults(KnownQuery, APIView):
     @extend_schema(
         summary="List a session's faults",
         description=(
@@ -414,7 +421,9 @@ def _preview_side(shown: replay.Preview) -> dict[str, Any]:
     }
 
 
-class SessionResumePreview(APIView):
+class SessionResumePreview(KnownQuery, APIView):
+    query_keys = {"GET": frozenset({"policy"})}
+
     @extend_schema(
         summary="Preview what the session's agent sends on resume",
         description=(
@@ -462,7 +471,7 @@ class SessionResumePreview(APIView):
         return Response(ResumePreviewSerializer(body).data)
 
 
-class SessionRepair(APIView):
+class SessionRepair(KnownQuery, APIView):
     @extend_schema(
         summary="Repair a session",
         description=(
@@ -491,7 +500,8 @@ class SessionRepair(APIView):
         return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 
-class RevisionList(generics.ListAPIView[Revision]):
+class RevisionList(KnownQuery, generics.ListAPIView[Revision]):
+    query_keys = {"GET": frozenset({"page", "page_size"})}
     serializer_class = RevisionSerializer
     pagination_class = Pagination
 
@@ -504,7 +514,7 @@ class RevisionList(generics.ListAPIView[Revision]):
         return super().get(request, *args, **kwargs)
 
 
-class RevisionContent(APIView):
+class RevisionContent(KnownQuery, APIView):
     renderer_classes = [BinaryRenderer]
 
     @extend_schema(
@@ -528,7 +538,8 @@ class RevisionContent(APIView):
         return response
 
 
-class JobList(generics.ListAPIView[Job]):
+class JobList(KnownQuery, generics.ListAPIView[Job]):
+    query_keys = {"GET": frozenset({"page", "page_size"})}
     serializer_class = JobSerializer
     pagination_class = Pagination
     # A viewer may export; the other kinds need an editor (checked once the kind is known).
@@ -589,7 +600,7 @@ class JobList(generics.ListAPIView[Job]):
         return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 
-class JobRollback(APIView):
+class JobRollback(KnownQuery, APIView):
     @extend_schema(
         summary="Roll back a repair job",
         description=(
@@ -601,6 +612,7 @@ class JobRollback(APIView):
         responses={202: JobSerializer, 409: ErrorSerializer, 503: ErrorSerializer},
     )
     def post(self, request: Request, pk: int) -> Response:
+        refuse_body(request)
         job = _start(
             actions.do_start_rollback_job,
             _job(request, pk),
@@ -610,7 +622,7 @@ class JobRollback(APIView):
         return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 
-class JobApply(APIView):
+class JobApply(KnownQuery, APIView):
     @extend_schema(
         summary="Apply a dry run",
         description=(
@@ -621,6 +633,7 @@ class JobApply(APIView):
         responses={202: JobSerializer, 409: ErrorSerializer, 503: ErrorSerializer},
     )
     def post(self, request: Request, pk: int) -> Response:
+        refuse_body(request)
         job = _start(
             actions.do_start_repair_from_dry_run,
             _job(request, pk),
@@ -630,7 +643,7 @@ class JobApply(APIView):
         return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 
-class JobDetail(APIView):
+class JobDetail(KnownQuery, APIView):
     @extend_schema(
         summary="Get a job",
         description="Its status and progress counters.",
@@ -640,7 +653,7 @@ class JobDetail(APIView):
         return Response(JobSerializer(_job(request, pk)).data)
 
 
-class JobArchive(APIView):
+class JobArchive(KnownQuery, APIView):
     renderer_classes = [ZipRenderer]
 
     @extend_schema(
