@@ -99,8 +99,11 @@ def drop_sessions(session_ids: list[int]) -> None:
 MAX_WORDS = 20
 # Tool call ids as the providers make them, which their 400s quote: Anthropic's
 # `toolu_` (`srvtoolu_` for its server tools), Bedrock's `tooluse_`, OpenAI's `call_`
-# and the Responses API's `fc_`.
-_CALL_ID = re.compile(r"(?<![\w-])(?:srvtoolu|toolu|tooluse|call|fc)_[A-Za-z0-9_-]{4,}")
+# and the Responses API's `fc_`, each followed by at least 8 random characters, a
+# digit among them (which `call_count` or `fc_user_login`, words of code, lack).
+_CALL_ID = re.compile(
+    r"(?<![\w-])(?:srvtoolu|toolu|tooluse|call|fc)_(?=[A-Za-z0-9_-]*[0-9])[A-Za-z0-9_-]{8,}"
+)
 
 
 MAX_QUERY = 2000

@@ -156,6 +156,8 @@ def test_a_pasted_provider_error_finds_the_records_of_the_ids_it_names(
     # An id alone is searched as the words it is; ids in words ("call_id") are no ids.
     assert search.pasted_ids(ORPHANED_CALL) == []
     assert search.pasted_ids("function_call_output for call_id x") == []
+    for code in ("call_count increment", "def call_soon(self)", "fc_user_login failed"):
+        assert search.pasted_ids(code) == []
     page = alice_client.get("/search/", {"q": CODEX_400}).content.decode()
     assert "1 record holds a tool call id the pasted text names: “call_CCCC" in page
     assert f"{codex.get_absolute_url()}?record=13" in page

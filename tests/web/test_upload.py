@@ -13,6 +13,7 @@ from django.db.models.signals import pre_save
 from django.urls import reverse
 
 from tests.helpers import sample
+from transcripts import actions
 from transcripts.models import AuditRecord, Revision, Session, blob_name
 from transcripts.uploads import Limits, LimitUploadHandler, clean_name
 
@@ -199,7 +200,9 @@ def test_it_stores_each_file_of_a_zip(alice_client, workspace):
     assert stored == sample("formats/openai_chat.json")
 
 
-def test_a_claude_code_subagent_uploaded_with_its_session_is_linked_to_it(alice_client, workspace):
+def test_a_claude_code_subagent_uploaded_with_its_session_is_linked_to_it(
+    alice_client, alice, workspace
+):
     from tests.sync.conftest import call, reply, result, user
 
     # Each line of a subagent's file names its parent's session id, the parent's file name.
@@ -222,6 +225,19 @@ def test_a_claude_code_subagent_uploaded_with_its_session_is_linked_to_it(alice_
     upload(alice_client, workspace, SimpleUploadedFile("agent-c3.jsonl", stray))
     assert Session.objects.get(name="agent-c3.jsonl").parent is None
     assert parent.parent is None
+    # A subagent naming another subagent, or a session of another format, stays alone.
+    named = subagent.replace(b'"s-1"', b'"agent-b2"')
+    upload(alice_client, workspace, SimpleUploadedFile("agent-d4.jsonl", named))
+    assert Session.objects.get(name="agent-d4.jsonl").parent is None
+    codex = sample("formats/codex_rollout.jsonl")
+    upload(alice_client, workspace, SimpleUploadedFile("s-7.jsonl", codex))
+    sevens = subagent.replace(b'"s-1"', b'"s-7"')
+    upload(alice_client, workspace, SimpleUploadedFile("agent-e5.jsonl", sevens))
+    assert Session.objects.get(name="agent-e5.jsonl").parent is None
+    # Its parent deleted, a subagent's page no longer links to it.
+    actions.do_delete_sessions([parent], acting_user=alice)
+    child = Session.objects.get(name="agent-b2.jsonl")
+    assert "A subagent of" not in alice_client.get(child.get_absolute_url()).content.decode()
 
 
 def test_it_refuses_a_file_over_the_size_limit(alice_client, workspace, settings):

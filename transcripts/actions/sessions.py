@@ -96,7 +96,14 @@ def _link_subagents(sessions: list[Session], parents: list[str | None]) -> None:
             .order_by("-pk")
             .first()
         )
-        if parent is not None and parent.pk != session.pk:
+        # A subagent's parent is a Claude Code session that is no subagent itself (two
+        # `agent-*` files naming each other would make a cycle).
+        if (
+            parent is not None
+            and parent.pk != session.pk
+            and parent.format == "claude_code"
+            and not parent.name.startswith("agent-")
+        ):
             Session.objects.filter(pk=session.pk).update(parent=parent)
             session.parent = parent
 
