@@ -9,6 +9,7 @@ from transcripts.core.policy import custom
 from transcripts.core.validate import validate
 from transcripts.engine import analyze
 from transcripts.formats import load
+from transcripts.replay import preview
 
 SAMPLES = Path(__file__).resolve().parents[2] / "demo" / "samples"
 
@@ -131,3 +132,18 @@ def test_a_rewind_drops_the_messages_from_its_target_on() -> None:
     lines = CLI.read_bytes().splitlines()
     data = b"\n".join([*lines, b'{"$rewindTo":"m-0005"}']) + b"\n"
     assert analyze(data, CLI.name).faults == []
+
+
+def test_a_rewind_to_an_info_message_drops_it_and_what_follows() -> None:
+    # The CLI's loader keeps every line with a string id in its Map, `info` messages too,
+    # so a rewind to one drops the unanswered call written after it.
+    lines = CLI.read_bytes().splitlines()
+    info = (
+        b'{"id":"m-0007","timestamp":"2025-12-02T08:01:00.500Z","type":"info",'
+        b'"content":"Checkpoint saved."}'
+    )
+    data = b"\n".join([*lines[:7], info, lines[7], b'{"$rewindTo":"m-0007"}']) + b"\n"
+    assert analyze(data, CLI.name).faults == []
+    resumed = preview(load(data, CLI.name))
+    assert resumed is not None and resumed.valid
+    assert [m.texts for m in resumed.messages][-1] == ("Run the linter.",)

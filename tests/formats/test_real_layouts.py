@@ -34,6 +34,15 @@ EXPECTED = {
         "gemini_cli_json",
         [("missing_result", "run_shell_command-1753180381215-9a8b7c6d5e4f3", 5)],
     ),
+    # Gemini CLI's loader keeps messages in a Map by id: a message written again after a
+    # later prompt keeps its first place, so the rewind to that prompt leaves it (and its
+    # unanswered call, the second write) in the conversation.
+    "gemini_cli_rewritten_before_rewind.jsonl": (
+        "gemini_cli",
+        [("missing_result", "run_shell_command-1764756002000-7c1e", 4)],
+    ),
+    # A rewind to an id no message has drops every message before it.
+    "gemini_cli_rewind_unknown_id.jsonl": ("gemini_cli", []),
     "codex_direct_healthy.jsonl": ("codex", []),
     "codex_direct_orphan.jsonl": (
         "codex",
@@ -192,6 +201,32 @@ def test_a_legacy_gemini_call_with_a_final_status_but_no_result_is_an_orphan() -
     result = analyze(data, "session-2025-07-22T10-31-9f4c1a2e.json")
     assert [(str(f.kind), f.tool_call_id) for f in result.faults] == [
         ("missing_result", "read_file-1753180312004-4b1c2e0f9a7d8")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "messages"),
+    [
+        (
+            "gemini_cli_rewritten_before_rewind.jsonl",
+            [
+                Message("user", ("Now push it.",)),
+                Message("assistant", calls=("run_shell_command-1764756002000-7c1e",)),
+            ],
+        ),
+        ("gemini_cli_rewind_unknown_id.jsonl", [Message("user", ("Start again.",))]),
+    ],
+)
+def test_check_and_the_gemini_cli_resume_agree_on_rewritten_and_rewound_messages(
+    name: str, messages: list[Message]
+) -> None:
+    """Gemini CLI 0.61.0 loads these as `messages` (its `loadConversationRecord`, run on them)."""
+    data, filename = _read(name)
+    resumed = preview(load(data, filename))
+    assert resumed is not None
+    assert resumed.messages == messages
+    assert [v.tool_call_id for v in resumed.violations] == [
+        f.tool_call_id for f in analyze(data, filename).faults
     ]
 
 

@@ -4,8 +4,11 @@ A metadata line, then message records `{id, timestamp, type, content, ...}`;
 `gemini` records carry `toolCalls[]`, and a call's result is written on the
 call itself (`result`: functionResponse parts, with a final `status`). A
 message is re-appended under the same `id` whenever it changes: the last write
-wins. `{"$rewindTo": id}` drops the messages from that id on; `{"$set": ...}`
-updates metadata.
+wins, in the place of the first. `{"$rewindTo": id}` drops the messages from
+that id on, all of them when no message has that id; `{"$set": ...}` updates
+metadata. Both follow the CLI's `loadConversationRecord`
+(packages/core/src/services/chatRecordingService.ts, @google/gemini-cli
+0.61.0), which keeps the messages in a JS `Map` by id.
 
 Before JSONL (gemini-cli #23749) a session was one document written with
 `JSON.stringify(conversation, null, 2)`: `{sessionId, projectHash, startTime,
@@ -77,12 +80,14 @@ class GeminiCli(Format):
     def classify(self, obj: Any, record: Record) -> None:
         kind = obj.get("type")
         record.timestamp = obj.get("timestamp") if isinstance(obj.get("timestamp"), str) else None
-        if isinstance(obj.get("id"), str) and kind is not None:
-            record.uid = obj["id"]
-        if "$rewindTo" in obj:
+        # The CLI's loader tests `$rewindTo` first, then a string `id` (`isRewindRecord`,
+        # `isMessageRecord`): any such line is a message, whatever its `type`.
+        if isinstance(obj.get("$rewindTo"), str):
             record.role, record.kind = Role.META, "rewind"
-            record.text = str(obj["$rewindTo"])
+            record.text = obj["$rewindTo"]
             return
+        if isinstance(obj.get("id"), str):
+            record.uid = obj["id"]
         if kind not in ("user", "gemini"):
             record.role = Role.META
             record.kind = "metadata" if kind is None else str(kind)
@@ -114,16 +119,25 @@ class GeminiCli(Format):
         record.text = preview(" ".join(texts))
 
     def finish(self, records: list[Record]) -> None:
-        """Mark the records a later write of the same message replaced, or a rewind dropped."""
-        active: dict[str, Record] = {}  # message id -> its last write, in conversation order
+        """Mark the records a later write of the same message replaced, or a rewind dropped.
+
+        As the CLI's `loadConversationRecord` does with its `Map` of messages by
+        id: a later write replaces the earlier one in the earlier one's place (a
+        rewind to a message before it drops the first write's place, not the
+        second's); `{"$rewindTo": id}` drops the message with that id and every
+        one after it, and every message when no message has that id.
+        """
+        # message id -> its last write, in the order of first writes (a dict, like a Map,
+        # keeps a key's place when its value is replaced)
+        active: dict[str, Record] = {}
         for record in records:
             if record.kind == "rewind":
                 ids = list(active)
-                start = ids.index(record.text) if record.text in active else len(ids)
+                start = ids.index(record.text) if record.text in active else 0
                 for uid in ids[start:]:
                     active.pop(uid).inactive = True
-            elif record.uid is not None and record.role is not Role.META:
-                earlier = active.pop(record.uid, None)
+            elif record.uid is not None:
+                earlier = active.get(record.uid)
                 if earlier is not None:
                     earlier.inactive = True
                 active[record.uid] = record
