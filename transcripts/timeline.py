@@ -206,7 +206,7 @@ def build(timeline: Timeline, stage: Callable[[int], None]) -> Built:
             compaction = _compaction_summary(compacted, position)
             stage(3)
             before, after = verdicts(analysis)
-            others = _other_verdicts(timeline, data, analysis) if after is not None else {}
+            others = _other_verdicts(timeline, data) if after is not None else {}
         stage(4)
     except BaseException:
         spool.close()
@@ -258,10 +258,11 @@ class RevisionBytes:
             blob.close()
 
 
-def _analyze(timeline: Timeline, data: bytes | FileSource) -> Analysis:
+def _analyze(timeline: Timeline, data: bytes | FileSource, policy: str | None = None) -> Analysis:
+    """Return the analysis a timeline shows: under its policy (or `policy`), live as it is."""
     session = timeline.revision.session
     own = session.format if session.format != "unknown" and not session.error else None
-    chosen = policy_for(timeline.policy, session.workspace_id)
+    chosen = policy_for(policy or timeline.policy, session.workspace_id)
     if timeline.live and session.last_write is not None:
         # Analysed as at the last write: pending exactly when the key says live.
         moment = session.last_write.timestamp()
@@ -875,20 +876,20 @@ def _inserted_text(item: InsertedResult) -> str:
     return item.text
 
 
-def _other_verdicts(
-    timeline: Timeline, data: bytes | FileSource, analysis: Analysis
-) -> dict[str, dict[str, Any]]:
+def _other_verdicts(timeline: Timeline, data: bytes | FileSource) -> dict[str, dict[str, Any]]:
     """Return {policy: verdict on the file repaired under it} for every other preset.
 
     Only for a revision small enough to build during a request: the session
-    page shows these beside each policy without parsing the file again.
+    page shows these beside each policy without parsing the file again. Each
+    is analysed as the timeline is (a live one's running calls pending), so
+    a policy's verdict here is the one its own page gives.
     """
     if timeline.revision.size > settings.TIMELINE_INLINE_BYTES:
         return {}
     found: dict[str, dict[str, Any]] = {}
     for name in PRESETS:
         if name != timeline.policy:
-            other = analyze(data, analysis.filename, name, format=analysis.format)
+            other = _analyze(timeline, data, name)
             _, after = verdicts(other)
             if after is not None:
                 found[name] = after.as_dict()

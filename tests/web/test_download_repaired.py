@@ -118,6 +118,29 @@ def test_a_live_sessions_running_call_is_named_on_the_warning_not_a_failure(
     page = alice_client.get(url(session)).content.decode()
     assert "The repaired file would still be rejected" in page
     assert "1 call at its end is still running" in page
-    assert "count as <code>pending_result</code> until" in page
+    assert "counts as <code>pending_result</code> until" in page
     assert "repair the session with <i>Force</i> on its page" in page
     assert f"/sessions/{session.pk}/resume" in page  # what Claude Code itself would send
+
+
+def test_a_live_sessions_page_offers_the_forced_repair_and_agrees_on_each_policy(
+    alice_client, workspace, alice, settings
+):
+    from django.utils import timezone
+
+    from tests.sync.conftest import call, user
+    from transcripts import actions
+
+    settings.LIVE_GRACE = 600
+    data = user("u1", None, "list the files") + call("a1", "u1", "toolu_1")
+    session = actions.do_ingest_session(
+        workspace, "live.jsonl", data, acting_user=alice, last_write=timezone.now()
+    )
+    page = alice_client.get(session.get_absolute_url()).content.decode()
+    # The download page's "repair with Force on its page" has a form to point at.
+    assert 'name="force"' in page and 'class="session-repair"' in page
+    # The menu's verdict of each policy is its own page's: these leave the running call
+    # alone (the menu said "valid", reading the call as missing); openmaic answers it.
+    for name in ("discard", "native", "openclaw"):
+        assert f'<option value="{name}">{name}: still rejected by Anthropic</option>' in page
+    assert '<option value="openmaic">openmaic: valid for Anthropic</option>' in page
