@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import structlog
 from django.conf import settings
@@ -1524,7 +1525,10 @@ def index_sessions(request: HttpRequest) -> HttpResponse:
         f"{queued} session{pluralize(queued)} queued for indexing; "
         "they are searchable once the workers have built them.",
     )
-    return redirect("transcripts:content_search")
+    # Back to the search that was being made, if any.
+    q = request.POST.get("q", "").strip()[: search.MAX_QUERY]
+    back = reverse("transcripts:content_search")
+    return redirect(f"{back}?{urlencode({'q': q})}" if q else back)
 
 
 def policy_edit(request: HttpRequest, pk: int) -> HttpResponse:
