@@ -46,6 +46,11 @@ CASES = {
     "openclaw_result_before_call_logged_twice.jsonl": [
         ("missing_result", f"toolu_01A0{k}xxxxxxxxxxxxxxxxxxx", 3) for k in range(2, 6)
     ],
+    # A result written after a user message that came in while its call ran, the line
+    # logged twice: pi starts from the second copy.
+    "openclaw_displaced_result_logged_twice.jsonl": [
+        ("displaced_result", "toolu_01Ls0xxxxxxxxxxxxxxxxxxx", 5),
+    ],
     # The last line's parent is written after it; the line before is another branch's.
     "openclaw_leaf_written_before_its_parent.jsonl": [
         ("displaced_result", "call_syn_cat_02", 6),
@@ -115,12 +120,38 @@ def test_the_repair_keeps_the_branch_end_last_and_every_line() -> None:
 
 
 def test_a_relinked_result_logged_twice_gets_the_link_pi_reads() -> None:
-    """pi reads the last copy's parentId: that is the one the repair writes."""
+    """pi reads the last copy's parentId: that is the one the repair writes.
+
+    The first copy, on no branch pi reads, goes (as any copy of a line the
+    repair changes: `repair._relogged`).
+    """
     name = "openclaw_result_parented_on_call_id_logged_twice.jsonl"
     data = _read(name)
     repaired = analyze(data, name, "native").repaired
     lines = data.splitlines()
     assert repaired.splitlines() == [
-        *lines[:4],
+        *lines[:3],
         lines[4].replace(b'"parentId":"toolu_01Cfgxxxxxxxxxxxxxxxxxxx"', b'"parentId":"c0000002"'),
     ]
+
+
+def test_a_moved_result_logged_twice_takes_its_other_copy_with_it() -> None:
+    """The copy pi keeps (the last) moves to its call; the first, left, would make a cycle.
+
+    Left where it was, the first copy still parented the moved result's child
+    on a line of that id, and pi, reading the last copy of each id, walked
+    f0000003 -> f0000004 -> f0000003 (its `getBranch` has no cycle guard).
+    """
+    name = "openclaw_displaced_result_logged_twice.jsonl"
+    repaired = analyze(_read(name), name, "native").repaired
+    assert _ids(repaired)[1:] == ["f0000001", "f0000002", "f0000004", "f0000003"]
+    links = {e["id"]: e["parentId"] for e in map(json.loads, repaired.splitlines()[1:])}
+    assert links == {
+        "f0000001": None,
+        "f0000002": "f0000001",
+        "f0000004": "f0000002",
+        "f0000003": "f0000004",
+    }
+    sent = preview(load(repaired, name))
+    assert [m.role for m in sent.messages] == ["user", "assistant", "user", "user"]
+    assert sent.valid
