@@ -137,6 +137,9 @@ INPUTS = [
     "own/partial-json-leftover.jsonl",
     "own/result-parent-is-call-id.jsonl",
     "own/compaction-orphan.jsonl",
+    "own/pi_displaced_result_logged_twice.jsonl",
+    "own/pi_calls_parent_missing.jsonl",
+    "own/pi_result_parent_missing.jsonl",
     "gen/seed-11-faults",
     "gen/seed-12-healthy",
 ]

@@ -46,6 +46,16 @@ CASES = {
     "openclaw_result_before_call_logged_twice.jsonl": [
         ("missing_result", f"toolu_01A0{k}xxxxxxxxxxxxxxxxxxx", 3) for k in range(2, 6)
     ],
+    # A result written after a user message that came in while its call ran, the line
+    # logged twice: pi starts from the second copy.
+    "openclaw_displaced_result_logged_twice.jsonl": [
+        ("displaced_result", "toolu_01Ls0xxxxxxxxxxxxxxxxxxx", 5),
+    ],
+    # A file whose only entry's parent is not in it (its head cut off): pi walks up to it
+    # all the same, so the synthetic results are chained from it.
+    "openclaw_calls_parent_missing.jsonl": [
+        ("missing_result", f"toolu_01Rd{k}xxxxxxxxxxxxxxxxxxx", 1) for k in range(2)
+    ],
     # The last line's parent is written after it; the line before is another branch's.
     "openclaw_leaf_written_before_its_parent.jsonl": [
         ("displaced_result", "call_syn_cat_02", 6),
@@ -115,12 +125,69 @@ def test_the_repair_keeps_the_branch_end_last_and_every_line() -> None:
 
 
 def test_a_relinked_result_logged_twice_gets_the_link_pi_reads() -> None:
-    """pi reads the last copy's parentId: that is the one the repair writes."""
+    """pi reads the last copy's parentId: that is the one the repair writes.
+
+    The first copy, on no branch pi reads, goes (as any copy of a line the
+    repair changes: `repair._relogged`).
+    """
     name = "openclaw_result_parented_on_call_id_logged_twice.jsonl"
     data = _read(name)
     repaired = analyze(data, name, "native").repaired
     lines = data.splitlines()
     assert repaired.splitlines() == [
-        *lines[:4],
+        *lines[:3],
         lines[4].replace(b'"parentId":"toolu_01Cfgxxxxxxxxxxxxxxxxxxx"', b'"parentId":"c0000002"'),
     ]
+
+
+def test_a_moved_result_logged_twice_takes_its_other_copy_with_it() -> None:
+    """The copy pi keeps (the last) moves to its call; the first, left, would make a cycle.
+
+    Left where it was, the first copy still parented the moved result's child
+    on a line of that id, and pi, reading the last copy of each id, walked
+    f0000003 -> f0000004 -> f0000003 (its `getBranch` has no cycle guard).
+    """
+    name = "openclaw_displaced_result_logged_twice.jsonl"
+    repaired = analyze(_read(name), name, "native").repaired
+    assert _ids(repaired)[1:] == ["f0000001", "f0000002", "f0000004", "f0000003"]
+    links = {e["id"]: e["parentId"] for e in map(json.loads, repaired.splitlines()[1:])}
+    assert links == {
+        "f0000001": None,
+        "f0000002": "f0000001",
+        "f0000004": "f0000002",
+        "f0000003": "f0000004",
+    }
+    sent = preview(load(repaired, name))
+    assert [m.role for m in sent.messages] == ["user", "assistant", "user", "user"]
+    assert sent.valid
+
+
+def test_synthetic_results_are_chained_from_an_entry_whose_parent_is_missing() -> None:
+    """No link of the file names an entry of it; pi still walks from its last entry.
+
+    Read as a file without links, the repair wrote each synthetic result with
+    `parentId: null`: pi's leaf was then the last of them, and it sent that
+    lone result (a 400) where the file as written was accepted.
+    """
+    name = "openclaw_calls_parent_missing.jsonl"
+    data = _read(name)
+    assert load(data, name).tree
+    repaired = analyze(data, name, "native").repaired
+    entries = [json.loads(line) for line in repaired.splitlines()[1:]]
+    assert entries[0]["parentId"] == "g0000001"  # as written
+    assert [e["parentId"] for e in entries[1:]] == [e["id"] for e in entries[:-1]]
+    sent = preview(load(repaired, name))
+    assert [m.role for m in sent.messages] == ["assistant", "user"]
+    assert sent.valid
+
+
+def test_a_last_result_whose_parent_is_missing_is_what_pi_sends_alone() -> None:
+    """pi's walk from a result whose parent is not in the file sends that result alone.
+
+    `check` read such a file in file order, found the result after its call
+    and said it was healthy, while pi sends the orphan (a 400).
+    """
+    name = "openclaw_result_parent_missing.jsonl"
+    result = analyze(_read(name), name)
+    assert [(str(f.kind), f.record) for f in result.faults] == [("orphaned_result", 2)]
+    assert preview(result.transcript).violations

@@ -210,13 +210,18 @@ def repair(
 
 
 def _relogged(transcript: Transcript, ops: list[Op]) -> list[Op]:
-    """Return drops for the later copies of each record the plan changes (a line logged twice).
+    """Return drops for the other copies of each record the plan changes (a line logged twice).
 
-    Branches hold a record's first copy (`branch.uid_lookup`), so that is the
+    Branches hold the copy standing for a uid (`branch.uid_lookup`): the first
+    for Claude Code, the last for pi (`Transcript.last_copy`), so that is the
     one the ops edit. Claude Code keeps one entry per `uuid` and takes its
     content from the last line holding it (`loadTranscriptFile`, 2.1.328), so
     a copy left as it was would undo the edit on resume, and a copy of a
-    dropped record would stand in for it: the copies go too.
+    dropped record would stand in for it: the copies go too. pi indexes
+    entries by id, a later line replacing an earlier (session-manager.js
+    `_buildIndex`): a first copy left where it was, after the standing copy
+    moved, is still a line of the file, and one a move parents on it reads as
+    a cycle (pi's `getBranch` has no guard); it goes too.
     """
     if not transcript.tree:
         return []
@@ -233,7 +238,8 @@ def _relogged(transcript: Transcript, ops: list[Op]) -> list[Op]:
         holders = records.holding_uids(u for u in uids if u is not None)
     else:
         holders = {r.index: r.uid for r in records if r.uid is not None and r.uid in uids}
-    first = {uid: index for index, uid in sorted(holders.items(), reverse=True)}
+    # The copy standing for each uid: the last one written when `last_copy`, else the first.
+    first = {uid: index for index, uid in sorted(holders.items(), reverse=not transcript.last_copy)}
     dropped = {op.record for op in ops if op.kind is OpKind.DROP_RECORD}
     drops: list[Op] = []
     for index, uid in sorted(holders.items()):

@@ -116,6 +116,14 @@ class Format:
     def finish(self, records: list[Record]) -> None:
         """Adjust records once all are classified (e.g. mark superseded ones inactive)."""
 
+    def reads_tree(self, records: list[Record]) -> bool:
+        """Return True when the agent reads `records` (of a `tree` format) as a tree.
+
+        That is when some record's parent names another record's uid
+        (`linked`): a file without one link is read in file order.
+        """
+        return linked(records)
+
     def provider_of(self, records: list[Record]) -> str:
         """Return the provider whose rules apply to a session of these records."""
         return self.provider

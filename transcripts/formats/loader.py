@@ -32,7 +32,7 @@ from transcripts.formats._json import (
     sniff_style,
     value_end,
 )
-from transcripts.formats.base import Format, args_digest, linked, without_previews
+from transcripts.formats.base import Format, args_digest, without_previews
 from transcripts.formats.registry import FORMATS
 from transcripts.formats.source import FileSource, iter_lines
 from transcripts.formats.streams import agent_file, stream_refusal
@@ -858,7 +858,7 @@ def _transcript(
         records,
         data,
         filename=filename,
-        tree=fmt.tree and linked(records),
+        tree=fmt.tree and fmt.reads_tree(records),
         last_copy=fmt.last_copy,
         adjacent=fmt.adjacent(provider),
         inline_results=fmt.inline_results,

@@ -50,6 +50,7 @@ from transcripts.formats.base import (
     add_call,
     call_row,
     digest,
+    linked,
     preview,
     previews_kept,
     result_row,
@@ -117,6 +118,18 @@ class OpenClaw(Format):
             and ("version" in first or "cwd" in first)
         )
         return CERTAIN if sure else 0.0
+
+    def reads_tree(self, records: list[Record]) -> bool:
+        """Return True when an entry has an `id`: pi reads the file as a tree then.
+
+        pi walks from the file's last entry up its `parentId` links, whether or
+        not any link names an entry of the file (session-manager.js
+        `buildSessionContext`): an entry whose parent is missing ends the walk.
+        Only a v1 session, whose entries have no ids, is read in file order (pi
+        links each to the one before, `migrateV1ToV2`).
+        """
+        # A linked store answers without a walk; else the first entry with an id ends it.
+        return linked(records) or any(record.uid is not None for record in records)
 
     def classify(self, obj: Any, record: Record) -> None:
         kind = obj.get("type")
