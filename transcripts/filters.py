@@ -17,7 +17,7 @@ from django import forms
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
-from transcripts.formats import FORMATS
+from transcripts.formats import FORMATS, label
 from transcripts.models import FaultKinds, Session, SessionQuerySet, SyncSource, Workspace
 
 # Each order ends with the primary key, so that pages never overlap.
@@ -38,7 +38,7 @@ def format_ids() -> list[tuple[str, str]]:
     formats stored: that would scan every session of the user on each page
     of the list.
     """
-    labelled = [(f, fmt.label) for f, fmt in FORMATS.items()] + [("unknown", "unreadable")]
+    labelled = [(f, fmt.label) for f, fmt in FORMATS.items()] + [("unknown", label("unknown"))]
     return sorted(labelled, key=lambda choice: choice[1].lower())
 
 

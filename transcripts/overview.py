@@ -23,6 +23,7 @@ from django.db.models import Count, Q
 from django.utils import timezone
 
 from transcripts.core.model import INFORMATIONAL
+from transcripts.formats import label
 from transcripts.models import FaultKinds, Session, SyncSource
 
 DAYS = 30
@@ -81,7 +82,7 @@ def _figures(user: Any, today: date) -> Figures:
         unreadable=Count("pk", filter=~Q(error="")),
     )
     formats = {
-        row["format"]: Group(row["format"], row["format"], row["n"])
+        row["format"]: Group(label(row["format"]), row["format"], row["n"])
         for row in sessions.values("format").annotate(n=Count("pk"))
     }
     names = dict(SyncSource.objects.for_user(user).values_list("pk", "name"))

@@ -56,7 +56,7 @@ def test_it_counts_faults_by_kind_format_and_source(alice_client, stored):
         sessions = sum(kind in s.fault_counts for s in stored)
         assert row(html, kind) == [str(count), str(sessions)]
     cc = [s for s in stored if s.format == "claude_code"]
-    assert row(html, "claude_code") == [
+    assert row(html, "Claude Code JSONL") == [  # formats by name, as the upload form says
         str(len(cc)),
         str(sum(bool(s.fault_counts) for s in cc)),
         str(sum(sum(s.fault_counts.values()) for s in cc)),
@@ -133,4 +133,4 @@ def test_a_session_with_only_informational_findings_has_no_faults(alice_client, 
     assert set(session.fault_counts) == {"existing_synthetic"}
     html = alice_client.get(URL).content.decode()
     assert "0 with faults" in html
-    assert row(html, "openai_chat") == ["1", "0", "0"]
+    assert row(html, "OpenAI Chat Completions messages") == ["1", "0", "0"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django import template
 
 from transcripts.core.model import FaultKind
-from transcripts.formats import FORMATS
+from transcripts.formats import label
 from transcripts.visible import page_text
 
 register = template.Library()
@@ -57,6 +57,5 @@ def visible(text: object) -> str:
 
 @register.filter
 def format_name(format_id: str) -> str:
-    """Return a format id's label ("Claude Code JSONL"), "unreadable" for "unknown"."""
-    fmt = FORMATS.get(format_id)
-    return fmt.label if fmt is not None else "unreadable" if format_id == "unknown" else format_id
+    """Return a format id's label ("Claude Code JSONL"; "Unknown format" for "unknown")."""
+    return label(format_id)
