@@ -86,6 +86,13 @@ EXPECTED = {
         "claude_code",
         [("orphaned_result", "toolu_01Pn4Rs7Tv0Wx3Yz6Ab9Cd2E", 0)],
     ),
+    # A result line written before its call's line, parented on the message's thinking
+    # line, and the message's second call unanswered: the synthetic result must not hang
+    # off the re-attached result, which the leaf's walk never reaches.
+    "claude_code_result_before_its_call.jsonl": (
+        "claude_code",
+        [("missing_result", "toolu_01Dn9qBBL5f6tpCFQ1EG4E1n_sc", 4)],
+    ),
     "cline_text_results/api_conversation_history.json": ("cline", []),
     "cline_interrupted/api_conversation_history.json": ("cline", []),
     "cline_native_text_results/api_conversation_history.json": ("cline", []),
@@ -263,6 +270,33 @@ def test_a_split_in_a_chainless_claude_code_file_adds_no_link(policy: str) -> No
     after = [json.loads(line) for line in result.repaired.splitlines()]
     assert {line.get("uuid") for line in after} - before <= {None}
     assert not load(result.repaired, filename).tree
+
+
+@pytest.mark.parametrize("subagent", [False, True])
+def test_a_result_for_a_call_after_a_reattached_result_joins_the_branch(subagent: bool) -> None:
+    data, filename = _read("claude_code_result_before_its_call.jsonl")
+    if subagent:  # the subagent's own agent-*.jsonl: every line a sidechain's
+        data = data.replace(b'"isSidechain":false', b'"isSidechain":true')
+    result = analyze(data, filename, "synthesize")
+    again = analyze(result.repaired, filename, "synthesize")
+    assert again.faults == [] and not again.plan
+    # The real output of the first call is still sent, and the synthetic result hangs
+    # off the second call's line.
+    lines = [json.loads(line) for line in result.repaired.splitlines()]
+    sent = [lines[i] for i in live_context(again.transcript)]
+    answered = [
+        b["tool_use_id"]
+        for o in sent
+        if o["type"] == "user"
+        for b in o["message"]["content"]
+        if isinstance(b, dict) and b.get("type") == "tool_result"
+    ]
+    assert sorted(answered) == [
+        "toolu_01Dn9qBBL5f6tpCFQ1EG4E1n_sc",
+        "toolu_01dBHc1ln86MRVeWr80jxNfd_sc",
+    ]
+    synthetic = next(o for o in lines if o["uuid"] not in data.decode())
+    assert synthetic["parentUuid"] == json.loads(data.splitlines()[4])["uuid"]
 
 
 def test_a_claude_code_line_no_chain_reaches_is_kept_but_not_sent() -> None:
