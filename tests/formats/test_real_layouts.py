@@ -93,6 +93,12 @@ EXPECTED = {
         "claude_code",
         [("missing_result", "toolu_01Dn9qBBL5f6tpCFQ1EG4E1n_sc", 4)],
     ),
+    # The same main chain, complete, and a subagent's unanswered call after it: the file's
+    # main lines end at the call line, and the re-attached result is no leaf to move last.
+    "claude_code_result_before_its_call_then_subagent.jsonl": (
+        "claude_code",
+        [("missing_result", "toolu_01Gr8Lk2Mn4Bv6Cx8Zq0Wp3T", 5)],
+    ),
     "cline_text_results/api_conversation_history.json": ("cline", []),
     "cline_interrupted/api_conversation_history.json": ("cline", []),
     "cline_native_text_results/api_conversation_history.json": ("cline", []),
@@ -297,6 +303,16 @@ def test_a_result_for_a_call_after_a_reattached_result_joins_the_branch(subagent
     ]
     synthetic = next(o for o in lines if o["uuid"] not in data.decode())
     assert synthetic["parentUuid"] == json.loads(data.splitlines()[4])["uuid"]
+
+
+@pytest.mark.parametrize("policy", ["native", "discard"])
+def test_a_result_reattached_after_the_leaf_is_not_moved_to_the_end(policy: str) -> None:
+    data, filename = _read("claude_code_result_before_its_call_then_subagent.jsonl")
+    result = analyze(data, filename, policy)
+    # Only the subagent's lines change: the main chain is written as it was, in place.
+    assert result.repaired.splitlines()[:4] == data.splitlines()[:4]
+    again = analyze(result.repaired, filename, policy)
+    assert again.faults == [] and not again.plan
 
 
 def test_a_claude_code_line_no_chain_reaches_is_kept_but_not_sent() -> None:

@@ -88,6 +88,22 @@ def kept_leaf(transcript: Transcript, gone: Callable[[int], bool]) -> int | None
     return None if on_path else leaf.index
 
 
+def leaf_index(transcript: Transcript) -> int | None:
+    """Return the index of the record the live branch's walk starts from, or None.
+
+    That is the record standing for the leaf's uid (`uid_lookup`): the end of
+    the parent chain. Results `live_path` re-attaches after their call's
+    message may follow it on the path; none of them is the leaf. None: not a
+    tree session, or no record has a uid.
+    """
+    if not transcript.tree:
+        return None
+    leaf = _leaf(transcript.records)
+    if leaf is None or leaf.uid is None:
+        return None
+    return uid_lookup(transcript.records, transcript.last_copy)(leaf.uid)
+
+
 def subagent_file(transcript: Transcript) -> bool:
     """Return True for a file of sidechain records alone (a Claude Code `agent-*.jsonl`).
 

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 
-from transcripts.core.branch import branch_paths, kept_leaf, subagent_file
+from transcripts.core.branch import branch_paths, kept_leaf, leaf_index, subagent_file
 from transcripts.core.model import Op, OpKind, Plan, Record, Role, Transcript
 
 
@@ -263,7 +263,7 @@ def leaf_last(transcript: Transcript, at: dict[int, list[Slot]]) -> dict[int, li
     entry). A plan that moves or drops the record at the end of that branch
     (a displaced result that was the leaf, moved to its call) leaves another
     record last, and the file resumes on another branch. The branch's last
-    slot, in branch order, is then moved to the end of the file: a record
+    slot, in branch order up to its leaf (`branch.leaf_index`), is then moved to the end of the file: a record
     written there as it was (`moved_in`), or a new one. Parent links do not
     follow file order: the renderer re-links along the branch with `at` as
     given (`renderer._relink`), and writes the file with what this returns.
@@ -274,6 +274,12 @@ def leaf_last(transcript: Transcript, at: dict[int, list[Slot]]) -> dict[int, li
     if not transcript.tree or not records or subagent_file(transcript):
         return at
     path = branch_paths(transcript)[0]
+    # The branch ends at its leaf: a result re-attached after it (written before its call,
+    # or on its call's line) is not on the parent chain, and written last it would be
+    # the leaf, its walk leading back past its call.
+    leaf = leaf_index(transcript)
+    if leaf is not None and leaf in path:
+        path = path[: path.index(leaf) + 1]
     end: tuple[int, Slot | None] | None = None  # (raw index, its slot; None: untouched)
     for index in reversed(path):
         slots = at.get(index)
