@@ -99,6 +99,12 @@ EXPECTED = {
         "claude_code",
         [("missing_result", "toolu_01Gr8Lk2Mn4Bv6Cx8Zq0Wp3T", 5)],
     ),
+    # A subagent's assistant line written twice under one prompt (a retry), in the main
+    # session's file: its sidechain ends at the second, whose call is unanswered.
+    "claude_code_sidechain_call_retried.jsonl": (
+        "claude_code",
+        [("missing_result", "toolu_01Hb7Kq2Wm5Xr8Tz4Nc6Vd3F", 3)],
+    ),
     "cline_text_results/api_conversation_history.json": ("cline", []),
     "cline_interrupted/api_conversation_history.json": ("cline", []),
     "cline_native_text_results/api_conversation_history.json": ("cline", []),
@@ -312,6 +318,17 @@ def test_a_result_reattached_after_the_leaf_is_not_moved_to_the_end(policy: str)
     # Only the subagent's lines change: the main chain is written as it was, in place.
     assert result.repaired.splitlines()[:4] == data.splitlines()[:4]
     again = analyze(result.repaired, filename, policy)
+    assert again.faults == [] and not again.plan
+
+
+def test_a_sidechain_leaf_emptied_by_a_repair_keeps_its_sidechain() -> None:
+    data, filename = _read("claude_code_sidechain_call_retried.jsonl")
+    result = analyze(data, filename, "discard")
+    lines = result.repaired.splitlines()
+    # Dropped, the line would hand the sidechain to the first try's unchecked call.
+    assert lines[:3] == data.splitlines()[:3]
+    assert json.loads(lines[3])["message"]["content"] == []
+    again = analyze(result.repaired, filename, "discard")
     assert again.faults == [] and not again.plan
 
 

@@ -10,7 +10,13 @@ import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 
-from transcripts.core.branch import branch_paths, kept_leaf, leaf_index, subagent_file
+from transcripts.core.branch import (
+    branch_paths,
+    kept_leaf,
+    kept_sidechain_leaves,
+    leaf_index,
+    subagent_file,
+)
 from transcripts.core.model import Op, OpKind, Plan, Record, Role, Transcript
 
 
@@ -74,7 +80,8 @@ class _Edits:
     inline: dict[int, list[Op]]
     group_inserts: bool = False
     renamed: set[int] = field(default_factory=set)
-    kept: int | None = None  # a record written without its blocks rather than dropped
+    # Records written without their blocks rather than dropped (leaves that keep a branch).
+    kept: frozenset[int] = frozenset()
 
 
 def _collect(transcript: Transcript, ops: Iterable[Op]) -> _Edits:
@@ -137,8 +144,8 @@ def _emptied(records: list[Record], edits: _Edits, index: int) -> bool:
     )
 
 
-def _kept(transcript: Transcript, edits: _Edits) -> int | None:
-    """Return the leaf to write without blocks when dropping it would move the session.
+def _kept(transcript: Transcript, edits: _Edits) -> frozenset[int]:
+    """Return the leaves to write without blocks where dropping them would move a branch.
 
     In an agent's file whose results travel in user messages (Claude
     Code's), a line whose `content` is an empty list is still a message
@@ -146,15 +153,20 @@ def _kept(transcript: Transcript, edits: _Edits) -> int | None:
     sends nothing for a user line, "(no content)" for an assistant one).
     Dropped instead, it would hand the session to another branch, which
     nothing has checked (`branch.kept_leaf`), or leave a file Claude Code
-    cannot open ("No conversation found with session ID").
+    cannot open ("No conversation found with session ID"). A sidechain's
+    last line is kept so too when dropping it would hand that sidechain to
+    another branch (`branch.kept_sidechain_leaves`).
     """
     if not transcript.agent or transcript.result_role is not Role.USER or not edits.removed:
-        return None
+        return frozenset()
     records = transcript.records
-    index = kept_leaf(transcript, lambda i: _emptied(records, edits, i))
-    if index is None or records[index].role not in (Role.USER, Role.ASSISTANT):
-        return None
-    return index
+
+    def gone(i: int) -> bool:
+        return _emptied(records, edits, i)
+
+    index = kept_leaf(transcript, gone)
+    leaves = [*kept_sidechain_leaves(transcript, gone), *([] if index is None else [index])]
+    return frozenset(i for i in leaves if records[i].role in (Role.USER, Role.ASSISTANT))
 
 
 def _placed_slots(edits: _Edits, anchor: int) -> list[Slot]:
@@ -200,7 +212,7 @@ def _slots_at(record: Record, edits: _Edits) -> list[Slot]:
         removed
         and len(removed) >= max(1, block_count(record))
         and i not in edits.inline
-        and i != edits.kept
+        and i not in edits.kept
     ):
         # Dropped once every block is gone, unless a result is inserted into it.
         own = Slot(i, ops=ops, dropped=True)
