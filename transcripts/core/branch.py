@@ -302,9 +302,9 @@ def _sidechain_leaves(
         else (r for r in records if r.sidechain)
     )
     for record in sidechain:
-        if record.uid is not None and record.error is None:
-            if gone is None or not gone(record.index):
-                last_leaf[root(record)] = record
+        readable = record.uid is not None and record.error is None
+        if readable and (gone is None or not gone(record.index)):
+            last_leaf[root(record)] = record
     return last_leaf
 
 

@@ -275,8 +275,9 @@ def leaf_last(transcript: Transcript, at: dict[int, list[Slot]]) -> dict[int, li
     entry). A plan that moves or drops the record at the end of that branch
     (a displaced result that was the leaf, moved to its call) leaves another
     record last, and the file resumes on another branch. The branch's last
-    slot, in branch order up to its leaf (`branch.leaf_index`), is then moved to the end of the file: a record
-    written there as it was (`moved_in`), or a new one. Parent links do not
+    slot, in branch order up to its leaf (`branch.leaf_index`; a result
+    re-attached after it is no leaf), is then moved to the end of the file:
+    a record written there as it was (`moved_in`), or a new one. Parent links do not
     follow file order: the renderer re-links along the branch with `at` as
     given (`renderer._relink`), and writes the file with what this returns.
     A new dict; entries of `at` it does not change are shared. `at` itself
