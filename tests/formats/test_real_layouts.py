@@ -105,6 +105,12 @@ EXPECTED = {
         "claude_code",
         [("missing_result", "toolu_01Hb7Kq2Wm5Xr8Tz4Nc6Vd3F", 3)],
     ),
+    # pi results written before their call's entry, one parented on it: the synthetic
+    # results for the other calls follow that one, and are written last as the leaf.
+    "openclaw_results_before_their_call.jsonl": (
+        "openclaw",
+        [("missing_result", f"toolu_01A0{k}xxxxxxxxxxxxxxxxxxx", 6) for k in range(2, 6)],
+    ),
     "cline_text_results/api_conversation_history.json": ("cline", []),
     "cline_interrupted/api_conversation_history.json": ("cline", []),
     "cline_native_text_results/api_conversation_history.json": ("cline", []),

@@ -275,8 +275,8 @@ def leaf_last(transcript: Transcript, at: dict[int, list[Slot]]) -> dict[int, li
     entry). A plan that moves or drops the record at the end of that branch
     (a displaced result that was the leaf, moved to its call) leaves another
     record last, and the file resumes on another branch. The branch's last
-    slot, in branch order up to its leaf (`branch.leaf_index`; a result
-    re-attached after it is no leaf), is then moved to the end of the file:
+    slot, in branch order up to its leaf (`branch.leaf_index`) and the
+    re-attached results that hang off it, is then moved to the end of the file:
     a record written there as it was (`moved_in`), or a new one. Parent links do not
     follow file order: the renderer re-links along the branch with `at` as
     given (`renderer._relink`), and writes the file with what this returns.
@@ -287,12 +287,21 @@ def leaf_last(transcript: Transcript, at: dict[int, list[Slot]]) -> dict[int, li
     if not transcript.tree or not records or subagent_file(transcript):
         return at
     path = branch_paths(transcript)[0]
-    # The branch ends at its leaf: a result re-attached after it (written before its call,
-    # or on its call's line) is not on the parent chain, and written last it would be
-    # the leaf, its walk leading back past its call.
+    # The branch ends at its leaf, or at a result re-attached after it that hangs off it
+    # (pi: a result written before the call, parented on the call's entry). One that
+    # hangs off a line before the leaf (Claude Code: a result parented on the message's
+    # thinking line) is not the branch's end: written last, it would be the leaf, and
+    # its walk would lead back past its call.
     leaf = leaf_index(transcript)
     if leaf is not None and leaf in path:
-        path = path[: path.index(leaf) + 1]
+        cut = path.index(leaf) + 1
+        follows = {records[leaf].uid}
+        tail = []
+        for index in path[cut:]:
+            if records[index].parent in follows:
+                tail.append(index)
+                follows.add(records[index].uid)
+        path = path[:cut] + tail
     end: tuple[int, Slot | None] | None = None  # (raw index, its slot; None: untouched)
     for index in reversed(path):
         slots = at.get(index)
