@@ -296,12 +296,12 @@ def leaf_last(transcript: Transcript, at: dict[int, list[Slot]]) -> dict[int, li
     if leaf is not None and leaf in path:
         cut = path.index(leaf) + 1
         follows = {records[leaf].uid}
-        tail = []
+        hanging = []
         for index in path[cut:]:
             if records[index].parent in follows:
-                tail.append(index)
+                hanging.append(index)
                 follows.add(records[index].uid)
-        path = path[:cut] + tail
+        path = path[:cut] + hanging
     end: tuple[int, Slot | None] | None = None  # (raw index, its slot; None: untouched)
     for index in reversed(path):
         slots = at.get(index)
