@@ -95,6 +95,31 @@ EXPECTED = {
         "claude_code",
         [("orphaned_result", "toolu_01Pn4Rs7Tv0Wx3Yz6Ab9Cd2E", 0)],
     ),
+    # A result line written before its call's line, parented on the message's thinking
+    # line, and the message's second call unanswered: the synthetic result must not hang
+    # off the re-attached result, which the leaf's walk never reaches.
+    "claude_code_result_before_its_call.jsonl": (
+        "claude_code",
+        [("missing_result", "toolu_01Dn9qBBL5f6tpCFQ1EG4E1n_sc", 4)],
+    ),
+    # The same main chain, complete, and a subagent's unanswered call after it: the file's
+    # main lines end at the call line, and the re-attached result is no leaf to move last.
+    "claude_code_result_before_its_call_then_subagent.jsonl": (
+        "claude_code",
+        [("missing_result", "toolu_01Gr8Lk2Mn4Bv6Cx8Zq0Wp3T", 5)],
+    ),
+    # A subagent's assistant line written twice under one prompt (a retry), in the main
+    # session's file: its sidechain ends at the second, whose call is unanswered.
+    "claude_code_sidechain_call_retried.jsonl": (
+        "claude_code",
+        [("missing_result", "toolu_01Hb7Kq2Wm5Xr8Tz4Nc6Vd3F", 3)],
+    ),
+    # pi results written before their call's entry, one parented on it: the synthetic
+    # results for the other calls follow that one, and are written last as the leaf.
+    "openclaw_results_before_their_call.jsonl": (
+        "openclaw",
+        [("missing_result", f"toolu_01A0{k}xxxxxxxxxxxxxxxxxxx", 6) for k in range(2, 6)],
+    ),
     "cline_text_results/api_conversation_history.json": ("cline", []),
     "cline_interrupted/api_conversation_history.json": ("cline", []),
     "cline_native_text_results/api_conversation_history.json": ("cline", []),
@@ -298,6 +323,54 @@ def test_a_split_in_a_chainless_claude_code_file_adds_no_link(policy: str) -> No
     after = [json.loads(line) for line in result.repaired.splitlines()]
     assert {line.get("uuid") for line in after} - before <= {None}
     assert not load(result.repaired, filename).tree
+
+
+@pytest.mark.parametrize("subagent", [False, True])
+def test_a_result_for_a_call_after_a_reattached_result_joins_the_branch(subagent: bool) -> None:
+    data, filename = _read("claude_code_result_before_its_call.jsonl")
+    if subagent:  # the subagent's own agent-*.jsonl: every line a sidechain's
+        data = data.replace(b'"isSidechain":false', b'"isSidechain":true')
+    result = analyze(data, filename, "synthesize")
+    again = analyze(result.repaired, filename, "synthesize")
+    assert again.faults == [] and not again.plan
+    # The real output of the first call is still sent, and the synthetic result hangs
+    # off the second call's line.
+    lines = [json.loads(line) for line in result.repaired.splitlines()]
+    sent = [lines[i] for i in live_context(again.transcript)]
+    answered = [
+        b["tool_use_id"]
+        for o in sent
+        if o["type"] == "user"
+        for b in o["message"]["content"]
+        if isinstance(b, dict) and b.get("type") == "tool_result"
+    ]
+    assert sorted(answered) == [
+        "toolu_01Dn9qBBL5f6tpCFQ1EG4E1n_sc",
+        "toolu_01dBHc1ln86MRVeWr80jxNfd_sc",
+    ]
+    synthetic = next(o for o in lines if o["uuid"] not in data.decode())
+    assert synthetic["parentUuid"] == json.loads(data.splitlines()[4])["uuid"]
+
+
+@pytest.mark.parametrize("policy", ["native", "discard"])
+def test_a_result_reattached_after_the_leaf_is_not_moved_to_the_end(policy: str) -> None:
+    data, filename = _read("claude_code_result_before_its_call_then_subagent.jsonl")
+    result = analyze(data, filename, policy)
+    # Only the subagent's lines change: the main chain is written as it was, in place.
+    assert result.repaired.splitlines()[:4] == data.splitlines()[:4]
+    again = analyze(result.repaired, filename, policy)
+    assert again.faults == [] and not again.plan
+
+
+def test_a_sidechain_leaf_emptied_by_a_repair_keeps_its_sidechain() -> None:
+    data, filename = _read("claude_code_sidechain_call_retried.jsonl")
+    result = analyze(data, filename, "discard")
+    lines = result.repaired.splitlines()
+    # Dropped, the line would hand the sidechain to the first try's unchecked call.
+    assert lines[:3] == data.splitlines()[:3]
+    assert json.loads(lines[3])["message"]["content"] == []
+    again = analyze(result.repaired, filename, "discard")
+    assert again.faults == [] and not again.plan
 
 
 def test_a_claude_code_line_no_chain_reaches_is_kept_but_not_sent() -> None:

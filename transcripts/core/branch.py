@@ -88,6 +88,22 @@ def kept_leaf(transcript: Transcript, gone: Callable[[int], bool]) -> int | None
     return None if on_path else leaf.index
 
 
+def leaf_index(transcript: Transcript) -> int | None:
+    """Return the index of the record the live branch's walk starts from, or None.
+
+    That is the record standing for the leaf's uid (`uid_lookup`): the end of
+    the parent chain. Results `live_path` re-attaches after their call's
+    message may follow it on the path; none of them is the leaf. None: not a
+    tree session, or no record has a uid.
+    """
+    if not transcript.tree:
+        return None
+    leaf = _leaf(transcript.records)
+    if leaf is None or leaf.uid is None:
+        return None
+    return uid_lookup(transcript.records, transcript.last_copy)(leaf.uid)
+
+
 def subagent_file(transcript: Transcript) -> bool:
     """Return True for a file of sidechain records alone (a Claude Code `agent-*.jsonl`).
 
@@ -242,6 +258,27 @@ def _branch_paths(transcript: Transcript) -> list[list[int]]:
     paired = set(paths[0])
     records = transcript.records
     by_uid = uid_lookup(records, transcript.last_copy)
+    # Each record is paired in one scope, the first path that holds it: a sidechain on
+    # the live path (a subagent's own file) adds none, and a line whose parent is in
+    # another chain stays in that chain's scope.
+    for leaf in _sidechain_leaves(transcript, by_uid).values():
+        whole = _reattach(records, by_uid, _path_to(records, by_uid, leaf), True)
+        path = [i for i in whole if i not in paired]
+        if path:
+            paired.update(path)
+            paths.append(path)
+    return paths
+
+
+def _sidechain_leaves(
+    transcript: Transcript, by_uid: UidLookup, gone: Callable[[int], bool] | None = None
+) -> dict[str, Record]:
+    """Return {root uid: its sidechain's leaf}: the last readable sidechain record of each root.
+
+    `gone(index)` True leaves that record out (one a repair drops); roots are
+    found on the records as read.
+    """
+    records = transcript.records
     root_of: dict[str, str] = {}
 
     def root(record: Record) -> str:
@@ -265,18 +302,39 @@ def _branch_paths(transcript: Transcript) -> list[list[int]]:
         else (r for r in records if r.sidechain)
     )
     for record in sidechain:
-        if record.uid is not None and record.error is None:
+        readable = record.uid is not None and record.error is None
+        if readable and (gone is None or not gone(record.index)):
             last_leaf[root(record)] = record
-    # Each record is paired in one scope, the first path that holds it: a sidechain on
-    # the live path (a subagent's own file) adds none, and a line whose parent is in
-    # another chain stays in that chain's scope.
-    for leaf in last_leaf.values():
-        whole = _reattach(records, by_uid, _path_to(records, by_uid, leaf), True)
-        path = [i for i in whole if i not in paired]
-        if path:
-            paired.update(path)
-            paths.append(path)
-    return paths
+    return last_leaf
+
+
+def kept_sidechain_leaves(transcript: Transcript, gone: Callable[[int], bool]) -> list[int]:
+    """Return the sidechain leaves to keep when dropping the records `gone` names.
+
+    A sidechain in a main session's file (a subagent's conversation, `isSidechain`)
+    runs to its root's last line, as the live branch runs to the file's last
+    (`kept_leaf`): dropping that line makes the root's line before it the leaf,
+    on another branch when that line is off the sidechain's path, which
+    nothing has checked. Those leaves' indexes, in file order; none for a
+    subagent's own file (`kept_leaf` keeps its one leaf) or other formats.
+    """
+    if not transcript.tree or subagent_file(transcript):
+        return []
+    records = transcript.records
+    by_uid = uid_lookup(records, transcript.last_copy)
+    before = _sidechain_leaves(transcript, by_uid)
+    if not any(gone(leaf.index) for leaf in before.values()):
+        return []
+    after = _sidechain_leaves(transcript, by_uid, gone)
+    kept = []
+    for top, leaf in before.items():
+        if not gone(leaf.index) or top not in after:
+            continue
+        new = after[top].uid
+        stands = by_uid(new) if new is not None else None
+        if stands is None or stands not in _path_to(records, by_uid, leaf):
+            kept.append(leaf.index)
+    return sorted(kept)
 
 
 def context_scopes(transcript: Transcript) -> list[list[int]]:

@@ -10,7 +10,13 @@ import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 
-from transcripts.core.branch import branch_paths, kept_leaf, subagent_file
+from transcripts.core.branch import (
+    branch_paths,
+    kept_leaf,
+    kept_sidechain_leaves,
+    leaf_index,
+    subagent_file,
+)
 from transcripts.core.model import Op, OpKind, Plan, Record, Role, Transcript
 
 
@@ -74,7 +80,8 @@ class _Edits:
     inline: dict[int, list[Op]]
     group_inserts: bool = False
     renamed: set[int] = field(default_factory=set)
-    kept: int | None = None  # a record written without its blocks rather than dropped
+    # Records written without their blocks rather than dropped (leaves that keep a branch).
+    kept: frozenset[int] = frozenset()
 
 
 def _collect(transcript: Transcript, ops: Iterable[Op]) -> _Edits:
@@ -137,8 +144,8 @@ def _emptied(records: list[Record], edits: _Edits, index: int) -> bool:
     )
 
 
-def _kept(transcript: Transcript, edits: _Edits) -> int | None:
-    """Return the leaf to write without blocks when dropping it would move the session.
+def _kept(transcript: Transcript, edits: _Edits) -> frozenset[int]:
+    """Return the leaves to write without blocks where dropping them would move a branch.
 
     In an agent's file whose results travel in user messages (Claude
     Code's), a line whose `content` is an empty list is still a message
@@ -146,15 +153,20 @@ def _kept(transcript: Transcript, edits: _Edits) -> int | None:
     sends nothing for a user line, "(no content)" for an assistant one).
     Dropped instead, it would hand the session to another branch, which
     nothing has checked (`branch.kept_leaf`), or leave a file Claude Code
-    cannot open ("No conversation found with session ID").
+    cannot open ("No conversation found with session ID"). A sidechain's
+    last line is kept so too when dropping it would hand that sidechain to
+    another branch (`branch.kept_sidechain_leaves`).
     """
     if not transcript.agent or transcript.result_role is not Role.USER or not edits.removed:
-        return None
+        return frozenset()
     records = transcript.records
-    index = kept_leaf(transcript, lambda i: _emptied(records, edits, i))
-    if index is None or records[index].role not in (Role.USER, Role.ASSISTANT):
-        return None
-    return index
+
+    def gone(i: int) -> bool:
+        return _emptied(records, edits, i)
+
+    index = kept_leaf(transcript, gone)
+    leaves = [*kept_sidechain_leaves(transcript, gone), *([] if index is None else [index])]
+    return frozenset(i for i in leaves if records[i].role in (Role.USER, Role.ASSISTANT))
 
 
 def _placed_slots(edits: _Edits, anchor: int) -> list[Slot]:
@@ -200,7 +212,7 @@ def _slots_at(record: Record, edits: _Edits) -> list[Slot]:
         removed
         and len(removed) >= max(1, block_count(record))
         and i not in edits.inline
-        and i != edits.kept
+        and i not in edits.kept
     ):
         # Dropped once every block is gone, unless a result is inserted into it.
         own = Slot(i, ops=ops, dropped=True)
@@ -263,8 +275,9 @@ def leaf_last(transcript: Transcript, at: dict[int, list[Slot]]) -> dict[int, li
     entry). A plan that moves or drops the record at the end of that branch
     (a displaced result that was the leaf, moved to its call) leaves another
     record last, and the file resumes on another branch. The branch's last
-    slot, in branch order, is then moved to the end of the file: a record
-    written there as it was (`moved_in`), or a new one. Parent links do not
+    slot, in branch order up to its leaf (`branch.leaf_index`) and the
+    re-attached results that hang off it, is then moved to the end of the file:
+    a record written there as it was (`moved_in`), or a new one. Parent links do not
     follow file order: the renderer re-links along the branch with `at` as
     given (`renderer._relink`), and writes the file with what this returns.
     A new dict; entries of `at` it does not change are shared. `at` itself
@@ -274,6 +287,21 @@ def leaf_last(transcript: Transcript, at: dict[int, list[Slot]]) -> dict[int, li
     if not transcript.tree or not records or subagent_file(transcript):
         return at
     path = branch_paths(transcript)[0]
+    # The branch ends at its leaf, or at a result re-attached after it that hangs off it
+    # (pi: a result written before the call, parented on the call's entry). One that
+    # hangs off a line before the leaf (Claude Code: a result parented on the message's
+    # thinking line) is not the branch's end: written last, it would be the leaf, and
+    # its walk would lead back past its call.
+    leaf = leaf_index(transcript)
+    if leaf is not None and leaf in path:
+        cut = path.index(leaf) + 1
+        follows = {records[leaf].uid}
+        hanging = []
+        for index in path[cut:]:
+            if records[index].parent in follows:
+                hanging.append(index)
+                follows.add(records[index].uid)
+        path = path[:cut] + hanging
     end: tuple[int, Slot | None] | None = None  # (raw index, its slot; None: untouched)
     for index in reversed(path):
         slots = at.get(index)

@@ -33,17 +33,39 @@ def _anchor(transcript: Transcript, pairing: Pairing, turn: Turn, call: ToolCall
     That is the in-place result record of the nearest earlier call of the turn,
     else the assistant message's last record. A record whose results are
     followed by other content is passed over: a result placed after it would
-    land behind that content (Anthropic wants the results first).
+    land behind that content (Anthropic wants the results first). So is one
+    parented on a line before the message's last one (a result written before
+    its call, or on its own call's line, that the branch re-attaches): a
+    record hung off it would lead back past the message's later lines, and
+    the leaf's walk would leave them out or never reach it.
     """
     run_order = {index: k for k, index in enumerate(turn.run)}
+    records = transcript.records
     earlier = [
         pairing.answer[c].record
         for c in turn.calls[: turn.calls.index(call)]
         if c in pairing.answer
         and pairing.answer[c] in pairing.in_place
-        and not transcript.records[pairing.answer[c].record].other_blocks
+        and not records[pairing.answer[c].record].other_blocks
+        and _follows(transcript, pairing.answer[c].record, turn)
     ]
     return max(earlier, key=run_order.__getitem__) if earlier else turn.records[-1]
+
+
+def _follows(transcript: Transcript, index: int, turn: Turn) -> bool:
+    """Return True when record `index` hangs off `turn`'s last record or a result after it.
+
+    Its parent is that last record, or a record of the turn's run (the
+    results after the message). A record without a parent link (a format
+    that is no tree) follows where it is written.
+    """
+    if not transcript.tree:
+        return True
+    parent = transcript.records[index].parent
+    if parent is None:
+        return False
+    records = transcript.records
+    return any(records[i].uid == parent for i in (turn.records[-1], *turn.run) if i != index)
 
 
 def _inline_target(transcript: Transcript, turn: Turn) -> int | None:
