@@ -272,6 +272,16 @@ def _store_upload(request: HttpRequest, form: UploadForm) -> HttpResponse:
             f"{earlier.session_id} (“{earlier.session.name}”); it is stored again as "
             f"session {copy.pk}. Delete one of them if you meant to upload it once.",
         )
+    first_of: dict[str, Session] = {}
+    for session in sessions:
+        assert session.head is not None
+        twin = first_of.setdefault(session.head.sha256, session)
+        if twin is not session:
+            messages.info(
+                request,
+                f"“{session.name}” (session {session.pk}) has the same bytes as "
+                f"“{twin.name}” (session {twin.pk}) of this upload.",
+            )
     if len(sessions) == 1:
         return redirect(sessions[0])
     messages.success(request, f"Uploaded {len(sessions)} sessions.")

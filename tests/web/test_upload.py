@@ -95,6 +95,19 @@ def test_a_second_upload_of_the_same_bytes_names_the_first(
         f"“again.jsonl” has the same bytes as revision 0 of session {first.pk} (“s.jsonl”); "
         f"it is stored again as session {second.pk}."
     ) in page
+    # Two copies in one upload are named too.
+    response = upload(
+        alice_client,
+        workspace,
+        SimpleUploadedFile("twin-a.jsonl", b'{"a": 1}\n'),
+        SimpleUploadedFile("twin-b.jsonl", b'{"a": 1}\n'),
+    )
+    a, b = Session.objects.get(name="twin-a.jsonl"), Session.objects.get(name="twin-b.jsonl")
+    page = alice_client.get(response.url).content.decode()
+    assert (
+        f"“twin-b.jsonl” (session {b.pk}) has the same bytes as “twin-a.jsonl” (session {a.pk}) "
+        "of this upload."
+    ) in page
     # A copy in another workspace is no business of this one.
     Session.objects.filter(pk__in=[first.pk, second.pk]).update(workspace=other_workspace)
     response = upload(alice_client, workspace, SimpleUploadedFile("third.jsonl", data))
