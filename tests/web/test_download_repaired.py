@@ -102,9 +102,9 @@ def test_an_unreadable_file_has_no_repaired_download(alice_client, workspace, in
     assert f'href="{raw}"' in page
 
 
-def test_a_live_sessions_running_call_is_named_on_the_warning_not_a_failure(
-    alice_client, workspace, alice, settings
-):
+@pytest.fixture
+def live_session(workspace, alice, settings):
+    """Return a session written just now whose last call is still running."""
     from django.utils import timezone
 
     from tests.sync.conftest import call, user
@@ -112,9 +112,15 @@ def test_a_live_sessions_running_call_is_named_on_the_warning_not_a_failure(
 
     settings.LIVE_GRACE = 600
     data = user("u1", None, "list the files") + call("a1", "u1", "toolu_1")
-    session = actions.do_ingest_session(
+    return actions.do_ingest_session(
         workspace, "live.jsonl", data, acting_user=alice, last_write=timezone.now()
     )
+
+
+def test_a_live_sessions_running_call_is_named_on_the_warning_not_a_failure(
+    alice_client, live_session
+):
+    session = live_session
     page = alice_client.get(url(session)).content.decode()
     assert "The repaired file would still be rejected" in page
     assert "1 call at its end is still running" in page
@@ -124,18 +130,9 @@ def test_a_live_sessions_running_call_is_named_on_the_warning_not_a_failure(
 
 
 def test_a_live_sessions_page_offers_the_forced_repair_and_agrees_on_each_policy(
-    alice_client, workspace, alice, settings
+    alice_client, live_session
 ):
-    from django.utils import timezone
-
-    from tests.sync.conftest import call, user
-    from transcripts import actions
-
-    settings.LIVE_GRACE = 600
-    data = user("u1", None, "list the files") + call("a1", "u1", "toolu_1")
-    session = actions.do_ingest_session(
-        workspace, "live.jsonl", data, acting_user=alice, last_write=timezone.now()
-    )
+    session = live_session
     page = alice_client.get(session.get_absolute_url()).content.decode()
     # The download page's "repair with Force on its page" has a form to point at.
     assert 'name="force"' in page and 'class="session-repair"' in page
