@@ -437,7 +437,11 @@ def session_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
             context["filters"] = filters = timeline.Filters(filters.faults, filters.tools)
             context["window"] = timeline.window_at(tl, filters, position)
             context["named"] = f"{where} of the request is record #{record}."
+            shown = QueryDict(form.view_query(), mutable=True)
+            shown.pop("q", None)
+            context["view_query"] = shown.urlencode()
         elif filters.q and (ids := search.pasted_ids(filters.q)):
+            # The rows stay filtered by the pasted text (`Filters.text_match`): it stays too.
             context["named"] = (
                 "The pasted text names "
                 + ("tool call ids " if len(ids) > 1 else "the tool call id ")
@@ -446,9 +450,6 @@ def session_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
                 + ("one of them" if len(ids) > 1 else "it")
                 + " are shown."
             )
-            shown = QueryDict(form.view_query(), mutable=True)
-            shown.pop("q", None)
-            context["view_query"] = shown.urlencode()
         context["ruler_height"] = timeline.RULER_BUCKETS
         context["faults_more"] = tl.fault_total - len(context["faults"])
     if not request.htmx:

@@ -260,6 +260,8 @@ def test_a_pasted_error_naming_a_message_of_several_lines_lands_on_the_line_with
     )
     html = alice_client.get(session.get_absolute_url(), {"q": error}).content.decode()
     assert "messages.1 of the request is record #4." in html
+    # The page then shows every row (the error is no filter): its links carry no `q`.
+    assert "?q=" not in html and "&amp;q=" not in html
     # Without an id, the message's first line, as before.
     html = alice_client.get(session.get_absolute_url(), {"q": "messages.1: bad"}).content.decode()
     assert "messages.1 of the request is record #2." in html
