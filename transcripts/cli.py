@@ -596,8 +596,11 @@ def _resume_line(analysis: Analysis, item: Input, entry: dict[str, Any]) -> str:
     wrote it drops or mends some of them first (`transcripts.replay`), so
     its 400 may not come. For a file up to RESUME_VERDICT_BYTES the line
     gives that resume's verdict, also set in `entry["resume"]` as
-    {"agent", "modelled_on", "provider", "accepted", "error"}: `modelled_on`
-    names the agent's version the model follows. Empty for pending calls alone.
+    {"agent", "modelled_on", "written_by", "provider", "accepted", "error"}:
+    `modelled_on` names the agent's version the model follows, `written_by`
+    the version the file says wrote it (None where it does not say). An
+    accepted verdict for a file another version wrote says so, and that
+    `fix` makes it valid for any. Empty for pending calls alone.
     """
     kinds = {f.kind for f in analysis.faults} - INFORMATIONAL - {FaultKind.PENDING_RESULT}
     if not kinds:
@@ -610,14 +613,17 @@ def _resume_line(analysis: Analysis, item: Input, entry: dict[str, Any]) -> str:
             f"  the agent that wrote it mends or drops some faults itself when it resumes: {hint}"
         )
     from transcripts.replay import preview
+    from transcripts.replay.base import written_by
 
     resumed = preview(analysis.transcript)
     if resumed is None:
         return ""
     error = resumed.violations[0].error if resumed.violations else ""
+    writer = written_by(analysis.transcript)
     entry["resume"] = {
         "agent": resumed.agent,
         "modelled_on": resumed.modelled_on,
+        "written_by": writer,
         "provider": resumed.provider,
         "accepted": resumed.valid,
         "error": error,
@@ -625,9 +631,16 @@ def _resume_line(analysis: Analysis, item: Input, entry: dict[str, Any]) -> str:
     # The verdict is of one version's resume: a user's agent may be older or newer.
     version = f" (as {resumed.modelled_on} does; other versions may not)"
     if resumed.valid:
+        modelled = resumed.modelled_on.rsplit(" ", 1)[-1]
+        other = (
+            f"; this file was written by {resumed.agent} {writer}, which may send it as it "
+            "is and get the error above: `pairfix fix` makes it valid for any version"
+            if writer is not None and writer != modelled
+            else ""
+        )
         return (
             f"  resumed as it is, {resumed.agent} mends or drops these itself{version} and "
-            f"{resumed.provider} accepts its request; {hint}"
+            f"{resumed.provider} accepts its request{other}; {hint}"
         )
     return (
         f"  resumed as it is, {resumed.agent}{version} still sends a request "
@@ -838,10 +851,8 @@ def repair_files(
                 status = max(status, FAULTS)
             if entry["written"] and (left := _left_as_found(analysis)):
                 policy = analysis.policy.name if analysis.policy else run.policy
-                run.say_error(
-                    f"{item.name}: left as found under {policy}: {_counts(left)} "
-                    "(the provider may still refuse the file: check it)"
-                )
+                why = _why_left(analysis, left)
+                run.say_error(f"{item.name}: left as found under {policy}: {_counts(left)} ({why})")
     return status, reports
 
 
@@ -960,6 +971,18 @@ def _pending(analysis: Analysis) -> bool:
     would be refused, so `fix` exits 1 for it too, written or not.
     """
     return any(fault.kind is FaultKind.PENDING_RESULT for fault in analysis.faults)
+
+
+def _why_left(analysis: Analysis, left: dict[str, int]) -> str:
+    """Return what the faults a repair left mean: for unreadable lines alone, what the agent does.
+
+    An agent skips a line it cannot parse when it loads its file
+    (`Transcript.malformed_note`), so such a line alone is no refusal.
+    """
+    transcript = analysis.transcript
+    if set(left) == {FaultKind.MALFORMED_RECORD} and transcript and transcript.malformed_note:
+        return f"{transcript.malformed_note.rstrip('.')}; `--policy discard` drops such lines"
+    return "the provider may still refuse the file: check it"
 
 
 def _left_as_found(analysis: Analysis) -> dict[str, int]:

@@ -54,8 +54,9 @@ def test_check_exits_1_and_names_each_fault_with_the_providers_error() -> None:
     assert (
         "  resumed as it is, Claude Code mends or drops these itself (as "
         "@anthropic-ai/claude-code 2.1.328 does; other versions may not) and anthropic accepts "
-        f"its request; `pairfix preview {CASES / '01_cc-compaction-orphan-result.jsonl'}` "
-        "shows what it sends"
+        "its request; this file was written by Claude Code 2.0.14, which may send it as it is "
+        "and get the error above: `pairfix fix` makes it valid for any version; "
+        f"`pairfix preview {CASES / '01_cc-compaction-orphan-result.jsonl'}` shows what it sends"
     ) in text
     # Gemini CLI has no such recovery: the line says its request is still refused.
     status, out, _ = run("check", str(SAMPLES / "formats" / "gemini_cli_session.jsonl"))
@@ -70,6 +71,7 @@ def test_check_exits_1_and_names_each_fault_with_the_providers_error() -> None:
     assert entry["resume"] == {
         "agent": "Claude Code",
         "modelled_on": "@anthropic-ai/claude-code 2.1.328",
+        "written_by": "2.0.50",
         "provider": "anthropic",
         "accepted": True,
         "error": "",
@@ -664,3 +666,18 @@ def test_a_dry_runs_diff_shows_where_a_long_line_changed() -> None:
     # The result the repair writes sits past the line's first 200 characters.
     assert any('"tool_use_id":"toolu_01CCCCCCCCCCCCCCCCCCCCCC"' in line for line in changed)
     assert all(len(line) <= cli.DIFF_LINE_CHARS + 2 for line in out.decode().splitlines())
+
+
+def test_fix_says_what_claude_code_does_with_a_cut_line_it_leaves(tmp_path: Path) -> None:
+    # A crash cut the last line: the repair keeps it (synthesize flags malformed lines)
+    # and says what the agent does with it rather than "the provider may still refuse".
+    data = BROKEN.read_bytes()
+    cut = tmp_path / "cut.jsonl"
+    cut.write_bytes(data + data.splitlines()[0][:40])
+    status, _, err = run("fix", "--grace", "0", str(cut), "--out", str(tmp_path / "fixed"))
+    assert status == 0, err
+    assert (
+        f"{cut}: left as found under synthesize: malformed_record=1 (Claude Code skips a line "
+        "it cannot parse when it loads the session"
+    ) in err
+    assert "`--policy discard` drops such lines)" in err and "may still refuse" not in err

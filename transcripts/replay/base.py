@@ -136,3 +136,25 @@ def check_request(provider: str, body: dict[str, Any]) -> list[Violation]:
     """
     transcript = _request_transcript(provider, body)
     return validate(transcript, provider, context=list(range(len(transcript.records))))
+
+
+def written_by(transcript: Transcript) -> str | None:
+    """Return the version of the agent that wrote `transcript`, where its file says, else None.
+
+    Claude Code writes its `version` on each line (the last one's is taken:
+    a resumed session is appended to by the version that resumed it); Codex
+    writes `cli_version` in its `session_meta`. Other agents' files do not say.
+    """
+    if transcript.format == "claude_code":
+        for record in reversed(transcript.records):
+            version = record.obj.get("version") if isinstance(record.obj, dict) else None
+            if isinstance(version, str):
+                return version
+    elif transcript.format == "codex":
+        for record in transcript.records:
+            obj = record.obj
+            if isinstance(obj, dict) and obj.get("type") == "session_meta":
+                payload = obj.get("payload")
+                version = payload.get("cli_version") if isinstance(payload, dict) else None
+                return version if isinstance(version, str) else None
+    return None
