@@ -60,6 +60,11 @@ CASES = {
     "openclaw_leaf_written_before_its_parent.jsonl": [
         ("displaced_result", "call_syn_cat_02", 6),
     ],
+    # Results written before their call's message, a model_change between the call and
+    # them: a repair hung its synthetic results so that the parents ran in a loop.
+    "openclaw_results_before_call_after_model_change.jsonl": [
+        ("missing_result", f"toolu_01A0{k}xxxxxxxxxxxxxxxxxxx", 2) for k in range(2, 6)
+    ],
 }
 
 
@@ -191,3 +196,18 @@ def test_a_last_result_whose_parent_is_missing_is_what_pi_sends_alone() -> None:
     result = analyze(_read(name), name)
     assert [(str(f.kind), f.record) for f in result.faults] == [("orphaned_result", 2)]
     assert preview(result.transcript).violations
+
+
+@pytest.mark.parametrize("policy", ["synthesize", "native", "discard"])
+def test_a_repair_writes_no_parent_loop(policy: str) -> None:
+    data = _read("openclaw_results_before_call_after_model_change.jsonl")
+    repaired = analyze(data, "pi.jsonl", policy, grace=0).repaired
+    entries = [json.loads(line) for line in repaired.splitlines()]
+    parent = {e.get("id"): e.get("parentId") for e in entries}
+    # pi's getBranch walks from the last entry up parentId with no guard against a loop.
+    seen, at = set(), entries[-1]["id"]
+    while at is not None and at in parent:
+        assert at not in seen, f"a parent loop at {at}"
+        seen.add(at)
+        at = parent[at]
+    assert "b0000001" in seen  # the user's prompt is on the branch pi sends

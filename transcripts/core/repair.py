@@ -57,9 +57,11 @@ def _follows(transcript: Transcript, index: int, turn: Turn) -> bool:
 
     Its parent is that last record, or a record of the turn's run (the
     results after the message). A record without a parent link (a format
-    that is no tree) follows where it is written.
+    that is no tree) follows where it is written. This is Claude Code's
+    rule: in a pi file (`last_copy`), anchoring past such a result wrote a
+    parent loop where a `model_change` sat between a call and its results.
     """
-    if not transcript.tree:
+    if not transcript.tree or transcript.last_copy:
         return True
     parent = transcript.records[index].parent
     if parent is None:
