@@ -54,6 +54,8 @@ def test_a_mistyped_query_parameter_starts_nothing(api, sessions):
     assert _named(response, "haed") and first.revisions.count() == 1
     # Reads too, and a page's keys are the paginator's, not a job filter's.
     assert _named(api.get("/api/jobs?stauts=done"), "stauts")
+    # A preflight asks of the URL as it will be sent, query and all.
+    assert api.options("/api/sessions?page=1").status_code == 200
     assert api.get("/api/sessions", {"page": 1, "page_size": 5}).status_code == 200
     body = {"kind": "repair", "filter": {"page_size": 1}}
     assert _named(api.post("/api/jobs", body, format="json"), "page_size")

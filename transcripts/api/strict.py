@@ -30,8 +30,10 @@ class KnownQuery:
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)  # type: ignore[misc]
-        if not hasattr(self, (request.method or "").lower()):
-            return  # a method the view has no handler for: its 405 says so
+        if request.method == "OPTIONS" or not hasattr(self, (request.method or "").lower()):
+            # A preflight asks of the URL as it will be sent; a method the view has no
+            # handler for gets its 405.
+            return
         method = "GET" if request.method == "HEAD" else request.method
         allowed = self.query_keys.get(method or "", frozenset())
         unknown = sorted(key for key in request.query_params if key not in allowed)
