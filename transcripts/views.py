@@ -1279,7 +1279,12 @@ def resume_preview(request: HttpRequest, pk: int) -> HttpResponse:
                 raw=raw,
                 repaired=repaired,
                 sentences=replay.describe(raw, repaired, policy),
-                sides=[("As it is", raw), (f"Repaired under {policy}", repaired)],
+                # Both after the agent's own recovery: the session page's verdict is of
+                # the file sent as it is, which this "accepted" may seem to contradict.
+                sides=[
+                    (f"As it is, once {raw.agent} has mended what it mends", raw),
+                    (f"Repaired under {policy}", repaired),
+                ],
             )
     return render(request, "transcripts/resume_preview.html", context)
 

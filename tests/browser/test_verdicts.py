@@ -34,7 +34,7 @@ def test_each_policy_says_whether_anthropic_would_accept_the_repaired_file(case_
     )
     # The raw upload is rejected; repaired under synthesize it is valid, and downloads at once.
     expect(page.locator(".downloads .verdict").first).to_have_text(
-        "rejected by Anthropic sent as it is"
+        "rejected by Anthropic if sent as it is"
     )
     expect(page.locator(".repaired-verdict")).to_have_text("valid for Anthropic")
     with page.expect_download() as download:
