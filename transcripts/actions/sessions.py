@@ -69,12 +69,19 @@ def subagent_of(name: str, head: bytes) -> str | None:
     return parent_id
 
 
-def _head_of(data: bytes | Staged) -> bytes:
-    """Return the first 64 KiB of `data` (a staged file is read, not moved)."""
+def _named_parent(name: str, data: bytes | Staged) -> str | None:
+    """Return the parent session id an uploaded subagent file names (`subagent_of`), else None.
+
+    Only a file named `agent-*` is read, its first 64 KiB (a staged file is
+    read, not moved): the other files of an upload cost no read.
+    """
+    name = printable_name(name)
+    if not name.startswith("agent-"):
+        return None
     if isinstance(data, Staged):
         with data.path.open("rb") as f:
-            return f.read(1 << 16)
-    return data[: 1 << 16]
+            return subagent_of(name, f.read(1 << 16))
+    return subagent_of(name, data[: 1 << 16])
 
 
 def _link_subagents(sessions: list[Session], parents: list[str | None]) -> None:
@@ -270,7 +277,7 @@ def do_ingest_sessions(
     `files`; re-raises what failed.
     """
     files = list(files)
-    parents = [subagent_of(printable_name(name), _head_of(data)) for name, data in files]
+    parents = [_named_parent(name, data) for name, data in files]
     hashes = {
         data.sha256 if isinstance(data, Staged) else hashlib.sha256(data).hexdigest()
         for _, data in files
@@ -315,7 +322,7 @@ def earlier_copies(sessions: Iterable[Session]) -> list[tuple[Session, Revision]
         return []
     earlier = (
         Revision.objects.filter(
-            sha256__in={s.head.sha256 for s in sessions if s.head},
+            sha256__in={s.head.sha256 for s in sessions if s.head is not None},
             session__workspace__in={s.workspace_id for s in sessions},
             session__deleted_at__isnull=True,
         )
