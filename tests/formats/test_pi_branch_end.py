@@ -186,25 +186,16 @@ def test_synthetic_results_are_chained_from_an_entry_whose_parent_is_missing() -
     assert sent.valid
 
 
-def test_a_last_result_whose_parent_is_missing_is_put_back_under_its_call() -> None:
+def test_a_last_result_whose_parent_is_missing_is_what_pi_sends_alone() -> None:
     """pi's walk from a result whose parent is not in the file sends that result alone.
 
     `check` read such a file in file order, found the result after its call
-    and said it was healthy, while pi sends the orphan (a 400). Dropping it
-    lost the tool's output and left its call unanswered for a second repair:
-    it is a displaced result, written back under its call in one pass.
+    and said it was healthy, while pi sends the orphan (a 400).
     """
     name = "openclaw_result_parent_missing.jsonl"
-    data = _read(name)
-    result = analyze(data, name, grace=0)
-    assert [(str(f.kind), f.record) for f in result.faults] == [("displaced_result", 2)]
-    assert preview(load(data, name)).violations
-    lines = [json.loads(line) for line in result.repaired.splitlines()]
-    assert lines[2]["parentId"] == lines[1]["id"]  # the call's entry
-    assert len(lines) == len(data.splitlines())  # the result kept, nothing added
-    again = analyze(result.repaired, name, grace=0)
-    assert (again.faults, again.plan.ops) == ([], ())
-    assert preview(load(result.repaired, name)).valid
+    result = analyze(_read(name), name)
+    assert [(str(f.kind), f.record) for f in result.faults] == [("orphaned_result", 2)]
+    assert preview(result.transcript).violations
 
 
 @pytest.mark.parametrize("policy", ["synthesize", "native", "discard"])

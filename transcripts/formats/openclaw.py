@@ -274,10 +274,7 @@ class OpenClaw(Format):
         return True
 
     def finish(self, records: list[Record]) -> None:
-        """Re-link results parented on a tool call id or on no entry of the file under their call.
-
-        Keep answered calls with odd arguments.
-        """
+        """Re-link results parented on a tool call id; keep answered calls with odd arguments."""
         by_uid = uid_lookup(records)
         # The parents no entry holds, which a call's id may be: few, so only their calls'
         # entries are looked for (not a map of every call of a long session). A parent
@@ -288,26 +285,14 @@ class OpenClaw(Format):
             else [(r.index, r.parent) for r in records if r.parent is not None]
         )
         unknown = {parent for _, parent in apart if by_uid(parent) is None}
-        # A result whose parent is no entry of the file at all (a line lost before it)
-        # belongs under the call it answers, where that call is in the file: pi would
-        # stop there and send it alone, and dropping it loses the tool's output.
-        lost: dict[int, str] = {}
-        for index, parent in apart if unknown else ():
-            if parent in unknown:
-                record = records[index]
-                if record.role is Role.TOOL and len(record.results) == 1:
-                    lost[index] = record.results[0].tool_call_id
-        wanted = unknown | set(lost.values())
         entry_of: dict[str, str] = {}
         for record in records if unknown else ():
             if record.role is Role.ASSISTANT and record.uid is not None:
                 for call in record.calls:
-                    if call.id in wanted:
+                    if call.id in unknown:
                         entry_of.setdefault(call.id, record.uid)
         for index, parent in apart:
             entry = entry_of.get(parent) if parent in unknown else None
-            if entry is None and index in lost:
-                entry = entry_of.get(lost[index])
             if entry is not None:
                 record = records[index]
                 record.relinked_from, record.parent = parent, entry
