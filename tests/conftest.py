@@ -21,12 +21,14 @@ from transcripts.models import Membership, Session, Workspace
 # Under pytest-xdist, each worker process (gw0, gw1, ...) has its own queue and blob
 # folder, as it has its own test database: a task one sends is never taken by the
 # other's Celery worker, and a blob one deletes (a test of a missing blob) is never the
-# other's. Processes a test starts read MEDIA_ROOT from the environment.
+# other's. So is the folder uploads are staged in: a test that counts what is left there
+# never sees the other's uploads. Processes a test starts read both from the environment.
 _XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 if _XDIST_WORKER:
-    settings.MEDIA_ROOT = os.environ["MEDIA_ROOT"] = str(
-        Path(settings.VAR_DIR) / "xdist" / _XDIST_WORKER / "media"
-    )
+    _OWN = Path(settings.VAR_DIR) / "xdist" / _XDIST_WORKER
+    settings.MEDIA_ROOT = os.environ["MEDIA_ROOT"] = str(_OWN / "media")
+    (_OWN / "tmp").mkdir(parents=True, exist_ok=True)
+    settings.FILE_UPLOAD_TEMP_DIR = os.environ["FILE_UPLOAD_TEMP_DIR"] = str(_OWN / "tmp")
 celery_app.conf.task_default_queue = f"pairfix-tests-{_XDIST_WORKER}".rstrip("-")
 
 
