@@ -1,6 +1,6 @@
 VENV := .venv
 BIN := $(VENV)/bin
-# Reinstall when pyproject.toml changes; the stamps mark the last installs: the
+# Reinstall when pyproject.toml or the C line scanner changes; the stamps mark the last installs: the
 # dashboard's own dependencies for `make run`, those and the test tools for `make test`.
 INSTALLED := $(VENV)/.installed
 RUN_INSTALLED := $(VENV)/.installed-run
@@ -10,11 +10,11 @@ RUN_INSTALLED := $(VENV)/.installed-run
 $(BIN)/python:
 	python3.11 -m venv $(VENV)
 
-$(INSTALLED): $(BIN)/python pyproject.toml
+$(INSTALLED): $(BIN)/python pyproject.toml setup.py transcripts/formats/_linescan.c
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	touch $(INSTALLED)
 
-$(RUN_INSTALLED): $(BIN)/python pyproject.toml
+$(RUN_INSTALLED): $(BIN)/python pyproject.toml setup.py transcripts/formats/_linescan.c
 	$(BIN)/python -m pip install --quiet -e .
 	touch $(RUN_INSTALLED)
 

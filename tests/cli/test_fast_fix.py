@@ -28,6 +28,7 @@ from transcripts.cli import report
 from transcripts.core.markers import OPENCLAW_SENTENCE
 from transcripts.core.policy import PRESETS
 from transcripts.engine import FileSource, analyze
+from transcripts.formats import linescan
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = Path("/work/shared/samples")
@@ -433,10 +434,31 @@ def test_nearly_every_message_line_is_stored_straight(
         return stored[-1]
 
     monkeypatch.setattr(kind, "store_line", counted)
+    monkeypatch.setattr(linescan, "SCANNERS", {})  # every line through `store_line`
     for path in generated:
         if path.name.startswith(fmt):
             _records(path)
     assert len(stored) > 1000 and sum(stored) / len(stored) > 0.9
+
+
+@pytest.mark.skipif(not linescan.SCANNERS, reason="built without a C compiler")
+@pytest.mark.parametrize("fmt", ["claude_code", "openclaw"])
+def test_nearly_every_message_line_is_read_by_the_c_scanner(
+    generated: list[Path], fmt: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scan = linescan.SCANNERS[fmt]
+    scanned = []
+
+    def counted(raw: bytes) -> Any:
+        scanned.append(scan(raw))
+        return scanned[-1]
+
+    monkeypatch.setitem(linescan.SCANNERS, fmt, counted)
+    for path in generated:
+        if path.name.startswith(fmt):
+            _records(path)
+    covered = sum(found is not None for found in scanned)
+    assert len(scanned) > 1000 and covered / len(scanned) > 0.9
 
 
 @pytest.mark.parametrize(

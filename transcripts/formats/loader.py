@@ -21,7 +21,7 @@ from transcripts.core import jsontext
 from transcripts.core.markers import synthetic_marker
 from transcripts.core.model import Record, Role, Style, ToolResult, Transcript
 from transcripts.core.store import SETTLED_EMPTY, RecordStore
-from transcripts.formats import registry
+from transcripts.formats import linescan, registry
 from transcripts.formats._json import (
     ScanError,
     array_spans,
@@ -773,6 +773,7 @@ def _load_jsonl(
     sniff_at = _SNIFF_LINES  # records read before the format is sniffed
     # Set once the format is known, when it reads lines straight into the store.
     store_line: Callable[[dict[str, Any], RecordStore, int, int, int], bool] | None = None
+    scan_line: linescan.Scanner | None = None  # its C reader of the same fields, if built
     eol: bytes | None = None
     orjson_loads = orjson.loads
     lines = iter_lines(data)
@@ -784,6 +785,14 @@ def _load_jsonl(
         if not (raw.startswith(b"{") or raw.strip()):
             continue  # a blank line: kept in the gap after the record before it
         if store_line is not None and store is not None:
+            if scan_line is not None:
+                scanned = scan_line(raw)
+                if scanned is not None:
+                    try:
+                        linescan.store_scanned(scanned, raw, store, start, end, line_no)
+                        continue
+                    except Exception:  # read as ever below (and fails so too)
+                        pass
             try:
                 # orjson itself first: `jsontext.loads` is it but for the lines it refuses.
                 obj = orjson_loads(raw)
@@ -816,6 +825,7 @@ def _load_jsonl(
             records = _stored(store, records)
             if store is not None and not summaries and fmt.stores_lines:
                 store_line = fmt.store_line  # what detection needs, read straight
+                scan_line = linescan.SCANNERS.get(fmt.id)
         else:
             # A stored record shares its strings with the one before by itself.
             previous = records[-1] if records and store is None else None

@@ -1,0 +1,412 @@
+"""The C line scanner stores a line exactly as `Format.store_line` does, or leaves it alone.
+
+`_linescan` reads a Claude Code or OpenClaw line's fields without building its JSON. For
+every line it returns fields for, orjson must read the line, `store_line` must store it,
+and the two stored records must be equal field by field; a line orjson refuses must never
+be read. Lines come from every JSON-lines file of the repository and the shared samples,
+generated sessions, hand-made edge cases, byte-level mutations of real lines and
+hypothesis-built ones.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from transcripts.core.markers import OPENCLAW_SENTENCE
+from transcripts.core.store import RecordStore
+from transcripts.formats import linescan
+from transcripts.formats.registry import FORMATS
+
+ROOT = Path(__file__).resolve().parents[2]
+SHARED = Path("/work/shared/samples")
+FIELDS = (
+    *("start", "end", "line", "role", "kind", "calls", "results", "other_blocks", "text"),
+    *("uid", "parent", "message_id", "sidechain", "aborted", "interrupted", "error"),
+)
+
+pytestmark = pytest.mark.skipif(not linescan.SCANNERS, reason="built without a C compiler")
+
+
+def test_the_scanner_is_built_where_a_compiler_is() -> None:
+    compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(compiler) is None:
+        pytest.skip(f"no C compiler ({compiler})")
+    assert linescan.BUILT, "transcripts/formats/_linescan.c was not built"
+
+
+def _stored(fmt: str, raw: bytes, scanned: Any) -> dict[str, Any] | None:
+    """Return the record `scanned` (or `store_line`, for None) stores for `raw`, or None."""
+    store = RecordStore(raw)
+    if scanned is None:
+        obj = orjson.loads(raw)
+        if not isinstance(obj, dict):
+            return None
+        try:
+            if not FORMATS[fmt].store_line(obj, store, 0, len(raw), 1):
+                return None
+        except Exception:
+            return None
+    else:
+        linescan.store_scanned(scanned, raw, store, 0, len(raw), 1)
+    record = store[0]
+    return {name: getattr(record, name) for name in FIELDS}
+
+
+def check(fmt: str, raw: bytes) -> bool:
+    """Assert the scanner reads `raw` as `store_line` does; return whether it read it."""
+    scanned = linescan.SCANNERS[fmt](raw)
+    try:
+        orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        assert scanned is None, raw
+        return False
+    if scanned is None:
+        return False
+    assert _stored(fmt, raw, scanned) == _stored(fmt, raw, None), raw
+    return True
+
+
+def _lines(fmt: str) -> list[bytes]:
+    roots = [ROOT / "demo" / "samples", ROOT / "tests", SHARED]
+    lines: list[bytes] = []
+    for root in roots:
+        for path in sorted(root.rglob("*.jsonl")) if root.is_dir() else ():
+            data = path.read_bytes()
+            if fmt == "openclaw" and b'"type":"message"' not in data.replace(b" ", b""):
+                continue
+            if fmt == "claude_code" and b'"parentUuid"' not in data:
+                continue
+            lines += [line for line in data.splitlines() if line.strip()]
+    return lines
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[bytes]]:
+    out = tmp_path_factory.mktemp("linescan")
+    found: dict[str, list[bytes]] = {}
+    for fmt in ("claude_code", "openclaw"):
+        path = out / f"{fmt}.jsonl"
+        subprocess.run(
+            [sys.executable, str(ROOT / "tools" / "gen_sessions.py"), "--format", fmt]
+            + ["--records", "1500", "--seed", "7", "--fault-rate", "0.05", "--out", str(path)],
+            check=True,
+            capture_output=True,
+        )
+        found[fmt] = path.read_bytes().splitlines()
+    return found
+
+
+@pytest.mark.parametrize("fmt", ["claude_code", "openclaw"])
+def test_every_line_of_every_file_is_read_as_store_line_reads_it(fmt: str) -> None:
+    lines = _lines(fmt)
+    assert len(lines) > 100
+    read = sum(check(fmt, line) for line in lines)
+    assert read > 50
+
+
+@pytest.mark.parametrize("fmt", ["claude_code", "openclaw"])
+def test_generated_lines_are_read_as_store_line_reads_them(
+    fmt: str, generated: dict[str, list[bytes]]
+) -> None:
+    lines = generated[fmt]
+    read = sum(check(fmt, line) for line in lines)
+    assert read / len(lines) > 0.9
+
+
+@pytest.mark.parametrize("fmt", ["claude_code", "openclaw"])
+def test_mutated_lines_are_read_as_orjson_and_store_line_read_them(
+    fmt: str, generated: dict[str, list[bytes]]
+) -> None:
+    """Bytes dropped, doubled, replaced and inserted: each mutant read as orjson reads it."""
+    rng = random.Random(15)
+    pool = [line for line in generated[fmt] if len(line) < 4000][:300]
+    alphabet = (
+        b'{}[]:,"\\ \t\r\n0123456789-+.eEtrufalsn\x00\x1f\x7f\x80\xbf\xc3\xa9\xed\xa0\xf4\x90u'
+    )
+    tried = 0
+    for line in pool:
+        for _ in range(20):
+            data = bytearray(line)
+            for _ in range(rng.randint(1, 3)):
+                at = rng.randrange(len(data))
+                move = rng.randrange(4)
+                if move == 0:
+                    del data[at]
+                elif move == 1:
+                    data.insert(at, data[at])
+                elif move == 2:
+                    data[at] = rng.choice(alphabet)
+                else:
+                    data[at:at] = bytes(rng.choice(alphabet) for _ in range(rng.randint(1, 4)))
+            check(fmt, bytes(data))
+            tried += 1
+    assert tried >= 6000
+
+
+def _cc(content: Any, **top: Any) -> bytes:
+    obj = {"type": "user", "uuid": "u1", "parentUuid": "p1", "message": {"content": content}}
+    obj.update(top)
+    return orjson.dumps(obj)
+
+
+def _oc(message: Any, **top: Any) -> bytes:
+    obj = {"type": "message", "id": "e1", "parentId": "e0", "message": message}
+    obj.update(top)
+    return orjson.dumps(obj)
+
+
+MARKERS = [
+    f"[openclaw] {OPENCLAW_SENTENCE}",
+    f"  [moltbot]   {OPENCLAW_SENTENCE}",
+    "No result provided",
+    "Skipped due to queued user message.",
+    "[Tool result missing due to internal error]",
+    "aborted",
+    "\naborted",
+    '{"ok": false, "error": "interrupted"}',
+    "\u00a0aborted",
+    "",
+]
+
+EDGES_CC = (
+    [
+        # keys repeated: orjson keeps the last one
+        b'{"type":"user","uuid":"a","uuid":"b","message":{"content":"x"}}',
+        b'{"type":"user","type":"assistant","uuid":"a","message":{"content":"x"}}',
+        b'{"type":"user","uuid":"a","message":{"content":"x"},"message":{"content":[]}}',
+        b'{"type":"user","uuid":"a","message":{"content":[{"type":"tool_result","tool_use_id":"t",'
+        b'"tool_use_id":"u","content":"ok"}]}}',
+        # escapes in keys and in the strings read
+        b'{"typ\\u0065":"user","uuid":"a","message":{"content":"x"}}',
+        b'{"type":"us\\u0065r","uuid":"a","message":{"content":"x"}}',
+        b'{"type":"user","uuid":"\\u0061","message":{"content":"x"}}',
+        b'{"type":"user","uuid":"a","message":{"content":[{"type":"tool_use","id":"t\\"1",'
+        b'"name":"Bash","input":{}}]}}',
+        # values of other types where a string is read
+        b'{"type":"user","uuid":7,"parentUuid":[1],"message":{"content":"x"}}',
+        b'{"type":"assistant","uuid":"a","message":{"id":5,"content":"x"}}',
+        b'{"type":"assistant","uuid":"a","message":{"content":[{"type":"tool_use","id":5,'
+        b'"name":"Bash","input":{}}]}}',
+        b'{"type":"assistant","uuid":"a","message":{"content":[{"type":"tool_use","id":"t",'
+        b'"name":false,"input":{}}]}}',
+        b'{"type":"assistant","uuid":"a","message":{"content":[{"type":"text","text":5}]}}',
+        b'{"type":"assistant","uuid":"a","message":{"content":[{"type":7}]}}',
+        b'{"type":"assistant","uuid":"a","message":{"content":[1,"x",null,{}]}}',
+        b'{"type":"assistant","uuid":"a","message":"x"}',
+        b'{"type":"assistant","uuid":"a"}',
+        b'{"type":"assistant","uuid":"a","message":{}}',
+        b'{"type":"assistant","uuid":"a","message":{"content":""}}',
+        b'{"type":"assistant","uuid":"a","message":{"content":null}}',
+        b'{"type":"assistant","uuid":"a","isSidechain":true,"message":{"content":[]}}',
+        b'{"type":"assistant","uuid":"a","isSidechain":1,"message":{"content":[]}}',
+        b'{"type":"assistant","uuid":"a","isApiErrorMessage":true,"message":{"model":"<synthetic>",'
+        b'"content":[{"type":"text","text":"API Error"}]}}',
+        b'{"type":"assistant","uuid":"a","message":{"content":[{"type":"tool_use","id":"t",'
+        b'"name":"Bash"},{"type":"tool_use","id":" ","name":"","input":"{\\"a\\": 1"},'
+        b'{"type":"tool_use","id":"t2","name":"Bash","input":null},'
+        b'{"type":"tool_use","name":"x y","input":{"b":1,"a":[1.5e3,-0,true]}}]}}',
+        # numbers orjson reads or refuses at the edges
+        b'{"type":"user","uuid":"a","n":1e400,"message":{"content":"x"}}',
+        b'{"type":"user","uuid":"a","n":1e99,"message":{"content":"x"}}',
+        b'{"type":"user","uuid":"a","n":123456789012345678901234567890,"message":{"content":"x"}}',
+        b'{"type":"user","uuid":"a","n":-0.0e-0,"message":{"content":"x"}}',
+        b'{"type":"user","uuid":"a","n":01,"message":{"content":"x"}}',
+        # strings at the edges of what orjson reads
+        b'{"type":"user","uuid":"a","s":"\\ud83d\\ude00","message":{"content":"x"}}',
+        b'{"type":"user","uuid":"a","s":"\\ud83d","message":{"content":"x"}}',
+        b'{"type":"user","uuid":"a","s":"\\ude00","message":{"content":"x"}}',
+        b'{"type":"user","uuid":"a","s":"\xed\xa0\x80","message":{"content":"x"}}',
+        b'{"type":"user","uuid":"a","s":"\xc0\xaf","message":{"content":"x"}}',
+        b'{"type":"user","uuid":"a","s":"\xf4\x90\x80\x80","message":{"content":"x"}}',
+        b'{"type":"user","uuid":"a","s":"\x7f\xe6\x97\xa5","message":{"content":"x"}}',
+        b'{"type":"user","uuid":"a","s":"tab\there","message":{"content":"x"}}',
+        b'\xef\xbb\xbf{"type":"user","uuid":"a","message":{"content":"x"}}',
+        b' \t{"type":"user","uuid":"a","message":{"content":"x"}} \r',
+        b'{"type":"user","uuid":"a","message":{"content":"x"}}\x0c',
+        b'{"type":"user","uuid":"a","message":{"content":"x"}}{}',
+        b'[{"type":"user"}]',
+        b'{"type":"user","uuid":"a","message":{"content":"x"},}',
+        # deep nesting inside a value read whole, and beyond the scanner's own limit
+        b'{"type":"assistant","uuid":"a","message":{"content":[{"type":"tool_use","id":"t",'
+        b'"name":"B","input":' + b"[" * 150 + b"]" * 150 + b"}]}}",
+        b'{"type":"assistant","uuid":"a","message":{"content":[{"type":"text","text":"x","d":'
+        + b"[" * 300
+        + b"]" * 300
+        + b"}]}}",
+    ]
+    + [_cc([{"type": "tool_result", "tool_use_id": "t", "content": text}]) for text in MARKERS]
+    + [
+        _cc([{"type": "tool_result", "tool_use_id": "t", "content": [{"type": "text", "text": t}]}])
+        for t in MARKERS
+    ]
+    + [
+        _cc([{"type": "tool_result", "tool_use_id": "t", "content": [{"text": 5}], "is_error": 1}]),
+        _cc([{"type": "tool_result", "tool_use_id": None, "content": [], "is_error": True}]),
+        _cc([{"type": "tool_result", "content": {"text": "x"}}]),
+        _cc([{"type": "tool_result", "tool_use_id": "t"}]),
+        _cc([{"type": "tool_use", "id": f"t{k}", "name": "B", "input": {}} for k in range(70)]),
+    ]
+)
+
+EDGES_OC = (
+    [
+        _oc({"role": "toolResult", "toolCallId": "c", "content": [{"type": "text", "text": t}]})
+        for t in MARKERS
+    ]
+    + [
+        _oc({"role": "toolResult", "toolCallId": "c", "content": t, "isError": True})
+        for t in MARKERS
+    ]
+    + [
+        _oc({"content": [{"type": "text", "text": "x"}], "role": "toolResult", "toolCallId": "c"}),
+        _oc({"role": "toolResult", "toolCallId": None, "toolUseId": "u", "content": "x"}),
+        _oc({"role": "toolResult", "toolUseId": "u", "content": "x"}),
+        _oc({"role": "toolResult", "toolCallId": 3, "content": "x"}),
+        _oc({"role": "assistant", "content": "hi", "stopReason": "stop"}),
+        _oc({"role": "assistant", "content": [], "stopReason": "aborted"}),
+        _oc({"role": "assistant", "content": [], "stopReason": "length"}),
+        _oc({"role": "assistant", "content": [], "stopReason": "error", "errorMessage": " "}),
+        _oc({"role": "assistant", "content": [], "errorMessage": " \n "}),
+        _oc({"role": "assistant", "content": [], "errorMessage": "\u00a0"}),
+        _oc({"role": "assistant", "content": [], "errorMessage": "rate limited"}),
+        _oc({"role": "assistant", "content": [], "errorMessage": 5}),
+        _oc({"role": "assistant", "content": [], "stopReason": 5}),
+        _oc(
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "toolCall", "id": "c1", "name": "read", "arguments": {"path": "a"}},
+                    {"type": "toolUse", "id": "c2", "name": "read", "input": {"path": "b"}},
+                    {
+                        "type": "functionCall",
+                        "id": "c3",
+                        "name": "x",
+                        "arguments": None,
+                        "input": {},
+                    },
+                    {"type": "toolCall", "id": "c4", "name": "x", "partialJson": '{"a"'},
+                    {
+                        "type": "toolCall",
+                        "id": "c5",
+                        "name": "x",
+                        "partialJson": "",
+                        "arguments": {},
+                    },
+                    {"type": "toolCall", "id": "c6", "name": "x", "arguments": '{"a": 1}'},
+                    {"type": "tool_result", "tool_use_id": "c1", "content": "x"},
+                    {"type": "thinking", "thinking": "..."},
+                    "loose",
+                    {"type": "text", "text": "done"},
+                ],
+            }
+        ),
+        _oc({"role": "user", "content": "hello"}),
+        _oc({"role": "user", "content": [{"type": "text", "text": "a"}, {"text": "b"}]}),
+        _oc({"role": "user", "content": [{"type": "image", "data": "..."}]}),
+        _oc({"role": "user", "content": None}),
+        _oc({"role": "custom", "content": []}),
+        _oc({"role": 5, "content": "x"}),
+        _oc({"role": "user", "content": "x"}, type="custom_message"),
+        _oc({"role": "user", "content": "x"}, id=None, parentId=3),
+        _oc("not an object"),
+    ]
+)
+
+
+@pytest.mark.parametrize("raw", EDGES_CC, ids=range(len(EDGES_CC)))
+def test_claude_code_edges(raw: bytes) -> None:
+    check("claude_code", raw)
+
+
+@pytest.mark.parametrize("raw", EDGES_OC, ids=range(len(EDGES_OC)))
+def test_openclaw_edges(raw: bytes) -> None:
+    check("openclaw", raw)
+
+
+def test_the_edges_cover_both_outcomes() -> None:
+    """Some edge lines are read by the scanner, some left to orjson (else the test says little)."""
+    cc = [check("claude_code", raw) for raw in EDGES_CC]
+    oc = [check("openclaw", raw) for raw in EDGES_OC]
+    assert 10 < sum(cc) < len(cc) - 10
+    assert 10 < sum(oc) < len(oc) - 5
+
+
+_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=12)
+    | st.sampled_from(MARKERS)
+)
+_values = st.recursive(
+    _scalars,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+_block = st.fixed_dictionaries(
+    {},
+    optional={
+        "type": st.sampled_from(
+            ["text", "tool_use", "tool_result", "toolCall", "toolUse", "thinking", 5, None]
+        ),
+        "id": st.sampled_from(["t1", "", " ", None, 3]),
+        "name": st.sampled_from(["Bash", "", None, "x y"]),
+        "text": _scalars,
+        "input": _values,
+        "arguments": _values,
+        "partialJson": st.text(max_size=4),
+        "tool_use_id": st.sampled_from(["t1", "", None, 4]),
+        "is_error": _scalars,
+        "content": _values,
+    },
+)
+_content = st.lists(_block | _values, max_size=4) | _values
+_message = st.fixed_dictionaries(
+    {},
+    optional={
+        "role": st.sampled_from(["user", "assistant", "toolResult", "custom", 5]),
+        "id": st.sampled_from(["m1", None, 5]),
+        "content": _content,
+        "stopReason": st.sampled_from(["stop", "error", "aborted", "length", None]),
+        "errorMessage": _scalars,
+        "toolCallId": st.sampled_from(["c", None, 2]),
+        "toolUseId": st.sampled_from(["c", None]),
+        "isError": _scalars,
+    },
+)
+_line = st.fixed_dictionaries(
+    {"message": _message | _values},
+    optional={
+        "type": st.sampled_from(["user", "assistant", "message", "summary", 1]),
+        "uuid": st.sampled_from(["u1", "", None, 5]),
+        "parentUuid": st.sampled_from(["u0", None]),
+        "id": st.sampled_from(["e1", None, 2]),
+        "parentId": st.sampled_from(["e0", None]),
+        "isSidechain": _scalars,
+        "isApiErrorMessage": st.booleans(),
+    },
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_line, st.sampled_from(["claude_code", "openclaw"]), st.booleans(), st.booleans())
+def test_built_lines_are_read_as_store_line_reads_them(
+    line: dict[str, Any], fmt: str, spaced: bool, ascii: bool
+) -> None:
+    text = json.dumps(line, ensure_ascii=ascii, indent=1 if spaced else None)
+    check(fmt, text.replace("\n", " ").encode("utf-8", "surrogatepass"))
