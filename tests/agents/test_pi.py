@@ -140,6 +140,8 @@ INPUTS = [
     "own/pi_displaced_result_logged_twice.jsonl",
     "own/pi_calls_parent_missing.jsonl",
     "own/pi_result_parent_missing.jsonl",
+    "own/pi_result_parent_missing_after_later_turns.jsonl",
+    "own/pi_result_parent_null_mid_branch.jsonl",
     "gen/seed-11-faults",
     "gen/seed-12-healthy",
 ]
@@ -209,3 +211,44 @@ def test_pi_resumes_every_repair_with_a_valid_request_keeping_what_pi_keeps(
 
 def _none(text: str) -> bool:
     return False
+
+
+# A toolResult whose parentId names no entry (or is null) -> (its call id, the user texts
+# written after the call, which pi sent none of from the file as it was).
+LOST_RESULTS = {
+    "own/pi_result_parent_missing_after_later_turns.jsonl": (
+        "toolu_01Pm5xxxxxxxxxxxxxxxxxxx",
+        ["What port does the server use?", "Also check the log level."],
+    ),
+    "own/pi_result_parent_null_mid_branch.jsonl": (
+        "toolu_01Nu6xxxxxxxxxxxxxxxxxxx",
+        ["What port does the server use?", "Please hurry.", "Thanks."],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LOST_RESULTS))
+def test_pi_sends_a_lost_result_put_back_under_its_call_with_every_turn(
+    name: str, resumed: dict[str, Any]
+) -> None:
+    """One repair moves the result under its call: pi sends its output and the later turns.
+
+    Dropped as an orphan, the output was lost; only re-pointed at its call but
+    left last, the result was pi's leaf and the turns after the call went unsent.
+    """
+    call_id, texts = LOST_RESULTS[name]
+    outcome = resumed[f"{name} anthropic"]
+    for variant in ("synthesize", "native"):
+        request = outcome[variant].request
+        assert request is not None, variant
+        blocks = [
+            block
+            for message in request.body["messages"]
+            if isinstance(message["content"], list)
+            for block in message["content"]
+        ]
+        results = [b for b in blocks if b.get("type") == "tool_result"]
+        assert [b["tool_use_id"] for b in results] == [call_id], variant
+        assert "port = 8080" in json.dumps(results[0]["content"]), variant
+        sent = [b["text"] for b in blocks if b.get("type") == "text"]
+        assert [t for t in sent if t in texts] == texts, variant

@@ -65,6 +65,32 @@ CASES = {
     "openclaw_results_before_call_after_model_change.jsonl": [
         ("missing_result", f"toolu_01A0{k}xxxxxxxxxxxxxxxxxxx", 2) for k in range(2, 6)
     ],
+    # The last line is a result whose parentId names no entry: pi sends it alone.
+    "openclaw_result_parent_missing.jsonl": [
+        ("displaced_result", "toolu_01Cfgxxxxxxxxxxxxxxxxxxx", 2),
+    ],
+    # Such a result written last, after a user message and a reply that came in while
+    # its call ran.
+    "openclaw_result_parent_missing_after_later_turns.jsonl": [
+        ("displaced_result", "toolu_01Pm5xxxxxxxxxxxxxxxxxxx", 5),
+    ],
+    # A result whose parentId is null, after a user message, with the rest of the
+    # session hanging off it: pi's walk from the last entry stops at it.
+    "openclaw_result_parent_null_mid_branch.jsonl": [
+        ("displaced_result", "toolu_01Nu6xxxxxxxxxxxxxxxxxxx", 4),
+    ],
+    # Two results of one message, one parented on no entry, the last one on null.
+    "openclaw_results_parent_missing_in_a_row.jsonl": [
+        ("displaced_result", f"toolu_01Tw9{k}xxxxxxxxxxxxxxxxxx", k == "b" and 4 or 3) for k in "ab"
+    ],
+    # A last result whose parent names no entry, for a call another result answered.
+    "openclaw_result_parent_missing_call_answered.jsonl": [
+        ("orphaned_result", "toolu_01Dp7xxxxxxxxxxxxxxxxxxx", 5),
+    ],
+    # A last result whose parent names no entry, for a call on a branch pi left.
+    "openclaw_result_parent_missing_call_off_branch.jsonl": [
+        ("orphaned_result", "toolu_01Ab8xxxxxxxxxxxxxxxxxxx", 5),
+    ],
 }
 
 
@@ -186,16 +212,144 @@ def test_synthetic_results_are_chained_from_an_entry_whose_parent_is_missing() -
     assert sent.valid
 
 
-def test_a_last_result_whose_parent_is_missing_is_what_pi_sends_alone() -> None:
+def _links(data: bytes) -> list[tuple[str, str | None]]:
+    """Return (id, parentId) of each entry of a pi file, its header left out."""
+    return [(e["id"], e["parentId"]) for e in map(json.loads, data.splitlines()[1:])]
+
+
+def _settled(data: bytes, name: str) -> bytes:
+    """Return the file one `fix` writes, after checking that a second changes nothing."""
+    result = analyze(data, name, grace=0)
+    again = analyze(result.repaired, name, grace=0)
+    assert (again.faults, again.plan.ops, again.repaired) == ([], (), result.repaired)
+    return result.repaired
+
+
+def test_a_last_result_whose_parent_is_missing_is_put_under_its_call() -> None:
     """pi's walk from a result whose parent is not in the file sends that result alone.
 
     `check` read such a file in file order, found the result after its call
-    and said it was healthy, while pi sends the orphan (a 400).
+    and said it was healthy, while pi sends the orphan (a 400). Reported as
+    an orphan, it was dropped and the tool's output lost, and a second
+    repair answered the call: it is a displaced result, parented on its call.
     """
     name = "openclaw_result_parent_missing.jsonl"
-    result = analyze(_read(name), name)
-    assert [(str(f.kind), f.record) for f in result.faults] == [("orphaned_result", 2)]
+    data = _read(name)
+    result = analyze(data, name, grace=0)
+    assert [(str(f.kind), f.record) for f in result.faults] == [("displaced_result", 2)]
+    assert result.faults[0].detail == (
+        "its parentId h0000009 names no entry of the file, not the call's entry (record 1): "
+        "pi's branch stops here and sends nothing before it"
+    )
     assert preview(result.transcript).violations
+    repaired = _settled(data, name)
+    assert _links(repaired) == [("h0000002", None), ("h0000003", "h0000002")]
+    assert repaired.splitlines()[2] == data.splitlines()[2].replace(b"h0000009", b"h0000002")
+    sent = preview(load(repaired, name))
+    assert [(m.role, m.calls, m.results) for m in sent.messages] == [
+        ("assistant", ("toolu_01Cfgxxxxxxxxxxxxxxxxxxx",), ()),
+        ("user", (), ("toolu_01Cfgxxxxxxxxxxxxxxxxxxx",)),
+    ]
+    assert sent.valid
+
+
+def test_a_lost_last_result_goes_under_its_call_and_the_later_turns_stay_on_the_branch() -> None:
+    """The result moves to its call; the turns written while it ran follow it, the last still last.
+
+    Only re-pointed at its call but left as the last line, the result was
+    the leaf pi resumes from: the user message and the reply after the call
+    went unsent, and `check` said healthy (0d285fb, reverted).
+    """
+    name = "openclaw_result_parent_missing_after_later_turns.jsonl"
+    data = _read(name)
+    assert [m.role for m in preview(load(data, name)).messages] == ["user"]  # the orphan alone
+    repaired = _settled(data, name)
+    assert _links(repaired) == [
+        ("j0000001", None),
+        ("j0000002", "j0000001"),
+        ("j0000005", "j0000002"),  # the result, under its call
+        ("j0000003", "j0000005"),  # the line that followed the call, now under the result
+        ("j0000004", "j0000003"),  # the last on that branch stays last: pi resumes it
+    ]
+    assert (
+        sorted(repaired.splitlines()[1:])
+        == sorted(  # every line kept
+            line.replace(b'"parentId":"j0000009"', b'"parentId":"j0000002"').replace(
+                b'"id":"j0000003","parentId":"j0000002"', b'"id":"j0000003","parentId":"j0000005"'
+            )
+            for line in data.splitlines()[1:]
+        )
+    )
+    sent = preview(load(repaired, name))
+    call = "toolu_01Pm5xxxxxxxxxxxxxxxxxxx"
+    assert [(m.role, m.texts, m.calls, m.results) for m in sent.messages] == [
+        ("user", ("What port does the server use?",), (), ()),
+        ("assistant", (), (call,), ()),
+        ("user", (), (), (call,)),  # the result answering its call
+        ("user", ("Also check the log level.",), (), ()),
+        ("assistant", ("I will, once the read returns.",), (), ()),
+    ]
+    assert sent.valid
+
+
+def test_a_result_with_a_null_parent_mid_branch_moves_to_its_call_and_the_chain_stays_one() -> None:
+    """The result's child hangs off the entry before the result's old place; nothing dropped."""
+    name = "openclaw_result_parent_null_mid_branch.jsonl"
+    data = _read(name)
+    assert load(data, name).tree
+    repaired = _settled(data, name)
+    assert _links(repaired) == [
+        ("k0000001", None),
+        ("k0000002", "k0000001"),
+        ("k0000004", "k0000002"),
+        ("k0000003", "k0000004"),
+        ("k0000005", "k0000003"),  # it followed the result, now the entry before its old place
+        ("k0000006", "k0000005"),
+    ]
+    sent = preview(load(repaired, name))
+    roles = ["user", "assistant", "user", "user", "assistant", "user"]
+    assert [m.role for m in sent.messages] == roles
+    assert sent.messages[2].results == ("toolu_01Nu6xxxxxxxxxxxxxxxxxxx",)
+    assert b'"text":"port = 8080"' in repaired.splitlines()[3]
+    assert sent.valid
+
+
+def test_results_lost_in_a_row_all_go_back_under_their_call() -> None:
+    name = "openclaw_results_parent_missing_in_a_row.jsonl"
+    repaired = _settled(_read(name), name)
+    assert _links(repaired)[1:] == [
+        ("p0000002", "p0000001"),
+        ("p0000003", "p0000002"),
+        ("p0000004", "p0000003"),
+    ]
+    assert preview(load(repaired, name)).valid
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "openclaw_result_parent_missing_call_answered.jsonl",
+        "openclaw_result_parent_missing_call_off_branch.jsonl",
+    ],
+)
+def test_a_lost_result_of_an_answered_or_abandoned_call_is_an_orphan_still(name: str) -> None:
+    """A second result of a call (a duplicate), or one of a call on no branch pi resumes, goes."""
+    data = _read(name)
+    repaired = _settled(data, name)
+    assert repaired.splitlines() == data.splitlines()[:-1]
+    assert preview(load(repaired, name)).valid
+
+
+def test_a_lost_result_repairs_streamed_as_whole() -> None:
+    """`pairfix fix` streams a file through a RecordStore: the same bytes as read whole."""
+    for name in (
+        "openclaw_result_parent_missing_after_later_turns.jsonl",
+        "openclaw_result_parent_null_mid_branch.jsonl",
+        "openclaw_results_parent_missing_in_a_row.jsonl",
+    ):
+        whole = analyze(_read(name), name, grace=0).repaired
+        with FileSource(FIXTURES / name) as source:
+            assert analyze(source, name, grace=0).repaired == whole, name
 
 
 @pytest.mark.parametrize("policy", ["synthesize", "native", "discard"])

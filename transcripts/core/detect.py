@@ -426,9 +426,11 @@ def _relinked_faults(transcript: Transcript, turn: Turn, pairing: Pairing) -> li
 
     A pi result whose `parentId` names its call's tool call id, not the entry
     holding the call, is read under that entry (as OpenClaw's import re-links
-    it; `Record.relinked_from`), but pi walks `parentId` from the leaf and stops
-    there (session-manager.js `buildSessionContext`): its request opens with the
-    result, which the provider refuses, and holds nothing written before it.
+    it; `Record.relinked_from`); one whose `parentId` names no entry, or is
+    null, under the entry written before it (`formats.openclaw`). pi walks
+    `parentId` from the leaf and stops there (session-manager.js
+    `buildSessionContext`): its request opens with the result, which the
+    provider refuses, and holds nothing written before it.
     """
     records = transcript.records
     faults = []
@@ -439,6 +441,12 @@ def _relinked_faults(transcript: Transcript, turn: Turn, pairing: Pairing) -> li
         written = records[res.record].relinked_from
         if written is None:
             continue
+        if any(c.id == written for c in records[call.record].calls):
+            why = f"its parentId names the call's id {written}, not the entry holding the call "
+        elif written:
+            why = f"its parentId {written} names no entry of the file, not the call's entry "
+        else:
+            why = "its parentId is null, not the call's entry "
         faults.append(
             Fault(
                 FaultKind.DISPLACED_RESULT,
@@ -447,8 +455,7 @@ def _relinked_faults(transcript: Transcript, turn: Turn, pairing: Pairing) -> li
                 res.block,
                 turn.head,
                 unexpected_text(transcript.provider, 0, res.block, res.tool_call_id),
-                f"its parentId names the call's id {written}, not the entry holding the call "
-                f"(record {call.record}): pi's branch stops here and sends nothing before it",
+                f"{why}(record {call.record}): pi's branch stops here and sends nothing before it",
             )
         )
     return faults

@@ -173,7 +173,8 @@ class Record:
     their own (a Vercel AI SDK `tool-approval-request`): never content after it.
     `relinked_from` is the parent id as written when the reader re-linked the
     record (`parent` then holds the entry it belongs under): a pi result whose
-    `parentId` names its call's tool call id rather than the call's entry.
+    `parentId` names its call's tool call id rather than the call's entry, or
+    names no entry of the file, or is null ("" here), at the end of pi's walk.
 
     A long session holds hundreds of thousands of records, so the flags and
     `other_blocks` share one integer, and the fields most records leave at

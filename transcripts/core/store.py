@@ -738,6 +738,18 @@ class RecordStore(list[Record]):
                 yield index, self._get(parent)
             last = uid
 
+    def roots(self) -> Iterator[int]:
+        """Yield the index of each record with a uid and no parent, read in column space."""
+        if self._replaced:
+            for record in self:
+                if record.uid is not None and record.parent is None:
+                    yield record.index
+            return
+        uids, parents = self._each(self._uid), self._each(self._parent)
+        for index, (uid, parent) in enumerate(zip(uids, parents, strict=True)):
+            if uid != _NONE and parent == _NONE:
+                yield index
+
     def with_flag(self, bit: int) -> Iterator[int]:
         """Yield the index of each record whose flag `bit` (`model.Record._bits`) is set."""
         if self._replaced:

@@ -17,12 +17,17 @@ re-links it (observed resuming such files, issue 12). pi alone stops its
 branch there (session-manager.js `buildSessionContext` walks `parentId` from the leaf
 and finds no entry of that id), so the record keeps the id it was written with
 in `relinked_from`: detect reports it as a displaced result and the repair
-writes the call's entry id into that `parentId`.
+writes the call's entry id into that `parentId`. A `toolResult` at which
+pi's walk stops because its `parentId` names no entry or is null is read
+under the entry written before it when its call is on that branch
+(`_relink_lost_results`): the repair then moves it under its call rather
+than dropping it as an orphan.
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -90,6 +95,93 @@ PROVIDER_APIS = {
     "openai": "openai-responses",
     "google": "google-generative-ai",
 }
+
+
+def _relink_lost_results(records: list[Record], lost: dict[int, str]) -> None:
+    """Read a result that ends pi's branch on a lost link as written under the entry before it.
+
+    `lost` maps the index of each record whose `parentId` names no entry of
+    the file to that parentId. pi walks `parentId` from the file's last entry
+    and stops at an entry whose parent it does not hold, or whose parent is
+    null (session-manager.js `getBranch`); a `toolResult` there opens the
+    request alone, an orphan the provider refuses, and what was written
+    before it is not sent. When that entry is a `toolResult` whose call is
+    held by an entry at or above the entry written just before it (pi
+    appends an entry under the leaf of the moment), and no other result
+    answers that call, its `parent` becomes that earlier entry and
+    `relinked_from` keeps the parentId as written ("" for null). The branch
+    then runs through the call, the result is reported as displaced and the
+    repair moves it under its call, keeping its output. The walk goes on
+    from there, so several such results in a row are all read back.
+    A result on no branch pi resumes, or whose call is answered elsewhere,
+    is left as it is (an orphan, dropped by the repair).
+    """
+    roots: Iterable[int]
+    if isinstance(records, RecordStore):
+        roots = records.roots()
+    else:
+        roots = (r.index for r in records if r.parent is None and r.uid is not None)
+    lost.update((i, "") for i in roots if records[i].role is Role.TOOL)
+    # Only a lost `toolResult` is read back: else no walk (a file whose head was cut off).
+    lost = {i: parent for i, parent in lost.items() if records[i].kind == "toolResult"}
+    if not lost:
+        return
+    by_uid = uid_lookup(records, True)
+
+    def parent_of(index: int) -> int | None:
+        if isinstance(records, RecordStore):
+            return records.parent_of(index)
+        parent = records[index].parent
+        return None if parent is None else by_uid(parent)
+
+    def written_before(index: int) -> int | None:
+        entries = (j for j in range(index - 1, -1, -1) if records[j].uid is not None)
+        return next((j for j in entries if records[j].error is None), None)
+
+    def holds_call(index: int | None, call_id: str) -> bool:
+        # Up from `index`, reading a lost result under the entry before it, as done below.
+        seen: set[int] = set()
+        while index is not None and index not in seen:
+            seen.add(index)
+            record = records[index]
+            if record.role is Role.ASSISTANT and any(c.id == call_id for c in record.calls):
+                return True
+            above = parent_of(index)
+            index = written_before(index) if above is None and index in lost else above
+        return False
+
+    leaf = next((r.index for r in reversed(records) if r.uid is not None and r.error is None), None)
+    seen = bytearray(len(records))
+    at = leaf
+    while at is not None:
+        # pi's walk from the leaf up to the entry it stops at.
+        while not seen[at]:
+            seen[at] = 1
+            above = parent_of(at)
+            if above is None:
+                break
+            at = above
+        record = records[at]
+        if at not in lost or len(record.results) != 1:
+            return
+        call_id = record.results[0].tool_call_id
+        before = written_before(at)
+        if before is None or not holds_call(before, call_id):
+            return
+        if sum(1 for _ in _results_answering(records, call_id)) != 1:
+            return  # answered elsewhere too: a duplicate, left to the repair
+        record.relinked_from, record.parent = lost.pop(at), records[before].uid
+        at = before
+
+
+def _results_answering(records: list[Record], call_id: str) -> Iterator[int]:
+    """Yield the index of each record holding a result of `call_id`."""
+    if isinstance(records, RecordStore):
+        yield from (i for i, result_id in records.result_rows() if result_id == call_id)
+        return
+    for record in records:
+        if any(r.tool_call_id == call_id for r in record.results):
+            yield record.index
 
 
 class OpenClaw(Format):
@@ -274,7 +366,14 @@ class OpenClaw(Format):
         return True
 
     def finish(self, records: list[Record]) -> None:
-        """Re-link results parented on a tool call id; keep answered calls with odd arguments."""
+        """Re-link results parented on a call id or lost off their branch; keep odd answered calls.
+
+        A result parented on a tool call id goes under that call's entry. A
+        result whose parent names no entry, or is null, that ends pi's walk
+        from the leaf goes under the entry written before it
+        (`_relink_lost_results`). A call with odd arguments that a result
+        answers is kept.
+        """
         by_uid = uid_lookup(records)
         # The parents no entry holds, which a call's id may be: few, so only their calls'
         # entries are looked for (not a map of every call of a long session). A parent
@@ -296,6 +395,8 @@ class OpenClaw(Format):
             if entry is not None:
                 record = records[index]
                 record.relinked_from, record.parent = parent, entry
+        lost = {i: parent for i, parent in apart if parent in unknown and parent not in entry_of}
+        _relink_lost_results(records, lost)
         if isinstance(records, RecordStore):
             odd = [records[i] for i in records.with_call_problems()]
             # Only the ids of calls with a problem are looked up: no set of every result.

@@ -125,7 +125,9 @@ def _relink_path(
                     unchanged = not moved and (record.boundary or before == previous)
                     # A link the reader mended is written out as mended (pi's own walk
                     # would stop at the id the record was written with).
-                    written_parent = record.relinked_from or record.parent
+                    # ("" stands for a null parentId the reader mended.)
+                    mended = record.relinked_from
+                    written_parent = record.parent if mended is None else mended or None
                     if not unchanged and written_parent != previous_uid:
                         parents[own] = previous_uid
             if slot is None or slot.record is not None:
