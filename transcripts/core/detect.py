@@ -431,7 +431,11 @@ def _relinked_faults(transcript: Transcript, turn: Turn, pairing: Pairing) -> li
     `parentId` from the leaf and stops there (session-manager.js
     `buildSessionContext`): its request opens with the result, which the
     provider refuses, and holds nothing written before it.
+    Only pi's files (`Transcript.last_copy`): Claude Code's walk takes the link
+    its reader mends (a self-parented line) as that reader does.
     """
+    if not transcript.last_copy:
+        return []
     records = transcript.records
     faults = []
     for call in turn.calls:

@@ -10,13 +10,16 @@ no `uuid`, or no `parentUuid` linking one line to another) are read in file
 order, and a repair adds no link to them. In a file where some lines link and
 some do not, the chain is followed as Claude Code's loader follows it: it keys
 lines by `uuid` and walks `parentUuid` back from the leaf, so a line that no
-chain reaches is kept in the file but is not part of the conversation.
+chain reaches is kept in the file but is not part of the conversation. A line
+parented on its own `uuid` is read under the line before it, as that walk
+reads it (`_mend_self_links`).
 """
 
 from __future__ import annotations
 
 import copy
 import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 from transcripts.core.model import _OTHER_SHIFT, _SIDECHAIN, Op, Record, Role, Transcript
@@ -37,6 +40,78 @@ _NOT_CONTEXT = ("message", "requestId", "uuid", "parentUuid", "type", "timestamp
 
 def _is_result(block: Any) -> bool:
     return isinstance(block, dict) and block.get("type") == "tool_result"
+
+
+# Claude Code 2.1.328's chain walk (`ton` in its bundle): where a line's parent is missing
+# or already walked, the parent is the latest line before it in time, of the same side
+# (main chain or sidechain), at most this many milliseconds older.
+_FALLBACK_MS = 5000
+# How many lines before a self-parented line are looked at for that parent (a bound on
+# a hostile file of many such lines, not a rule of Claude Code's).
+_FALLBACK_LINES = 64
+
+
+def _millis(record: Record) -> float | None:
+    """Return the record's `timestamp` in milliseconds since the epoch, or None."""
+    stamp = record.timestamp
+    if stamp is None:
+        obj = record.obj
+        stamp = obj.get("timestamp") if isinstance(obj, dict) else None
+    if not isinstance(stamp, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp() * 1000
+
+
+def _mend_self_links(records: list[Record]) -> None:
+    """Read each line whose `parentUuid` is its own `uuid` under the line before it.
+
+    Claude Code's walk back from the leaf meets such a line's parent as a line
+    it has walked already, and takes the latest line before it in time, of the
+    same side, no more than 5 s older, as its parent (2.1.328, `ton` in its
+    bundle, "tengu_chain_timestamp_fallback"); with none, the walk ends
+    there. That line is the nearest earlier line in the file with a `uuid`, a
+    `timestamp` no later than this one's and the same `isSidechain` (file
+    snapshots are passed over, as the walk passes them). The link is mended in
+    `parent`, with the written one in `relinked_from`: a repair that re-links
+    the line writes the mended parent, one that does not leaves its bytes as
+    they are, and Claude Code reads them the same way. Not a fault. Only in a
+    file where some line's parent is another line: one without such a link
+    is read in file order (the order that walk takes too), and a repair
+    writes no links into it.
+    """
+    if not linked(records):
+        return
+    if isinstance(records, RecordStore):
+        own = [index for index, parent in records.parents_apart() if records[index].uid == parent]
+    else:
+        own = [r.index for r in records if r.parent is not None and r.parent == r.uid]
+    for index in own:
+        record = records[index]
+        at = _millis(record)
+        if at is None:
+            continue
+        for j in range(index - 1, max(-1, index - 1 - _FALLBACK_LINES), -1):
+            before = records[j]
+            if (
+                before.uid is None
+                or before.uid == record.uid
+                or before.sidechain != record.sidechain
+            ):
+                continue
+            if before.kind == "system/file_snapshot":
+                continue
+            then = _millis(before)
+            if then is None or then > at:
+                continue
+            if at - then <= _FALLBACK_MS:
+                record.relinked_from, record.parent = record.parent, before.uid
+            break
 
 
 def _api_error(obj: dict[str, Any], message: Any) -> bool:
@@ -162,7 +237,12 @@ class ClaudeCode(Format):
         return True
 
     def finish(self, records: list[Record]) -> None:
-        """Keep a chainless file's sidechain lines (a subagent's) out of its conversation."""
+        """Mend self-parented lines; keep a chainless file's sidechains out of its conversation.
+
+        A line whose `parentUuid` is its own `uuid` is read under the line
+        Claude Code's walk takes for its parent (`_mend_self_links`).
+        """
+        _mend_self_links(records)
         if not linked(records):
             for record in records:
                 if record.sidechain:

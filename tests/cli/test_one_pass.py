@@ -1,0 +1,231 @@
+"""One `pairfix fix` gives a file `pairfix check` calls healthy, and a second fix changes nothing.
+
+Each case here once needed two repairs: the first left a fault that only its
+own output showed. The checks are the user's: fix the file once (`--grace 0`,
+the agent has stopped), check the repair (exit 0, no faults), fix the repair
+(the same bytes), and find in the repair every tool output the policy keeps.
+The property test runs the shared workload (tools/gen_sessions.py) the same
+way, a few seeds of every format it writes.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from transcripts import cli
+
+ROOT = Path(__file__).resolve().parents[2]
+GENERATOR = ROOT / "tools" / "gen_sessions.py"
+
+
+def _run(*argv: str) -> tuple[int, bytes]:
+    out, err = io.BytesIO(), io.StringIO()
+    status = cli.main(list(argv), stdout=out, stderr=err)  # type: ignore[arg-type]
+    return status, out.getvalue()
+
+
+def fix_once(path: Path, policy: str, tmp_path: Path) -> tuple[bytes, dict[str, Any]]:
+    """Fix `path`, check the repair, fix the repair; return the repair and the check's report.
+
+    Asserts that the first fix wrote the file, that the second fix wrote the
+    same bytes again.
+    """
+    first, second = tmp_path / "first", tmp_path / "second"
+    status, _ = _run("fix", str(path), "--out", str(first), "--grace", "0", "--policy", policy)
+    assert status == 0
+    repaired = (first / path.name).read_bytes()
+    _, report = _run("check", str(first / path.name), "--json", "--grace", "0", "--policy", policy)
+    status, _ = _run(
+        "fix", str(first / path.name), "--out", str(second), "--grace", "0", "--policy", policy
+    )
+    assert status == 0
+    assert (second / path.name).read_bytes() == repaired
+    return repaired, json.loads(report)
+
+
+def faults_of(report: dict[str, Any]) -> list[tuple[str, str | None, int]]:
+    return [
+        (f["kind"], f["tool_call_id"], f["record"])
+        for entry in report["files"]
+        for f in entry["faults"]
+        if not f["informational"]
+    ]
+
+
+def _lines(*objs: dict[str, Any]) -> bytes:
+    return b"".join(json.dumps(o, separators=(",", ":")).encode() + b"\n" for o in objs)
+
+
+# Claude Code -------------------------------------------------------------------------
+
+SESSION = "5d3c9a1e-7f42-4b6e-8a19-3c2e4d5f6a7b"
+
+
+def _cc_line(n: int, parent: int | None, kind: str, message: dict[str, Any]) -> dict[str, Any]:
+    uid = f"9e0c2d4f-1a3b-4c5d-8e6f-{n:012d}"
+    return {
+        "parentUuid": None if parent is None else f"9e0c2d4f-1a3b-4c5d-8e6f-{parent:012d}",
+        "isSidechain": False,
+        "userType": "external",
+        "cwd": "/home/dev/app",
+        "sessionId": SESSION,
+        "version": "2.1.328",
+        "type": kind,
+        "message": message,
+        "uuid": uid,
+        "timestamp": f"2026-03-02T09:20:{n:02d}.000Z",
+    }
+
+
+def _call(n: int, parent: int | None, message_id: str, call_id: str) -> dict[str, Any]:
+    return _cc_line(
+        n,
+        parent,
+        "assistant",
+        {
+            "id": message_id,
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-sonnet-4-5",
+            "content": [
+                {"type": "tool_use", "id": call_id, "name": "Bash", "input": {"command": "ls"}}
+            ],
+        },
+    )
+
+
+def _result(n: int, parent: int | None, call_id: str, text: str) -> dict[str, Any]:
+    return _cc_line(
+        n,
+        parent,
+        "user",
+        {
+            "role": "user",
+            "content": [{"tool_use_id": call_id, "type": "tool_result", "content": text}],
+        },
+    )
+
+
+def _reply(n: int, parent: int | None, message_id: str, text: str) -> dict[str, Any]:
+    return _cc_line(
+        n,
+        parent,
+        "assistant",
+        {
+            "id": message_id,
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-sonnet-4-5",
+            "content": [{"type": "text", "text": text}],
+        },
+    )
+
+
+def test_a_self_parented_result_keeps_its_output_in_one_pass(tmp_path: Path) -> None:
+    """A result line parented on itself is read under the line before it, as Claude Code reads it.
+
+    Claude Code 2.1.328's walk takes a parent it has walked already (the line
+    itself) as missing and falls back to the latest line before it in time.
+    Read as a root instead, the result was an orphan: dropped, its output
+    lost, and the next line's parent gone, so a second repair read the file
+    in file order and found the call unanswered.
+    """
+    path = tmp_path / f"{SESSION}.jsonl"
+    path.write_bytes(
+        _lines(
+            _cc_line(1, None, "user", {"role": "user", "content": "List the logs."}),
+            _call(2, 1, "msg_01Aa", "toolu_01Aa"),
+            _result(3, 3, "toolu_01Aa", "app.log\nerr.log"),  # parented on itself
+            _result(4, 3, "toolu_01Stray", "stray output"),
+            _reply(5, 4, "msg_01Bb", "Two logs."),
+        )
+    )
+    _, report = _run("check", str(path), "--json", "--grace", "0")
+    assert faults_of(json.loads(report)) == [("orphaned_result", "toolu_01Stray", 3)]
+    repaired, report_after = fix_once(path, "synthesize", tmp_path)
+    assert faults_of(report_after) == []
+    assert b"app.log\\nerr.log" in repaired  # the tool's output is kept
+    assert b"stray output" not in repaired
+
+
+@pytest.mark.parametrize("policy", ["synthesize", "discard"])
+def test_self_parented_call_lines_take_one_pass(tmp_path: Path, policy: str) -> None:
+    """Two call lines of one message, each parented on itself, neither answered.
+
+    Discarding the second call dropped its line; the reply's parent was then
+    no line, no line linked another, and a second repair read the file in
+    file order and found the first call unanswered too.
+    """
+    path = tmp_path / f"{SESSION}.jsonl"
+    path.write_bytes(
+        _lines(
+            _cc_line(1, None, "user", {"role": "user", "content": "List the logs."}),
+            _call(2, 2, "msg_01Aa", "toolu_01Aa"),
+            _call(3, 3, "msg_01Aa", "toolu_01Ab"),
+            _reply(4, 3, "msg_01Bb", "Interrupted."),
+        )
+    )
+    _, report = _run("check", str(path), "--json", "--grace", "0", "--policy", policy)
+    assert faults_of(json.loads(report)) == [
+        ("missing_result", "toolu_01Aa", 1),
+        ("missing_result", "toolu_01Ab", 2),
+    ]
+    repaired, report_after = fix_once(path, policy, tmp_path)
+    assert faults_of(report_after) == []
+    assert b"List the logs." in repaired and b"Interrupted." in repaired
+
+
+def test_a_self_parented_line_long_after_the_one_before_starts_the_chain(tmp_path: Path) -> None:
+    """Over 5 s after the line before it, Claude Code's walk ends at a self-parented line.
+
+    So the conversation it sends opens with that line (here a result whose
+    call is before it: an orphan to the provider), and one repair settles it.
+    """
+    late = _result(3, 3, "toolu_01Aa", "app.log")
+    late["timestamp"] = "2026-03-02T09:21:03.000Z"
+    reply = _reply(4, 3, "msg_01Bb", "One log.")
+    reply["timestamp"] = "2026-03-02T09:21:04.000Z"
+    path = tmp_path / f"{SESSION}.jsonl"
+    path.write_bytes(
+        _lines(
+            _cc_line(1, None, "user", {"role": "user", "content": "List the logs."}),
+            _call(2, 1, "msg_01Aa", "toolu_01Aa"),
+            late,
+            reply,
+        )
+    )
+    _, report = _run("check", str(path), "--json", "--grace", "0")
+    assert faults_of(json.loads(report)) == [("orphaned_result", "toolu_01Aa", 2)]
+    _, report_after = fix_once(path, "synthesize", tmp_path)
+    assert faults_of(report_after) == []
+
+
+# The shared workload -----------------------------------------------------------------
+
+SUFFIX = {"claude_code": "jsonl", "codex": "jsonl", "openclaw": "jsonl"}
+SUFFIX |= {"openai_chat": "json", "anthropic": "json"}
+
+
+@pytest.mark.parametrize("fmt", sorted(SUFFIX))
+def test_generated_sessions_settle_in_one_pass(tmp_path: Path, fmt: str) -> None:
+    """A few seeds of each format: fix, then check finds no fault, and a second fix is a no-op."""
+    for seed in (1, 2, 3):
+        folder = tmp_path / str(seed)
+        folder.mkdir()
+        path = folder / f"{fmt}-{seed}.{SUFFIX[fmt]}"
+        argv = [sys.executable, str(GENERATOR), "--format", fmt, "--records", "150"]
+        argv += ["--seed", str(seed), "--fault-rate", "0.3", "--parallel-rate", "0.3"]
+        argv += ["--result-bytes", "20:200", "--out", str(path)]
+        subprocess.run(argv, check=True, capture_output=True)
+        _, report = _run("check", str(path), "--json", "--grace", "0")
+        assert faults_of(json.loads(report)), f"seed {seed}: the workload injected no fault"
+        for policy in ("synthesize", "discard"):
+            _, report_after = fix_once(path, policy, folder / policy)
+            assert faults_of(report_after) == [], f"seed {seed}, {policy}"
