@@ -18,11 +18,11 @@ from functools import cached_property
 from typing import TYPE_CHECKING, BinaryIO
 
 from transcripts import formats
-from transcripts.core.detect import DEFAULT_GRACE, detect, is_live, pair
+from transcripts.core.detect import DEFAULT_GRACE, is_live, pair
 from transcripts.core.model import Fault, Plan, Transcript
 from transcripts.core.outcome import repaired_faults
 from transcripts.core.policy import DEFAULT_POLICY, PRESETS, Policy
-from transcripts.core.repair import repair
+from transcripts.core.repair import settle
 from transcripts.formats import FormatError
 from transcripts.formats.loader import is_document
 from transcripts.formats.source import FileSource
@@ -212,8 +212,7 @@ def analyze(
                 live=is_live(now, last_write, grace),
                 replays_aborted=chosen.replays_aborted,
             )
-            faults = detect(transcript, pairing)
-            plan = repair(transcript, faults, chosen, pairing)
+            faults, plan = settle(transcript, pairing, chosen)
     except FormatError as exc:
         return _unreadable(
             data,

@@ -63,6 +63,113 @@ def _lines(*objs: dict[str, Any]) -> bytes:
     return b"".join(json.dumps(o, separators=(",", ":")).encode() + b"\n" for o in objs)
 
 
+# pi / OpenClaw ------------------------------------------------------------------------
+
+
+def _pi_entry(entry_id: str, parent: str | None, second: int, message: dict[str, Any]) -> dict:
+    return {
+        "type": "message",
+        "id": entry_id,
+        "parentId": parent,
+        "timestamp": f"2026-03-02T09:14:{second:02d}.000Z",
+        "message": message,
+    }
+
+
+def _pi_session(stray_parent: str | None) -> bytes:
+    """A pi session: a prompt, a call never answered, a prompt, then a stray tool result.
+
+    The stray result answers a call no entry holds, and its `parentId` names
+    no entry of the file (`stray_parent`: None, or a lost entry's id). pi
+    starts from the last entry, so it sends that result alone.
+    """
+    return _lines(
+        {
+            "type": "session",
+            "version": 3,
+            "id": "0c7d6f4e-51a2-4b8e-9f3d-2a6b1c9e8d70",
+            "timestamp": "2026-03-02T09:14:00.000Z",
+            "cwd": "/home/dev/app",
+        },
+        _pi_entry(
+            "a1b2c3d4",
+            None,
+            1,
+            {"role": "user", "content": [{"type": "text", "text": "List the logs."}]},
+        ),
+        _pi_entry(
+            "b2c3d4e5",
+            "a1b2c3d4",
+            3,
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "toolCall", "id": "toolu_01Lsx", "name": "bash", "arguments": {}}
+                ],
+                "api": "anthropic-messages",
+                "provider": "anthropic",
+                "model": "claude-sonnet-4-5",
+                "stopReason": "toolUse",
+                "timestamp": 3,
+            },
+        ),
+        _pi_entry(
+            "c3d4e5f6",
+            "b2c3d4e5",
+            9,
+            {"role": "user", "content": [{"type": "text", "text": "Stop, go on."}], "timestamp": 9},
+        ),
+        _pi_entry(
+            "d4e5f6a7",
+            stray_parent,
+            12,
+            {
+                "role": "toolResult",
+                "toolCallId": "toolu_01Gone",
+                "toolName": "bash",
+                "content": [{"type": "text", "text": "stray output"}],
+                "isError": False,
+                "timestamp": 12,
+            },
+        ),
+    )
+
+
+@pytest.mark.parametrize("stray_parent", [None, "f0f0f0f0"])
+@pytest.mark.parametrize("policy", ["synthesize", "discard", "native", "openclaw"])
+def test_a_stray_last_result_and_an_unanswered_call_take_one_pass_in_pi(
+    tmp_path: Path, stray_parent: str | None, policy: str
+) -> None:
+    path = tmp_path / "2026-03-02T09-14-00-000Z_0c7d6f4e.jsonl"
+    path.write_bytes(_pi_session(stray_parent))
+    _, report = _run("check", str(path), "--json", "--grace", "0", "--policy", policy)
+    # Both are found at once: the call is on the branch pi resumes once the stray goes.
+    assert sorted(faults_of(json.loads(report))) == [
+        ("missing_result", "toolu_01Lsx", 2),
+        ("orphaned_result", "toolu_01Gone", 4),
+    ]
+    repaired, report_after = fix_once(path, policy, tmp_path)
+    assert faults_of(report_after) == []
+    entries = [json.loads(line) for line in repaired.splitlines()]
+    texts = [json.dumps(e.get("message", {}).get("content")) for e in entries]
+    assert not any("stray output" in t for t in texts)  # the orphan is dropped
+    assert any("Stop, go on." in t for t in texts)  # every other message is kept
+    assert any("List the logs." in t for t in texts)
+    # pi resumes from the last entry: the branch with the prompt, answered or without the call.
+    by_id = {e.get("id"): e for e in entries}
+    walk, at = [], entries[-1]
+    while at is not None:
+        walk.append(at)
+        at = by_id.get(at.get("parentId"))
+    assert [e["message"]["role"] for e in reversed(walk)][0] == "user"
+    assert walk[0]["message"]["content"] == [{"type": "text", "text": "Stop, go on."}]
+    if policy == "discard":
+        assert "toolu_01Lsx" not in repaired.decode()
+    else:
+        answers = [e for e in walk if e["message"].get("toolCallId") == "toolu_01Lsx"]
+        assert len(answers) == 1
+
+
 # Claude Code -------------------------------------------------------------------------
 
 SESSION = "5d3c9a1e-7f42-4b6e-8a19-3c2e4d5f6a7b"

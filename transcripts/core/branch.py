@@ -88,6 +88,43 @@ def kept_leaf(transcript: Transcript, gone: Callable[[int], bool]) -> int | None
     return None if on_path else leaf.index
 
 
+def resumed_leaf(
+    transcript: Transcript, gone: Callable[[int], bool], paired: Callable[[int], bool]
+) -> int | None:
+    """Return the record the session resumes from once the records `gone` names are dropped.
+
+    That is the record standing for the uid of the last readable record left
+    (`_leaf`), when no scope has paired it (`paired(index)` False): dropping
+    the live branch's end moved the session to another branch. pi starts its
+    walk at the file's last entry (session-manager.js `_buildIndex` keeps the
+    last entry as the leaf), so dropping a stray result written last, whose
+    parent is no entry of the file, hands the session to the branch before it.
+    None: the session resumes on a branch already paired, or it is no tree.
+    A sidechain's end (a leaf only once no main line is left) is never one.
+    """
+    if not transcript.tree or subagent_file(transcript):
+        return None
+    records = transcript.records
+    leaf = _leaf(records)
+    if leaf is None or not gone(leaf.index):
+        return None  # the live branch's end stays: the session resumes where it did
+    after = _leaf(records, gone)
+    if after is None or after.uid is None or after.sidechain:
+        return None
+    stands = uid_lookup(records, transcript.last_copy)(after.uid)
+    if stands is None or paired(stands):
+        return None
+    return stands
+
+
+def path_from(transcript: Transcript, index: int) -> list[int]:
+    """Return the branch that ends at record `index`, root first, as `live_path` finds one."""
+    records = transcript.records
+    by_uid = uid_lookup(records, transcript.last_copy)
+    leaf = records[index]
+    return _reattach(records, by_uid, _path_to(records, by_uid, leaf), leaf.sidechain)
+
+
 def leaf_index(transcript: Transcript) -> int | None:
     """Return the index of the record the live branch's walk starts from, or None.
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from transcripts.core.branch import context_scopes
+from transcripts.core.branch import context_scopes, live_context, path_from
 from transcripts.core.markers import synthetic_marker
 from transcripts.core.model import (
     POSITIONAL,
@@ -182,6 +182,21 @@ class Pairing:
     in_place: set[ToolResult] = field(default_factory=set)
     # Replays of aborted frames: whether the target runtime sends them (OpenMAIC does).
     replays_aborted: bool = False
+    live: bool = False
+    # The leaves of the branches paired because a repair hands the session to them
+    # (`pair_resumed`), in the order they were paired; each is a scope of its own.
+    resumed: list[int] = field(default_factory=list)
+
+    def paired(self, transcript: Transcript) -> bytearray:
+        """Return a flag per record of `transcript`: 1 where some scope of this pairing holds it."""
+        flags = bytearray(len(transcript.records))
+        for context in context_scopes(transcript):
+            for index in context:
+                flags[index] = 1
+        for leaf in self.resumed:
+            for index in live_context(transcript, path_from(transcript, leaf)):
+                flags[index] = 1
+        return flags
 
 
 def _is_tail(records: list[Record], context: list[int], turn: Turn) -> bool:
@@ -205,10 +220,33 @@ def pair(transcript: Transcript, *, live: bool = False, replays_aborted: bool = 
     Each scope (the live context, then each sidechain) pairs on its own.
     """
     scopes = context_scopes(transcript)
-    result = Pairing(scopes[0], [], replays_aborted=replays_aborted)
+    result = Pairing(scopes[0], [], replays_aborted=replays_aborted, live=live)
     for context in scopes:
         _pair_scope(transcript, context, result, live)
     return result
+
+
+def pair_resumed(transcript: Transcript, pairing: Pairing, leaf: int) -> None:
+    """Pair, into `pairing`, the branch ending at record `leaf` as one more scope.
+
+    That is the branch the session resumes from once a repair drops the end
+    of the branch it resumed from (`branch.resumed_leaf`): its faults are the
+    ones the repaired file would show, so one repair mends them too. Records
+    an earlier scope paired are left out, as a sidechain's are. Each fault
+    found says the branch is resumed only once the repair is made.
+    """
+    paired = pairing.paired(transcript)
+    path = [index for index in path_from(transcript, leaf) if not paired[index]]
+    first = len(pairing.faults)
+    pairing.resumed.append(leaf)
+    _pair_scope(transcript, live_context(transcript, path), pairing, pairing.live)
+    note = (
+        f"; on the branch ending at record {leaf}, which the session resumes from once the "
+        "repair drops the end of the branch it resumes from now"
+    )
+    pairing.faults[first:] = [
+        replace(fault, detail=fault.detail + note) for fault in pairing.faults[first:]
+    ]
 
 
 def _pair_scope(transcript: Transcript, context: list[int], result: Pairing, live: bool) -> None:

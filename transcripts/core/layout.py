@@ -15,6 +15,7 @@ from transcripts.core.branch import (
     kept_leaf,
     kept_sidechain_leaves,
     leaf_index,
+    path_from,
     subagent_file,
 )
 from transcripts.core.model import Op, OpKind, Plan, Record, Role, Transcript
@@ -169,6 +170,22 @@ def _kept(transcript: Transcript, edits: _Edits) -> frozenset[int]:
     return frozenset(i for i in leaves if records[i].role in (Role.USER, Role.ASSISTANT))
 
 
+def dropped(transcript: Transcript, plan: Plan) -> frozenset[int]:
+    """Return the raw indexes of the records `plan` leaves out of the repaired file.
+
+    Those whose every block the ops remove with nothing put in them, but the
+    leaves written without blocks to keep a branch (`_kept`); a record moved
+    whole is written elsewhere, so it is not one.
+    """
+    edits = _collect(transcript, plan.ops)
+    records = transcript.records
+    return frozenset(
+        index
+        for index in edits.removed
+        if _emptied(records, edits, index) and index not in edits.kept
+    )
+
+
 def _placed_slots(edits: _Edits, anchor: int) -> list[Slot]:
     slots: list[Slot] = []
     for op in edits.placed.get(anchor, ()):
@@ -241,7 +258,11 @@ def iter_layout(transcript: Transcript, plan: Plan) -> Iterator[Slot]:
     edits = _collect(transcript, plan.ops)
     # Where the live branch's last slot is written at the end, the slots of the records it
     # leaves and joins are the ones `leaf_last` gives (a few; the rest as they come).
-    moved = leaf_last(transcript, sparse_layout(transcript, plan)) if transcript.tree else {}
+    moved = (
+        leaf_last(transcript, sparse_layout(transcript, plan), plan.resumed)
+        if transcript.tree
+        else {}
+    )
     for record in transcript.records:
         slots = moved.get(record.index)
         yield from slots if slots is not None else _slots_at(record, edits)
@@ -267,7 +288,9 @@ def sparse_layout(transcript: Transcript, plan: Plan) -> dict[int, list[Slot]]:
     return {i: _slots_at(records[i], edits) for i in sorted(affected)}
 
 
-def leaf_last(transcript: Transcript, at: dict[int, list[Slot]]) -> dict[int, list[Slot]]:
+def leaf_last(
+    transcript: Transcript, at: dict[int, list[Slot]], resumed: tuple[int, ...] = ()
+) -> dict[int, list[Slot]]:
     """Return the sparse layout `at` written with the live branch's last slot after every other.
 
     A tree format's live branch runs back from the last record written
@@ -282,17 +305,23 @@ def leaf_last(transcript: Transcript, at: dict[int, list[Slot]]) -> dict[int, li
     given (`renderer._relink`), and writes the file with what this returns.
     A new dict; entries of `at` it does not change are shared. `at` itself
     unless the branch's end would not be last, or for a subagent's own file.
+    With `resumed` (`Plan.resumed`), the branch kept last is the one ending
+    at its last leaf: the repair drops the live branch's end.
     """
     records = transcript.records
     if not transcript.tree or not records or subagent_file(transcript):
         return at
-    path = branch_paths(transcript)[0]
     # The branch ends at its leaf, or at a result re-attached after it that hangs off it
     # (pi: a result written before the call, parented on the call's entry). One that
     # hangs off a line before the leaf (Claude Code: a result parented on the message's
     # thinking line) is not the branch's end: written last, it would be the leaf, and
     # its walk would lead back past its call.
-    leaf = leaf_index(transcript)
+    if resumed:
+        leaf: int | None = resumed[-1]
+        path = path_from(transcript, resumed[-1])
+    else:
+        path = branch_paths(transcript)[0]
+        leaf = leaf_index(transcript)
     if leaf is not None and leaf in path:
         cut = path.index(leaf) + 1
         follows = {records[leaf].uid}

@@ -542,10 +542,18 @@ class Op:
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """The ordered ops that repair a transcript under `policy`; empty when healthy."""
+    """The ordered ops that repair a transcript under `policy`; empty when healthy.
+
+    `resumed` are the raw indexes of the leaves of branches the repaired file
+    resumes from instead of the live one, whose end the ops drop (a tree
+    format's; `core.branch.resumed_leaf`), in the order they were paired: the
+    last is where the repaired session resumes. Their links are written as
+    the live branch's are.
+    """
 
     policy: str
     ops: tuple[Op, ...] = ()
+    resumed: tuple[int, ...] = ()
 
     def __bool__(self) -> bool:
         return bool(self.ops)

@@ -10,8 +10,9 @@ import hashlib
 import re
 from dataclasses import replace
 
-from transcripts.core.detect import Pairing, Turn, other_blocks, pair
-from transcripts.core.layout import block_count
+from transcripts.core.branch import resumed_leaf
+from transcripts.core.detect import Pairing, Turn, detect, other_blocks, pair, pair_resumed
+from transcripts.core.layout import block_count, dropped
 from transcripts.core.model import (
     Action,
     Fault,
@@ -231,6 +232,42 @@ def repair(
     ops.extend(_orphaned_leaders(transcript, pairing, ops))
     ops.extend(_relogged(transcript, ops))
     return Plan(policy=policy.name, ops=tuple(ops))
+
+
+def settle(transcript: Transcript, pairing: Pairing, policy: Policy) -> tuple[list[Fault], Plan]:
+    """Return the faults of `transcript` and the plan that mends them under `policy`, in one pass.
+
+    `detect` then `repair`; but where the plan drops the end of the branch the
+    session resumes from and the session would resume from another branch
+    (`branch.resumed_leaf`: in pi, a stray result written last whose parent
+    is no entry of the file), that branch is paired too (`detect.pair_resumed`,
+    into `pairing`) and the plan made again, until the session resumes from a
+    branch already paired. Its faults join the list and its leaf
+    `Plan.resumed`, so the repaired file needs no second repair. `pairing`
+    is `detect.pair(transcript, ...)` made with `policy.replays_aborted`.
+    """
+    faults = detect(transcript, pairing)
+    plan = repair(transcript, faults, policy, pairing)
+    flags: bytearray | None = None
+
+    def paired(index: int) -> bool:
+        nonlocal flags
+        if flags is None:
+            flags = pairing.paired(transcript)
+        return bool(flags[index])
+
+    while plan and transcript.tree:
+        gone = dropped(transcript, plan)
+        leaf = resumed_leaf(transcript, gone.__contains__, paired) if gone else None
+        if leaf is None:
+            break
+        pair_resumed(transcript, pairing, leaf)
+        flags = None
+        faults = detect(transcript, pairing)
+        plan = repair(transcript, faults, policy, pairing)
+    if not pairing.resumed:
+        return faults, plan
+    return faults, replace(plan, resumed=tuple(pairing.resumed))
 
 
 def _relogged(transcript: Transcript, ops: list[Op]) -> list[Op]:

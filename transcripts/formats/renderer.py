@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from transcripts.core.branch import branch_paths
+from transcripts.core.branch import branch_paths, path_from
 from transcripts.core.layout import SPLITS, Slot, leaf_last, sparse_layout
 from transcripts.core.model import Op, OpKind, Plan, RawSource, Record, Role, Transcript
 from transcripts.core.store import RecordStore
@@ -27,16 +27,22 @@ from transcripts.formats.registry import FORMATS
 from transcripts.formats.source import CHUNK, FileSource
 
 
+def _paths(transcript: Transcript, resumed: tuple[int, ...]) -> list[list[int]]:
+    """Return the branches whose links a repair writes: `branch_paths`, then `resumed`'s."""
+    return [*branch_paths(transcript), *(path_from(transcript, leaf) for leaf in resumed)]
+
+
 def _relink(
-    transcript: Transcript, fmt: Format, at: dict[int, list[Slot]]
+    transcript: Transcript, fmt: Format, at: dict[int, list[Slot]], resumed: tuple[int, ...] = ()
 ) -> dict[int | Slot, str]:
     """Return new parent ids for records whose predecessor on a branch changed.
 
-    `at` is the sparse layout (records it lacks are written as they were).
+    `at` is the sparse layout (records it lacks are written as they were);
+    `resumed` the leaves of the branches the repair resumes from (`Plan.resumed`).
     Keys are raw record indexes, or the Slot of a new record.
     """
     parents: dict[int | Slot, str] = {}
-    for path in branch_paths(transcript):
+    for path in _paths(transcript, resumed):
         parents.update(_relink_path(transcript, fmt, at, path))
     _relink_dangling(transcript, at, parents)
     return parents
@@ -139,7 +145,9 @@ def _relink_path(
     return parents
 
 
-def _rekeep(transcript: Transcript, fmt: Format, at: dict[int, list[Slot]]) -> dict[int, str]:
+def _rekeep(
+    transcript: Transcript, fmt: Format, at: dict[int, list[Slot]], resumed: tuple[int, ...] = ()
+) -> dict[int, str]:
     """Return new first-kept ids for compactions whose first kept record the repair drops.
 
     pi keeps nothing before a compaction whose `firstKeptEntryId` it cannot
@@ -153,7 +161,7 @@ def _rekeep(transcript: Transcript, fmt: Format, at: dict[int, list[Slot]]) -> d
     # A stored session's compactions and uids are read from its columns, not from a view
     # of each record on the path.
     marks = records.context_marks() if isinstance(records, RecordStore) else None
-    for path in branch_paths(transcript):
+    for path in _paths(transcript, resumed):
         if marks is None:
             compactions = [(k, keep) for k, i in enumerate(path) if (keep := records[i].keep_from)]
         else:
@@ -370,7 +378,7 @@ def rewrite(transcript: Transcript, plan: Plan) -> Rewrite:
     fmt = FORMATS[transcript.format]
     transcript = _renamed(transcript, fmt, plan)
     at = sparse_layout(transcript, plan)
-    parents = _relink(transcript, fmt, at) if transcript.tree else {}
+    parents = _relink(transcript, fmt, at, plan.resumed) if transcript.tree else {}
     count = len(transcript.records)
     replaced: set[int] = set()
     records: list[Record] = []
@@ -409,7 +417,7 @@ def relinked(transcript: Transcript, plan: Plan) -> frozenset[int]:
         return frozenset()
     fmt = FORMATS[transcript.format]
     transcript = _renamed(transcript, fmt, plan)
-    parents = _relink(transcript, fmt, sparse_layout(transcript, plan))
+    parents = _relink(transcript, fmt, sparse_layout(transcript, plan), plan.resumed)
     return frozenset(key for key in parents if isinstance(key, int))
 
 
@@ -439,10 +447,10 @@ def render_to(transcript: Transcript, plan: Plan, out: BinaryIO) -> None:
     fmt = FORMATS[transcript.format]
     transcript = _renamed(transcript, fmt, plan)
     at = sparse_layout(transcript, plan)
-    parents = _relink(transcript, fmt, at) if transcript.tree else {}
-    keeps = _rekeep(transcript, fmt, at) if transcript.tree else {}
+    parents = _relink(transcript, fmt, at, plan.resumed) if transcript.tree else {}
+    keeps = _rekeep(transcript, fmt, at, plan.resumed) if transcript.tree else {}
     # Links follow the branch (`at`); the file keeps the branch's end last (`leaf_last`).
-    at = leaf_last(transcript, at) if transcript.tree else at
+    at = leaf_last(transcript, at, plan.resumed) if transcript.tree else at
     if fmt.jsonl:
         _write_lines(transcript, fmt, at, parents, writer, keeps)
     else:
