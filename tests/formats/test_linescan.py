@@ -178,6 +178,13 @@ MARKERS = [
     '{"ok": false, "error": "interrupted"}',
     "\u00a0aborted",
     "",
+    "     1\tfirst line",
+    " " * 40 + "x",
+    "\t\n\r\x0c[openclaw] x",
+    "\x0b\x1caborted",
+    "\x08aborted",
+    "/No",
+    '"quoted"',
 ]
 
 EDGES_CC = (
@@ -323,6 +330,49 @@ EDGES_OC = (
         _oc("not an object"),
     ]
 )
+
+
+# Arguments are digested from their bytes only when orjson would write them so.
+EDGES_ARGS = [
+    b'{"type":"assistant","uuid":"a","message":{"content":[{"type":"tool_use","id":"t",'
+    b'"name":"Bash","input":' + args + b"}]}}"
+    for args in [
+        b"{}",
+        b'{"a":1,"b":[true,false,null],"c":{"d":"e"}}',
+        b'{"b":1,"a":2}',
+        b'{"a":1,"a":2}',
+        b'{"a":1,"ab":2,"b":3}',
+        b'{"ab":1,"a":2}',
+        b'{"a": 1}',
+        b'{"a":-0}',
+        b'{"a":0}',
+        b'{"a":-1}',
+        b'{"a":1.0}',
+        b'{"a":1e2}',
+        b'{"a":12345678901234567890}',
+        b'{"a":"\\u00e9"}',
+        b'{"a":"\\/"}',
+        b'{"a":"\\"\\\\\\n\\t\\r\\b\\f"}',
+        b'{"a\\"":1}',
+        '{"é":1,"z":2}'.encode(),
+        '{"z":1,"é":2}'.encode(),
+        '{"\\uffff":1,"😀":2}'.encode(),
+        '{"\uffff":1,"😀":2}'.encode(),
+        '{"😀":1,"\uffff":2}'.encode(),
+        b'{"command":"' + b"x" * 300 + b'"}',
+        b'{"command":"' + "é".encode() * 300 + b'"}',
+        b"[1,2]",
+        b'"text"',
+        b'{"a":[{"c":1,"b":2}]}',
+    ]
+]
+
+
+@pytest.mark.parametrize("raw", EDGES_ARGS, ids=range(len(EDGES_ARGS)))
+def test_call_arguments_edges(raw: bytes) -> None:
+    check("claude_code", raw)
+    scanned = linescan.SCANNERS["claude_code"](raw)
+    assert scanned is not None
 
 
 @pytest.mark.parametrize("raw", EDGES_CC, ids=range(len(EDGES_CC)))

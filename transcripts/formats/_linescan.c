@@ -15,11 +15,14 @@
  *   bits        int: the record's flag bits (sidechain, aborted, interrupted; see configure)
  *   uid, parent str or None; message_id str or None (Claude Code's assistant message id)
  *   other       int: blocks that are neither calls nor results
- *   calls       tuple of (block, id, name, start, end, partial): id and name str or None,
- *               the arguments' bytes line[start:end] (start -1: no arguments)
+ *   calls       tuple of (block, id, name, start, end, partial, canonical): id and name str
+ *               or None, the arguments' bytes line[start:end] (start -1: no arguments);
+ *               canonical is True when those bytes are an object written as orjson writes
+ *               it with sorted keys (compact, integers only), so digested as they are
  *   results     tuple of (block, tool_call_id, is_error, start, end, plain): the content's
  *               bytes line[start:end] (start -1: none); plain is True when the content's
- *               first text starts with an ASCII character no repair marker starts with
+ *               first text, past whitespace, starts with an ASCII character no repair
+ *               marker starts with
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -304,6 +307,128 @@ static inline int str_is(const Val *v, const char *text) {
 
 static inline int is_true(const Val *v) { return v->seen && v->first == 't'; }
 
+/* Whether a value already checked is written as orjson writes it back with sorted keys
+ * (compact, keys in ascending order, integers only, the escapes orjson uses): its bytes
+ * are then the canonical text a call's arguments are digested from. 0 when unsure. */
+static int canon_string(Scan *s, Str *out) {
+    ptr p = s->p + 1;
+    out->at = p;
+    out->escaped = 0;
+    while (p < s->end && *p != '"') {
+        if (*p == '\\') {
+            out->escaped = 1;
+            unsigned char e = p[1];
+            if (e != '"' && e != '\\' && e != 'n' && e != 't' && e != 'r' && e != 'b' &&
+                e != 'f')
+                return 0; /* \u and \/ are written otherwise by orjson */
+            p += 2;
+        } else {
+            p++;
+        }
+    }
+    out->len = p - out->at;
+    s->p = p + 1;
+    return 1;
+}
+
+static int canon_value(Scan *s, int depth) {
+    if (depth > 64 || s->p >= s->end) return 0;
+    unsigned char c = *s->p;
+    if (c == '{') {
+        s->p++;
+        if (*s->p == '}') {
+            s->p++;
+            return 1;
+        }
+        Str last = {NULL, 0, 0};
+        for (;;) {
+            Str key;
+            if (*s->p != '"' || !canon_string(s, &key) || key.escaped) return 0;
+            if (last.at) {
+                Py_ssize_t n = key.len < last.len ? key.len : last.len;
+                int order = memcmp(last.at, key.at, n);
+                if (order > 0 || (order == 0 && last.len >= key.len)) return 0;
+            }
+            last = key;
+            if (*s->p != ':') return 0;
+            s->p++;
+            if (!canon_value(s, depth + 1)) return 0;
+            if (*s->p == ',') {
+                s->p++;
+                continue;
+            }
+            if (*s->p != '}') return 0;
+            s->p++;
+            return 1;
+        }
+    }
+    if (c == '[') {
+        s->p++;
+        if (*s->p == ']') {
+            s->p++;
+            return 1;
+        }
+        for (;;) {
+            if (!canon_value(s, depth + 1)) return 0;
+            if (*s->p == ',') {
+                s->p++;
+                continue;
+            }
+            if (*s->p != ']') return 0;
+            s->p++;
+            return 1;
+        }
+    }
+    if (c == '"') {
+        Str str;
+        return canon_string(s, &str);
+    }
+    if (c == 't') return literal(s, "true", 4);
+    if (c == 'f') return literal(s, "false", 5);
+    if (c == 'n') return literal(s, "null", 4);
+    /* an integer as orjson writes it: no -0, no fraction or exponent, within 64 bits */
+    ptr start = s->p;
+    if (*s->p == '-') s->p++;
+    if (s->p >= s->end || !(*s->p >= '0' && *s->p <= '9')) return 0;
+    if (*s->p == '0' && (start != s->p || (s->p + 1 < s->end && s->p[1] >= '0' && s->p[1] <= '9')))
+        return 0;
+    while (at_digit(s)) s->p++;
+    if (s->p - start > 18) return 0;
+    return s->p < s->end && *s->p != '.' && *s->p != 'e' && *s->p != 'E';
+}
+
+/* Whether the bytes start:stop (a value checked already) are canonical and an object. */
+static int canonical(ptr start, ptr stop) {
+    if (start >= stop || *start != '{') return 0;
+    Scan s = {start, stop, start, 0};
+    return canon_value(&s, 0) && s.p == stop;
+}
+
+/* Whether a text plainly starts no repair marker: its first character past whitespace,
+ * within its first 32, is ASCII and starts none (see markers.may_be_marker). */
+static int plain_text(const Str *text) {
+    ptr p = text->at, end = text->at + text->len;
+    for (int chars = 0; chars < 32 && p < end; chars++) {
+        unsigned char c = *p;
+        if (c == '\\') {
+            unsigned char e = p[1];
+            if (e == 't' || e == 'n' || e == 'r' || e == 'f') {
+                p += 2; /* whitespace, stripped first */
+                continue;
+            }
+            if (e == 'u') return 0; /* maybe whitespace: left to the whole reading */
+            return 1;               /* a quote, backslash, slash or backspace: no marker's */
+        }
+        if (c == ' ') {
+            p++;
+            continue;
+        }
+        if (c >= 0x80) return 0; /* maybe whitespace beyond ASCII */
+        return !marker_first[c];
+    }
+    return 0;
+}
+
 /* Walks an object's members: each key is passed to `member`, which reads its value. */
 typedef int (*Member)(Scan *s, const Str *key, void *ctx);
 
@@ -373,9 +498,7 @@ static int content_value(Scan *s, Val *v, int *plain) {
                 if (index == 0 && s->p < s->end && *s->p == '{') {
                     Head h = {{0}};
                     if (!members(s, head_member, &h)) return 0;
-                    if (h.text.seen && h.text.first == '"' && h.text.str.len > 0) {
-                        *plain = !marker_first[h.text.str.at[0]];
-                    }
+                    if (h.text.seen && h.text.first == '"') *plain = plain_text(&h.text.str);
                 } else if (!value(s)) {
                     return 0;
                 }
@@ -397,7 +520,7 @@ static int content_value(Scan *s, Val *v, int *plain) {
         return 1;
     }
     if (!keep(s, v)) return 0;
-    if (v->first == '"' && v->str.len > 0) *plain = !marker_first[v->str.at[0]];
+    if (v->first == '"') *plain = plain_text(&v->str);
     return 1;
 }
 
@@ -635,8 +758,11 @@ static PyObject *items(const Item *list, int n, ptr base, int results) {
             row = Py_BuildValue("(iNOnnO)", it->block, id, it->flag ? Py_True : Py_False, start,
                                 stop, it->plain ? Py_True : Py_False);
         else
-            row = Py_BuildValue("(iNNnnO)", it->block, id, name, start, stop,
-                                it->flag ? Py_True : Py_False);
+            row = Py_BuildValue("(iNNnnOO)", it->block, id, name, start, stop,
+                                it->flag ? Py_True : Py_False,
+                                it->body.seen && canonical(it->body.start, it->body.stop)
+                                    ? Py_True
+                                    : Py_False);
         if (!row) {
             Py_DECREF(out);
             return NULL;
@@ -778,10 +904,6 @@ static PyObject *configure(PyObject *self, PyObject *args) {
         return NULL;
     memset(marker_first, 0, sizeof marker_first);
     for (Py_ssize_t k = 0; k < n; k++) marker_first[(unsigned char)first[k]] = 1;
-    /* whitespace (stripped first), a backslash (an escape) and non-ASCII bytes: not plain */
-    const char *unsure = " \t\n\r\\";
-    for (const char *u = unsure; *u; u++) marker_first[(unsigned char)*u] = 1;
-    for (int k = 0x80; k < 0x100; k++) marker_first[k] = 1;
     Py_RETURN_NONE;
 }
 

@@ -421,14 +421,7 @@ def call_row(block: int, call_id: Any, name: Any, args: Any, partial: bool) -> C
     if call_id and not isinstance(call_id, str):
         raise TypeError("a tool call id that is not a string")
     if isinstance(name, str) and isinstance(call_id, str) and call_id.strip() and not partial:
-        # Few tool names recur in thousands of calls: each one's check is made once.
-        problem = _NAME_PROBLEMS.get(name)
-        if problem is None:
-            if len(_NAME_PROBLEMS) >= 4096:
-                _NAME_PROBLEMS.clear()
-            problem = _NAME_PROBLEMS[name] = call_problem(call_id, name, {})
-        if not problem:
-            problem = _args_problem(args)
+        problem = _name_problem(call_id, name) or _args_problem(args)
     else:
         problem = call_problem(call_id, name, args, partial)
     return (
@@ -438,6 +431,30 @@ def call_row(block: int, call_id: Any, name: Any, args: Any, partial: bool) -> C
         _digested(args),
         problem,
     )
+
+
+def _name_problem(call_id: str, name: str) -> str:
+    """Return `call_problem` of a call with a well-formed id and empty arguments, by name.
+
+    Few tool names recur in thousands of calls: each one's check is made once.
+    """
+    problem = _NAME_PROBLEMS.get(name)
+    if problem is None:
+        if len(_NAME_PROBLEMS) >= 4096:
+            _NAME_PROBLEMS.clear()
+        problem = _NAME_PROBLEMS[name] = call_problem(call_id, name, {})
+    return problem
+
+
+def canonical_call_row(block: int, call_id: Any, name: Any, data: bytes) -> CallRow:
+    """Return `call_row(block, call_id, name, orjson.loads(data), False)` for canonical `data`.
+
+    `data` is a JSON object as `orjson.dumps` writes it with sorted keys (the
+    line scanner says so): its digest is taken of these bytes, never parsed.
+    """
+    if isinstance(name, str) and isinstance(call_id, str) and call_id.strip():
+        return (block, call_id, name, _bytes_digest(data), _name_problem(call_id, name))
+    return call_row(block, call_id, name, orjson.loads(data), False)
 
 
 def _digested(args: Any) -> str:
@@ -454,6 +471,11 @@ def _digested(args: Any) -> str:
         data = orjson.dumps(args, option=orjson.OPT_SORT_KEYS)
     except TypeError:  # nesting beyond orjson's limit: as `canonical` reads it
         return args_digest(canonical(args))
+    return _bytes_digest(data)
+
+
+def _bytes_digest(data: bytes) -> str:
+    """Return `args_digest(canonical(args))` of the arguments orjson writes as `data`."""
     if len(data) > _ARGS_KEPT:
         # A character is at most 4 bytes: these bytes hold the text whole, or more than its
         # first _ARGS_KEPT characters (a character cut at their end is dropped).

@@ -21,7 +21,7 @@ import orjson
 from transcripts.core.markers import _FIRST
 from transcripts.core.model import _ABORTED, _INTERRUPTED, _OTHER_SHIFT, _SIDECHAIN, Role
 from transcripts.core.store import RecordStore
-from transcripts.formats.base import call_row, result_text
+from transcripts.formats.base import call_row, canonical_call_row, result_text
 
 # A line's fields as `_linescan` returns them, or None for a line it leaves to orjson.
 Scanned = tuple[Any, ...]
@@ -53,8 +53,10 @@ def store_scanned(
     loads = orjson.loads
     if calls:
         calls = [
-            call_row(j, call_id, name, None if at < 0 else loads(raw[at:stop]), partial)
-            for j, call_id, name, at, stop, partial in calls
+            canonical_call_row(j, call_id, name, raw[at:stop])
+            if canonical
+            else call_row(j, call_id, name, None if at < 0 else loads(raw[at:stop]), partial)
+            for j, call_id, name, at, stop, partial, canonical in calls
         ]
     if results:
         results = [
