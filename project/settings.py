@@ -410,6 +410,9 @@ SPECTACULAR_SETTINGS = {
     },
     "ENUM_NAME_OVERRIDES": {
         "FaultKindEnum": "transcripts.models.FaultKinds",
+        # An upload names a registry format; a filter also takes "unknown" (unreadable files).
+        "FormatEnum": "transcripts.api.serializers.UPLOAD_FORMATS",
+        "SessionFormatEnum": "transcripts.api.serializers.FILTER_FORMATS",
         "JobKindEnum": "transcripts.models.Job.Kind",
         "StartableJobKindEnum": "transcripts.api.serializers.STARTABLE_KINDS",
         "AnswerActionEnum": "transcripts.api.policies.ANSWER_ACTIONS",

@@ -10,6 +10,7 @@ from django.contrib.auth import get_user_model
 from django.db import connections
 from django.db.models import Q, QuerySet
 from django.http import QueryDict
+from django.utils.datastructures import MultiValueDict
 
 from transcripts.core.model import Action, FaultKind
 from transcripts.core.policy import ALLOWED, refused
@@ -121,6 +122,21 @@ class UploadForm(forms.Form):
             "JSON or JSONL transcripts, one session per file; a .gz is unpacked, and so is "
             f"each file in a .zip. {self.limits.describe()}"
         )
+
+    # The fields that take one value. A browser sends each once; a hand-made request that
+    # sends one twice is refused, not stored under the last (`files` takes many).
+    SINGLE = ("workspace", "format")
+
+    def clean(self) -> dict[str, Any]:
+        """Refuse a field of SINGLE given more than once, naming it ("Given 2 times")."""
+        cleaned: dict[str, Any] = super().clean() or {}
+        if not isinstance(self.data, MultiValueDict):
+            return cleaned  # a form made from a dict holds one value per field
+        for name in self.SINGLE:
+            count = len(self.data.getlist(name))
+            if count > 1:
+                self.add_error(name, f"Given {count} times: choose one.")
+        return cleaned
 
     def clean_files(self) -> list[tuple[str, Staged]]:
         """Return the (name, staged file) of every session uploaded, archives unpacked.

@@ -142,6 +142,27 @@ def test_it_refuses_a_workspace_the_user_is_not_in(alice_client, other_workspace
     assert Session.objects.count() == 0
 
 
+@pytest.mark.parametrize("field", ["workspace", "format"])
+def test_it_refuses_a_workspace_or_format_given_twice(alice_client, alice, workspace, field):
+    # A browser sends each once; a hand-made request sending two kept the last one.
+    second = actions.do_create_workspace("Second", acting_user=alice)
+    body = {
+        "workspace": [workspace.pk, second.pk] if field == "workspace" else workspace.pk,
+        "format": ["codex", "claude_code"] if field == "format" else "",
+        "files": [SimpleUploadedFile("a.jsonl", b"{}\n"), SimpleUploadedFile("b.jsonl", b"{}\n")],
+    }
+    response = alice_client.post(URL, body)
+    assert response.status_code == 400
+    assert response.context["upload_form"].errors == {field: ["Given 2 times: choose one."]}
+    assert Session.objects.count() == 0
+
+
+def test_it_takes_several_files_in_one_upload_by_design(alice_client, workspace):
+    files = [SimpleUploadedFile("a.jsonl", b"{}\n"), SimpleUploadedFile("b.jsonl", b"{}\n")]
+    assert upload(alice_client, workspace, *files).status_code == 302
+    assert sorted(Session.objects.values_list("name", flat=True)) == ["a.jsonl", "b.jsonl"]
+
+
 def test_it_requires_a_file(alice_client, workspace):
     response = alice_client.post(URL, {"workspace": workspace.pk})
     assert response.status_code == 400

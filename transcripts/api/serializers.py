@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from django.core.validators import ProhibitNullCharactersValidator
+from django_stubs_ext import StrOrPromise
 from rest_framework import serializers
 from rest_framework.utils import html
 
 from transcripts.engine import DEFAULT_POLICY
+from transcripts.filters import format_ids
 from transcripts.formats import FORMATS
 from transcripts.models import FaultKinds, Job, Revision, Session
 from transcripts.uploads import clean_name, unusable_name
@@ -20,25 +22,57 @@ MAX_ID = 2**63 - 1
 STARTABLE_KINDS = [Job.Kind.REPAIR, Job.Kind.DRY_RUN, Job.Kind.EXPORT]
 # A job lists at most this many sessions by id; a filter selects any number.
 MAX_JOB_SESSIONS = 10_000
+# The formats an upload may name, (id, label): the registry's. The schema's FormatEnum.
+UPLOAD_FORMATS = [(format_id, fmt.label) for format_id, fmt in FORMATS.items()]
+# The formats a filter matches, (id, label): those and "unknown", a file that could not be
+# read, as the session list's filter offers them. The schema's SessionFormatEnum.
+FILTER_FORMATS = format_ids()
+
+
+def _unknown_format(ids: list[str]) -> str:
+    """Return the message of a format not in `ids`; DRF puts the value given in {input}."""
+    return f"“{{input}}” is no format; the formats are {', '.join(sorted(ids))}."
+
+
+class Repeated(list[Any]):
+    """The values of a form or query field given more than once, refused by `OneValue`."""
 
 
 class OneValue:
     """A field that, in a form or query string, takes exactly one value.
 
     Given empty, it is refused rather than taken as absent; given more than
-    once, it is refused rather than taking the last.
+    once (a query key or a multipart part, a file's too), it is refused with
+    its error message "repeated" rather than taking the last.
     """
 
     field_name: str | None
+    default_error_messages: ClassVar[dict[str, StrOrPromise]] = {
+        "repeated": "Given {count} times: send it once."
+    }
 
     def get_value(self, dictionary: Any) -> Any:
         if html.is_html_input(dictionary) and self.field_name in dictionary:
             values = dictionary.getlist(self.field_name)
+            if len(values) > 1:
+                return Repeated(values)
             if len(values) != 1:
                 return values
             if values[0] == "":
                 return ""
         return super().get_value(dictionary)  # type: ignore[misc]
+
+    def run_validation(self, data: Any = serializers.empty) -> Any:
+        if isinstance(data, Repeated):
+            self.fail("repeated", count=len(data))  # type: ignore[attr-defined]
+        return super().run_validation(data)  # type: ignore[misc]
+
+
+# Why a filter value of NUL characters alone is refused: dropped, it would match everything.
+NUL_ONLY = (
+    "Only NUL characters were given, and nothing is left once they are dropped: "
+    "leave the field out to match every session."
+)
 
 
 class TextField(OneValue, serializers.CharField):
@@ -64,10 +98,7 @@ class TextField(OneValue, serializers.CharField):
             self.fail("invalid")
         text = super().to_internal_value(data).replace("\x00", "")
         if self.refuse_emptied and data and not text:
-            raise serializers.ValidationError(
-                "Only NUL characters were given, and nothing is left once they are dropped: "
-                "leave the field out to match every session."
-            )
+            raise serializers.ValidationError(NUL_ONLY)
         try:
             text.encode()
         except UnicodeEncodeError:
@@ -101,6 +132,19 @@ class Strict:
 
 class ChoiceField(OneValue, serializers.ChoiceField):
     """A choice, given once."""
+
+
+class FilterChoiceField(ChoiceField):
+    """A filter's choice; a value of NUL characters alone is refused (NUL_ONLY), as by TextField."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, str) and data and not data.replace("\x00", ""):
+            raise serializers.ValidationError(NUL_ONLY)
+        return super().to_internal_value(data)
+
+
+class FileField(OneValue, serializers.FileField):
+    """A file, given once: a second part of its name is refused, not kept in place of the first."""
 
 
 class BooleanField(OneValue, serializers.BooleanField):
@@ -237,16 +281,21 @@ class RevisionSerializer(serializers.ModelSerializer[Revision]):
 
 
 class SessionUploadSerializer(Strict, serializers.Serializer[Any]):
-    file = serializers.FileField(
+    file = FileField(
         allow_empty_file=True,
-        help_text="The session file. Any bytes are stored; an unreadable file says why.",
+        help_text=(
+            "The session file, one part: any bytes are stored; an unreadable file says why. "
+            "Two parts named `file` are refused (one session per upload)."
+        ),
         # Django's multipart parser drops a part whose headers are not UTF-8 (curl sends
         # a file name's bytes as they are on disk): say so, or the file seems unsent.
         error_messages={
             "required": "No file was submitted: send the session as the multipart field "
             "“file”, with a UTF-8 file name (a part whose file name is not UTF-8 is "
             "dropped before Pairfix sees it: rename the file, or send it under another "
-            "name and give its name in “name”)."
+            "name and give its name in “name”).",
+            "repeated": "{count} files were sent as “file”: an upload stores one session; "
+            "send each file in a request of its own.",
         },
     )
     name = TextField(
@@ -259,9 +308,10 @@ class SessionUploadSerializer(Strict, serializers.Serializer[Any]):
         ),
     )
     format = ChoiceField(
-        choices=list(FORMATS),
+        choices=UPLOAD_FORMATS,
         required=False,
         help_text="The file's format; sniffed from the content if not given.",
+        error_messages={"invalid_choice": _unknown_format(list(FORMATS))},
     )
     live = BooleanField(
         default=False,
@@ -299,7 +349,12 @@ class SessionFilterSerializer(Strict, serializers.Serializer[Any]):
     fault = ChoiceField(
         choices=FaultKinds.choices, required=False, help_text="Sessions with a fault of this kind."
     )
-    format = TextField(required=False, max_length=40, refuse_emptied=True)
+    format = FilterChoiceField(
+        choices=FILTER_FORMATS,
+        required=False,
+        help_text="Sessions of this format; `unknown`: those whose file could not be read.",
+        error_messages={"invalid_choice": _unknown_format([f for f, _ in FILTER_FORMATS])},
+    )
     q = TextField(
         required=False,
         max_length=200,

@@ -179,6 +179,12 @@ class SessionList(KnownQuery, generics.ListAPIView[Session]):
     pagination_class = Pagination
     parser_classes = [UploadParser]
 
+    def get_serializer_class(self) -> Any:
+        # OPTIONS describes a POST by this serializer's fields: the upload's, not the answer's.
+        if self.request is not None and self.request.method == "POST":
+            return SessionUploadSerializer
+        return SessionSerializer
+
     def get_queryset(self) -> QuerySet[Session]:
         # The page's number and size are the paginator's (`Pagination`), not the filter's.
         params = self.request.query_params.copy()
@@ -544,6 +550,12 @@ class JobList(KnownQuery, generics.ListAPIView[Job]):
     pagination_class = Pagination
     # A viewer may export; the other kinds need an editor (checked once the kind is known).
     write_role = Membership.Role.VIEWER
+
+    def get_serializer_class(self) -> Any:
+        # As SessionList's: OPTIONS describes a POST by the fields it takes.
+        if self.request is not None and self.request.method == "POST":
+            return JobCreateSerializer
+        return JobSerializer
 
     def get_queryset(self) -> QuerySet[Job]:
         return permissions.jobs(self.request)

@@ -1,0 +1,123 @@
+"""What the API would otherwise misread silently: an unknown format, a second file, no token.
+
+`GET /api/sessions?format=nonsense` listed no session, as if the workspace had
+none of that format; an upload with two `file` parts stored the last and
+dropped the first. Both are refused by name. OPTIONS (DRF's metadata) needs a
+token as every other method of an operation does; the schema is public.
+"""
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from rest_framework.test import APIClient
+
+from tests.api.conftest import error_of
+from tests.helpers import sample
+from transcripts.formats import FORMATS
+from transcripts.models import Job, Session
+
+URL = "/api/sessions"
+pytestmark = pytest.mark.django_db
+
+
+def test_an_unknown_format_filter_is_refused_with_the_formats_known(api, workspace, ingest):
+    ingest(workspace, "faulty.jsonl", sample("formats/claude_code.jsonl"))
+    response = api.get(URL, {"format": "nonsense"})
+    assert error_of(response) == (400, "bad_request")
+    (message,) = response.json()["error"]["fields"]["format"]
+    assert "nonsense" in message
+    for format_id in [*FORMATS, "unknown"]:
+        assert format_id in message
+
+
+def test_an_empty_format_filter_is_refused_as_an_empty_fault_is(api, workspace, ingest):
+    ingest(workspace, "faulty.jsonl", sample("formats/claude_code.jsonl"))
+    response = api.get(URL, {"format": ""})
+    assert error_of(response) == (400, "bad_request")
+    assert set(response.json()["error"]["fields"]) == {"format"}
+
+
+def test_a_known_format_filter_still_lists_its_sessions(api, workspace, ingest):
+    chat = ingest(workspace, "chat.json", sample("formats/openai_chat.json"))
+    broken = ingest(workspace, "broken.jsonl", b"not json\n")
+    assert [s["id"] for s in api.get(URL, {"format": "openai_chat"}).json()["results"]] == [chat.pk]
+    # An unreadable file's format is "unknown": the session list's filter offers it too.
+    assert [s["id"] for s in api.get(URL, {"format": "unknown"}).json()["results"]] == [broken.pk]
+    assert api.get(URL, {"format": "codex"}).json()["count"] == 0
+
+
+def test_a_job_filter_with_an_unknown_format_starts_nothing(api, workspace, ingest):
+    ingest(workspace, "faulty.jsonl", sample("formats/claude_code.jsonl"))
+    body = {"kind": "export", "filter": {"format": "nonsense"}}
+    response = api.post("/api/jobs", body, format="json")
+    assert error_of(response) == (400, "bad_request")
+    (message,) = response.json()["error"]["fields"]["filter"]["format"]
+    assert "nonsense" in message and "claude_code" in message
+    assert Job.objects.count() == 0
+
+
+def test_the_schema_lists_the_formats_a_filter_and_an_upload_take():
+    schema = APIClient().get("/api/schema").json()
+    components = schema["components"]["schemas"]
+    [parameter] = [
+        p for p in schema["paths"]["/api/sessions"]["get"]["parameters"] if p["name"] == "format"
+    ]
+    assert sorted(parameter["schema"]["enum"]) == sorted([*FORMATS, "unknown"])
+    assert sorted(components["SessionFormatEnum"]["enum"]) == sorted([*FORMATS, "unknown"])
+    job_filter = components["SessionFilterRequest"]["properties"]["format"]
+    assert job_filter["allOf"] == [{"$ref": "#/components/schemas/SessionFormatEnum"}]
+    upload = components["SessionUploadRequest"]["properties"]["format"]
+    assert upload["allOf"] == [{"$ref": "#/components/schemas/FormatEnum"}]
+    assert sorted(components["FormatEnum"]["enum"]) == sorted(FORMATS)
+
+
+def test_an_upload_naming_an_unknown_format_lists_the_formats(api):
+    body = {"file": SimpleUploadedFile("a.jsonl", b"{}\n"), "format": "rot13"}
+    response = api.post(URL, body, format="multipart")
+    assert error_of(response) == (400, "bad_request")
+    (message,) = response.json()["error"]["fields"]["format"]
+    assert message == f"“rot13” is no format; the formats are {', '.join(sorted(FORMATS))}."
+    assert Session.objects.count() == 0
+
+
+def test_an_upload_with_two_file_parts_is_refused_and_stores_nothing(api):
+    first = sample("formats/claude_code.jsonl")
+    body = {"file": [SimpleUploadedFile("a.jsonl", first), SimpleUploadedFile("b.jsonl", b"{}\n")]}
+    response = api.post(URL, body, format="multipart")
+    assert error_of(response) == (400, "bad_request")
+    assert response.json()["error"]["fields"] == {
+        "file": [
+            "2 files were sent as “file”: an upload stores one session; "
+            "send each file in a request of its own."
+        ]
+    }
+    assert Session.objects.count() == 0
+
+
+def test_an_upload_with_one_file_part_is_stored(api):
+    body = {"file": SimpleUploadedFile("a.jsonl", sample("formats/claude_code.jsonl"))}
+    assert api.post(URL, body, format="multipart").status_code == 201
+    assert Session.objects.get().name == "a.jsonl"
+
+
+@pytest.mark.parametrize("path", [URL, f"{URL}/1", f"{URL}/1/faults", "/api/jobs", "/api/policies"])
+def test_options_needs_a_token_as_the_operation_does(path):
+    # DRF checks permissions before it answers OPTIONS: its metadata (the fields a POST
+    # takes) is for those who may call the operation. The schema is public for the rest.
+    response = APIClient().options(path)
+    assert error_of(response) == (401, "not_authenticated")
+    assert response["WWW-Authenticate"] == 'Bearer realm="api"'
+    assert APIClient().options("/api/schema").status_code == 200
+
+
+def test_options_with_a_token_describes_the_operation(api):
+    response = api.options(URL)
+    assert response.status_code == 200
+    body = response.json()
+    assert body["name"] == "Session List"
+    assert set(response["Allow"].replace(" ", "").split(",")) >= {"GET", "POST", "OPTIONS"}
+    assert set(body["actions"]["POST"]) == {"file", "name", "format", "live"}
+
+
+def test_options_describes_a_job_by_the_fields_that_start_one(api):
+    body = api.options("/api/jobs").json()
+    assert set(body["actions"]["POST"]) == {"kind", "policy", "force", "sessions", "filter"}
