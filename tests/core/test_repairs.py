@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from transcripts.core.branch import live_path
 from transcripts.core.markers import OPENCLAW_SENTENCE
-from transcripts.core.model import FaultKind, OpKind
+from transcripts.core.model import FaultKind, OpKind, ToolCall
 from transcripts.core.validate import validate
 from transcripts.engine import Analysis, analyze
 from transcripts.formats import load
@@ -295,6 +296,49 @@ def test_an_openai_id_carried_back_to_claude_is_renamed_in_call_and_result() -> 
     assert lines[2]["message"]["content"][0]["id"] == "call_x_fc_y"
     assert lines[3]["message"]["toolCallId"] == "call_x_fc_y"
     assert lines[3]["message"]["content"] == [{"type": "text", "text": "a b"}]
+
+
+def test_renaming_many_calls_compares_each_call_a_bounded_number_of_times(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Calls to rename are gathered by position: a list's `in` compared every pair (O(n²)).
+
+    An OpenClaw session on an OpenAI model carries `call_…|fc_…` ids, which an
+    Anthropic model refuses: every call of a long session is renamed. 600 here.
+    """
+    turns = []
+    for k in range(600):
+        call_id = f"call_{k}|fc_{k}"
+        turns.append(
+            {
+                "role": "assistant",
+                "content": [{"type": "toolCall", "id": call_id, "name": "ls", "arguments": {}}],
+                "stopReason": "toolUse",
+                "api": "anthropic-messages",
+            }
+        )
+        turns.append(
+            {
+                "role": "toolResult",
+                "toolCallId": call_id,
+                "toolName": "ls",
+                "content": [{"type": "text", "text": str(k)}],
+                "isError": False,
+            }
+        )
+    data = _pi({"role": "user", "content": [{"type": "text", "text": "go"}]}, *turns)
+    compared = 0
+    original = ToolCall.__eq__
+
+    def counted(self: ToolCall, other: object) -> bool:
+        nonlocal compared
+        compared += 1
+        return original(self, other)
+
+    monkeypatch.setattr(ToolCall, "__eq__", counted)
+    result = analyze(data, "o.jsonl")
+    assert [op.kind for op in result.plan.ops].count(OpKind.RENAME_ID) == 1200  # call, result
+    assert compared < 10 * 600
 
 
 def test_distinct_anthropic_calls_sharing_an_id_keep_both_exchanges() -> None:

@@ -377,10 +377,10 @@ def _new_ids(
     "[Tool result missing due to internal error]" for its real result
     (observed in the agent tier).
     """
-    wanted: list[ToolCall] = []
+    wanted: dict[tuple[int, int], ToolCall] = {}  # by (record, block): a list's `in` was O(n²)
     for fault in faults:
         call = calls.get((fault.record, fault.block if fault.block is not None else 0))
-        if call is None or call in wanted:
+        if call is None or (call.record, call.block) in wanted:
             continue
         action = policy.action(fault.kind)
         if (fault.kind is FaultKind.DUPLICATE_CALL_ID and action is Action.RENAME) or (
@@ -388,7 +388,7 @@ def _new_ids(
             and not call.problem
             and action in (Action.DROP, Action.RENAME)
         ):
-            wanted.append(call)
+            wanted[call.record, call.block] = call
     if not wanted:
         return {}
     strict = transcript.provider in ("anthropic", "bedrock")
@@ -400,7 +400,7 @@ def _new_ids(
         taken = {c.id for r in records for c in r.calls}
         taken.update(res.tool_call_id for r in records for res in r.results)
     new_ids: dict[ToolCall, str] = {}
-    for call in sorted(wanted, key=lambda c: (c.record, c.block)):
+    for _, call in sorted(wanted.items()):
         base = call.id
         if strict and not _ANTHROPIC_ID.match(base):
             base = re.sub(r"[^a-zA-Z0-9_-]", "_", base)
