@@ -707,7 +707,12 @@ typedef struct {
 
 static int line_member(Scan *s, const Str *key, void *ctx) {
     Line *l = ctx;
-    if (key_is(key, "type")) return keep(s, &l->type);
+    if (key_is(key, "type")) {
+        /* a line of another type is left to orjson at once, unread past here */
+        if (!keep(s, &l->type)) return 0;
+        if (l->m.c->json == 1) return str_is(&l->type, "assistant") || str_is(&l->type, "user");
+        return str_is(&l->type, "message");
+    }
     if (key_is(key, "message")) {
         if (l->message.seen) return 0;
         l->message.seen = 1;
