@@ -415,3 +415,88 @@ def test_a_long_run_of_lost_results_is_read_back_in_linear_time(tmp_path: Path) 
     assert whole.fault_counts == {"displaced_result": count}
     assert b'"text": "output 1999"' in whole.repaired
     assert preview(load(whole.repaired, path.name)).valid
+
+
+def _pi_walk(data: bytes) -> list[str]:
+    """Return the ids pi's buildSessionContext walks from the file's last entry, leaf first.
+
+    pi-coding-agent 0.73.1 session-manager.js walks `parentId` with no guard
+    against a loop (`while (current)`): a loop there never ends. Fails on one.
+    """
+    entries = [json.loads(line) for line in data.splitlines() if line.strip()]
+    by_id = {e.get("id"): e for e in entries if "id" in e}
+    walked: list[str] = []
+    at: dict[str, object] | None = entries[-1]
+    while at is not None:
+        assert at["id"] not in walked, f"pi's walk loops at {at['id']}"
+        walked.append(str(at["id"]))
+        parent = at.get("parentId")
+        at = by_id.get(parent) if parent else None
+    return walked
+
+
+def _pi_file(entries: list[dict[str, object]]) -> bytes:
+    head = {"type": "session", "version": 3, "id": "s", "timestamp": "2025-12-01T09:00:00.000Z"}
+    return b"".join(json.dumps(e).encode() + b"\n" for e in [head, *entries])
+
+
+_USER = {"role": "user", "content": "hi"}
+_CALL = {
+    "role": "assistant",
+    "content": [{"type": "toolCall", "id": "call_1", "name": "read", "arguments": {"path": "a"}}],
+    "stopReason": "toolUse",
+}
+_RESULT = {
+    "role": "toolResult",
+    "toolCallId": "call_1",
+    "toolName": "read",
+    "content": [{"type": "text", "text": "port = 8080"}],
+    "isError": False,
+}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a parent loop on pi's branch is no fault: check says healthy, fix leaves it, "
+    "and pi's walk never ends (attack)",
+)
+def test_a_parent_loop_on_the_branch_pi_resumes_is_found_and_broken() -> None:
+    data = _pi_file(
+        [
+            {
+                "type": "message",
+                "id": "u1",
+                "parentId": "a1",
+                "message": {"role": "user", "content": "hi"},
+            },
+            {"type": "message", "id": "a1", "parentId": "u1", "message": _CALL},
+            {"type": "message", "id": "r1", "parentId": "a1", "message": _RESULT},
+        ]
+    )
+    analysis = analyze(data, "pi.jsonl", "synthesize", grace=0)
+    assert analysis.fault_counts != {}
+    assert _pi_walk(analysis.repaired)[-1] == "u1"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a pi toolResult parented on its own id is dropped as an orphan, losing the tool's "
+    "output, where one whose parent names no entry is put back under its call (attack)",
+)
+def test_a_result_parented_on_itself_goes_back_under_its_call_with_its_output() -> None:
+    data = _pi_file(
+        [
+            {
+                "type": "message",
+                "id": "u1",
+                "parentId": None,
+                "message": {"role": "user", "content": "hi"},
+            },
+            {"type": "message", "id": "a1", "parentId": "u1", "message": _CALL},
+            {"type": "message", "id": "r1", "parentId": "r1", "message": _RESULT},
+        ]
+    )
+    repaired = analyze(data, "pi.jsonl", "synthesize", grace=0).repaired
+    assert _pi_walk(repaired) == ["r1", "a1", "u1"]
+    assert b'"text": "port = 8080"' in repaired
+    assert preview(load(repaired, "pi.jsonl")).valid
