@@ -500,3 +500,24 @@ def test_a_result_parented_on_itself_goes_back_under_its_call_with_its_output() 
     assert _pi_walk(repaired) == ["r1", "a1", "u1"]
     assert b'"text": "port = 8080"' in repaired
     assert preview(load(repaired, "pi.jsonl")).valid
+
+
+def test_a_lost_result_logged_twice_goes_back_under_its_call_with_its_output() -> None:
+    """pi holds one entry per id: the two copies of a result are one answer, not a duplicate.
+
+    Counted as two answers, the result was dropped as an orphan and its call
+    answered by a synthetic error, the tool's output lost; in a run of lost
+    results, every one before it went the same way.
+    """
+    result = {"type": "message", "id": "r1", "parentId": "gone", "message": _RESULT}
+    prompt = {"type": "message", "id": "u1", "parentId": None, "message": _USER}
+    data = _pi_file([prompt, {"type": "message", "id": "a1", "parentId": "u1", "message": _CALL}])
+    data += json.dumps(result).encode() + b"\n"
+    data += json.dumps(result).encode() + b"\n"
+    analysis = analyze(data, "pi.jsonl", "synthesize", grace=0)
+    assert analysis.fault_counts == {"displaced_result": 1}
+    repaired = analysis.repaired
+    assert _pi_walk(repaired) == ["r1", "a1", "u1"]
+    assert b'"text": "port = 8080"' in repaired
+    assert preview(load(repaired, "pi.jsonl")).valid
+    assert analyze(repaired, "pi.jsonl", "synthesize", grace=0).fault_counts == {}

@@ -136,8 +136,12 @@ def _relink_lost_results(records: list[Record], lost: dict[int, str]) -> None:
         return None if parent is None else by_uid(parent)
 
     def written_before(index: int) -> int | None:
-        entries = (j for j in range(index - 1, -1, -1) if records[j].uid is not None)
-        return next((j for j in entries if records[j].error is None), None)
+        # An entry pi holds: a line whose id a later line holds too is that later one's.
+        for j in range(index - 1, -1, -1):
+            uid = records[j].uid
+            if uid is not None and records[j].error is None and by_uid(uid) == j:
+                return j
+        return None
 
     def next_up(index: int) -> int | None:
         # The walk's step up from `index`, reading a lost result under the entry before it.
@@ -193,12 +197,17 @@ def _relink_lost_results(records: list[Record], lost: dict[int, str]) -> None:
 
 
 def _answer_counts(records: list[Record]) -> Counter[str]:
-    """Return, for each tool call id, how many records hold a result of it (one pass)."""
+    """Return, for each tool call id, how many entries hold a result of it (one pass).
+
+    Lines with one id are one entry, as pi reads them (a line logged twice).
+    """
+    rows: Iterable[tuple[int, str]]
     if isinstance(records, RecordStore):
-        return Counter(result_id for _, result_id in set(records.result_rows()))
-    return Counter(
-        result_id for record in records for result_id in {r.tool_call_id for r in record.results}
-    )
+        rows = records.result_rows()
+    else:
+        rows = ((r.index, result.tool_call_id) for r in records for result in r.results)
+    entries = {(records[i].uid or i, result_id) for i, result_id in rows}
+    return Counter(result_id for _, result_id in entries)
 
 
 class OpenClaw(Format):
