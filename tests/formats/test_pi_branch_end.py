@@ -521,3 +521,40 @@ def test_a_lost_result_logged_twice_goes_back_under_its_call_with_its_output() -
     assert b'"text": "port = 8080"' in repaired
     assert preview(load(repaired, "pi.jsonl")).valid
     assert analyze(repaired, "pi.jsonl", "synthesize", grace=0).fault_counts == {}
+
+
+def _message(entry_id: str, parent: str | None, message: dict[str, object]) -> dict[str, object]:
+    return {"type": "message", "id": entry_id, "parentId": parent, "message": message}
+
+
+def _call(call_id: str) -> dict[str, object]:
+    call = {"type": "toolCall", "id": call_id, "name": "read", "arguments": {"p": 1}}
+    return {"role": "assistant", "content": [call], "stopReason": "toolUse"}
+
+
+def _result(call_id: str, text: str) -> dict[str, object]:
+    return {**_RESULT, "toolCallId": call_id, "content": [{"type": "text", "text": text}]}
+
+
+@pytest.mark.parametrize("policy", ["synthesize", "native"])
+@pytest.mark.xfail(
+    strict=True,
+    reason="the repair parents a call on its displaced earlier result and that result on the "
+    "call: a parent loop pi's walk never leaves, and check of the output finds an orphan "
+    "(found by a fuzzer, attack; older than today's changes)",
+)
+def test_a_repair_moving_a_result_up_past_a_dropped_orphan_writes_no_parent_loop(
+    policy: str,
+) -> None:
+    data = _pi_file(
+        [
+            _message("e2", "e1", _call("c2")),  # its parent names no entry
+            _message("e3", "e2", _result("cX", "no call")),  # an orphan, dropped
+            _message("e4", "e3", _call("c4")),
+            _message("e5", "e4", _result("c2", "OUT5")),  # c2's result, off pi's branch
+            {"type": "model_change", "id": "e6", "parentId": "e4", "provider": "anthropic"},
+        ]
+    )
+    repaired = analyze(data, "pi.jsonl", policy, grace=0).repaired
+    _pi_walk(repaired)  # fails on a loop
+    assert preview(load(repaired, "pi.jsonl")).valid
