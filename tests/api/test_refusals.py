@@ -121,3 +121,30 @@ def test_options_with_a_token_describes_the_operation(api):
 def test_options_describes_a_job_by_the_fields_that_start_one(api):
     body = api.options("/api/jobs").json()
     assert set(body["actions"]["POST"]) == {"kind", "policy", "force", "sessions", "filter"}
+
+
+def test_a_format_sent_as_a_file_part_is_refused_not_read_by_its_file_name(api):
+    # A ChoiceField reads a value by its str, and a file's is its name: this chose Codex.
+    body = {
+        "file": SimpleUploadedFile("a.jsonl", sample("formats/claude_code.jsonl")),
+        "format": SimpleUploadedFile("codex", b"claude_code"),
+    }
+    response = api.post(URL, body, format="multipart")
+    assert error_of(response) == (400, "bad_request")
+    assert response.json()["error"]["fields"] == {
+        "format": ["A file was sent as this field: send its value as text."]
+    }
+    assert Session.objects.count() == 0
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a key given twice in a JSON body is taken at its last value, where a form or "
+    "query field given twice is refused (attack)",
+)
+def test_a_job_whose_json_gives_a_key_twice_is_refused(api, workspace, ingest):
+    ingest(workspace, "faulty.jsonl", sample("formats/claude_code.jsonl"))
+    body = '{"kind": "repair", "kind": "export", "filter": {}}'
+    response = api.generic("POST", "/api/jobs", body, content_type="application/json")
+    assert error_of(response) == (400, "bad_request")
+    assert Job.objects.count() == 0

@@ -513,3 +513,34 @@ def test_a_compacted_session_repairs_streamed_as_whole(
     path = tmp_path / "compacted.jsonl"
     path.write_bytes(COMPACTED[case])
     _assert_same(path, policy, tmp_path)
+
+
+def test_a_result_on_another_branch_written_content_first_repairs_streamed_as_whole(
+    tmp_path: Path,
+) -> None:
+    """A toolResult off the branch pi resumes, its content written before its role.
+
+    Its content holds a `toolCall` block. Read whole, the entry is a result,
+    and no fault is found. Streamed, the C scanner took that block for a call
+    of the entry, the entry for no answer, and the repair wrote a synthetic
+    result into the file.
+    """
+    lines = (ROOT / "demo" / "samples" / "formats" / "openclaw.jsonl").read_bytes().splitlines(True)
+    user = (
+        b'{"type":"message","id":"%s","parentId":"%s","message":{"role":"user","content":"hi"}}\n'
+    )
+    # Past the lines sniffed whole, so that the scanner reads the result.
+    before = [user % (b"g%03d" % k, b"g%03d" % (k - 1) if k else b"a0000002") for k in range(60)]
+    call = lines[3].replace(b'"parentId":"a0000002"', b'"parentId":"g059"')
+    result = (
+        b'{"type":"message","id":"a0000004","parentId":"a0000003","message":{"content":'
+        b'[{"type":"toolCall","id":"toolu_X","name":"read","arguments":{}}],'
+        b'"role":"toolResult","toolCallId":"toolu_01PPPPPPPPPPPPPPPPPPPPPP","isError":false}}\n'
+    )
+    # The branch pi resumes goes on from the call without the result.
+    after = [user % (b"f%03d" % k, b"f%03d" % (k - 1) if k else b"a0000003") for k in range(20)]
+    path = tmp_path / "openclaw.jsonl"
+    path.write_bytes(b"".join([*lines[:3], *before, call, result, *after]))
+    assert analyze(path.read_bytes(), path.name, "synthesize").fault_counts == {}
+    for policy in ("synthesize", "discard"):
+        _assert_same(path, policy, tmp_path)

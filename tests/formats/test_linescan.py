@@ -385,6 +385,23 @@ def test_openclaw_edges(raw: bytes) -> None:
     check("openclaw", raw)
 
 
+def test_a_call_block_in_a_tool_result_written_before_its_role_is_no_call() -> None:
+    """An OpenClaw toolResult's content is its text, whatever the order of its keys.
+
+    With `content` written before `role`, the scanner read the content block
+    by block and kept a `toolCall` block in it as a call of the entry;
+    store_line reads none there. Stored so, the entry was not taken for a
+    result on another branch, and a streamed repair answered its call again.
+    """
+    call = {"type": "toolCall", "id": "c9", "name": "bash", "arguments": {}}
+    raw = _oc({"content": [call], "role": "toolResult", "toolCallId": "c1"})
+    assert check("openclaw", raw)
+    scanned = linescan.SCANNERS["openclaw"](raw)
+    assert scanned is not None
+    assert scanned[7] == ()  # no call
+    assert [result[1] for result in scanned[8]] == ["c1"]
+
+
 def test_the_edges_cover_both_outcomes() -> None:
     """Some edge lines are read by the scanner, some left to orjson (else the test says little)."""
     cc = [check("claude_code", raw) for raw in EDGES_CC]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from django.core.files import File
 from django.core.validators import ProhibitNullCharactersValidator
 from django_stubs_ext import StrOrPromise
 from rest_framework import serializers
@@ -131,7 +132,20 @@ class Strict:
 
 
 class ChoiceField(OneValue, serializers.ChoiceField):
-    """A choice, given once."""
+    """A choice, given once, as text: a file part of its name is refused ("file").
+
+    DRF's ChoiceField reads a value by its `str`, and an uploaded file's is its
+    file name: a part `format` sent as a file named "codex" chose Codex.
+    """
+
+    default_error_messages: ClassVar[dict[str, StrOrPromise]] = {
+        "file": "A file was sent as this field: send its value as text."
+    }
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, File):
+            self.fail("file")
+        return super().to_internal_value(data)
 
 
 class FilterChoiceField(ChoiceField):

@@ -857,6 +857,9 @@ static PyObject *scan(PyObject *arg, int json) {
             role = 2;
             Val *id = m->call_id.seen ? &m->call_id : &m->use_id;
             if (!optional_str(id)) Py_RETURN_NONE;
+            /* its content is its text: a call block read in it before the role was seen
+             * (content written before role) is no call of this entry */
+            c.ncalls = 0;
             c.nresults = 1;
             c.results[0].block = 0;
             c.results[0].id = *id;

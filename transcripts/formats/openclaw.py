@@ -27,7 +27,8 @@ than dropping it as an orphan.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Iterator
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -135,21 +136,42 @@ def _relink_lost_results(records: list[Record], lost: dict[int, str]) -> None:
         return None if parent is None else by_uid(parent)
 
     def written_before(index: int) -> int | None:
-        entries = (j for j in range(index - 1, -1, -1) if records[j].uid is not None)
-        return next((j for j in entries if records[j].error is None), None)
+        # An entry pi holds: a line whose id a later line holds too is that later one's.
+        for j in range(index - 1, -1, -1):
+            uid = records[j].uid
+            if uid is not None and records[j].error is None and by_uid(uid) == j:
+                return j
+        return None
 
-    def holds_call(index: int | None, call_id: str) -> bool:
-        # Up from `index`, reading a lost result under the entry before it, as done below.
-        seen: set[int] = set()
-        while index is not None and index not in seen:
-            seen.add(index)
+    def next_up(index: int) -> int | None:
+        # The walk's step up from `index`, reading a lost result under the entry before it.
+        above = parent_of(index)
+        return written_before(index) if above is None and index in lost else above
+
+    # The walk up from the first entry `holds_call` is asked of, made once: each later
+    # entry asked of is on it (the entry before a lost result read back, or the top its
+    # parents lead to), so a call is held above an entry when the walk holds it at or past
+    # that entry's step. Walked again for each result, a run of lost results cost n².
+    steps: dict[int, int] = {}  # entry index -> its step on the walk
+    held: dict[str, int] = {}  # call id -> the last step whose assistant entry holds it
+
+    def walk_from(index: int | None) -> None:
+        steps.clear()
+        held.clear()
+        while index is not None and index not in steps:
+            steps[index] = len(steps)
             record = records[index]
-            if record.role is Role.ASSISTANT and any(c.id == call_id for c in record.calls):
-                return True
-            above = parent_of(index)
-            index = written_before(index) if above is None and index in lost else above
-        return False
+            if record.role is Role.ASSISTANT:
+                for call in record.calls:
+                    held[call.id] = steps[index]
+            index = next_up(index)
 
+    def holds_call(index: int, call_id: str) -> bool:
+        if index not in steps:
+            walk_from(index)
+        return held.get(call_id, -1) >= steps[index]
+
+    answers = _answer_counts(records)
     leaf = next((r.index for r in reversed(records) if r.uid is not None and r.error is None), None)
     seen = bytearray(len(records))
     at = leaf
@@ -168,20 +190,24 @@ def _relink_lost_results(records: list[Record], lost: dict[int, str]) -> None:
         before = written_before(at)
         if before is None or not holds_call(before, call_id):
             return
-        if sum(1 for _ in _results_answering(records, call_id)) != 1:
+        if answers[call_id] != 1:
             return  # answered elsewhere too: a duplicate, left to the repair
         record.relinked_from, record.parent = lost.pop(at), records[before].uid
         at = before
 
 
-def _results_answering(records: list[Record], call_id: str) -> Iterator[int]:
-    """Yield the index of each record holding a result of `call_id`."""
+def _answer_counts(records: list[Record]) -> Counter[str]:
+    """Return, for each tool call id, how many entries hold a result of it (one pass).
+
+    Lines with one id are one entry, as pi reads them (a line logged twice).
+    """
+    rows: Iterable[tuple[int, str]]
     if isinstance(records, RecordStore):
-        yield from (i for i, result_id in records.result_rows() if result_id == call_id)
-        return
-    for record in records:
-        if any(r.tool_call_id == call_id for r in record.results):
-            yield record.index
+        rows = records.result_rows()
+    else:
+        rows = ((r.index, result.tool_call_id) for r in records for result in r.results)
+    entries = {(records[i].uid or i, result_id) for i, result_id in rows}
+    return Counter(result_id for _, result_id in entries)
 
 
 class OpenClaw(Format):
