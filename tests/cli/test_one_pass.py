@@ -501,6 +501,80 @@ def test_an_insert_into_the_message_a_move_empties_takes_one_pass(
     assert b"six" in repaired
 
 
+LOST = "9e0c2d4f-1a3b-4c5d-8e6f-00000000ffff"  # a uuid no line of the file holds
+
+
+def _lost_parent_session(late: bool) -> bytes:
+    """Two calls of one message, the first's result parented on a uuid no line holds.
+
+    `late`: that result is written over 5 s after the call's last line.
+    """
+    first = _result(4, None, "toolu_01Aa", "app.log\nerr.log")
+    first["parentUuid"] = LOST
+    reply = _reply(5, 4, "msg_01Bb", "Two logs.")
+    if late:
+        first["timestamp"], reply["timestamp"] = (
+            "2026-03-02T09:21:04.000Z",
+            "2026-03-02T09:21:05.000Z",
+        )
+    return _lines(
+        _cc_line(1, None, "user", {"role": "user", "content": "List the logs."}),
+        _call(2, 1, "msg_01Aa", "toolu_01Aa"),
+        _call(3, 2, "msg_01Aa", "toolu_01Ab"),
+        first,
+        reply,
+    )
+
+
+@pytest.mark.parametrize("policy", ["synthesize", "native"])
+def test_a_result_whose_parent_is_no_line_keeps_its_output_in_one_pass(
+    tmp_path: Path, policy: str
+) -> None:
+    """A result line whose `parentUuid` names no line is read under the line before it.
+
+    Claude Code 2.1.328's walk takes a parent it cannot find as it takes one it
+    has walked already: the latest line before it in time, of the same side,
+    at most 5 s older (`lwn`/`ton`, "tengu_chain_timestamp_fallback"). Read
+    as a root instead, the chain opened with that result: an orphan, dropped
+    with the tool's output, and the next line lost its parent, so a second
+    repair read the file again and found both calls unanswered.
+    """
+    path = tmp_path / f"{SESSION}.jsonl"
+    path.write_bytes(_lost_parent_session(late=False))
+    _, report = _run("check", str(path), "--json", "--grace", "0", "--policy", policy)
+    # The walk reaches the prompt: only the second call is unanswered.
+    assert faults_of(json.loads(report)) == [("missing_result", "toolu_01Ab", 2)]
+    repaired, report_after = fix_once(path, policy, tmp_path)
+    assert faults_of(report_after) == []
+    assert b"app.log\\nerr.log" in repaired  # the tool's output is kept
+    lines = [json.loads(line) for line in repaired.splitlines()]
+    # The synthetic result follows the real one; the reply hangs off it.
+    assert [line["uuid"][-2:] for line in lines][:4] == ["01", "02", "03", "04"]
+    synthetic = next(
+        line for line in lines if line["uuid"][-2:] not in ("01", "02", "03", "04", "05")
+    )
+    assert synthetic["parentUuid"] == lines[3]["uuid"]
+    assert lines[-1]["parentUuid"] == synthetic["uuid"]
+    # The line the reader mended is written as it was: Claude Code mends it the same way.
+    assert lines[3]["parentUuid"] == LOST
+
+
+def test_a_result_whose_parent_is_no_line_long_after_the_one_before_starts_the_chain(
+    tmp_path: Path,
+) -> None:
+    """Over 5 s after the line before it, Claude Code's walk ends at such a line.
+
+    The conversation it sends opens with that result (its call is not on the
+    chain: an orphan to the provider), and one repair settles it.
+    """
+    path = tmp_path / f"{SESSION}.jsonl"
+    path.write_bytes(_lost_parent_session(late=True))
+    _, report = _run("check", str(path), "--json", "--grace", "0")
+    assert faults_of(json.loads(report)) == [("orphaned_result", "toolu_01Aa", 3)]
+    _, report_after = fix_once(path, "synthesize", tmp_path)
+    assert faults_of(report_after) == []
+
+
 # The shared workload -----------------------------------------------------------------
 
 SUFFIX = {"claude_code": "jsonl", "codex": "jsonl", "openclaw": "jsonl"}

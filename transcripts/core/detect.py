@@ -470,7 +470,7 @@ def _relinked_faults(transcript: Transcript, turn: Turn, pairing: Pairing) -> li
     `buildSessionContext`): its request opens with the result, which the
     provider refuses, and holds nothing written before it.
     Only pi's files (`Transcript.last_copy`): Claude Code's walk takes the link
-    its reader mends (a self-parented line) as that reader does.
+    its reader mends (a line parented on itself or on no line) as that reader does.
     """
     if not transcript.last_copy:
         return []
