@@ -622,3 +622,121 @@ def test_the_same_shape_in_claude_code_takes_one_pass(tmp_path: Path) -> None:
     repaired, report_after = fix_once(path, "synthesize", tmp_path)
     assert faults_of(report_after) == []
     assert b'"content": "six"' in repaired or b'"content":"six"' in repaired
+
+
+# Results that share one message: Bedrock and Gemini ----------------------------------
+
+
+def _message(fmt: str, role: str, items: list[tuple[str, str]]) -> dict[str, Any]:
+    """Return one message of `fmt` holding `items`: ("text", s), ("call", id), ("result", id)."""
+    blocks: list[dict[str, Any]] = []
+    for kind, value in items:
+        if fmt == "anthropic":
+            blocks.append(
+                {"type": "text", "text": value}
+                if kind == "text"
+                else {"type": "tool_use", "id": value, "name": "t", "input": {}}
+                if kind == "call"
+                else {"type": "tool_result", "tool_use_id": value, "content": f"out {value}"}
+            )
+        elif fmt == "bedrock":
+            result = {
+                "toolUseId": value,
+                "content": [{"text": f"out {value}"}],
+                "status": "success",
+            }
+            blocks.append(
+                {"text": value}
+                if kind == "text"
+                else {"toolUse": {"toolUseId": value, "name": "t", "input": {}}}
+                if kind == "call"
+                else {"toolResult": result}
+            )
+        else:
+            response = {"id": value, "name": "t", "response": {"output": f"out {value}"}}
+            blocks.append(
+                {"text": value}
+                if kind == "text"
+                else {"functionCall": {"id": value, "name": "t", "args": {}}}
+                if kind == "call"
+                else {"functionResponse": response}
+            )
+    if fmt == "gemini":
+        return {"role": "model" if role == "assistant" else "user", "parts": blocks}
+    return {"role": role, "content": blocks}
+
+
+def _document(fmt: str, messages: list[dict[str, Any]]) -> tuple[str, bytes]:
+    if fmt == "anthropic":
+        body: Any = {"model": "claude-sonnet-4-5", "max_tokens": 64, "messages": messages}
+        return "request.json", json.dumps(body, indent=2).encode()
+    if fmt == "bedrock":
+        return "converse.json", json.dumps(messages, indent=2).encode()
+    return "gemini.json", json.dumps({"contents": messages}, indent=2).encode()
+
+
+SHARED = {
+    # c1's result comes in c3's message; c2 has none: both go after c1 and c2's message.
+    "a move and an insert": (
+        [
+            ("user", [("text", "Run them.")]),
+            ("assistant", [("call", "c1"), ("call", "c2")]),
+            ("assistant", [("call", "c3")]),
+            ("user", [("result", "c3"), ("result", "c1")]),
+        ],
+        [["c1", "c2"], ["c3"]],
+    ),
+    # Each result a message of its own after the last call: two moves to one place.
+    "two moves": (
+        [
+            ("user", [("text", "Run them.")]),
+            ("assistant", [("call", "c1"), ("call", "c2")]),
+            ("assistant", [("call", "c3")]),
+            ("user", [("result", "c1")]),
+            ("user", [("result", "c3")]),
+            ("user", [("result", "c2")]),
+        ],
+        [["c1", "c2"], ["c3"]],
+    ),
+    # A result logged twice, in two user messages after its call.
+    "a duplicate in the next message": (
+        [
+            ("user", [("text", "Run it.")]),
+            ("assistant", [("call", "c1")]),
+            ("user", [("result", "c1")]),
+            ("user", [("result", "c1")]),
+        ],
+        [["c1"]],
+    ),
+}
+
+
+@pytest.mark.parametrize("fmt", ["anthropic", "bedrock", "gemini"])
+@pytest.mark.parametrize("case", sorted(SHARED))
+def test_results_placed_after_one_message_share_one_message(
+    tmp_path: Path, fmt: str, case: str
+) -> None:
+    """The results a repair puts after one call message go in one message, as Bedrock wants.
+
+    Bedrock and Gemini want every result of a call message in the one
+    message after it (Anthropic merges consecutive user messages). A result
+    carried out of its message and a synthetic one, placed after the same
+    record, were written as two messages: the second read as displaced, and
+    a second repair was needed. Bedrock's check also raised (KeyError) where
+    a result after the first user message was a duplicate or answered another
+    message's call: only the results that answer the message's calls are
+    reported as split.
+    """
+    messages, answered = SHARED[case]
+    name, data = _document(fmt, [_message(fmt, role, items) for role, items in messages])
+    path = tmp_path / name
+    path.write_bytes(data)
+    repaired, report_after = fix_once(path, "synthesize", tmp_path)
+    assert faults_of(report_after) == []
+    out = json.loads(repaired)
+    written = out if isinstance(out, list) else out.get("messages") or out["contents"]
+    results = [ids for m in written if (ids := _answers(fmt, m))]
+    assert results == answered  # each call message's results in the one message after it
+    for call in ("c1", "c3"):
+        if any(("result", call) in items for _, items in messages):
+            assert f"out {call}".encode() in repaired  # the tools' outputs are kept

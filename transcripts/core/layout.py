@@ -7,6 +7,7 @@ this one layout, so what the timeline shows is exactly what the file holds.
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -60,6 +61,8 @@ def block_count(record: Record) -> int:
 
 
 SPLITS = frozenset({OpKind.SPLIT_AFTER_CALL, OpKind.SPLIT_REPLY})
+# The ops whose result a new record holds: a synthetic one, or one carried out of its record.
+_RESULTS = frozenset({OpKind.INSERT_RESULT, OpKind.MOVE_RESULT})
 
 
 def _placement_key(op: Op) -> tuple[int, int, int]:
@@ -92,6 +95,17 @@ def _collect(transcript: Transcript, ops: Iterable[Op]) -> _Edits:
     # A message another op puts a result into stays where that op wants it: a result
     # moved out of it, its only block, is carried into a new record, not moved with it.
     targets = {op.target for op in ops if op.target is not None}
+    # Where one message holds many results, a result moved after a record another result
+    # is placed after is carried, to share one new message with it (`_placed_slots`).
+    placed_at = Counter(
+        op.anchor
+        for op in ops
+        if edits.group_inserts
+        and op.kind in _RESULTS
+        and op.target is None
+        and op.anchor is not None
+    )
+    shared = {anchor for anchor, n in placed_at.items() if n > 1}
     for op in ops:
         if op.record is not None:
             edits.touching.setdefault(op.record, []).append(op)
@@ -122,7 +136,9 @@ def _collect(transcript: Transcript, ops: Iterable[Op]) -> _Edits:
             edits.removed.setdefault(op.record, set()).add(op.block)
         elif op.kind is OpKind.MOVE_RESULT:
             assert op.record is not None and op.block is not None and op.anchor is not None
-            if block_count(records[op.record]) == 1 and op.record not in targets:
+            if block_count(records[op.record]) == 1 and (
+                op.record not in targets and op.anchor not in shared
+            ):
                 edits.whole_moves[op.record] = op
             else:
                 edits.removed.setdefault(op.record, set()).add(op.block)
@@ -197,13 +213,14 @@ def _placed_slots(edits: _Edits, anchor: int) -> list[Slot]:
             slots.append(Slot(op.record, ops=(op,), moved_in=True))
         elif (
             edits.group_inserts
-            and op.kind is OpKind.INSERT_RESULT
+            and op.kind in _RESULTS
             and slots
             and slots[-1].record is None
-            and slots[-1].ops[-1].kind is OpKind.INSERT_RESULT
+            and slots[-1].ops[-1].kind in _RESULTS
         ):
-            # Where one message holds several results, the synthetic results after
-            # one anchor share one new message (Gemini wants them in one content).
+            # Where one message holds several results, the synthetic and carried results
+            # after one anchor share one new message (Gemini wants them in one content,
+            # Bedrock in the one user message after the calls).
             last = slots.pop()
             slots.append(Slot(None, op=last.op, ops=(*last.ops, op)))
         else:

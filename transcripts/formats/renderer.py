@@ -224,9 +224,9 @@ def _new_record(transcript: Transcript, fmt: Format, slot: Slot) -> Any:
     assert slot.op is not None
     if slot.op.kind in SPLITS:
         return fmt.split(transcript, slot.op)
+    if len(slot.ops) > 1:
+        return fmt.synthetic_group(transcript, slot.ops)
     if slot.op.record is None:
-        if len(slot.ops) > 1:
-            return fmt.synthetic_group(transcript, slot.ops)
         return fmt.synthetic(transcript, slot.op)
     return fmt.carry(transcript, slot.op)
 
