@@ -740,3 +740,33 @@ def test_results_placed_after_one_message_share_one_message(
     for call in ("c1", "c3"):
         if any(("result", call) in items for _, items in messages):
             assert f"out {call}".encode() in repaired  # the tools' outputs are kept
+
+
+def test_a_line_a_repair_cuts_from_its_chain_is_written_as_a_root(tmp_path: Path) -> None:
+    """The chain starts at an orphan: dropped, the line after it is written with a null parent.
+
+    Left naming the dropped line, that line's parent would be no line, and
+    Claude Code's walk would take the latest line before it in time, within
+    5 s, for its parent: here the abandoned call 3 s before it, which the
+    repair never paired, so a second repair found it unanswered.
+    """
+    old_call = _call(2, 1, "msg_01Aa", "toolu_01Old")
+    stray = _result(3, None, "toolu_01Gone", "stray output")  # a root
+    path = tmp_path / f"{SESSION}.jsonl"
+    path.write_bytes(
+        _lines(
+            _cc_line(1, None, "user", {"role": "user", "content": "An old prompt."}),
+            old_call,
+            stray,
+            _reply(4, 3, "msg_01Bb", "Done."),
+        )
+    )
+    _, report = _run("check", str(path), "--json", "--grace", "0")
+    assert faults_of(json.loads(report)) == [("orphaned_result", "toolu_01Gone", 2)]
+    repaired, report_after = fix_once(path, "synthesize", tmp_path)
+    assert faults_of(report_after) == []
+    lines = [json.loads(line) for line in repaired.splitlines()]
+    assert b"stray output" not in repaired
+    assert lines[-1]["message"]["content"][0]["text"] == "Done."
+    assert lines[-1]["parentUuid"] is None
+    assert lines[:2] == [json.loads(line) for line in path.read_bytes().splitlines()[:2]]

@@ -51,6 +51,9 @@ class Format:
     # first: pi indexes its entries in a Map by `id`, a later entry replacing an earlier
     # one (session-manager.js `_buildIndex`, `buildSessionContext`).
     last_copy: ClassVar[bool] = False
+    # A parent no record holds is read as a link to an earlier record, not as a root (Claude
+    # Code's walk falls back by time): a record a repair cuts from its chain gets a null one.
+    lost_parent_falls_back: ClassVar[bool] = False
     # The member of a compaction record naming the first record it keeps (pi
     # `firstKeptEntryId`): re-pointed when a repair drops that record.
     keep_key: ClassVar[str] = ""

@@ -141,6 +141,7 @@ class ClaudeCode(Format):
     tree = True
     uid_key = "uuid"
     parent_key = "parentUuid"
+    lost_parent_falls_back = True  # `_mend_links`
     provider = "anthropic"
     agent = True
     result_role = Role.USER  # a result is a `user` line
