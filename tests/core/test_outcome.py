@@ -200,3 +200,21 @@ def test_an_insert_into_a_message_that_loses_its_orphan_is_counted_from_the_plan
     assert (again.record_count, again.fault_counts) == (5, {})
     assert derived(analysis) == (5, {})
     assert analysis.repaired_counts() == (5, {})
+
+
+@pytest.mark.parametrize("policy", ["synthesize", "native", "openclaw"])
+def test_it_matches_a_second_reading_of_results_before_their_call_under_a_lost_line(
+    policy: str,
+) -> None:
+    # Found by the mutated samples: the pi entry holding the first call's result is a
+    # null line. The repair links the re-attached result under the first synthetic one;
+    # the chain it ends must be written last, or a second reading finds four calls
+    # unanswered where the plan counts their synthetic results.
+    name = "openclaw_results_before_their_call.jsonl"
+    _, docs = _documents(ROOT / "tests/formats/fixtures" / name)
+    docs[5] = None
+    data = "".join(json.dumps(doc) + "\n" for doc in docs).encode()
+    analysis = analyze(data, name, policy)
+    assert analysis.fault_counts == {"missing_result": 5, "malformed_record": 1}
+    assert compare(data, name, policy) is True
+    assert derived(analysis) == (12, {"existing_synthetic": 5, "malformed_record": 1})

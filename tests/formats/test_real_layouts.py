@@ -22,6 +22,7 @@ from transcripts.core.validate import validate
 from transcripts.engine import PRESETS, analyze
 from transcripts.formats import FORMATS, FormatError, load
 from transcripts.formats.cline import TextPair, text_pairs
+from transcripts.formats.source import FileSource
 from transcripts.replay import Message, preview
 from transcripts.replay.claude_code import NO_RESPONSE
 
@@ -902,3 +903,58 @@ def test_pi_on_openai_responses_names_a_second_output_of_one_call_a_duplicate() 
     resumed = preview(load(data, "pi.jsonl"))
     assert resumed is not None and not resumed.valid
     assert resumed.violations[0].error == fault.error
+
+
+def _cc_lines(*specs: tuple[int, str | None, bool, str]) -> bytes:
+    """Claude Code lines (n, parentUuid, isSidechain, timestamp), each a user prompt."""
+    lines = [
+        {
+            "parentUuid": parent,
+            "isSidechain": sidechain,
+            "type": "user",
+            "message": {"role": "user", "content": f"line {n}"},
+            "uuid": f"c0ffee00-0000-4000-8000-{n:012d}",
+            "sessionId": "5d3c9a1e-7f42-4b6e-8a19-3c2e4d5f6a7b",
+            "timestamp": stamp,
+        }
+        for n, parent, sidechain, stamp in specs
+    ]
+    return "".join(json.dumps(line) + "\n" for line in lines).encode()
+
+
+def test_a_claude_code_parent_no_line_holds_is_read_as_claude_codes_walk_reads_it(
+    tmp_path: Path,
+) -> None:
+    """2.1.328's walk takes a missing parent as it takes a walked one (`lwn`: `!z||h.has(...)`).
+
+    The parent is then the latest line before it in time, of the same side,
+    at most 5 s older; a null parent is a root, nothing is looked for.
+    """
+    uid = "c0ffee00-0000-4000-8000-{:012d}".format
+    data = _cc_lines(
+        (1, None, False, "2026-03-02T09:20:00.000Z"),
+        (2, uid(1), False, "2026-03-02T09:20:01.000Z"),
+        (3, uid(2), True, "2026-03-02T09:20:02.000Z"),  # a sidechain line: not this side
+        (4, uid(99), False, "2026-03-02T09:20:04.000Z"),  # names no line: under line 2
+        (5, uid(98), False, "2026-03-02T09:20:10.000Z"),  # 6 s after line 4: a root
+        (6, None, False, "2026-03-02T09:20:11.000Z"),  # null: a root
+        (7, uid(97), True, "2026-03-02T09:20:05.000Z"),  # a sidechain's: under line 3
+    )
+    path = tmp_path / "5d3c9a1e-7f42-4b6e-8a19-3c2e4d5f6a7b.jsonl"
+    path.write_bytes(data)
+    whole = load(data, path.name).records
+    with FileSource(path) as source:
+        streamed = analyze(source, path.name).transcript
+        assert streamed is not None
+        stored = [(r.parent, r.relinked_from) for r in streamed.records]
+    expected = [
+        (None, None),
+        (uid(1), None),
+        (uid(2), None),
+        (uid(2), uid(99)),
+        (uid(98), None),
+        (None, None),
+        (uid(3), uid(97)),
+    ]
+    assert [(r.parent, r.relinked_from) for r in whole] == expected
+    assert stored == expected

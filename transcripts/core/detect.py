@@ -470,7 +470,7 @@ def _relinked_faults(transcript: Transcript, turn: Turn, pairing: Pairing) -> li
     `buildSessionContext`): its request opens with the result, which the
     provider refuses, and holds nothing written before it.
     Only pi's files (`Transcript.last_copy`): Claude Code's walk takes the link
-    its reader mends (a self-parented line) as that reader does.
+    its reader mends (a line parented on itself or on no line) as that reader does.
     """
     if not transcript.last_copy:
         return []
@@ -627,8 +627,13 @@ def _run_faults(
         # Bedrock, unlike Anthropic, does not merge consecutive user messages: every
         # result of the call message must be in the one user message right after it.
         message, _ = at(turn.head)
+        # Only the results that answer the turn's calls: a duplicate or an orphan there is
+        # reported (and mended) as such.
+        answers = {pairing.answer[call] for call in turn.calls if call in pairing.answer}
         for index in turn.run[1:]:
             for res in records[index].results:
+                if res not in answers:
+                    continue
                 found.append(
                     Fault(
                         FaultKind.DISPLACED_RESULT,

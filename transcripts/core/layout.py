@@ -7,7 +7,8 @@ this one layout, so what the timeline shows is exactly what the file holds.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Iterator
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 from transcripts.core.branch import (
@@ -60,6 +61,8 @@ def block_count(record: Record) -> int:
 
 
 SPLITS = frozenset({OpKind.SPLIT_AFTER_CALL, OpKind.SPLIT_REPLY})
+# The ops whose result a new record holds: a synthetic one, or one carried out of its record.
+_RESULTS = frozenset({OpKind.INSERT_RESULT, OpKind.MOVE_RESULT})
 
 
 def _placement_key(op: Op) -> tuple[int, int, int]:
@@ -88,6 +91,21 @@ class _Edits:
 def _collect(transcript: Transcript, ops: Iterable[Op]) -> _Edits:
     records = transcript.records
     edits = _Edits({}, {}, {}, {}, set(), {}, transcript.inline_results)
+    ops = tuple(ops)
+    # A message another op puts a result into stays where that op wants it: a result
+    # moved out of it, its only block, is carried into a new record, not moved with it.
+    targets = {op.target for op in ops if op.target is not None}
+    # Where one message holds many results, a result moved after a record another result
+    # is placed after is carried, to share one new message with it (`_placed_slots`).
+    placed_at = Counter(
+        op.anchor
+        for op in ops
+        if edits.group_inserts
+        and op.kind in _RESULTS
+        and op.target is None
+        and op.anchor is not None
+    )
+    shared = {anchor for anchor, n in placed_at.items() if n > 1}
     for op in ops:
         if op.record is not None:
             edits.touching.setdefault(op.record, []).append(op)
@@ -118,7 +136,9 @@ def _collect(transcript: Transcript, ops: Iterable[Op]) -> _Edits:
             edits.removed.setdefault(op.record, set()).add(op.block)
         elif op.kind is OpKind.MOVE_RESULT:
             assert op.record is not None and op.block is not None and op.anchor is not None
-            if block_count(records[op.record]) == 1:
+            if block_count(records[op.record]) == 1 and (
+                op.record not in targets and op.anchor not in shared
+            ):
                 edits.whole_moves[op.record] = op
             else:
                 edits.removed.setdefault(op.record, set()).add(op.block)
@@ -193,13 +213,14 @@ def _placed_slots(edits: _Edits, anchor: int) -> list[Slot]:
             slots.append(Slot(op.record, ops=(op,), moved_in=True))
         elif (
             edits.group_inserts
-            and op.kind is OpKind.INSERT_RESULT
+            and op.kind in _RESULTS
             and slots
             and slots[-1].record is None
-            and slots[-1].ops[-1].kind is OpKind.INSERT_RESULT
+            and slots[-1].ops[-1].kind in _RESULTS
         ):
-            # Where one message holds several results, the synthetic results after
-            # one anchor share one new message (Gemini wants them in one content).
+            # Where one message holds several results, the synthetic and carried results
+            # after one anchor share one new message (Gemini wants them in one content,
+            # Bedrock in the one user message after the calls).
             last = slots.pop()
             slots.append(Slot(None, op=last.op, ops=(*last.ops, op)))
         else:
@@ -312,10 +333,9 @@ def leaf_last(
     if not transcript.tree or not records or subagent_file(transcript):
         return at
     # The branch ends at its leaf, or at a result re-attached after it that hangs off it
-    # (pi: a result written before the call, parented on the call's entry). One that
-    # hangs off a line before the leaf (Claude Code: a result parented on the message's
-    # thinking line) is not the branch's end: written last, it would be the leaf, and
-    # its walk would lead back past its call.
+    # once re-linked (`_hanging`). One that hangs off a line before the leaf (Claude
+    # Code: a result parented on the message's thinking line) is not the branch's end:
+    # written last, it would be the leaf, and its walk would lead back past its call.
     if resumed:
         leaf: int | None = resumed[-1]
         path = path_from(transcript, resumed[-1])
@@ -324,13 +344,7 @@ def leaf_last(
         leaf = leaf_index(transcript)
     if leaf is not None and leaf in path:
         cut = path.index(leaf) + 1
-        follows = {records[leaf].uid}
-        hanging = []
-        for index in path[cut:]:
-            if records[index].parent in follows:
-                hanging.append(index)
-                follows.add(records[index].uid)
-        path = path[:cut] + hanging
+        path = path[:cut] + _hanging(records, at, path, cut)
     end: tuple[int, Slot | None] | None = None  # (raw index, its slot; None: untouched)
     for index in reversed(path):
         slots = at.get(index)
@@ -358,6 +372,59 @@ def leaf_last(
     tail = len(records) - 1
     moved[tail] = [*(moved.get(tail) or [Slot(tail)]), relocated]
     return moved
+
+
+def _hanging(
+    records: list[Record], at: dict[int, list[Slot]], path: list[int], cut: int
+) -> list[int]:
+    """Return the records of `path[cut:]` that hang off the leaf `path[cut - 1]` once repaired.
+
+    Those re-attached after the leaf whose parent, as the repaired file
+    writes it, is the leaf or a record that hangs off it: its parent as
+    read (pi: a result written before its call, parented on the call's
+    entry), or the slot written just before it, when the renderer re-links
+    it there (`renderer._relink_path`: a record whose predecessor on the
+    path is not the record written just before it, because a synthetic
+    result or a moved one is written between them or the record is moved).
+    A record re-linked so is on the branch the leaf's walk reads, and so are
+    the synthetic results placed after it: the last of them ends the branch.
+    Listed when the last slot written at the record's place is on the branch.
+    """
+    follows = {records[path[cut - 1]].uid}
+    previous = _last_written(at, path[cut - 1])
+    chained = True  # the slot written just before is on the branch
+    hanging: list[int] = []
+    for k in range(cut, len(path)):
+        index, before = path[k], path[k - 1]
+        slots = at.get(index)
+        placed: Sequence[Slot | None] = slots or (None,)
+        for slot in placed:
+            if slot is not None and not slot.written:
+                continue
+            if slot is not None and slot.record is None:
+                previous = None  # a new record, linked to the slot before it
+                continue
+            own = records[index] if slot is None or slot.record is None else records[slot.record]
+            moved = slot is not None and slot.moved_in
+            if not moved and (own.boundary or before == previous):
+                # Written with its own link; one re-linked to the slot before it is on
+                # the branch when that slot is.
+                chained = own.parent in follows
+            if chained:
+                follows.add(own.uid)
+            previous = own.index
+        if chained and any(slot is None or slot.written for slot in placed):
+            hanging.append(index)
+    return hanging
+
+
+def _last_written(at: dict[int, list[Slot]], index: int) -> int | None:
+    """Return the raw index of the record written last at `index`'s place (None: a new one)."""
+    slots = at.get(index)
+    if slots is None:
+        return index
+    written = [slot for slot in slots if slot.written]
+    return written[-1].record if written else None
 
 
 def _written_after(

@@ -18,7 +18,7 @@ import orjson
 from transcripts.core import jsontext
 from transcripts.core.branch import uid_lookup
 from transcripts.core.markers import may_be_marker, synthetic_marker
-from transcripts.core.model import Op, Record, Role, ToolCall, Transcript
+from transcripts.core.model import Op, OpKind, Record, Role, ToolCall, Transcript
 from transcripts.core.store import RecordStore
 
 # How sure a sniff is that a sample is its format, on pygments' `analyse_text`
@@ -51,6 +51,9 @@ class Format:
     # first: pi indexes its entries in a Map by `id`, a later entry replacing an earlier
     # one (session-manager.js `_buildIndex`, `buildSessionContext`).
     last_copy: ClassVar[bool] = False
+    # A parent no record holds is read as a link to an earlier record, not as a root (Claude
+    # Code's walk falls back by time): a record a repair cuts from its chain gets a null one.
+    lost_parent_falls_back: ClassVar[bool] = False
     # The member of a compaction record naming the first record it keeps (pi
     # `firstKeptEntryId`): re-pointed when a repair drops that record.
     keep_key: ClassVar[str] = ""
@@ -141,8 +144,13 @@ class Format:
         raise NotImplementedError
 
     def synthetic_group(self, transcript: Transcript, ops: tuple[Op, ...]) -> Any:
-        """Return one new message answering every call of `ops` (`inline_results` formats)."""
-        message = self.synthetic(transcript, ops[0])
+        """Return one new message holding the results of `ops` (`inline_results` formats).
+
+        A synthetic result for an insert, the moved block for a move
+        (`inline_result`), in the order of `ops`.
+        """
+        first = next((op for op in ops if op.kind is OpKind.INSERT_RESULT), None)
+        message = self.synthetic(transcript, first) if first else self.carry(transcript, ops[0])
         message[self.content_key] = [self.inline_result(transcript, op) for op in ops]
         return message
 

@@ -11,8 +11,8 @@ order, and a repair adds no link to them. In a file where some lines link and
 some do not, the chain is followed as Claude Code's loader follows it: it keys
 lines by `uuid` and walks `parentUuid` back from the leaf, so a line that no
 chain reaches is kept in the file but is not part of the conversation. A line
-parented on its own `uuid` is read under the line before it, as that walk
-reads it (`_mend_self_links`).
+parented on its own `uuid`, or on a `uuid` no line holds, is read under the
+line before it, as that walk reads it (`_mend_links`).
 """
 
 from __future__ import annotations
@@ -46,8 +46,8 @@ def _is_result(block: Any) -> bool:
 # or already walked, the parent is the latest line before it in time, of the same side
 # (main chain or sidechain), at most this many milliseconds older.
 _FALLBACK_MS = 5000
-# How many lines before a self-parented line are looked at for that parent (a bound on
-# a hostile file of many such lines, not a rule of Claude Code's).
+# How many lines before a line whose parent is mended are looked at for that parent (a
+# bound on a hostile file of many such lines, not a rule of Claude Code's).
 _FALLBACK_LINES = 64
 
 
@@ -68,14 +68,16 @@ def _millis(record: Record) -> float | None:
     return moment.timestamp() * 1000
 
 
-def _mend_self_links(records: list[Record]) -> None:
-    """Read each line whose `parentUuid` is its own `uuid` under the line before it.
+def _mend_links(records: list[Record]) -> None:
+    """Read each line whose `parentUuid` is its lost `uuid`, or no line's, under the line before it.
 
     Claude Code's walk back from the leaf meets such a line's parent as a line
-    it has walked already, and takes the latest line before it in time, of the
-    same side, no more than 5 s older, as its parent (2.1.328, `ton` in its
-    bundle, "tengu_chain_timestamp_fallback"); with none, the walk ends
-    there. That line is the nearest earlier line in the file with a `uuid`, a
+    it has walked already, or finds no line with that `uuid`, and then takes
+    the latest line before it in time, of the same side, no more than 5 s
+    older, as its parent (2.1.328, `lwn` and `ton` in its bundle: `if(!z||
+    h.has(z.uuid))`, "tengu_chain_timestamp_fallback"); with none, the walk
+    ends there. A null `parentUuid` is a root: no line is looked for. That
+    line is the nearest earlier line in the file with a `uuid`, a
     `timestamp` no later than this one's and the same `isSidechain` (file
     snapshots are passed over, as the walk passes them). The link is mended in
     `parent`, with the written one in `relinked_from`: a repair that re-links
@@ -88,10 +90,20 @@ def _mend_self_links(records: list[Record]) -> None:
     if not linked(records):
         return
     if isinstance(records, RecordStore):
-        own = [index for index, parent in records.parents_apart() if records[index].uid == parent]
+        stored = records
+        lost = [
+            index
+            for index, parent in stored.parents_apart()
+            if stored[index].uid == parent or stored.first_with_uid(parent) is None
+        ]
     else:
-        own = [r.index for r in records if r.parent is not None and r.parent == r.uid]
-    for index in own:
+        held = {r.uid for r in records if r.uid is not None}
+        lost = [
+            r.index
+            for r in records
+            if r.parent is not None and (r.parent == r.uid or r.parent not in held)
+        ]
+    for index in lost:
         record = records[index]
         at = _millis(record)
         if at is None:
@@ -129,6 +141,7 @@ class ClaudeCode(Format):
     tree = True
     uid_key = "uuid"
     parent_key = "parentUuid"
+    lost_parent_falls_back = True  # `_mend_links`
     provider = "anthropic"
     agent = True
     result_role = Role.USER  # a result is a `user` line
@@ -237,12 +250,13 @@ class ClaudeCode(Format):
         return True
 
     def finish(self, records: list[Record]) -> None:
-        """Mend self-parented lines; keep a chainless file's sidechains out of its conversation.
+        """Mend lost parent links; keep a chainless file's sidechains out of its conversation.
 
-        A line whose `parentUuid` is its own `uuid` is read under the line
-        Claude Code's walk takes for its parent (`_mend_self_links`).
+        A line whose `parentUuid` is its own `uuid`, or a `uuid` no line
+        holds, is read under the line Claude Code's walk takes for its
+        parent (`_mend_links`).
         """
-        _mend_self_links(records)
+        _mend_links(records)
         if not linked(records):
             for record in records:
                 if record.sidechain:

@@ -12,7 +12,7 @@ import dataclasses
 import io
 import itertools
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -44,21 +44,38 @@ def _relink(
     parents: dict[int | Slot, str] = {}
     for path in _paths(transcript, resumed):
         parents.update(_relink_path(transcript, fmt, at, path))
-    _relink_dangling(transcript, at, parents)
+    _relink_dangling(transcript, at, parents, fmt.lost_parent_falls_back)
     return parents
 
 
-def _relink_dangling(
-    transcript: Transcript, at: dict[int, list[Slot]], parents: dict[int | Slot, str]
-) -> None:
-    """Re-point, in `parents`, records off every branch path whose parent the repair drops.
+# The parent id, in `_relink`'s answer, of a record written with a null parent.
+ROOT = "\x00root"
 
-    A line of an abandoned branch (or of a chain no scope pairs) hanging from
-    a dropped record would name a uid the repaired file no longer holds, and
-    read as a root of a chain of its own: it is pointed to that record's
-    parent instead (the nearest one written). A dropped root's children are
-    left as they are, and so are those of a uid another record that stays
-    also holds.
+
+def _written_parent(parent: str) -> str | None:
+    """Return the parent id `_relink` gives, as written: None (null) for `ROOT`."""
+    return None if parent == ROOT else parent
+
+
+def _relink_dangling(
+    transcript: Transcript,
+    at: dict[int, list[Slot]],
+    parents: dict[int | Slot, str],
+    falls_back: bool = False,
+) -> None:
+    """Re-point, in `parents`, records whose parent the repair drops, but those already re-linked.
+
+    A line of an abandoned branch (or of a chain no scope pairs, or the first
+    line written of a branch whose start is dropped) hanging from a dropped
+    record would name a uid the repaired file no longer holds, and read as a
+    root of a chain of its own: it is pointed to that record's parent
+    instead (the nearest one written). A dropped root's children are left as
+    they are, and so are those of a uid another record that stays also
+    holds. With `falls_back` (`Format.lost_parent_falls_back`: Claude Code,
+    whose walk takes a parent it cannot find as the latest line before it
+    in time, within 5 s), a line so left, or pointed to a uid no line holds,
+    would be read under an earlier line the repair never paired: it is
+    written with a null parent (`ROOT`), the root it was read as.
     """
     records = transcript.records
     gone: dict[str, str | None] = {}
@@ -87,6 +104,16 @@ def _relink_dangling(
         candidates += [(i + 1, records[i + 1].parent) for i in dropped if i + 1 < len(records)]
     else:
         candidates = [(record.index, record.parent) for record in records]
+    held: Callable[[str], bool] | None = None
+    if falls_back:
+        if isinstance(records, RecordStore):
+            store = records
+
+            def held(uid: str) -> bool:
+                return store.first_with_uid(uid) is not None
+        else:
+            uids = {r.uid for r in records if r.uid is not None}
+            held = uids.__contains__
     for index, named in candidates:
         if named not in gone or index in parents or index in dropped:
             continue
@@ -95,7 +122,9 @@ def _relink_dangling(
         while parent is not None and parent in gone and parent not in seen:
             seen.add(parent)
             parent = gone[parent]
-        if parent is not None:
+        if held is not None and (parent is None or parent in gone or not held(parent)):
+            parents[index] = ROOT
+        elif parent is not None:
             parents[index] = parent
 
 
@@ -224,9 +253,9 @@ def _new_record(transcript: Transcript, fmt: Format, slot: Slot) -> Any:
     assert slot.op is not None
     if slot.op.kind in SPLITS:
         return fmt.split(transcript, slot.op)
+    if len(slot.ops) > 1:
+        return fmt.synthetic_group(transcript, slot.ops)
     if slot.op.record is None:
-        if len(slot.ops) > 1:
-            return fmt.synthetic_group(transcript, slot.ops)
         return fmt.synthetic(transcript, slot.op)
     return fmt.carry(transcript, slot.op)
 
@@ -247,7 +276,7 @@ def _slot_value(
     if slot.record is None:
         obj = _new_record(transcript, fmt, slot)
         if slot in parents:
-            obj[fmt.parent_key] = parents[slot]
+            obj[fmt.parent_key] = _written_parent(parents[slot])
         return obj
     record = transcript.records[slot.record]
     if slot.block_order is None:
@@ -255,13 +284,13 @@ def _slot_value(
             return None
         obj = dict(record.obj)
         if slot.record in parents:
-            obj[fmt.parent_key] = parents[slot.record]
+            obj[fmt.parent_key] = _written_parent(parents[slot.record])
         return obj
     placed = tuple((op.at, fmt.inline_result(transcript, op)) for op in slot.inserted)
     obj = fmt.keep(record.obj, list(slot.block_order), placed)
     new_parent = parents.get(slot.record)
     if new_parent is not None:
-        obj[fmt.parent_key] = new_parent
+        obj[fmt.parent_key] = _written_parent(new_parent)
     return obj
 
 
@@ -283,11 +312,12 @@ def _record_bytes(
         raw = _with_keep(raw.decode("utf-8"), fmt, keep).encode()
     new_parent = parents.get(slot.record)
     if new_parent is not None:
+        written = _written_parent(new_parent)
         text = raw.decode("utf-8")
         span = member_span(text, fmt.parent_key)
         if span is None:
-            return _encode(transcript, dict(json.loads(text), **{fmt.parent_key: new_parent}))
-        return (text[: span[0]] + json.dumps(new_parent) + text[span[1] :]).encode()
+            return _encode(transcript, dict(json.loads(text), **{fmt.parent_key: written}))
+        return (text[: span[0]] + json.dumps(written) + text[span[1] :]).encode()
     return raw
 
 
