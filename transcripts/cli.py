@@ -632,9 +632,17 @@ def _resume_line(analysis: Analysis, item: Input, entry: dict[str, Any]) -> str:
     version = f" (as {resumed.modelled_on} does; other versions may not)"
     if resumed.valid:
         modelled = resumed.modelled_on.rsplit(" ", 1)[-1]
+        # What `fix` does under the policy of this run: it may leave some faults as found.
+        left = _left_as_found(analysis)
+        remedy = (
+            f"`pairfix fix` leaves {', '.join(sorted(left))} as its policy says "
+            f"({_why_left(analysis, left)})"
+            if left
+            else "`pairfix fix` makes it valid for any version"
+        )
         other = (
             f"; this file was written by {resumed.agent} {writer}, which may send it as it "
-            "is and get the error above: `pairfix fix` makes it valid for any version"
+            f"is and get the error above: {remedy}"
             if writer is not None and writer != modelled
             else ""
         )

@@ -80,6 +80,21 @@ def test_check_exits_1_and_names_each_fault_with_the_providers_error() -> None:
     assert status == 1 and "pairfix preview" not in out.decode()  # no agent writes that file
 
 
+def test_check_says_what_fix_leaves_when_its_policy_keeps_a_fault(tmp_path: Path) -> None:
+    """A line no reader can parse is kept by the default policy: fix does not make it valid."""
+    lines = (CASES / "01_cc-compaction-orphan-result.jsonl").read_bytes().splitlines(True)
+    path = tmp_path / "cut.jsonl"
+    path.write_bytes(b"".join([*lines[:3], b'{"type":"user","message":\n', *lines[3:]]))
+    status, out, _ = run("check", str(path))
+    text = out.decode()
+    assert status == 1 and "malformed_record" in text
+    assert "makes it valid for any version" not in text
+    assert (
+        "and get the error above: `pairfix fix` leaves malformed_record as its policy says ("
+    ) in text
+    assert "`--policy discard` drops such lines)" in text
+
+
 def test_check_exits_2_when_any_file_is_unreadable_or_missing(tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_bytes(b"not json at all\n")
