@@ -549,7 +549,7 @@ def check_files(run: Run, items: list[Input], *, as_json: bool) -> tuple[int, li
             if _skipped(run, item, analysis, entry):
                 continue
             if analysis.error:
-                run.say_error(f"{item.name}: unreadable: {analysis.error}")
+                run.say_error(_unreadable_line(item, analysis, "check"))
                 status = BAD
                 continue
             if _has_faults(analysis):
@@ -776,7 +776,7 @@ def repair_files(
             if _skipped(run, item, analysis, entry):
                 continue
             if analysis.error:
-                run.say_error(f"{item.name}: unreadable: {analysis.error}")
+                run.say_error(_unreadable_line(item, analysis, "fix"))
                 status = BAD
                 continue
             if dry_run:
@@ -942,6 +942,30 @@ def _refusal(
     return None
 
 
+# The command that writes a compressed file's session to standard output, by packing.
+_DECOMPRESS = {"gzip": "zcat", "bzip2": "bzcat", "xz": "xzcat", "zstd": "zstdcat"}
+
+
+def _unreadable_line(item: Input, analysis: Analysis, command: str) -> str:
+    """Return the line that says `item` is unreadable, naming the file once.
+
+    `analysis.error` names the file as the engine was given it; here the
+    input's name opens the line instead. A compressed file named by path
+    gets the pipe that reads it (`zcat FILE | pairfix check -`); a stream's
+    bytes came once, so no command is named for it.
+    """
+    error = analysis.error or ""
+    own = f"{analysis.filename}: "
+    if error.startswith(own):
+        error = error[len(own) :]
+    line = f"{item.name}: unreadable: {error}"
+    cat = _DECOMPRESS.get(analysis.packing)
+    if cat is not None and item.path is not None and not item.stream:
+        rest = " --out DIR" if command == "fix" else ""
+        line += f", or pipe it in: `{cat} {shlex.quote(item.name)} | pairfix {command} -{rest}`"
+    return line
+
+
 def _links_note(item: Input, others: int, backup: Path) -> str:
     """Return the warning for a file repaired in place that had `others` more hard links.
 
@@ -1043,7 +1067,7 @@ def preview_file(
     analysis, source = opened
     with source:
         if analysis.error or analysis.transcript is None:
-            run.say_error(f"{item.name}: unreadable: {analysis.error}")
+            run.say_error(_unreadable_line(item, analysis, "preview"))
             return BAD
         if repaired:
             try:
@@ -1070,7 +1094,7 @@ def _show_preview(
     from transcripts.replay import CannotPreview, preview
 
     if analysis.error or analysis.transcript is None:
-        run.say_error(f"{item.name}: unreadable: {analysis.error}")
+        run.say_error(_unreadable_line(item, analysis, "preview"))
         return BAD
     try:
         result = preview(analysis.transcript)

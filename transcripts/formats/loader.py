@@ -76,6 +76,8 @@ class FormatError(ValueError):
     when the file is valid JSON or JSON lines of no format Pairfix reads (not
     a session file, rather than a broken one); `agent_file` then names an
     agent's own file that is no session ("Claude Code's prompt history ...").
+    `packing` names the compression or archive the file is in ("gzip",
+    "zip"; "" when none was recognised).
     """
 
     def __init__(
@@ -88,6 +90,7 @@ class FormatError(ValueError):
         *,
         unknown: bool = False,
         agent_file: str = "",
+        packing: str = "",
     ) -> None:
         super().__init__(f"{filename}: line {line}: {reason}")
         self.filename = filename
@@ -97,6 +100,7 @@ class FormatError(ValueError):
         self.records = records
         self.unknown = unknown or bool(agent_file)
         self.agent_file = agent_file
+        self.packing = packing
 
 
 def _decode_reason(message: str) -> str:
@@ -144,7 +148,7 @@ def load(
             if packing in _ARCHIVES
             else f"the file is {packing}-compressed: decompress it first"
         )
-        raise FormatError(filename, 1, reason) from exc
+        raise FormatError(filename, 1, reason, packing=packing) from exc
 
 
 # A compressed file's first bytes, none of which can start a JSON text.
