@@ -53,7 +53,8 @@ class Analysis:
     `error` is set (and `repairable` False) when the file could not be read as
     any supported format; the message names the file, the line and the reason.
     `not_a_session` is then True when the file is valid JSON or JSON lines of
-    no format Pairfix reads (a settings or log file, not a broken session);
+    no format Pairfix reads, or JSON lines after a first line that is no JSON
+    (a settings or log file, not a broken session);
     `agent_file` names an agent's own file that is none ("Codex's prompt history ...").
     `packing` names the compression the file is in ("gzip", "zip"), else "".
     `repaired` (rendered on first use) equals the raw bytes when the plan is

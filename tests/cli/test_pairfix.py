@@ -690,3 +690,22 @@ def test_fix_says_what_claude_code_does_with_a_cut_line_it_leaves(tmp_path: Path
         "it cannot parse when it loads the session"
     ) in err
     assert "`--policy discard` drops such lines)" in err and "may still refuse" not in err
+
+
+def test_a_file_whose_first_line_is_no_json_is_called_not_json(tmp_path: Path) -> None:
+    text = tmp_path / "log.jsonl"
+    text.write_bytes(b'hello\n{"a": 1}\n{"b": 2}\n')
+    status, _, err = run("check", str(text))
+    assert status == 2
+    assert err == (
+        f"{text}: unreadable: line 1: not JSON (column 1: unexpected character, expected a "
+        "JSON value): not a session file Pairfix reads\n"
+    )
+    # JSON lines of a layout Pairfix does not know keep their own wording.
+    (tmp_path / "other.jsonl").write_bytes(b'{"a": 1}\n{"b": 2}\n')
+    status, _, err = run("check", str(tmp_path / "other.jsonl"))
+    assert status == 2
+    assert err == (
+        f"{tmp_path / 'other.jsonl'}: unreadable: line 1: unknown format: JSON lines, but not "
+        "one of the formats Pairfix reads\n"
+    )

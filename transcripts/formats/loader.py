@@ -73,8 +73,9 @@ class FormatError(ValueError):
 
     `format` is the format id when it was known (None when sniffing failed);
     `records` how many records were read before giving up; `unknown` is True
-    when the file is valid JSON or JSON lines of no format Pairfix reads (not
-    a session file, rather than a broken one); `agent_file` then names an
+    when the file is valid JSON or JSON lines of no format Pairfix reads, or
+    JSON lines after a first line that is no JSON (not a session file, rather
+    than a broken one); `agent_file` then names an
     agent's own file that is no session ("Claude Code's prompt history ...").
     `packing` names the compression or archive the file is in ("gzip",
     "zip"; "" when none was recognised).
@@ -936,6 +937,17 @@ def _sniff_lines(
     if what is not None:
         reason = f"not a session file: this is {what}, which no agent resumes"
         raise FormatError(filename, 1, reason, records=len(records), agent_file=what)
+    if sample and records[0].parsed is None:
+        # A first line that is no JSON at all: a text file, a log, not a session's first record.
+        bad = records[0]
+        reason = (bad.error or "").split(": ", 2)[-1]
+        raise FormatError(
+            filename,
+            bad.line,
+            f"not JSON ({reason}): not a session file Pairfix reads",
+            records=len(records),
+            unknown=True,
+        )
     if sample:
         raise FormatError(
             filename,
