@@ -6,6 +6,8 @@ dropped the first. Both are refused by name. OPTIONS (DRF's metadata) needs a
 token as every other method of an operation does; the schema is public.
 """
 
+import json
+
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from rest_framework.test import APIClient
@@ -13,7 +15,7 @@ from rest_framework.test import APIClient
 from tests.api.conftest import error_of
 from tests.helpers import sample
 from transcripts.formats import FORMATS
-from transcripts.models import Job, Session
+from transcripts.models import FaultKinds, Job, Session
 
 URL = "/api/sessions"
 pytestmark = pytest.mark.django_db
@@ -121,3 +123,13 @@ def test_options_with_a_token_describes_the_operation(api):
 def test_options_describes_a_job_by_the_fields_that_start_one(api):
     body = api.options("/api/jobs").json()
     assert set(body["actions"]["POST"]) == {"kind", "policy", "force", "sessions", "filter"}
+
+
+def test_an_unknown_fault_filter_lists_the_fault_kinds(api):
+    response = api.get("/api/sessions", {"fault": "missing_resutl"})
+    assert response.status_code == 400
+    kinds = ", ".join(sorted(k for k, _ in FaultKinds.choices))
+    assert "missing_result" in kinds
+    assert f"“missing_resutl” is no fault kind; the kinds are {kinds}." in json.dumps(
+        response.json(), ensure_ascii=False
+    )
