@@ -9,6 +9,7 @@ nothing reads a session whole but a JSON document, which is one value.
     pairfix fix FILE --out NEW.jsonl         write the one repaired file to NEW.jsonl (new)
     pairfix fix PATH... --in-place           replace each file, a backup beside it
     pairfix preview PATH                     what the agent sends when it resumes the file
+    pairfix --version                        the installed version
 
 A PATH may be a folder (walked for `*.jsonl` and `*.json` session files),
 `-` (standard input), or a pipe, FIFO or `/dev/stdin` (read once, as standard
@@ -1232,7 +1233,18 @@ def _parser() -> argparse.ArgumentParser:
         "preview", parents=[common], help="show what the agent sends when it resumes the file"
     )
     preview.add_argument("paths", nargs=1, metavar="PATH", help="a file, or - (stdin)")
+    parser.set_defaults(preview_parser=preview)
     return parser
+
+
+def _version() -> str:
+    """Return the installed package's version ("0.1.0"), or "unknown" when it is not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("pairfix")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def main(
@@ -1251,13 +1263,26 @@ def main(
     """
     out_bytes = stdout if stdout is not None else sys.stdout.buffer
     err = stderr if stderr is not None else sys.stderr
+    given = sys.argv[1:] if argv is None else list(argv)
+    if given == ["--version"]:
+        out_bytes.write(f"pairfix {_version()}\n".encode())
+        out_bytes.flush()
+        return OK
+    parser = _parser()
     try:
-        args = _parser().parse_args(argv)
+        args = parser.parse_args(argv)
     except _UsageError as exc:
+        extra = exc.parser is parser and exc.message.startswith("unrecognized arguments")
+        if extra and given and given[0] == "preview":
+            # `pairfix preview A B`: the extra path is preview's to refuse, not the top level's.
+            exc = _UsageError(
+                parser.get_default("preview_parser"),
+                "preview takes one session file (a file, or - for standard input); "
+                "run it once per file",
+            )
         # As argparse says it (its exit status is 2 too), and with --json a document.
         exc.parser.print_usage(err)
         err.write(terminal_text(f"{exc.parser.prog}: error: {exc.message}") + "\n")
-        given = sys.argv[1:] if argv is None else argv
         if any(a.startswith("--j") and "--json".startswith(a) for a in given):
             refused = {"status": BAD, "error": surrogate_free(exc.message), "files": []}
             out_bytes.write(_json(refused) + b"\n")

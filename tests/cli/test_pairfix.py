@@ -709,3 +709,16 @@ def test_a_file_whose_first_line_is_no_json_is_called_not_json(tmp_path: Path) -
         f"{tmp_path / 'other.jsonl'}: unreadable: line 1: unknown format: JSON lines, but not "
         "one of the formats Pairfix reads\n"
     )
+
+
+def test_preview_of_two_files_says_it_takes_one_and_version_prints_it() -> None:
+    status, out, err = run("preview", str(BROKEN), str(HEALTHY))
+    assert status == 2 and out == b""
+    assert err.startswith("usage: pairfix preview ")
+    assert err.endswith(
+        "pairfix preview: error: preview takes one session file (a file, or - for standard "
+        "input); run it once per file\n"
+    )
+    assert "unrecognized arguments" not in err
+    status, out, _ = run("--version")
+    assert (status, out) == (0, b"pairfix 0.1.0\n")
