@@ -344,7 +344,8 @@ JOB_SWEEP_AFTER = envint("JOB_SWEEP_AFTER", "60")
 
 # Sync: folders may be followed only under these roots (os.pathsep-separated). By
 # default only var/sync, so nothing else on the machine is readable until an
-# operator says so (e.g. SYNC_ROOTS=~/.claude/projects:~/.codex/sessions).
+# operator says so (e.g. SYNC_ROOTS=var/sync:~/.claude/projects:~/.codex/sessions, keeping
+# the default for the demo's sync source).
 SYNC_ROOTS = [
     Path(p).expanduser().resolve()
     for p in os.getenv("SYNC_ROOTS", str(VAR_DIR / "sync")).split(os.pathsep)

@@ -9,6 +9,7 @@ nothing reads a session whole but a JSON document, which is one value.
     pairfix fix FILE --out NEW.jsonl         write the one repaired file to NEW.jsonl (new)
     pairfix fix PATH... --in-place           replace each file, a backup beside it
     pairfix preview PATH                     what the agent sends when it resumes the file
+    pairfix --version                        the installed version
 
 A PATH may be a folder (walked for `*.jsonl` and `*.json` session files),
 `-` (standard input), or a pipe, FIFO or `/dev/stdin` (read once, as standard
@@ -549,7 +550,7 @@ def check_files(run: Run, items: list[Input], *, as_json: bool) -> tuple[int, li
             if _skipped(run, item, analysis, entry):
                 continue
             if analysis.error:
-                run.say_error(f"{item.name}: unreadable: {analysis.error}")
+                run.say_error(_unreadable_line(item, analysis, "check"))
                 status = BAD
                 continue
             if _has_faults(analysis):
@@ -784,7 +785,7 @@ def repair_files(
             if _skipped(run, item, analysis, entry):
                 continue
             if analysis.error:
-                run.say_error(f"{item.name}: unreadable: {analysis.error}")
+                run.say_error(_unreadable_line(item, analysis, "fix"))
                 status = BAD
                 continue
             if dry_run:
@@ -950,6 +951,30 @@ def _refusal(
     return None
 
 
+# The command that writes a compressed file's session to standard output, by packing.
+_DECOMPRESS = {"gzip": "zcat", "bzip2": "bzcat", "xz": "xzcat", "zstd": "zstdcat"}
+
+
+def _unreadable_line(item: Input, analysis: Analysis, command: str) -> str:
+    """Return the line that says `item` is unreadable, naming the file once.
+
+    `analysis.error` names the file as the engine was given it; here the
+    input's name opens the line instead. A compressed file named by path
+    gets the pipe that reads it (`zcat FILE | pairfix check -`); a stream's
+    bytes came once, so no command is named for it.
+    """
+    error = analysis.error or ""
+    own = f"{analysis.filename}: "
+    if error.startswith(own):
+        error = error[len(own) :]
+    line = f"{item.name}: unreadable: {error}"
+    cat = _DECOMPRESS.get(analysis.packing)
+    if cat is not None and item.path is not None and not item.stream:
+        rest = " --out DIR" if command == "fix" else ""
+        line += f", or pipe it in: `{cat} {shlex.quote(item.name)} | pairfix {command} -{rest}`"
+    return line
+
+
 def _links_note(item: Input, others: int, backup: Path) -> str:
     """Return the warning for a file repaired in place that had `others` more hard links.
 
@@ -1051,7 +1076,7 @@ def preview_file(
     analysis, source = opened
     with source:
         if analysis.error or analysis.transcript is None:
-            run.say_error(f"{item.name}: unreadable: {analysis.error}")
+            run.say_error(_unreadable_line(item, analysis, "preview"))
             return BAD
         if repaired:
             try:
@@ -1078,7 +1103,7 @@ def _show_preview(
     from transcripts.replay import CannotPreview, preview
 
     if analysis.error or analysis.transcript is None:
-        run.say_error(f"{item.name}: unreadable: {analysis.error}")
+        run.say_error(_unreadable_line(item, analysis, "preview"))
         return BAD
     try:
         result = preview(analysis.transcript)
@@ -1216,7 +1241,18 @@ def _parser() -> argparse.ArgumentParser:
         "preview", parents=[common], help="show what the agent sends when it resumes the file"
     )
     preview.add_argument("paths", nargs=1, metavar="PATH", help="a file, or - (stdin)")
+    parser.set_defaults(preview_parser=preview)
     return parser
+
+
+def _version() -> str:
+    """Return the installed package's version ("0.1.0"), or "unknown" when it is not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("pairfix")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def main(
@@ -1235,13 +1271,26 @@ def main(
     """
     out_bytes = stdout if stdout is not None else sys.stdout.buffer
     err = stderr if stderr is not None else sys.stderr
+    given = sys.argv[1:] if argv is None else list(argv)
+    if given == ["--version"]:
+        out_bytes.write(f"pairfix {_version()}\n".encode())
+        out_bytes.flush()
+        return OK
+    parser = _parser()
     try:
-        args = _parser().parse_args(argv)
+        args = parser.parse_args(argv)
     except _UsageError as exc:
+        extra = exc.parser is parser and exc.message.startswith("unrecognized arguments")
+        if extra and given and given[0] == "preview":
+            # `pairfix preview A B`: the extra path is preview's to refuse, not the top level's.
+            exc = _UsageError(
+                parser.get_default("preview_parser"),
+                "preview takes one session file (a file, or - for standard input); "
+                "run it once per file",
+            )
         # As argparse says it (its exit status is 2 too), and with --json a document.
         exc.parser.print_usage(err)
         err.write(terminal_text(f"{exc.parser.prog}: error: {exc.message}") + "\n")
-        given = sys.argv[1:] if argv is None else argv
         if any(a.startswith("--j") and "--json".startswith(a) for a in given):
             refused = {"status": BAD, "error": surrogate_free(exc.message), "files": []}
             out_bytes.write(_json(refused) + b"\n")

@@ -55,8 +55,10 @@ class Analysis:
     `error` is set (and `repairable` False) when the file could not be read as
     any supported format; the message names the file, the line and the reason.
     `not_a_session` is then True when the file is valid JSON or JSON lines of
-    no format Pairfix reads (a settings or log file, not a broken session);
+    no format Pairfix reads, or JSON lines after a first line that is no JSON
+    (a settings or log file, not a broken session);
     `agent_file` names an agent's own file that is none ("Codex's prompt history ...").
+    `packing` names the compression the file is in ("gzip", "zip"), else "".
     `repaired` (rendered on first use) equals the raw bytes when the plan is
     empty or nothing can be repaired; `write_repaired` streams it instead.
     """
@@ -72,6 +74,7 @@ class Analysis:
     error: str | None = None
     not_a_session: bool = False
     agent_file: str = ""
+    packing: str = ""
     transcript: Transcript | None = field(default=None, repr=False)
     policy: Policy | None = field(default=None, repr=False)
 
@@ -225,6 +228,7 @@ def analyze(
             exc.records,
             not_a_session=exc.unknown,
             agent_file=exc.agent_file,
+            packing=exc.packing,
         )
     except RecursionError:
         # Python's own JSON code recurses; a hostile file may nest beyond its stack.
@@ -301,6 +305,7 @@ def _unreadable(
     *,
     not_a_session: bool = False,
     agent_file: str = "",
+    packing: str = "",
 ) -> Analysis:
     """Return the analysis of a file that could not be read: raw bytes, the reason."""
     return Analysis(
@@ -315,4 +320,5 @@ def _unreadable(
         error=error,
         not_a_session=not_a_session,
         agent_file=agent_file,
+        packing=packing,
     )

@@ -64,12 +64,15 @@ def check_source_path(path: str, workspace: Workspace | None = None) -> Path:
             if roots
             else "no folder may be synced: set SYNC_ROOTS to the folders agents write to"
         )
+        # The path as given, not resolved: the refusal shows nothing of the server's disk.
+        line = roots_line(Path(os.path.normpath(path)))
+        # Only honcho (`make run`: the server, the worker and beat) reads .env; Django's
+        # settings read the process's own environment, so a manage.py command needs it there.
         raise SyncError(
-            f"{refusal}. To allow this one, add the line "
-            # The path as given, not resolved: the refusal shows nothing of the server's disk.
-            f"{roots_line(Path(os.path.normpath(path)))} to the .env file beside manage.py "
-            "(or to the server's "
-            "environment), then restart Pairfix."
+            f"{refusal}. To allow this one, add the line {line} to the .env file beside "
+            "manage.py, which `make run` reads for the server, the worker and beat (or set "
+            "it in their environment), then restart Pairfix. A manage.py command does not "
+            f"read .env: give it the variable in its own environment ({line} manage.py ...)."
         )
     # The grant first: whether a folder outside it exists is another workspace's business.
     if workspace is not None:

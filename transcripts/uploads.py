@@ -63,6 +63,10 @@ class UploadRefused(Exception):
     """The upload breaks a limit or holds an unreadable archive; the message says which."""
 
 
+class LimitPassed(UploadRefused):
+    """The upload breaks a limit: a file's size, the total size or the number of files."""
+
+
 def printable_name(name: str, default: str = "session") -> str:
     """Return `name` NFC normalised, with printable characters only and no surrounding spaces.
 
@@ -434,7 +438,7 @@ class Unpacker:
 
     def _check_total(self, more: int) -> None:
         if self.total + more > self.limits.total_size:
-            raise UploadRefused(
+            raise LimitPassed(
                 f"This upload holds more than {binary_size(self.limits.total_size)} of sessions "
                 f"(after decompression); one upload may hold at most "
                 f"{binary_size(self.limits.total_size)}."
@@ -442,10 +446,10 @@ class Unpacker:
 
     def _count(self, more: int, what: str = "files") -> None:
         if len(self.sessions) + more > self.limits.files:
-            raise UploadRefused(self.limits.too_many(what))
+            raise LimitPassed(self.limits.too_many(what))
 
-    def _too_big(self, what: str, verb: str) -> UploadRefused:
-        return UploadRefused(
+    def _too_big(self, what: str, verb: str) -> LimitPassed:
+        return LimitPassed(
             f"{what} {verb} more than {binary_size(self.limits.file_size)}; "
             f"each session may be at most {binary_size(self.limits.file_size)}."
         )

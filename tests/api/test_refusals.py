@@ -6,6 +6,8 @@ dropped the first. Both are refused by name. OPTIONS (DRF's metadata) needs a
 token as every other method of an operation does; the schema is public.
 """
 
+import json
+
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from rest_framework.test import APIClient
@@ -13,7 +15,7 @@ from rest_framework.test import APIClient
 from tests.api.conftest import error_of
 from tests.helpers import sample
 from transcripts.formats import FORMATS
-from transcripts.models import Job, Session
+from transcripts.models import FaultKinds, Job, Session
 
 URL = "/api/sessions"
 pytestmark = pytest.mark.django_db
@@ -148,3 +150,13 @@ def test_a_job_whose_json_gives_a_key_twice_is_refused(api, workspace, ingest):
     response = api.generic("POST", "/api/jobs", body, content_type="application/json")
     assert error_of(response) == (400, "bad_request")
     assert Job.objects.count() == 0
+
+
+def test_an_unknown_fault_filter_lists_the_fault_kinds(api):
+    response = api.get("/api/sessions", {"fault": "missing_resutl"})
+    assert response.status_code == 400
+    kinds = ", ".join(sorted(k for k, _ in FaultKinds.choices))
+    assert "missing_result" in kinds
+    assert f"“missing_resutl” is no fault kind; the kinds are {kinds}." in json.dumps(
+        response.json(), ensure_ascii=False
+    )

@@ -100,7 +100,7 @@ def test_check_exits_2_when_any_file_is_unreadable_or_missing(tmp_path: Path) ->
     bad.write_bytes(b"not json at all\n")
     status, out, err = run("check", str(BROKEN), str(bad))
     assert status == 2
-    assert f"{bad}: unreadable: bad.jsonl: line 1: not JSON or JSON lines" in err
+    assert f"{bad}: unreadable: line 1: not JSON or JSON lines" in err
     assert "missing_result" in out.decode()  # the readable file is still reported
     status, _, err = run("check", str(tmp_path / "absent.jsonl"))
     assert (status, err) == (
@@ -316,7 +316,7 @@ def test_a_walked_folder_skips_json_that_is_no_session_but_not_a_broken_one(
     status, _, err = run("check", str(folder))
     assert status == 2 and "cut.json: unreadable" in err
     status, _, err = run("check", str(folder / "settings.json"))
-    assert status == 2 and "unreadable: settings.json: line 1: unknown format" in err
+    assert status == 2 and "gemini/settings.json: unreadable: line 1: unknown format" in err
 
 
 def test_a_walked_agent_folder_skips_the_agents_prompt_histories(tmp_path: Path) -> None:
@@ -654,7 +654,16 @@ def test_a_compressed_session_is_named_as_such(
     (tmp_path / name).write_bytes(packed)
     status, _, err = run("check", str(tmp_path / name))
     assert status == 2
-    assert err == f"{tmp_path / name}: unreadable: {name}: line 1: {says}\n"
+    # The file named once, and the pipe that reads it.
+    cat = {"gzip": "zcat", "bzip2": "bzcat", "xz": "xzcat"}[command[0]]
+    assert err == (
+        f"{tmp_path / name}: unreadable: line 1: {says}, or pipe it in: "
+        f"`{cat} {tmp_path / name} | pairfix check -`\n"
+    )
+    # A stream's bytes came once: no command is named that would read them again.
+    status, _, err = run("check", "-", stdin=packed)
+    assert status == 2
+    assert err == f"<stdin>: unreadable: line 1: {says}\n"
     # A first line that only looks like a compressed file's start is read as a line.
     (tmp_path / "plain.jsonl").write_bytes(b"BZh9 not bzip2\n" + BROKEN.read_bytes())
     status, out, _ = run("check", "--json", str(tmp_path / "plain.jsonl"))
@@ -696,3 +705,35 @@ def test_fix_says_what_claude_code_does_with_a_cut_line_it_leaves(tmp_path: Path
         "it cannot parse when it loads the session"
     ) in err
     assert "`--policy discard` drops such lines)" in err and "may still refuse" not in err
+
+
+def test_a_file_whose_first_line_is_no_json_is_called_not_json(tmp_path: Path) -> None:
+    text = tmp_path / "log.jsonl"
+    text.write_bytes(b'hello\n{"a": 1}\n{"b": 2}\n')
+    status, _, err = run("check", str(text))
+    assert status == 2
+    assert err == (
+        f"{text}: unreadable: line 1: not JSON (column 1: unexpected character, expected a "
+        "JSON value): not a session file Pairfix reads\n"
+    )
+    # JSON lines of a layout Pairfix does not know keep their own wording.
+    (tmp_path / "other.jsonl").write_bytes(b'{"a": 1}\n{"b": 2}\n')
+    status, _, err = run("check", str(tmp_path / "other.jsonl"))
+    assert status == 2
+    assert err == (
+        f"{tmp_path / 'other.jsonl'}: unreadable: line 1: unknown format: JSON lines, but not "
+        "one of the formats Pairfix reads\n"
+    )
+
+
+def test_preview_of_two_files_says_it_takes_one_and_version_prints_it() -> None:
+    status, out, err = run("preview", str(BROKEN), str(HEALTHY))
+    assert status == 2 and out == b""
+    assert err.startswith("usage: pairfix preview ")
+    assert err.endswith(
+        "pairfix preview: error: preview takes one session file (a file, or - for standard "
+        "input); run it once per file\n"
+    )
+    assert "unrecognized arguments" not in err
+    status, out, _ = run("--version")
+    assert (status, out) == (0, b"pairfix 0.1.0\n")

@@ -195,7 +195,7 @@ def test_json_refusals_of_missing_and_empty_inputs(tmp_path: Path) -> None:
     assert orjson.loads(out) == {
         "path": str(bad),
         "status": 2,
-        "error": "unreadable: bad.jsonl: line 1: not JSON or JSON lines: column 1: invalid "
+        "error": "unreadable: line 1: not JSON or JSON lines: column 1: invalid "
         "literal, expected 'null'",
     }
     bad.unlink()

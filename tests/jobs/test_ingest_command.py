@@ -169,3 +169,16 @@ def test_the_total_counts_every_file_of_a_run(tmp_path, capsys):
         )
     assert Session.objects.count() == 0
     assert "This upload holds more than 1.5 KiB of sessions" in capsys.readouterr().err
+
+
+def test_a_tar_archive_is_refused_as_one_not_as_a_limit(tmp_path, capsys):
+    (tmp_path / "x.tar.gz").write_bytes(b"not read")
+    with pytest.raises(CommandError) as refused:
+        call_command("ingest", str(tmp_path / "x.tar.gz"))
+    assert str(refused.value) == (
+        f"{tmp_path / 'x.tar.gz'} cannot be ingested (the line above says why): nothing was stored"
+    )
+    assert capsys.readouterr().err.startswith(
+        f"{tmp_path / 'x.tar.gz'}: not stored: “x.tar.gz” is a tar archive: upload a .zip"
+    )
+    assert Session.objects.count() == 0

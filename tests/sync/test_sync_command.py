@@ -1,3 +1,5 @@
+import os
+
 import pytest
 from django.core.management import CommandError, call_command
 
@@ -64,3 +66,21 @@ def test_a_symlinked_folder_leading_out_of_the_roots_is_refused(root, tmp_path, 
     (root / "escape").symlink_to(outside)
     with pytest.raises(CommandError, match="not under an allowed sync root"):
         call_command("sync", "--add", str(root / "escape"))
+
+
+def test_the_refusal_says_a_manage_py_command_needs_the_roots_in_its_own_environment(
+    root, tmp_path, settings
+):
+    # Only honcho (`make run`) reads .env: manage.py reads its own environment.
+    settings.SYNC_ROOTS = [root]
+    outside = tmp_path / "other"
+    outside.mkdir()
+    with pytest.raises(CommandError) as refused:
+        call_command("sync", "--add", str(outside))
+    line = f"SYNC_ROOTS={root}{os.pathsep}{outside}"
+    assert str(refused.value).endswith(
+        f"To allow this one, add the line {line} to the .env file beside manage.py, which "
+        "`make run` reads for the server, the worker and beat (or set it in their "
+        "environment), then restart Pairfix. A manage.py command does not read .env: give it "
+        f"the variable in its own environment ({line} manage.py ...)."
+    )

@@ -30,6 +30,11 @@ UPLOAD_FORMATS = [(format_id, fmt.label) for format_id, fmt in FORMATS.items()]
 FILTER_FORMATS = format_ids()
 
 
+def _unknown_fault(kinds: list[str]) -> str:
+    """Return the message of a fault kind not in `kinds`; DRF puts the value given in {input}."""
+    return f"“{{input}}” is no fault kind; the kinds are {', '.join(sorted(kinds))}."
+
+
 def _unknown_format(ids: list[str]) -> str:
     """Return the message of a format not in `ids`; DRF puts the value given in {input}."""
     return f"“{{input}}” is no format; the formats are {', '.join(sorted(ids))}."
@@ -361,7 +366,10 @@ class RepairSerializer(Strict, serializers.Serializer[Any]):
 
 class SessionFilterSerializer(Strict, serializers.Serializer[Any]):
     fault = ChoiceField(
-        choices=FaultKinds.choices, required=False, help_text="Sessions with a fault of this kind."
+        choices=FaultKinds.choices,
+        required=False,
+        help_text="Sessions with a fault of this kind.",
+        error_messages={"invalid_choice": _unknown_fault([k for k, _ in FaultKinds.choices])},
     )
     format = FilterChoiceField(
         choices=FILTER_FORMATS,

@@ -73,9 +73,12 @@ class FormatError(ValueError):
 
     `format` is the format id when it was known (None when sniffing failed);
     `records` how many records were read before giving up; `unknown` is True
-    when the file is valid JSON or JSON lines of no format Pairfix reads (not
-    a session file, rather than a broken one); `agent_file` then names an
+    when the file is valid JSON or JSON lines of no format Pairfix reads, or
+    JSON lines after a first line that is no JSON (not a session file, rather
+    than a broken one); `agent_file` then names an
     agent's own file that is no session ("Claude Code's prompt history ...").
+    `packing` names the compression or archive the file is in ("gzip",
+    "zip"; "" when none was recognised).
     """
 
     def __init__(
@@ -88,6 +91,7 @@ class FormatError(ValueError):
         *,
         unknown: bool = False,
         agent_file: str = "",
+        packing: str = "",
     ) -> None:
         super().__init__(f"{filename}: line {line}: {reason}")
         self.filename = filename
@@ -97,6 +101,7 @@ class FormatError(ValueError):
         self.records = records
         self.unknown = unknown or bool(agent_file)
         self.agent_file = agent_file
+        self.packing = packing
 
 
 def _decode_reason(message: str) -> str:
@@ -144,7 +149,7 @@ def load(
             if packing in _ARCHIVES
             else f"the file is {packing}-compressed: decompress it first"
         )
-        raise FormatError(filename, 1, reason) from exc
+        raise FormatError(filename, 1, reason, packing=packing) from exc
 
 
 # A compressed file's first bytes, none of which can start a JSON text.
@@ -932,6 +937,17 @@ def _sniff_lines(
     if what is not None:
         reason = f"not a session file: this is {what}, which no agent resumes"
         raise FormatError(filename, 1, reason, records=len(records), agent_file=what)
+    if sample and records[0].parsed is None:
+        # A first line that is no JSON at all: a text file, a log, not a session's first record.
+        bad = records[0]
+        reason = (bad.error or "").split(": ", 2)[-1]
+        raise FormatError(
+            filename,
+            bad.line,
+            f"not JSON ({reason}): not a session file Pairfix reads",
+            records=len(records),
+            unknown=True,
+        )
     if sample:
         raise FormatError(
             filename,

@@ -10,7 +10,15 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from transcripts import actions
 from transcripts.models import Membership, Workspace
-from transcripts.uploads import Limits, Staged, Unpacker, UploadRefused, clean_name, is_archive
+from transcripts.uploads import (
+    LimitPassed,
+    Limits,
+    Staged,
+    Unpacker,
+    UploadRefused,
+    clean_name,
+    is_archive,
+)
 
 
 class Command(BaseCommand):
@@ -129,9 +137,14 @@ class Command(BaseCommand):
                 continue
             except UploadRefused as exc:
                 self.stderr.write(f"{path}: not stored: {exc}")
+                if isinstance(exc, LimitPassed):
+                    raise CommandError(
+                        f"{path} breaks the upload limits (see --max-size, --max-total, "
+                        "--max-files): nothing was stored"
+                    ) from None
+                # A tar, an unreadable or encrypted archive: no limit is involved.
                 raise CommandError(
-                    f"{path} breaks the upload limits (see --max-size, --max-total, "
-                    "--max-files): nothing was stored"
+                    f"{path} cannot be ingested (the line above says why): nothing was stored"
                 ) from None
             files = [(s.name, s) for s in unpacker.sessions[before:]]
             staged.append((path, name, last_write, files))
