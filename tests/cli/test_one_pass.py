@@ -248,21 +248,22 @@ def _cc_line(n: int, parent: int | None, kind: str, message: dict[str, Any]) -> 
     }
 
 
+def _assistant(
+    n: int, parent: int | None, message_id: str, block: dict[str, Any]
+) -> dict[str, Any]:
+    message = {
+        "id": message_id,
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-5",
+        "content": [block],
+    }
+    return _cc_line(n, parent, "assistant", message)
+
+
 def _call(n: int, parent: int | None, message_id: str, call_id: str) -> dict[str, Any]:
-    return _cc_line(
-        n,
-        parent,
-        "assistant",
-        {
-            "id": message_id,
-            "type": "message",
-            "role": "assistant",
-            "model": "claude-sonnet-4-5",
-            "content": [
-                {"type": "tool_use", "id": call_id, "name": "Bash", "input": {"command": "ls"}}
-            ],
-        },
-    )
+    block = {"type": "tool_use", "id": call_id, "name": "Bash", "input": {"command": "ls"}}
+    return _assistant(n, parent, message_id, block)
 
 
 def _result(n: int, parent: int | None, call_id: str, text: str) -> dict[str, Any]:
@@ -278,18 +279,7 @@ def _result(n: int, parent: int | None, call_id: str, text: str) -> dict[str, An
 
 
 def _reply(n: int, parent: int | None, message_id: str, text: str) -> dict[str, Any]:
-    return _cc_line(
-        n,
-        parent,
-        "assistant",
-        {
-            "id": message_id,
-            "type": "message",
-            "role": "assistant",
-            "model": "claude-sonnet-4-5",
-            "content": [{"type": "text", "text": text}],
-        },
-    )
+    return _assistant(n, parent, message_id, {"type": "text", "text": text})
 
 
 def test_a_self_parented_result_keeps_its_output_in_one_pass(tmp_path: Path) -> None:

@@ -196,65 +196,69 @@ static int literal(Scan *s, const char *word, Py_ssize_t n) {
     return 1;
 }
 
-static int value(Scan *s);
-
-/* An object's members, each value skipped; at s->p (its opening brace). */
-static int object(Scan *s) {
+/* At an opening brace or bracket: 1 when items follow, 2 when `close` ends it at once
+ * (read), 0 when nested too deep. */
+static int open_items(Scan *s, unsigned char close) {
     if (++s->depth > MAX_DEPTH) return 0;
     s->p++;
     ws(s);
-    if (s->p < s->end && *s->p == '}') {
+    if (s->p < s->end && *s->p == close) {
         s->p++;
         s->depth--;
+        return 2;
+    }
+    return 1;
+}
+
+/* After an item: 1 at a comma (read; another item follows), 2 when `close` ends the list
+ * or object (read), 0 at anything else. */
+static int after_item(Scan *s, unsigned char close) {
+    ws(s);
+    if (s->p >= s->end) return 0;
+    if (*s->p == ',') {
+        s->p++;
+        ws(s);
         return 1;
     }
-    for (;;) {
+    if (*s->p != close) return 0;
+    s->p++;
+    s->depth--;
+    return 2;
+}
+
+/* Walks an object's members: each key is passed to `member`, which reads its value; with
+ * no `member`, every value is skipped (checked only). */
+typedef int (*Member)(Scan *s, const Str *key, void *ctx);
+
+static int value(Scan *s);
+
+static int members(Scan *s, Member member, void *ctx) {
+    if (s->p >= s->end || *s->p != '{') return 0;
+    int state = open_items(s, '}');
+    if (state != 1) return state == 2;
+    do {
         Str key;
         if (s->p >= s->end || *s->p != '"' || !string(s, &key)) return 0;
+        if (member && key.escaped) return 0; /* it may spell a key read here */
         ws(s);
         if (s->p >= s->end || *s->p != ':') return 0;
         s->p++;
         ws(s);
-        if (!value(s)) return 0;
-        ws(s);
-        if (s->p >= s->end) return 0;
-        if (*s->p == ',') {
-            s->p++;
-            ws(s);
-            continue;
-        }
-        if (*s->p != '}') return 0;
-        s->p++;
-        break;
-    }
-    s->depth--;
-    return 1;
+        if (!(member ? member(s, &key, ctx) : value(s))) return 0;
+    } while ((state = after_item(s, '}')) == 1);
+    return state == 2;
 }
 
+/* An object, each value skipped; at s->p (its opening brace). */
+static int object(Scan *s) { return members(s, NULL, NULL); }
+
 static int array(Scan *s) {
-    if (++s->depth > MAX_DEPTH) return 0;
-    s->p++;
-    ws(s);
-    if (s->p < s->end && *s->p == ']') {
-        s->p++;
-        s->depth--;
-        return 1;
-    }
-    for (;;) {
+    int state = open_items(s, ']');
+    if (state != 1) return state == 2;
+    do {
         if (!value(s)) return 0;
-        ws(s);
-        if (s->p >= s->end) return 0;
-        if (*s->p == ',') {
-            s->p++;
-            ws(s);
-            continue;
-        }
-        if (*s->p != ']') return 0;
-        s->p++;
-        break;
-    }
-    s->depth--;
-    return 1;
+    } while ((state = after_item(s, ']')) == 1);
+    return state == 2;
 }
 
 static int value(Scan *s) {
@@ -429,43 +433,6 @@ static int plain_text(const Str *text) {
     return 0;
 }
 
-/* Walks an object's members: each key is passed to `member`, which reads its value. */
-typedef int (*Member)(Scan *s, const Str *key, void *ctx);
-
-static int members(Scan *s, Member member, void *ctx) {
-    if (s->p >= s->end || *s->p != '{') return 0;
-    if (++s->depth > MAX_DEPTH) return 0;
-    s->p++;
-    ws(s);
-    if (s->p < s->end && *s->p == '}') {
-        s->p++;
-        s->depth--;
-        return 1;
-    }
-    for (;;) {
-        Str key;
-        if (s->p >= s->end || *s->p != '"' || !string(s, &key)) return 0;
-        if (key.escaped) return 0; /* it may spell a key read here */
-        ws(s);
-        if (s->p >= s->end || *s->p != ':') return 0;
-        s->p++;
-        ws(s);
-        if (!member(s, &key, ctx)) return 0;
-        ws(s);
-        if (s->p >= s->end) return 0;
-        if (*s->p == ',') {
-            s->p++;
-            ws(s);
-            continue;
-        }
-        if (*s->p != '}') return 0;
-        s->p++;
-        break;
-    }
-    s->depth--;
-    return 1;
-}
-
 /* The first text of a result's content, when the content is a list. */
 typedef struct {
     Val text;
@@ -487,35 +454,18 @@ static int content_value(Scan *s, Val *v, int *plain) {
         v->seen = 1;
         v->start = at;
         v->first = '[';
-        if (++s->depth > MAX_DEPTH) return 0;
-        s->p++;
-        ws(s);
-        if (s->p < s->end && *s->p == ']') {
-            s->p++;
-        } else {
-            int index = 0;
-            for (;;) {
-                if (index == 0 && s->p < s->end && *s->p == '{') {
-                    Head h = {{0}};
-                    if (!members(s, head_member, &h)) return 0;
-                    if (h.text.seen && h.text.first == '"') *plain = plain_text(&h.text.str);
-                } else if (!value(s)) {
-                    return 0;
-                }
-                index++;
-                ws(s);
-                if (s->p >= s->end) return 0;
-                if (*s->p == ',') {
-                    s->p++;
-                    ws(s);
-                    continue;
-                }
-                if (*s->p != ']') return 0;
-                s->p++;
-                break;
+        int state = open_items(s, ']');
+        for (int index = 0; state == 1; index++) {
+            if (index == 0 && s->p < s->end && *s->p == '{') {
+                Head h = {{0}};
+                if (!members(s, head_member, &h)) return 0;
+                if (h.text.seen && h.text.first == '"') *plain = plain_text(&h.text.str);
+            } else if (!value(s)) {
+                return 0;
             }
+            state = after_item(s, ']');
         }
-        s->depth--;
+        if (state != 2) return 0;
         v->stop = s->p;
         return 1;
     }
@@ -586,17 +536,10 @@ static inline int optional_str(const Val *v) {
 }
 
 static int content_list(Scan *s, Content *c) {
-    if (++s->depth > MAX_DEPTH) return 0;
-    s->p++;
-    ws(s);
     c->blocks = 1;
     c->texts_only = 1;
-    if (s->p < s->end && *s->p == ']') {
-        s->p++;
-        s->depth--;
-        return 1;
-    }
-    for (int j = 0;; j++) {
+    int state = open_items(s, ']');
+    for (int j = 0; state == 1; j++) {
         c->nblocks++;
         if (s->p < s->end && *s->p == '{') {
             Block b;
@@ -647,19 +590,9 @@ static int content_list(Scan *s, Content *c) {
             c->other++;
             c->texts_only = 0;
         }
-        ws(s);
-        if (s->p >= s->end) return 0;
-        if (*s->p == ',') {
-            s->p++;
-            ws(s);
-            continue;
-        }
-        if (*s->p != ']') return 0;
-        s->p++;
-        break;
+        state = after_item(s, ']');
     }
-    s->depth--;
-    return 1;
+    return state == 2;
 }
 
 /* A line's message object, with what either format reads of it. */
