@@ -833,9 +833,18 @@ def repair_files(
                         raise NotADirectoryError(
                             errno.ENOTDIR, f"{_name(above)} is not a folder"
                         ) from None
+                    # In an --out folder a file of the repair's name is replaced (a run
+                    # again over its own earlier output): said, as nothing else would.
+                    replaced = not out_file and os.path.lexists(target)
                     write_file(target, analysis.write_repaired, new=out_file)
                     entry["written"] = _name(target)
                     run.say(f"{item.name}: {_summary(analysis)} -> {target}")
+                    if replaced:
+                        entry["replaced"] = True
+                        run.say_error(
+                            f"{item.name}: {_name(target)} was there already and is replaced "
+                            "(no backup is kept in an --out folder)"
+                        )
             except FileChanged as exc:
                 run.say_error(f"{exc}")
                 entry["error"] = surrogate_free(str(exc))

@@ -90,6 +90,25 @@ def test_fixing_a_folder_into_a_folder_inside_it_twice_nests_nothing(tmp_path: P
     assert (folder / "fixed" / "project" / "s.jsonl").read_bytes() == REPAIRED
 
 
+def test_a_file_replaced_in_an_out_folder_is_named(tmp_path: Path) -> None:
+    """An --out folder's file of the repair's name is replaced, and standard error says so."""
+    out = tmp_path / "fixed"
+    out.mkdir()
+    (out / BROKEN.name).write_bytes(b"precious\n")
+    status, _, err = run("fix", str(BROKEN), "--out", f"{out}/")
+    assert status == 0, err
+    assert (out / BROKEN.name).read_bytes() == REPAIRED
+    assert (
+        f"{BROKEN}: {out / BROKEN.name} was there already and is replaced (no backup is kept "
+        "in an --out folder)"
+    ) in err
+    status, report, _ = run("fix", "--json", str(BROKEN), "--out", f"{out}/")
+    assert orjson.loads(report)["files"][0]["replaced"] is True
+    (out / BROKEN.name).unlink()
+    status, report, err = run("fix", "--json", str(BROKEN), "--out", f"{out}/")
+    assert "replaced" not in err and "replaced" not in orjson.loads(report)["files"][0]
+
+
 def test_a_device_is_refused_unread(tmp_path: Path) -> None:
     status, out, err = run("check", "--json", "/dev/zero")
     assert status == 2
