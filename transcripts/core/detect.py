@@ -485,6 +485,8 @@ def _relinked_faults(transcript: Transcript, turn: Turn, pairing: Pairing) -> li
             continue
         if any(c.id == written for c in records[call.record].calls):
             why = f"its parentId names the call's id {written}, not the entry holding the call "
+        elif written and written == records[res.record].uid:
+            why = "its parentId is its own id, not the call's entry "
         elif written:
             why = f"its parentId {written} names no entry of the file, not the call's entry "
         else:

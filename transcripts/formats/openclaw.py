@@ -421,7 +421,12 @@ class OpenClaw(Format):
             if entry is not None:
                 record = records[index]
                 record.relinked_from, record.parent = parent, entry
-        lost = {i: parent for i, parent in apart if parent in unknown and parent not in entry_of}
+        # A parent that names no entry, or the entry itself (pi's walk would never leave it).
+        lost = {
+            i: parent
+            for i, parent in apart
+            if (parent in unknown and parent not in entry_of) or parent == records[i].uid
+        }
         _relink_lost_results(records, lost)
         if isinstance(records, RecordStore):
             odd = [records[i] for i in records.with_call_problems()]
