@@ -51,7 +51,7 @@ def test_it_processes_every_file_and_fails_on_unreadable_or_missing_ones(tmp_pat
         )
     assert [p.name for p in out.iterdir()] == ["claude_code.jsonl"]
     captured = capsys.readouterr()
-    assert "broken.jsonl: unreadable: broken.jsonl" in captured.err
+    assert "broken.jsonl: unreadable: line 1: not JSON or JSON lines" in captured.err
     assert "absent.json: cannot read" in captured.err
     assert "claude_code.jsonl: claude_code, faults: missing_result=1" in captured.out
 
