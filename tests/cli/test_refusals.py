@@ -62,7 +62,11 @@ def test_a_walk_skips_the_out_folder_inside_it(tmp_path: Path) -> None:
     shutil.copyfile(HEALTHY, o3 / "z" / "x.jsonl")
     status, out, err = run("fix", "--json", str(o3), "--out", str(o3 / "z"))
     assert status == 0, err
-    assert err == f"{o3 / 'z'}: skipped: the --out folder (repairs go there, not read)\n"
+    assert err == (
+        f"{o3 / 'z'}: skipped: the --out folder (repairs go there, not read)\n"
+        f"{o3 / 'x.jsonl'}: {o3 / 'z' / 'x.jsonl'} was there already and is replaced (no "
+        "backup is kept in an --out folder)\n"
+    )
     assert [f["path"] for f in orjson.loads(out)["files"]] == [str(o3 / "x.jsonl")]
     assert (o3 / "z" / "x.jsonl").read_bytes() == REPAIRED
     # Named as well, it is an input: then nothing is written over it.
