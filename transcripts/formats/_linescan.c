@@ -526,7 +526,6 @@ typedef struct {
     int ncalls, nresults;
     Item calls[MAX_ITEMS], results[MAX_ITEMS];
     int texts_only; /* every block an object with a text string (OpenClaw user content) */
-    int nblocks;
 } Content;
 
 /* A string or null or missing: 1, else 0 (another type: the reading is left to orjson). */
@@ -540,7 +539,6 @@ static int content_list(Scan *s, Content *c) {
     c->texts_only = 1;
     int state = open_items(s, ']');
     for (int j = 0; state == 1; j++) {
-        c->nblocks++;
         if (s->p < s->end && *s->p == '{') {
             Block b;
             memset(&b, 0, sizeof b);
@@ -739,7 +737,6 @@ static PyObject *scan(PyObject *arg, int json) {
     c.other = 0;
     c.ncalls = c.nresults = 0;
     c.texts_only = 0;
-    c.nblocks = 0;
     l.m.c = &c;
     Scan s = {(ptr)data, (ptr)data + size, (ptr)data, 0};
     ws(&s);
