@@ -435,6 +435,7 @@ def test_nearly_every_message_line_is_stored_straight(
 
     monkeypatch.setattr(kind, "store_line", counted)
     monkeypatch.setattr(linescan, "SCANNERS", {})  # every line through `store_line`
+    monkeypatch.setattr(linescan, "APPENDERS", {})
     for path in generated:
         if path.name.startswith(fmt):
             _records(path)
@@ -443,22 +444,22 @@ def test_nearly_every_message_line_is_stored_straight(
 
 @pytest.mark.skipif(not linescan.SCANNERS, reason="built without a C compiler")
 @pytest.mark.parametrize("fmt", ["claude_code", "openclaw"])
-def test_nearly_every_message_line_is_read_by_the_c_scanner(
+def test_nearly_every_message_line_is_appended_by_the_c_scanner(
     generated: list[Path], fmt: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    scan = linescan.SCANNERS[fmt]
-    scanned = []
+    append = linescan.APPENDERS[fmt]
+    appended = []
 
-    def counted(raw: bytes) -> Any:
-        scanned.append(scan(raw))
-        return scanned[-1]
+    def counted(*args: Any) -> Any:
+        appended.append(append(*args))
+        return appended[-1]
 
-    monkeypatch.setitem(linescan.SCANNERS, fmt, counted)
+    monkeypatch.setitem(linescan.APPENDERS, fmt, counted)
     for path in generated:
         if path.name.startswith(fmt):
             _records(path)
-    covered = sum(found is not None for found in scanned)
-    assert len(scanned) > 1000 and covered / len(scanned) > 0.9
+    covered = sum(found is not None for found in appended)
+    assert len(appended) > 1000 and covered / len(appended) > 0.9
 
 
 @pytest.mark.parametrize(

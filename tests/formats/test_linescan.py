@@ -25,9 +25,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from transcripts.core.markers import OPENCLAW_SENTENCE
-from transcripts.core.store import RecordStore
+from transcripts.core.model import Role
+from transcripts.core.store import RecordStore, _Column
 from transcripts.formats import linescan
+from transcripts.formats.loader import load
 from transcripts.formats.registry import FORMATS
+from transcripts.formats.source import FileSource
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = Path("/work/shared/samples")
@@ -64,18 +67,84 @@ def _stored(fmt: str, raw: bytes, scanned: Any) -> dict[str, Any] | None:
     return {name: getattr(record, name) for name in FIELDS}
 
 
+def _appended(fmt: str, raw: bytes) -> dict[str, Any] | None:
+    """Return the record the C appender stores for `raw` after one other record, or None."""
+    store = RecordStore(raw)
+    store.append_message(0, 0, 1, "user", Role.USER, 0, "u0", None, None, (), ())
+    if linescan.APPENDERS[fmt](store, raw, 0, len(raw), 2) is None:
+        assert len(store) == 1, raw
+        return None
+    return _without_index(store[1])
+
+
+def _without_index(record: Any) -> dict[str, Any]:
+    """A record's fields but its line and index (which its calls and results hold too)."""
+    fields = {name: getattr(record, name) for name in FIELDS if name != "line"}
+    fields["calls"] = [(c.id, c.name, c.block, c.args, c.problem, c.family) for c in record.calls]
+    fields["results"] = [
+        (r.tool_call_id, r.block, r.is_error, r.text, r.family) for r in record.results
+    ]
+    return fields
+
+
 def check(fmt: str, raw: bytes) -> bool:
-    """Assert the scanner reads `raw` as `store_line` does; return whether it read it."""
+    """Assert the scanner reads `raw` as `store_line` does; return whether it read it.
+
+    The appender, which stores what the scanner reads itself, must store the same record,
+    or leave the line (and the store) alone exactly where the scanner does.
+    """
     scanned = linescan.SCANNERS[fmt](raw)
+    appended = _appended(fmt, raw)
     try:
         orjson.loads(raw)
     except orjson.JSONDecodeError:
         assert scanned is None, raw
+        assert appended is None, raw
         return False
     if scanned is None:
+        assert appended is None, raw
         return False
-    assert _stored(fmt, raw, scanned) == _stored(fmt, raw, None), raw
+    expected = _stored(fmt, raw, None)
+    assert _stored(fmt, raw, scanned) == expected, raw
+    store = RecordStore(raw)
+    assert FORMATS[fmt].store_line(orjson.loads(raw), store, 0, len(raw), 1), raw
+    assert appended == _without_index(store[0]), raw
     return True
+
+
+def _state(store: RecordStore) -> dict[str, Any]:
+    """Every column, string and table of `store`, as values that compare."""
+    state: dict[str, Any] = {}
+    for name, value in vars(store).items():
+        if name in ("source", "_tails", "_columns", "_read"):
+            continue
+        if isinstance(value, _Column):
+            value = list(value)
+        elif name == "_arena":
+            value = [bytes(chunk) for chunk in value[:-1]] + [
+                bytes(chunk[: store._arena_used]) for chunk in value[-1:]
+            ]
+        state[name] = value
+    return state
+
+
+@pytest.mark.parametrize("fmt", ["claude_code", "openclaw"])
+def test_a_file_appended_in_c_leaves_the_store_as_python_does_to_the_byte(
+    fmt: str, generated: dict[str, list[bytes]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Columns, arena, shared strings and tables: the same with the appender and without."""
+    path = tmp_path / f"{fmt}.jsonl"
+    # Enough lines to cross column chunks (4,096 records) and arena chunks (256 KiB).
+    path.write_bytes(b"\n".join(generated[fmt] * 12) + b"\n")
+    with FileSource(path) as source:
+        fast = load(source, path.name, fmt, summaries=False).records
+        monkeypatch.setattr(linescan, "APPENDERS", {})
+        slow = load(source, path.name, fmt, summaries=False).records
+    assert isinstance(fast, RecordStore) and isinstance(slow, RecordStore)
+    assert len(fast) == len(slow) == 12 * len(generated[fmt])
+    assert len(fast._start.chunks) > 1 and len(fast._call_block.chunks) > 1
+    assert len(fast._arena) > 1 or fmt == "openclaw"  # its short ids fill less than a chunk
+    assert _state(fast) == _state(slow)
 
 
 def _lines(fmt: str) -> list[bytes]:

@@ -358,9 +358,7 @@ class RecordStore(list[Record]):
         index = self._count
         slot = index & _CHUNK_MASK
         if not slot:
-            for column in self._columns:
-                column.grow()
-            self._tails = tuple(column.chunks[-1] for column in self._columns)
+            self._grow_tails()
         self._count = index + 1
         starts, sizes, lines, kinds, flags, uids, parents, messages, texts, *packs, hashes = (
             self._tails
@@ -419,6 +417,12 @@ class RecordStore(list[Record]):
                 odd_results = [ToolResult(i, index, j, bad, text) for j, i, bad, text in results]
                 self._set_results(index, odd_results)
 
+    def _grow_tails(self) -> None:
+        """Add a chunk to each per-record column; `_tails` are then the new chunks."""
+        for column in self._columns:
+            column.grow()
+        self._tails = tuple(column.chunks[-1] for column in self._columns)
+
     def _put_call_rows(self, first: int, calls: Sequence[tuple[int, str, str, str, str]]) -> None:
         shared, put = self._put_shared, self._put
         for row, (block, call_id, name, args, problem) in enumerate(calls, first):
@@ -455,9 +459,7 @@ class RecordStore(list[Record]):
         index = self._count
         slot = index & _CHUNK_MASK
         if not slot:
-            for column in self._columns:
-                column.grow()
-            self._tails = tuple(column.chunks[-1] for column in self._columns)
+            self._grow_tails()
         self._count = index + 1
         tails = self._tails
         starts, sizes, lines, kinds, flags, uids, parents, messages, texts = tails[:9]

@@ -28,6 +28,9 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #define MAX_DEPTH 200  /* orjson refuses 1024 levels; deeper lines are left to it */
 #define MAX_ITEMS 62   /* calls or results a line may hold here (a store row packs 62) */
@@ -91,6 +94,26 @@ static inline int plain8(ptr p) {
     return (bad & highs) == 0;
 }
 
+/* The first byte at or after p that is a quote, a backslash, a control or non-ASCII, or a
+ * point at most 7 bytes before `end` from which the caller reads byte by byte. */
+static inline ptr skip_plain(ptr p, ptr end) {
+#ifdef __SSE2__
+    const __m128i quote = _mm_set1_epi8('"'), slash = _mm_set1_epi8('\\');
+    const __m128i space = _mm_set1_epi8(0x20);
+    while (end - p >= 16) {
+        __m128i w = _mm_loadu_si128((const __m128i *)p);
+        /* signed: a byte of 0x80 or more is negative, so below 0x20 too */
+        __m128i bad = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(w, quote), _mm_cmpeq_epi8(w, slash)),
+                                   _mm_cmplt_epi8(w, space));
+        int mask = _mm_movemask_epi8(bad);
+        if (mask) return p + __builtin_ctz((unsigned)mask);
+        p += 16;
+    }
+#endif
+    while (end - p >= 8 && plain8(p)) p += 8;
+    return p;
+}
+
 /* One UTF-8 sequence at p, its lead byte >= 0x80: its length, or 0 when invalid. */
 static int utf8_seq(ptr p, ptr end) {
     unsigned char c = p[0];
@@ -121,7 +144,7 @@ static int string(Scan *s, Str *out) {
     out->at = p;
     out->escaped = 0;
     for (;;) {
-        while (end - p >= 8 && plain8(p)) p += 8;
+        p = skip_plain(p, end);
         while (p < end && *p >= 0x20 && *p < 0x80 && *p != '"' && *p != '\\') p++;
         if (p >= end) return 0;
         unsigned char c = *p;
@@ -725,98 +748,116 @@ static int stripped_nonempty(const Val *v) {
     return unsure ? -1 : 0;
 }
 
+/* What `read_line` found of a line: its kind, role and bits, with `l` and `c` filled. */
+typedef struct {
+    Content c;
+    Line l;
+    const char *kind; /* the record's kind, or NULL: it is the role string `l.m.role` */
+    int role;
+    long bits;
+} Fields;
+
+/* Read `size` bytes at `data` into `f`: 1 when the line is one this reader covers, else 0. */
+static int read_line(const char *data, Py_ssize_t size, int json, Fields *f) {
+    Content *c = &f->c;
+    Line *l = &f->l;
+    memset(l, 0, sizeof *l);
+    c->json = json;
+    c->blocks = 0;
+    c->other = 0;
+    c->ncalls = c->nresults = 0;
+    c->texts_only = 0;
+    l->m.c = c;
+    f->bits = 0;
+    Scan s = {(ptr)data, (ptr)data + size, (ptr)data, 0};
+    ws(&s);
+    if (!members(&s, line_member, l)) return 0;
+    ws(&s);
+    if (s.p != s.end || !l->message_object) return 0;
+    Message *m = &l->m;
+    if (!optional_str(&l->type) || !optional_str(&l->uid) || !optional_str(&l->parent))
+        return 0;
+    if (json == 1) {
+        if (str_is(&l->type, "assistant")) {
+            f->kind = "assistant";
+            f->role = 1;
+            if (is_true(&l->api_error)) return 0; /* maybe a failed request's note */
+            if (!optional_str(&m->id)) return 0;
+        } else if (str_is(&l->type, "user")) {
+            f->kind = "user";
+            f->role = 0;
+        } else {
+            return 0;
+        }
+        if (is_true(&l->sidechain)) f->bits |= bit_sidechain;
+        if (!c->blocks && m->content.seen && m->content.first == '"' && m->content.str.len > 0)
+            c->other = 1;
+        return 1;
+    }
+    if (!str_is(&l->type, "message")) return 0;
+    if (!m->role.seen || m->role.first != '"' || m->role.str.escaped) return 0;
+    if (str_is(&m->role, "assistant")) {
+        f->kind = "assistant";
+        f->role = 1;
+        if (!optional_str(&m->stop)) return 0;
+        int stopped = str_is(&m->stop, "error") || str_is(&m->stop, "aborted");
+        int interrupted = stopped || str_is(&m->stop, "length");
+        if (m->error.seen && m->error.first == '"') {
+            int nonempty = stripped_nonempty(&m->error);
+            if (nonempty < 0) return 0;
+            interrupted |= nonempty;
+        }
+        if (stopped) f->bits |= bit_aborted;
+        if (interrupted) f->bits |= bit_interrupted;
+        if (!c->blocks && m->content.seen && m->content.first == '"') c->other = 1;
+    } else if (str_is(&m->role, "toolResult")) {
+        f->kind = "toolResult";
+        f->role = 2;
+        Val *id = m->call_id.seen ? &m->call_id : &m->use_id;
+        if (!optional_str(id)) return 0;
+        /* its content is its text: a call block read in it before the role was seen
+         * (content written before role) is no call of this entry */
+        c->ncalls = 0;
+        c->nresults = 1;
+        c->results[0].block = 0;
+        c->results[0].id = *id;
+        c->results[0].body = m->content;
+        c->results[0].flag = is_true(&m->is_error);
+        c->results[0].plain = m->plain;
+        c->other = 0;
+    } else {
+        /* another role: a user's message, its content a text or texts */
+        f->kind = NULL;
+        f->role = 0;
+        if (!(m->content.seen && m->content.first == '"') && !(c->blocks && c->texts_only))
+            return 0;
+        if (c->ncalls || c->nresults) return 0;
+        c->other = 1;
+    }
+    return 1;
+}
+
+static PyObject *kind_of(const Fields *f) {
+    if (f->kind) return PyUnicode_FromString(f->kind);
+    const Str *role = &f->l.m.role.str;
+    return PyUnicode_DecodeUTF8((const char *)role->at, role->len, NULL);
+}
+
 static PyObject *scan(PyObject *arg, int json) {
     char *data;
     Py_ssize_t size;
     if (PyBytes_AsStringAndSize(arg, &data, &size) < 0) return NULL;
-    Content c;
-    Line l;
-    memset(&l, 0, sizeof l);
-    c.json = json;
-    c.blocks = 0;
-    c.other = 0;
-    c.ncalls = c.nresults = 0;
-    c.texts_only = 0;
-    l.m.c = &c;
-    Scan s = {(ptr)data, (ptr)data + size, (ptr)data, 0};
-    ws(&s);
-    if (!members(&s, line_member, &l)) Py_RETURN_NONE;
-    ws(&s);
-    if (s.p != s.end || !l.message_object) Py_RETURN_NONE;
-    Message *m = &l.m;
-    const char *kind;
-    int role;
-    long bits = 0;
-    if (!optional_str(&l.type) || !optional_str(&l.uid) || !optional_str(&l.parent))
-        Py_RETURN_NONE;
-    PyObject *kind_text = NULL;
-    if (json == 1) {
-        if (str_is(&l.type, "assistant")) {
-            kind = "assistant";
-            role = 1;
-            if (is_true(&l.api_error)) Py_RETURN_NONE; /* maybe a failed request's note */
-            if (!optional_str(&m->id)) Py_RETURN_NONE;
-        } else if (str_is(&l.type, "user")) {
-            kind = "user";
-            role = 0;
-        } else {
-            Py_RETURN_NONE;
-        }
-        if (is_true(&l.sidechain)) bits |= bit_sidechain;
-        if (!c.blocks && m->content.seen && m->content.first == '"' && m->content.str.len > 0)
-            c.other = 1;
-    } else {
-        if (!str_is(&l.type, "message")) Py_RETURN_NONE;
-        if (!m->role.seen || m->role.first != '"' || m->role.str.escaped) Py_RETURN_NONE;
-        if (str_is(&m->role, "assistant")) {
-            kind = "assistant";
-            role = 1;
-            if (!optional_str(&m->stop)) Py_RETURN_NONE;
-            int stopped = str_is(&m->stop, "error") || str_is(&m->stop, "aborted");
-            int interrupted = stopped || str_is(&m->stop, "length");
-            if (m->error.seen && m->error.first == '"') {
-                int nonempty = stripped_nonempty(&m->error);
-                if (nonempty < 0) Py_RETURN_NONE;
-                interrupted |= nonempty;
-            }
-            if (stopped) bits |= bit_aborted;
-            if (interrupted) bits |= bit_interrupted;
-            if (!c.blocks && m->content.seen && m->content.first == '"') c.other = 1;
-        } else if (str_is(&m->role, "toolResult")) {
-            kind = "toolResult";
-            role = 2;
-            Val *id = m->call_id.seen ? &m->call_id : &m->use_id;
-            if (!optional_str(id)) Py_RETURN_NONE;
-            /* its content is its text: a call block read in it before the role was seen
-             * (content written before role) is no call of this entry */
-            c.ncalls = 0;
-            c.nresults = 1;
-            c.results[0].block = 0;
-            c.results[0].id = *id;
-            c.results[0].body = m->content;
-            c.results[0].flag = is_true(&m->is_error);
-            c.results[0].plain = m->plain;
-            c.other = 0;
-        } else {
-            /* another role: a user's message, its content a text or texts */
-            kind = NULL;
-            role = 0;
-            if (!(m->content.seen && m->content.first == '"') && !(c.blocks && c.texts_only))
-                Py_RETURN_NONE;
-            if (c.ncalls || c.nresults) Py_RETURN_NONE;
-            c.other = 1;
-            kind_text = PyUnicode_DecodeUTF8((const char *)m->role.str.at, m->role.str.len,
-                                             NULL);
-            if (!kind_text) return NULL;
-        }
-    }
-    if (!kind_text) kind_text = PyUnicode_FromString(kind);
+    Fields f;
+    if (!read_line(data, size, json, &f)) Py_RETURN_NONE;
+    Content *c = &f.c;
+    ptr base = (ptr)data;
+    PyObject *kind_text = kind_of(&f);
     if (!kind_text) return NULL;
-    PyObject *uid = text_or_none(&l.uid), *parent = text_or_none(&l.parent);
+    PyObject *uid = text_or_none(&f.l.uid), *parent = text_or_none(&f.l.parent);
     PyObject *message_id =
-        json == 1 && role == 1 ? text_or_none(&m->id) : (Py_INCREF(Py_None), Py_None);
-    PyObject *calls = items(c.calls, c.ncalls, s.base, 0);
-    PyObject *results = items(c.results, c.nresults, s.base, 1);
+        json == 1 && f.role == 1 ? text_or_none(&f.l.m.id) : (Py_INCREF(Py_None), Py_None);
+    PyObject *calls = items(c->calls, c->ncalls, base, 0);
+    PyObject *results = items(c->results, c->nresults, base, 1);
     if (!uid || !parent || !message_id || !calls || !results) {
         Py_XDECREF(kind_text);
         Py_XDECREF(uid);
@@ -826,8 +867,651 @@ static PyObject *scan(PyObject *arg, int json) {
         Py_XDECREF(results);
         return NULL;
     }
-    return Py_BuildValue("(NilNNNlNN)", kind_text, role, bits, uid, parent, message_id, c.other,
-                         calls, results);
+    return Py_BuildValue("(NilNNNlNN)", kind_text, f.role, f.bits, uid, parent, message_id,
+                         c->other, calls, results);
+}
+
+/* ---- A line appended to a RecordStore (transcripts/core/store.py) in place ----------------
+ *
+ * `append_message` written for a scanned line, with the store's own columns, arena and
+ * dicts, so the store ends as `store_scanned` + `RecordStore.append_message` leave it, to
+ * the byte. The rows of calls and results are made by the same Python functions
+ * `store_scanned` calls. Before anything is written, every case `append_message` would
+ * handle otherwise (a new kind, wide values, rows that do not fit, a row function raising)
+ * returns None: the loader then reads the line with orjson, as when `store_scanned` raised.
+ */
+
+/* Set by configure_store from the store module's constants and functions. */
+static PyObject *f_call_row, *f_canonical_row, *f_result_text, *f_loads;
+static long long k_chunk_mask, k_arena_chunk, k_arena_bits, k_length_bits, k_uuid, k_wide;
+static long long k_span_bits, k_line_bits, k_count_bits, k_rows_limit, k_recent, k_role_bits;
+static long long k_other_shift, k_hash_mask;
+static long long k_role_code[3];
+static PyObject *s_count, *s_tails, *s_kind_codes, *s_last_uid, *s_chained, *s_last_message;
+static PyObject *s_arena, *s_arena_used, *s_long, *s_shared, *s_uid_slots, *s_call_more;
+static PyObject *s_call_block, *s_call_id, *s_call_name, *s_call_args;
+static PyObject *s_result_block, *s_result_id, *s_result_text, *s_result_error;
+static PyObject *s_chunks, *s_size, *s_grow, *s_grow_tails, *s_set_kind;
+static PyObject *k_role_objects[3]; /* the Roles of a scanner's role codes */
+static PyObject *k_kinds[3]; /* "user", "assistant", "toolResult" */
+static int store_ready = 0;
+
+static int set_slot(PyObject *array, Py_ssize_t slot, long long value) {
+    Py_buffer b;
+    if (PyObject_GetBuffer(array, &b, PyBUF_WRITABLE) < 0) return -1;
+    if (b.itemsize == 8)
+        ((int64_t *)b.buf)[slot] = (int64_t)value;
+    else if (b.itemsize == 4)
+        ((uint32_t *)b.buf)[slot] = (uint32_t)value;
+    else
+        ((uint8_t *)b.buf)[slot] = (uint8_t)value;
+    PyBuffer_Release(&b);
+    return 0;
+}
+
+static int get_ll(PyObject *obj, PyObject *name, long long *out) {
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (!v) return -1;
+    *out = PyLong_AsLongLong(v);
+    Py_DECREF(v);
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+static int set_ll(PyObject *obj, PyObject *name, long long value) {
+    PyObject *v = PyLong_FromLongLong(value);
+    if (!v) return -1;
+    int r = PyObject_SetAttr(obj, name, v);
+    Py_DECREF(v);
+    return r;
+}
+
+/* One of a store's row columns (a `_Column`), appended to value by value. */
+typedef struct {
+    PyObject *col;
+    long long size;
+    Py_buffer buf;
+    int open;
+} Col;
+
+static int col_begin(PyObject *store, PyObject *name, Col *c) {
+    c->open = 0;
+    c->col = PyObject_GetAttr(store, name);
+    if (!c->col) return -1;
+    return get_ll(c->col, s_size, &c->size);
+}
+
+static int col_append(Col *c, long long value) {
+    long long slot = c->size & k_chunk_mask;
+    if (!slot || !c->open) {
+        if (c->open) {
+            PyBuffer_Release(&c->buf);
+            c->open = 0;
+        }
+        if (!slot) {
+            PyObject *r = PyObject_CallMethodNoArgs(c->col, s_grow);
+            if (!r) return -1;
+            Py_DECREF(r);
+        }
+        PyObject *chunks = PyObject_GetAttr(c->col, s_chunks);
+        if (!chunks) return -1;
+        if (!PyList_Check(chunks) || PyList_GET_SIZE(chunks) == 0) {
+            Py_DECREF(chunks);
+            PyErr_SetString(PyExc_TypeError, "a store column without chunks");
+            return -1;
+        }
+        PyObject *last = PyList_GET_ITEM(chunks, PyList_GET_SIZE(chunks) - 1);
+        int r = PyObject_GetBuffer(last, &c->buf, PyBUF_WRITABLE);
+        Py_DECREF(chunks);
+        if (r < 0) return -1;
+        c->open = 1;
+    }
+    if (c->buf.itemsize == 8)
+        ((int64_t *)c->buf.buf)[slot] = (int64_t)value;
+    else if (c->buf.itemsize == 4)
+        ((uint32_t *)c->buf.buf)[slot] = (uint32_t)value;
+    else
+        ((uint8_t *)c->buf.buf)[slot] = (uint8_t)value;
+    c->size++;
+    return 0;
+}
+
+/* Write the column's new size back and let it go; 0, or -1 (the first error kept). */
+static int col_end(Col *c, int ok) {
+    if (c->open) PyBuffer_Release(&c->buf);
+    c->open = 0;
+    int r = ok && c->col ? set_ll(c->col, s_size, c->size) : 0;
+    Py_CLEAR(c->col);
+    return ok ? r : -1;
+}
+
+/* The store's strings: `_put` and `_put_shared` as store.py writes them. */
+typedef struct {
+    PyObject *store, *arena, *longs, *shared;
+    long long used;
+} Strings;
+
+static int is_uuid(const char *t, Py_ssize_t n, unsigned char *packed) {
+    if (n != 36 || t[8] != '-' || t[13] != '-' || t[18] != '-' || t[23] != '-') return 0;
+    int k = 0;
+    for (int j = 0; j < 36; j++) {
+        if (j == 8 || j == 13 || j == 18 || j == 23) continue;
+        int v = t[j] >= '0' && t[j] <= '9' ? t[j] - '0' : t[j] >= 'a' && t[j] <= 'f' ? t[j] - 'a' + 10 : -1;
+        if (v < 0) return 0;
+        if (k & 1)
+            packed[k >> 1] |= (unsigned char)v;
+        else
+            packed[k >> 1] = (unsigned char)(v << 4);
+        k++;
+    }
+    return 1;
+}
+
+/* `_put(text)`: its reference, or -2**62 on an error. */
+#define PUT_FAILED (-(1LL << 62))
+static long long put(Strings *st, PyObject *text) {
+    if (text == Py_None) return -1;
+    if (PyUnicode_GET_LENGTH(text) == 0) return 0;
+    Py_ssize_t size;
+    const char *data = PyUnicode_AsUTF8AndSize(text, &size);
+    PyObject *encoded = NULL;
+    if (!data) {
+        PyErr_Clear();
+        encoded = PyUnicode_AsEncodedString(text, "utf-8", "surrogatepass");
+        if (!encoded) return PUT_FAILED;
+        data = PyBytes_AS_STRING(encoded);
+        size = PyBytes_GET_SIZE(encoded);
+    }
+    unsigned char packed[16];
+    int uuid = is_uuid(data, size, packed);
+    if (uuid) {
+        data = (const char *)packed;
+        size = 16;
+    }
+    if (size > k_arena_chunk) {
+        Py_XDECREF(encoded);
+        if (PyList_Append(st->longs, text) < 0) return PUT_FAILED;
+        return -1 - (long long)PyList_GET_SIZE(st->longs);
+    }
+    if (st->used + size > k_arena_chunk) {
+        PyObject *chunk = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)k_arena_chunk);
+        if (!chunk) {
+            Py_XDECREF(encoded);
+            return PUT_FAILED;
+        }
+        memset(PyByteArray_AS_STRING(chunk), 0, (size_t)k_arena_chunk);
+        int r = PyList_Append(st->arena, chunk);
+        Py_DECREF(chunk);
+        if (r < 0) {
+            Py_XDECREF(encoded);
+            return PUT_FAILED;
+        }
+        st->used = 0;
+    }
+    Py_ssize_t chunks = PyList_GET_SIZE(st->arena);
+    char *chunk = PyByteArray_AS_STRING(PyList_GET_ITEM(st->arena, chunks - 1));
+    memcpy(chunk + st->used, data, (size_t)size);
+    Py_XDECREF(encoded);
+    long long at = ((long long)(chunks - 1) << k_arena_bits) | st->used;
+    st->used += size;
+    return (at << k_length_bits) | (uuid ? k_uuid : size);
+}
+
+static long long put_shared(Strings *st, PyObject *text) {
+    if (text == Py_None || PyUnicode_GET_LENGTH(text) == 0) return put(st, text);
+    PyObject *ref = PyDict_GetItemWithError(st->shared, text);
+    if (ref) return PyLong_AsLongLong(ref);
+    if (PyErr_Occurred()) return PUT_FAILED;
+    if (PyDict_GET_SIZE(st->shared) >= k_recent) PyDict_Clear(st->shared);
+    long long value = put(st, text);
+    if (value == PUT_FAILED) return PUT_FAILED;
+    PyObject *v = PyLong_FromLongLong(value);
+    if (!v || PyDict_SetItem(st->shared, text, v) < 0) {
+        Py_XDECREF(v);
+        return PUT_FAILED;
+    }
+    Py_DECREF(v);
+    return value;
+}
+
+/* Whether two str-or-None values are equal, as `==` reads them; -1 on an error. */
+static int same(PyObject *a, PyObject *b) {
+    if (a == b) return 1;
+    if (a == Py_None || b == Py_None) return 0;
+    return PyObject_RichCompareBool(a, b, Py_EQ);
+}
+
+/* Whether a Python error may be taken as a row function refusing the line (as the loader
+ * takes `store_scanned` raising): cleared then. */
+static int refused(void) {
+    if (!PyErr_ExceptionMatches(PyExc_Exception)) return 0;
+    PyErr_Clear();
+    return 1;
+}
+
+/* The arguments' or content's value: loads(raw[at:stop]), or None when there is none. */
+static PyObject *loaded(const Val *v) {
+    if (!v->seen) Py_RETURN_NONE;
+    PyObject *data = PyBytes_FromStringAndSize((const char *)v->start, v->stop - v->start);
+    if (!data) return NULL;
+    PyObject *out = PyObject_CallOneArg(f_loads, data);
+    Py_DECREF(data);
+    return out;
+}
+
+/* The rows `store_scanned` makes of a line's calls and results, as lists; 0 when a row
+ * function refused the line, -1 on an error. */
+static int rows(const Fields *f, PyObject **calls, PyObject **results) {
+    const Content *c = &f->c;
+    *calls = PyList_New(c->ncalls);
+    *results = PyList_New(c->nresults);
+    if (!*calls || !*results) return -1;
+    for (int k = 0; k < c->ncalls; k++) {
+        const Item *it = &c->calls[k];
+        PyObject *id = text_or_none(&it->id), *name = text_or_none(&it->name), *row = NULL;
+        PyObject *block = PyLong_FromLong(it->block), *body = NULL;
+        if (id && name && block) {
+            if (it->body.seen && canonical(it->body.start, it->body.stop)) {
+                body = PyBytes_FromStringAndSize((const char *)it->body.start,
+                                                 it->body.stop - it->body.start);
+                if (body) {
+                    PyObject *a[4] = {block, id, name, body};
+                    row = PyObject_Vectorcall(f_canonical_row, a, 4, NULL);
+                }
+            } else if ((body = loaded(&it->body))) {
+                PyObject *a[5] = {block, id, name, body, it->flag ? Py_True : Py_False};
+                row = PyObject_Vectorcall(f_call_row, a, 5, NULL);
+            }
+        }
+        Py_XDECREF(id);
+        Py_XDECREF(name);
+        Py_XDECREF(block);
+        Py_XDECREF(body);
+        if (!row) return refused() ? 0 : -1;
+        if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) != 5) {
+            Py_DECREF(row);
+            return 0;
+        }
+        PyList_SET_ITEM(*calls, k, row);
+    }
+    for (int k = 0; k < c->nresults; k++) {
+        const Item *it = &c->results[k];
+        PyObject *text;
+        if (it->plain) {
+            text = PyUnicode_New(0, 0);
+        } else {
+            PyObject *content = loaded(&it->body);
+            if (!content) return refused() ? 0 : -1;
+            text = PyObject_CallOneArg(f_result_text, content);
+            Py_DECREF(content);
+        }
+        if (!text) return refused() ? 0 : -1;
+        if (!PyUnicode_Check(text)) {
+            Py_DECREF(text);
+            return 0;
+        }
+        PyObject *id = it->id.seen && it->id.first == '"'
+                           ? PyUnicode_DecodeUTF8((const char *)it->id.str.at, it->id.str.len, NULL)
+                           : PyUnicode_New(0, 0);
+        if (!id) {
+            Py_DECREF(text);
+            return -1;
+        }
+        PyObject *row = Py_BuildValue("(iNON)", it->block, id, it->flag ? Py_True : Py_False,
+                                      text);
+        if (!row) return -1;
+        PyList_SET_ITEM(*results, k, row);
+    }
+    return 1;
+}
+
+static PyObject *append(PyObject *const *args, Py_ssize_t nargs, int json) {
+    if (nargs != 5 || !PyBytes_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "append(store, line: bytes, start, end, line_no)");
+        return NULL;
+    }
+    if (!store_ready) {
+        PyErr_SetString(PyExc_RuntimeError, "configure_store was not called");
+        return NULL;
+    }
+    PyObject *store = args[0], *raw = args[1];
+    long long start = PyLong_AsLongLong(args[2]), end = PyLong_AsLongLong(args[3]);
+    long long line = PyLong_AsLongLong(args[4]);
+    if (PyErr_Occurred()) return NULL;
+    Fields f;
+    if (!read_line(PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw), json, &f)) Py_RETURN_NONE;
+    long long bits = ((long long)f.c.other << k_other_shift) | f.bits;
+    if (f.c.other < 0 || f.c.other > (k_wide >> k_other_shift) || bits >= k_wide ||
+        start < 0 || end < start || (start | end) >> k_span_bits || line < 0 ||
+        line >> k_line_bits || end - start >= k_wide)
+        Py_RETURN_NONE; /* what append_message refuses or keeps apart */
+
+    PyObject *kind = NULL, *code = NULL, *uid = NULL, *parent = NULL, *message = NULL;
+    PyObject *calls = NULL, *results = NULL, *result = NULL;
+    Col cb = {0}, ci = {0}, cn = {0}, ca = {0}, rb = {0}, ri = {0}, rt = {0}, re = {0};
+    Strings st = {store, NULL, NULL, NULL, 0};
+    PyObject *last = NULL, *codes = NULL, *tails = NULL, *call_more = NULL;
+    int ok = 0;
+
+    /* Everything append_message could do otherwise is decided before anything is written. */
+    if (f.kind) {
+        kind = k_kinds[f.role];
+        Py_INCREF(kind);
+    } else if (!(kind = kind_of(&f))) {
+        goto done;
+    }
+    if (!(codes = PyObject_GetAttr(store, s_kind_codes))) goto done;
+    code = PyDict_GetItemWithError(codes, kind);
+    long long kind_code = -1; /* -1: a new kind, given its code by `_set_kind` */
+    if (code) {
+        kind_code = PyLong_AsLongLong(code);
+        if (kind_code < 0) {
+            if (!PyErr_Occurred()) result = Py_None;
+            goto done;
+        }
+    } else if (PyErr_Occurred()) {
+        goto done;
+    }
+    uid = text_or_none(&f.l.uid);
+    parent = text_or_none(&f.l.parent);
+    message = json == 1 && f.role == 1 ? text_or_none(&f.l.m.id) : (Py_INCREF(Py_None), Py_None);
+    if (!uid || !parent || !message) goto done;
+    int made = rows(&f, &calls, &results);
+    if (made <= 0) {
+        if (made == 0) result = Py_None;
+        goto done;
+    }
+    if (col_begin(store, s_call_block, &cb) < 0 || col_begin(store, s_result_block, &rb) < 0)
+        goto done;
+    long long ncalls = PyList_GET_SIZE(calls), nresults = PyList_GET_SIZE(results);
+    if ((ncalls && cb.size + ncalls >= k_rows_limit) ||
+        (nresults && rb.size + nresults >= k_rows_limit)) {
+        result = Py_None; /* rows that do not fit: kept apart by append_message */
+        goto done;
+    }
+    for (long long k = 0; k < ncalls; k++) {
+        PyObject *row = PyList_GET_ITEM(calls, k);
+        long long block = PyLong_AsLongLong(PyTuple_GET_ITEM(row, 0));
+        if (block == -1 && PyErr_Occurred()) goto done;
+        for (int j = 1; j < 5; j++)
+            if (!PyUnicode_CheckExact(PyTuple_GET_ITEM(row, j))) {
+                result = Py_None;
+                goto done;
+            }
+        if (block < 0 || block >= k_wide) {
+            result = Py_None;
+            goto done;
+        }
+    }
+
+    /* The writing: as append_message does it, field by field. */
+    long long index;
+    if (get_ll(store, s_count, &index) < 0) goto done;
+    long long slot = index & k_chunk_mask;
+    if (!slot) {
+        PyObject *r = PyObject_CallMethodNoArgs(store, s_grow_tails);
+        if (!r) goto done;
+        Py_DECREF(r);
+    }
+    if (!(tails = PyObject_GetAttr(store, s_tails))) goto done;
+    if (!PyTuple_Check(tails) || PyTuple_GET_SIZE(tails) != 12) {
+        PyErr_SetString(PyExc_TypeError, "a store's tails are not its 12 columns' chunks");
+        goto done;
+    }
+#define TAIL(k) PyTuple_GET_ITEM(tails, k)
+    if (set_ll(store, s_count, index + 1) < 0) goto done;
+    if (set_slot(TAIL(0), slot, start) < 0 || set_slot(TAIL(1), slot, end - start) < 0 ||
+        set_slot(TAIL(2), slot, line) < 0)
+        goto done;
+    if (kind_code >= 0) {
+        if (set_slot(TAIL(3), slot, (kind_code << k_role_bits) | k_role_code[f.role]) < 0)
+            goto done;
+    } else {
+        PyObject *at = PyLong_FromLongLong(index);
+        PyObject *r = at ? PyObject_CallMethodObjArgs(store, s_set_kind, at, kind,
+                                                      k_role_objects[f.role], NULL)
+                         : NULL;
+        Py_XDECREF(at);
+        if (!r) goto done;
+        Py_DECREF(r);
+    }
+    if (set_slot(TAIL(4), slot, bits) < 0) goto done;
+    if (!(st.arena = PyObject_GetAttr(store, s_arena)) || !PyList_Check(st.arena) ||
+        !(st.longs = PyObject_GetAttr(store, s_long)) || !PyList_Check(st.longs) ||
+        !(st.shared = PyObject_GetAttr(store, s_shared)) || !PyDict_Check(st.shared) ||
+        get_ll(store, s_arena_used, &st.used) < 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "a store's strings are amiss");
+        goto done;
+    }
+    if (!(last = PyObject_GetAttr(store, s_last_uid))) goto done;
+    if (!PyTuple_Check(last) || PyTuple_GET_SIZE(last) != 2) {
+        PyErr_SetString(PyExc_TypeError, "a store's last uid is not a pair");
+        goto done;
+    }
+    PyObject *last_uid = PyTuple_GET_ITEM(last, 0);
+    long long last_ref = PyLong_AsLongLong(PyTuple_GET_ITEM(last, 1));
+    if (last_ref == -1 && PyErr_Occurred()) goto done;
+    int eq = same(uid, last_uid);
+    if (eq < 0) goto done;
+    long long uid_ref = eq ? last_ref : put(&st, uid);
+    if (uid_ref == PUT_FAILED || set_slot(TAIL(5), slot, uid_ref) < 0) goto done;
+    if (uid != Py_None) {
+        Py_hash_t h = PyObject_Hash(uid);
+        if (h == -1 && PyErr_Occurred()) goto done;
+        if (set_slot(TAIL(11), slot, (long long)((uint64_t)h & (uint64_t)k_hash_mask)) < 0)
+            goto done;
+    }
+    if (PyObject_SetAttr(store, s_uid_slots, Py_None) < 0) goto done;
+    int shared_parent = 0;
+    if (parent != Py_None) {
+        shared_parent = same(parent, last_uid);
+        if (shared_parent < 0) goto done;
+    }
+    if (shared_parent) {
+        if (set_slot(TAIL(6), slot, last_ref) < 0) goto done;
+        int differs = !same(parent, uid);
+        long long chained;
+        if (differs) {
+            if (get_ll(store, s_chained, &chained) < 0) goto done;
+            if (chained < 0 && set_ll(store, s_chained, index) < 0) goto done;
+        }
+    } else {
+        long long parent_ref = put(&st, parent);
+        if (parent_ref == PUT_FAILED || set_slot(TAIL(6), slot, parent_ref) < 0) goto done;
+    }
+    {
+        PyObject *pair = Py_BuildValue("(OL)", uid, uid_ref);
+        if (!pair) goto done;
+        int r = PyObject_SetAttr(store, s_last_uid, pair);
+        Py_DECREF(pair);
+        if (r < 0) goto done;
+    }
+    if (message == Py_None) {
+        if (set_slot(TAIL(7), slot, -1) < 0) goto done;
+    } else {
+        PyObject *lm = PyObject_GetAttr(store, s_last_message);
+        if (!lm) goto done;
+        if (!PyTuple_Check(lm) || PyTuple_GET_SIZE(lm) != 2) {
+            Py_DECREF(lm);
+            PyErr_SetString(PyExc_TypeError, "a store's last message is not a pair");
+            goto done;
+        }
+        long long message_ref = PyLong_AsLongLong(PyTuple_GET_ITEM(lm, 1));
+        int keep_ref = same(message, PyTuple_GET_ITEM(lm, 0));
+        Py_DECREF(lm);
+        if (keep_ref < 0 || (message_ref == -1 && PyErr_Occurred())) goto done;
+        if (!keep_ref) {
+            message_ref = put(&st, message);
+            if (message_ref == PUT_FAILED) goto done;
+            PyObject *pair = Py_BuildValue("(OL)", message, message_ref);
+            if (!pair) goto done;
+            int r = PyObject_SetAttr(store, s_last_message, pair);
+            Py_DECREF(pair);
+            if (r < 0) goto done;
+        }
+        if (set_slot(TAIL(7), slot, message_ref) < 0) goto done;
+    }
+    if (set_slot(TAIL(8), slot, -1) < 0) goto done;
+    if (ncalls) {
+        if (set_slot(TAIL(9), slot, (cb.size << k_count_bits) | ncalls) < 0) goto done;
+        if (col_begin(store, s_call_id, &ci) < 0 || col_begin(store, s_call_name, &cn) < 0 ||
+            col_begin(store, s_call_args, &ca) < 0)
+            goto done;
+        for (long long k = 0; k < ncalls; k++) {
+            PyObject *row = PyList_GET_ITEM(calls, k);
+            long long at = cb.size;
+            if (col_append(&cb, PyLong_AsLongLong(PyTuple_GET_ITEM(row, 0))) < 0) goto done;
+            long long r1 = put_shared(&st, PyTuple_GET_ITEM(row, 1));
+            if (r1 == PUT_FAILED || col_append(&ci, r1) < 0) goto done;
+            long long r2 = put_shared(&st, PyTuple_GET_ITEM(row, 2));
+            if (r2 == PUT_FAILED || col_append(&cn, r2) < 0) goto done;
+            long long r3 = put(&st, PyTuple_GET_ITEM(row, 3));
+            if (r3 == PUT_FAILED || col_append(&ca, r3) < 0) goto done;
+            PyObject *problem = PyTuple_GET_ITEM(row, 4);
+            if (PyUnicode_GET_LENGTH(problem)) {
+                long long r4 = put_shared(&st, problem);
+                if (r4 == PUT_FAILED) goto done;
+                if (!call_more && !(call_more = PyObject_GetAttr(store, s_call_more))) goto done;
+                PyObject *key = PyLong_FromLongLong(at);
+                PyObject *value = Py_BuildValue("(Li)", r4, 0);
+                int r = key && value ? PyObject_SetItem(call_more, key, value) : -1;
+                Py_XDECREF(key);
+                Py_XDECREF(value);
+                if (r < 0) goto done;
+            }
+        }
+    }
+    if (nresults) {
+        if (set_slot(TAIL(10), slot, (rb.size << k_count_bits) | nresults) < 0) goto done;
+        if (col_begin(store, s_result_id, &ri) < 0 || col_begin(store, s_result_text, &rt) < 0 ||
+            col_begin(store, s_result_error, &re) < 0)
+            goto done;
+        for (long long k = 0; k < nresults; k++) {
+            PyObject *row = PyList_GET_ITEM(results, k);
+            if (col_append(&rb, PyLong_AsLongLong(PyTuple_GET_ITEM(row, 0))) < 0) goto done;
+            long long r1 = put_shared(&st, PyTuple_GET_ITEM(row, 1));
+            if (r1 == PUT_FAILED || col_append(&ri, r1) < 0) goto done;
+            long long r2 = put(&st, PyTuple_GET_ITEM(row, 3));
+            if (r2 == PUT_FAILED || col_append(&rt, r2) < 0) goto done;
+            if (col_append(&re, PyTuple_GET_ITEM(row, 2) == Py_True) < 0) goto done;
+        }
+    }
+#undef TAIL
+    if (set_ll(store, s_arena_used, st.used) < 0) goto done;
+    ok = 1;
+    result = Py_True;
+done:;
+    /* A row column written to has its size written back; on a refusal none was written. */
+    Col *cols[8] = {&cb, &ci, &cn, &ca, &rb, &ri, &rt, &re};
+    for (int k = 0; k < 8; k++)
+        if (col_end(cols[k], ok) < 0) ok = 0;
+    Py_XDECREF(kind);
+    Py_XDECREF(codes);
+    Py_XDECREF(uid);
+    Py_XDECREF(parent);
+    Py_XDECREF(message);
+    Py_XDECREF(calls);
+    Py_XDECREF(results);
+    Py_XDECREF(tails);
+    Py_XDECREF(last);
+    Py_XDECREF(call_more);
+    Py_XDECREF(st.arena);
+    Py_XDECREF(st.longs);
+    Py_XDECREF(st.shared);
+    if (ok) Py_RETURN_TRUE;
+    if (result == Py_None && !PyErr_Occurred()) Py_RETURN_NONE;
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_SystemError, "a line was half appended");
+    return NULL;
+}
+
+static PyObject *claude_code_append(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+    return append(args, n, 1);
+}
+
+static PyObject *openclaw_append(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+    return append(args, n, 2);
+}
+
+static int constant(PyObject *values, const char *name, long long *out) {
+    PyObject *v = PyDict_GetItemString(values, name);
+    if (!v) {
+        PyErr_Format(PyExc_KeyError, "configure_store: no %s", name);
+        return -1;
+    }
+    *out = PyLong_AsLongLong(v);
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+static int function(PyObject *values, const char *name, PyObject **out) {
+    PyObject *v = PyDict_GetItemString(values, name);
+    if (!v || !PyCallable_Check(v)) {
+        PyErr_Format(PyExc_KeyError, "configure_store: no function %s", name);
+        return -1;
+    }
+    Py_INCREF(v);
+    Py_XSETREF(*out, v);
+    return 0;
+}
+
+static PyObject *configure_store(PyObject *self, PyObject *values) {
+    if (!PyDict_Check(values)) {
+        PyErr_SetString(PyExc_TypeError, "configure_store(values: dict)");
+        return NULL;
+    }
+    long long roles[3];
+    if (constant(values, "_CHUNK_MASK", &k_chunk_mask) < 0 ||
+        constant(values, "_ARENA_CHUNK", &k_arena_chunk) < 0 ||
+        constant(values, "_ARENA_BITS", &k_arena_bits) < 0 ||
+        constant(values, "_LENGTH_BITS", &k_length_bits) < 0 ||
+        constant(values, "_UUID", &k_uuid) < 0 || constant(values, "_WIDE", &k_wide) < 0 ||
+        constant(values, "_SPAN_BITS", &k_span_bits) < 0 ||
+        constant(values, "_LINE_BITS", &k_line_bits) < 0 ||
+        constant(values, "_COUNT_BITS", &k_count_bits) < 0 ||
+        constant(values, "_ROWS_LIMIT", &k_rows_limit) < 0 ||
+        constant(values, "_RECENT", &k_recent) < 0 ||
+        constant(values, "_ROLE_BITS", &k_role_bits) < 0 ||
+        constant(values, "_OTHER_SHIFT", &k_other_shift) < 0 ||
+        constant(values, "_HASH_MASK", &k_hash_mask) < 0 ||
+        constant(values, "user", &roles[0]) < 0 || constant(values, "assistant", &roles[1]) < 0 ||
+        constant(values, "tool", &roles[2]) < 0 ||
+        function(values, "call_row", &f_call_row) < 0 ||
+        function(values, "canonical_call_row", &f_canonical_row) < 0 ||
+        function(values, "result_text", &f_result_text) < 0 ||
+        function(values, "loads", &f_loads) < 0)
+        return NULL;
+    for (int k = 0; k < 3; k++) k_role_code[k] = roles[k];
+    PyObject *role_objects = PyDict_GetItemString(values, "roles");
+    if (!role_objects || !PyTuple_Check(role_objects) || PyTuple_GET_SIZE(role_objects) != 3) {
+        PyErr_SetString(PyExc_KeyError, "configure_store: no roles");
+        return NULL;
+    }
+    for (int k = 0; k < 3; k++) {
+        Py_INCREF(PyTuple_GET_ITEM(role_objects, k));
+        Py_XSETREF(k_role_objects[k], PyTuple_GET_ITEM(role_objects, k));
+    }
+    struct {
+        PyObject **name;
+        const char *text;
+    } names[] = {
+        {&s_count, "_count"}, {&s_tails, "_tails"}, {&s_kind_codes, "_kind_codes"},
+        {&s_last_uid, "_last_uid"}, {&s_chained, "_chained"},
+        {&s_last_message, "_last_message"}, {&s_arena, "_arena"},
+        {&s_arena_used, "_arena_used"}, {&s_long, "_long"}, {&s_shared, "_shared"},
+        {&s_uid_slots, "_uid_slots"}, {&s_call_more, "_call_more"},
+        {&s_call_block, "_call_block"}, {&s_call_id, "_call_id"},
+        {&s_call_name, "_call_name"}, {&s_call_args, "_call_args"},
+        {&s_result_block, "_result_block"}, {&s_result_id, "_result_id"},
+        {&s_result_text, "_result_text"}, {&s_result_error, "_result_error"},
+        {&s_chunks, "chunks"}, {&s_size, "_size"}, {&s_grow, "grow"},
+        {&s_grow_tails, "_grow_tails"}, {&s_set_kind, "_set_kind"}, {&k_kinds[0], "user"}, {&k_kinds[1], "assistant"},
+        {&k_kinds[2], "toolResult"},
+    };
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+        if (*names[k].name) continue;
+        *names[k].name = PyUnicode_InternFromString(names[k].text);
+        if (!*names[k].name) return NULL;
+    }
+    store_ready = 1;
+    Py_RETURN_NONE;
 }
 
 static PyObject *claude_code(PyObject *self, PyObject *arg) { return scan(arg, 1); }
@@ -848,6 +1532,12 @@ static PyObject *configure(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"claude_code", claude_code, METH_O, "Read a Claude Code line's stored fields, or None."},
     {"openclaw", openclaw, METH_O, "Read an OpenClaw entry's stored fields, or None."},
+    {"claude_code_append", (PyCFunction)(void (*)(void))claude_code_append, METH_FASTCALL,
+     "claude_code_append(store, line, start, end, line_no): True once appended, or None."},
+    {"openclaw_append", (PyCFunction)(void (*)(void))openclaw_append, METH_FASTCALL,
+     "openclaw_append(store, line, start, end, line_no): True once appended, or None."},
+    {"configure_store", configure_store, METH_O,
+     "configure_store(values): the store's constants and the row functions."},
     {"configure", configure, METH_VARARGS,
      "configure(marker_first, sidechain, aborted, interrupted): set the marker starts and bits."},
     {NULL, NULL, 0, NULL},

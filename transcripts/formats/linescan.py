@@ -7,6 +7,11 @@ JSON and finds those fields in place; this module turns what it finds into the r
 store keeps. A line it does not cover (see `_linescan.c`) is left to `store_line`, so a
 load gives the same records with it or without it (`tests/formats/test_linescan.py`).
 
+`APPENDERS` go one step further: they write what they read into the store's columns
+themselves, as `store_scanned` and `RecordStore.append_message` would, so a line costs
+no Python call beyond the row functions of its calls and results. The store they leave
+is the same, column by column and byte by byte, as those two functions leave it.
+
 Without a C compiler at install time the module is not built: `SCANNERS` is then empty and
 every line is read with orjson.
 """
@@ -18,26 +23,68 @@ from typing import Any
 
 import orjson
 
+from transcripts.core import store as columns
 from transcripts.core.markers import _FIRST
-from transcripts.core.model import _ABORTED, _INTERRUPTED, _OTHER_SHIFT, _SIDECHAIN, Role
+from transcripts.core.model import (
+    _ABORTED,
+    _INTERRUPTED,
+    _LINE_BITS,
+    _OTHER_SHIFT,
+    _SIDECHAIN,
+    _SPAN_BITS,
+    Role,
+)
 from transcripts.core.store import RecordStore
 from transcripts.formats.base import call_row, canonical_call_row, result_text
 
 # A line's fields as `_linescan` returns them, or None for a line it leaves to orjson.
 Scanned = tuple[Any, ...]
+_ROLES = (Role.USER, Role.ASSISTANT, Role.TOOL)  # a scanner's role codes
 Scanner = Callable[[bytes], Scanned | None]
 
+# A scanner that appends the line to a store itself: (store, line, start, end, line_no) ->
+# True once appended, None for a line left to orjson (nothing appended then).
+Appender = Callable[[RecordStore, bytes, int, int, int], bool | None]
+
 SCANNERS: dict[str, Scanner] = {}
+APPENDERS: dict[str, Appender] = {}
 try:
-    from transcripts.formats._linescan import claude_code, configure, openclaw
+    from transcripts.formats._linescan import (
+        claude_code,
+        claude_code_append,
+        configure,
+        configure_store,
+        openclaw,
+        openclaw_append,
+    )
 except ImportError:  # built without a C compiler: every line is read with orjson
     BUILT = False
 else:
     BUILT = True
     configure(_FIRST.encode("ascii"), _SIDECHAIN, _ABORTED, _INTERRUPTED)
+    configure_store(
+        {
+            **{
+                name: getattr(columns, name)
+                for name in (
+                    *("_CHUNK_MASK", "_ARENA_CHUNK", "_ARENA_BITS", "_LENGTH_BITS", "_UUID"),
+                    *("_WIDE", "_COUNT_BITS", "_ROWS_LIMIT", "_RECENT", "_ROLE_BITS"),
+                    "_HASH_MASK",
+                )
+            },
+            "_OTHER_SHIFT": _OTHER_SHIFT,
+            "_SPAN_BITS": _SPAN_BITS,
+            "_LINE_BITS": _LINE_BITS,
+            **{role.value: columns._ROLE_CODE[role] for role in _ROLES},
+            "roles": _ROLES,
+            "call_row": call_row,
+            "canonical_call_row": canonical_call_row,
+            "result_text": result_text,
+            "loads": orjson.loads,
+        }
+    )
     SCANNERS = {"claude_code": claude_code, "openclaw": openclaw}
-
-_ROLES = (Role.USER, Role.ASSISTANT, Role.TOOL)
+    APPENDERS = {"claude_code": claude_code_append, "openclaw": openclaw_append}
 
 
 def store_scanned(

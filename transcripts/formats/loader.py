@@ -779,6 +779,7 @@ def _load_jsonl(
     # Set once the format is known, when it reads lines straight into the store.
     store_line: Callable[[dict[str, Any], RecordStore, int, int, int], bool] | None = None
     scan_line: linescan.Scanner | None = None  # its C reader of the same fields, if built
+    append_line: linescan.Appender | None = None  # that reader appending to the store itself
     eol: bytes | None = None
     orjson_loads = orjson.loads
     lines = iter_lines(data)
@@ -790,7 +791,10 @@ def _load_jsonl(
         if not (raw.startswith(b"{") or raw.strip()):
             continue  # a blank line: kept in the gap after the record before it
         if store_line is not None and store is not None:
-            if scan_line is not None:
+            if append_line is not None:
+                if append_line(store, raw, start, end, line_no):
+                    continue
+            elif scan_line is not None:
                 scanned = scan_line(raw)
                 if scanned is not None:
                     try:
@@ -831,6 +835,7 @@ def _load_jsonl(
             if store is not None and not summaries and fmt.stores_lines:
                 store_line = fmt.store_line  # what detection needs, read straight
                 scan_line = linescan.SCANNERS.get(fmt.id)
+                append_line = linescan.APPENDERS.get(fmt.id)
         else:
             # A stored record shares its strings with the one before by itself.
             previous = records[-1] if records and store is None else None
