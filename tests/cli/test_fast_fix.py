@@ -436,6 +436,7 @@ def test_nearly_every_message_line_is_stored_straight(
     monkeypatch.setattr(kind, "store_line", counted)
     monkeypatch.setattr(linescan, "SCANNERS", {})  # every line through `store_line`
     monkeypatch.setattr(linescan, "APPENDERS", {})
+    monkeypatch.setattr(linescan, "LINES_APPENDERS", {})
     for path in generated:
         if path.name.startswith(fmt):
             _records(path)
@@ -447,7 +448,7 @@ def test_nearly_every_message_line_is_stored_straight(
 def test_nearly_every_message_line_is_appended_by_the_c_scanner(
     generated: list[Path], fmt: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    append = linescan.APPENDERS[fmt]
+    append, append_lines = linescan.APPENDERS[fmt], linescan.LINES_APPENDERS[fmt]
     appended = []
 
     def counted(*args: Any) -> Any:
@@ -455,11 +456,28 @@ def test_nearly_every_message_line_is_appended_by_the_c_scanner(
         return appended[-1]
 
     monkeypatch.setitem(linescan.APPENDERS, fmt, counted)
+    monkeypatch.setattr(linescan, "LINES_APPENDERS", {})  # line by line, to count them
     for path in generated:
         if path.name.startswith(fmt):
             _records(path)
     covered = sum(found is not None for found in appended)
     assert len(appended) > 1000 and covered / len(appended) > 0.9
+    # A chunk's lines at once: the same lines, each taken once.
+    taken = []
+
+    def counted_lines(store: Any, chunk: bytes, pos: int, offset: int, line_no: int) -> Any:
+        found = append_lines(store, chunk, pos, offset, line_no)
+        taken.append(found[2] - line_no)
+        return found
+
+    monkeypatch.setattr(linescan, "LINES_APPENDERS", {fmt: counted_lines})
+    appended.clear()
+    for path in generated:
+        if path.name.startswith(fmt):
+            _records(path)
+    # The same lines as one by one: those not whole in a chunk go one by one still.
+    assert sum(taken) + sum(found is not None for found in appended) == covered
+    assert sum(taken) > 0.8 * covered
 
 
 @pytest.mark.parametrize(

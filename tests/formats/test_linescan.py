@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from transcripts.core.markers import OPENCLAW_SENTENCE
 from transcripts.core.model import Role
 from transcripts.core.store import RecordStore, _Column
-from transcripts.formats import linescan
+from transcripts.formats import linescan, source
 from transcripts.formats.loader import load
 from transcripts.formats.registry import FORMATS
 from transcripts.formats.source import FileSource
@@ -139,6 +139,7 @@ def test_a_file_appended_in_c_leaves_the_store_as_python_does_to_the_byte(
     with FileSource(path) as source:
         fast = load(source, path.name, fmt, summaries=False).records
         monkeypatch.setattr(linescan, "APPENDERS", {})
+        monkeypatch.setattr(linescan, "LINES_APPENDERS", {})
         slow = load(source, path.name, fmt, summaries=False).records
     assert isinstance(fast, RecordStore) and isinstance(slow, RecordStore)
     assert len(fast) == len(slow) == 12 * len(generated[fmt])
@@ -546,3 +547,29 @@ def test_built_lines_are_read_as_store_line_reads_them(
 ) -> None:
     text = json.dumps(line, ensure_ascii=ascii, indent=1 if spaced else None)
     check(fmt, text.replace("\n", " ").encode("utf-8", "surrogatepass"))
+
+
+@pytest.mark.parametrize("eol", [b"\n", b"\r\n"])
+@pytest.mark.parametrize("chunk", [1 << 20, 4096, 700])
+def test_lines_appended_a_chunk_at_a_time_are_stored_as_one_by_one(
+    eol: bytes,
+    chunk: int,
+    generated: dict[str, list[bytes]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Line ends, blank and space-only lines, and lines cut by a chunk's end: the same store."""
+    lines = generated["claude_code"][:400]
+    odd = [b"", b"   ", b"\t \x0b\x0c", b"\r", b" {", b"[]"]
+    body = [line for k, line in enumerate(lines) for line in [line, *odd[k % 7 : k % 7 + 1]]]
+    path = tmp_path / "session.jsonl"
+    path.write_bytes(eol.join(body) + eol)
+    monkeypatch.setattr(source, "CHUNK", chunk)
+    with FileSource(path) as data:
+        fast = load(data, path.name, "claude_code", summaries=False)
+        monkeypatch.setattr(linescan, "LINES_APPENDERS", {})
+        slow = load(data, path.name, "claude_code", summaries=False)
+    assert isinstance(fast.records, RecordStore) and isinstance(slow.records, RecordStore)
+    assert _state(fast.records) == _state(slow.records)
+    assert [r.error for r in fast.records] == [r.error for r in slow.records]
+    assert len(fast.records) > 400

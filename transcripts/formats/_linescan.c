@@ -1164,26 +1164,17 @@ static int rows(const Fields *f, PyObject **calls, PyObject **results) {
     return 1;
 }
 
-static PyObject *append(PyObject *const *args, Py_ssize_t nargs, int json) {
-    if (nargs != 5 || !PyBytes_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "append(store, line: bytes, start, end, line_no)");
-        return NULL;
-    }
-    if (!store_ready) {
-        PyErr_SetString(PyExc_RuntimeError, "configure_store was not called");
-        return NULL;
-    }
-    PyObject *store = args[0], *raw = args[1];
-    long long start = PyLong_AsLongLong(args[2]), end = PyLong_AsLongLong(args[3]);
-    long long line = PyLong_AsLongLong(args[4]);
-    if (PyErr_Occurred()) return NULL;
+/* The line of `size` bytes at `data` (the file's bytes start:end, line `line`) appended to
+ * `store`: 1, or 0 when it is left to orjson (nothing written), or -1 on an error. */
+static int append_one(PyObject *store, const char *data, Py_ssize_t size, long long start,
+                      long long end, long long line, int json) {
     Fields f;
-    if (!read_line(PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw), json, &f)) Py_RETURN_NONE;
+    if (!read_line(data, size, json, &f)) return 0;
     long long bits = ((long long)f.c.other << k_other_shift) | f.bits;
     if (f.c.other < 0 || f.c.other > (k_wide >> k_other_shift) || bits >= k_wide ||
         start < 0 || end < start || (start | end) >> k_span_bits || line < 0 ||
         line >> k_line_bits || end - start >= k_wide)
-        Py_RETURN_NONE; /* what append_message refuses or keeps apart */
+        return 0; /* what append_message refuses or keeps apart */
 
     PyObject *kind = NULL, *code = NULL, *uid = NULL, *parent = NULL, *message = NULL;
     PyObject *calls = NULL, *results = NULL, *result = NULL;
@@ -1417,10 +1408,32 @@ done:;
     Py_XDECREF(st.arena);
     Py_XDECREF(st.longs);
     Py_XDECREF(st.shared);
-    if (ok) Py_RETURN_TRUE;
-    if (result == Py_None && !PyErr_Occurred()) Py_RETURN_NONE;
+    if (ok) return 1;
+    if (result == Py_None && !PyErr_Occurred()) return 0;
     if (!PyErr_Occurred()) PyErr_SetString(PyExc_SystemError, "a line was half appended");
-    return NULL;
+    return -1;
+}
+
+static int ready(void) {
+    if (store_ready) return 1;
+    PyErr_SetString(PyExc_RuntimeError, "configure_store was not called");
+    return 0;
+}
+
+static PyObject *append(PyObject *const *args, Py_ssize_t nargs, int json) {
+    if (nargs != 5 || !PyBytes_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "append(store, line: bytes, start, end, line_no)");
+        return NULL;
+    }
+    if (!ready()) return NULL;
+    long long start = PyLong_AsLongLong(args[2]), end = PyLong_AsLongLong(args[3]);
+    long long line = PyLong_AsLongLong(args[4]);
+    if (PyErr_Occurred()) return NULL;
+    int r = append_one(args[0], PyBytes_AS_STRING(args[1]), PyBytes_GET_SIZE(args[1]), start,
+                       end, line, json);
+    if (r < 0) return NULL;
+    if (r) Py_RETURN_TRUE;
+    Py_RETURN_NONE;
 }
 
 static PyObject *claude_code_append(PyObject *self, PyObject *const *args, Py_ssize_t n) {
@@ -1429,6 +1442,61 @@ static PyObject *claude_code_append(PyObject *self, PyObject *const *args, Py_ss
 
 static PyObject *openclaw_append(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     return append(args, n, 2);
+}
+
+static inline int blank(ptr p, ptr end) {
+    for (; p < end; p++)
+        if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r' && *p != '\v' && *p != '\f')
+            return 0;
+    return 1;
+}
+
+/* append_lines(store, chunk, pos, offset, line_no): the whole lines of `chunk` from `pos`
+ * (the file's offset `offset`, line `line_no`) appended while each is one the appender
+ * takes, a blank line passed over as the loader passes it; returns (pos, offset, line_no)
+ * of the first line not taken (or not whole in the chunk). */
+static PyObject *append_lines(PyObject *const *args, Py_ssize_t nargs, int json) {
+    if (nargs != 5 || !PyBytes_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "append_lines(store, chunk: bytes, pos, offset, line_no)");
+        return NULL;
+    }
+    if (!ready()) return NULL;
+    PyObject *store = args[0];
+    ptr base = (ptr)PyBytes_AS_STRING(args[1]);
+    Py_ssize_t size = PyBytes_GET_SIZE(args[1]);
+    long long pos = PyLong_AsLongLong(args[2]), offset = PyLong_AsLongLong(args[3]);
+    long long line = PyLong_AsLongLong(args[4]);
+    if (PyErr_Occurred()) return NULL;
+    if (pos < 0 || pos > size) {
+        PyErr_SetString(PyExc_ValueError, "append_lines: pos outside the chunk");
+        return NULL;
+    }
+    while (pos < size) {
+        ptr at = base + pos, newline = memchr(at, '\n', (size_t)(size - pos));
+        if (!newline) break;
+        ptr cut = newline > at && newline[-1] == '\r' ? newline - 1 : newline;
+        long long length = newline - at;
+        if (!(cut > at && *at == '{') && blank(at, cut)) {
+            /* a blank line: kept in the gap after the record before it */
+        } else {
+            int r = append_one(store, (const char *)at, cut - at, offset, offset + (cut - at),
+                               line, json);
+            if (r < 0) return NULL;
+            if (!r) break;
+        }
+        pos += length + 1;
+        offset += length + 1;
+        line++;
+    }
+    return Py_BuildValue("(LLL)", pos, offset, line);
+}
+
+static PyObject *claude_code_lines(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+    return append_lines(args, n, 1);
+}
+
+static PyObject *openclaw_lines(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+    return append_lines(args, n, 2);
 }
 
 static int constant(PyObject *values, const char *name, long long *out) {
@@ -1536,6 +1604,12 @@ static PyMethodDef methods[] = {
      "claude_code_append(store, line, start, end, line_no): True once appended, or None."},
     {"openclaw_append", (PyCFunction)(void (*)(void))openclaw_append, METH_FASTCALL,
      "openclaw_append(store, line, start, end, line_no): True once appended, or None."},
+    {"claude_code_lines", (PyCFunction)(void (*)(void))claude_code_lines, METH_FASTCALL,
+     "claude_code_lines(store, chunk, pos, offset, line_no): lines appended, to (pos, offset, "
+     "line_no) of the first not taken."},
+    {"openclaw_lines", (PyCFunction)(void (*)(void))openclaw_lines, METH_FASTCALL,
+     "openclaw_lines(store, chunk, pos, offset, line_no): lines appended, to (pos, offset, "
+     "line_no) of the first not taken."},
     {"configure_store", configure_store, METH_O,
      "configure_store(values): the store's constants and the row functions."},
     {"configure", configure, METH_VARARGS,

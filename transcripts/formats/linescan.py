@@ -46,16 +46,23 @@ Scanner = Callable[[bytes], Scanned | None]
 # True once appended, None for a line left to orjson (nothing appended then).
 Appender = Callable[[RecordStore, bytes, int, int, int], bool | None]
 
+# The same for a chunk's whole lines from `pos`: (store, chunk, pos, offset, line_no) ->
+# (pos, offset, line_no) of the first line it leaves (see `_linescan.c`).
+LinesAppender = Callable[[RecordStore, bytes, int, int, int], tuple[int, int, int]]
+
 SCANNERS: dict[str, Scanner] = {}
 APPENDERS: dict[str, Appender] = {}
+LINES_APPENDERS: dict[str, LinesAppender] = {}
 try:
     from transcripts.formats._linescan import (
         claude_code,
         claude_code_append,
+        claude_code_lines,
         configure,
         configure_store,
         openclaw,
         openclaw_append,
+        openclaw_lines,
     )
 except ImportError:  # built without a C compiler: every line is read with orjson
     BUILT = False
@@ -85,6 +92,7 @@ else:
     )
     SCANNERS = {"claude_code": claude_code, "openclaw": openclaw}
     APPENDERS = {"claude_code": claude_code_append, "openclaw": openclaw_append}
+    LINES_APPENDERS = {"claude_code": claude_code_lines, "openclaw": openclaw_lines}
 
 
 def store_scanned(

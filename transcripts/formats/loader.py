@@ -34,7 +34,7 @@ from transcripts.formats._json import (
 )
 from transcripts.formats.base import Format, args_digest, without_previews
 from transcripts.formats.registry import FORMATS
-from transcripts.formats.source import FileSource, iter_lines
+from transcripts.formats.source import FileSource, Taker, iter_lines
 from transcripts.formats.streams import agent_file, stream_refusal
 
 _SNIFF_LINES = 50
@@ -782,8 +782,19 @@ def _load_jsonl(
     append_line: linescan.Appender | None = None  # that reader appending to the store itself
     eol: bytes | None = None
     orjson_loads = orjson.loads
-    lines = iter_lines(data)
-    for line_no, (start, end, raw, terminated) in enumerate(lines, 1):
+    take: list[Taker | None] = [None]  # set once the C appender takes whole chunks' lines
+    line_no = 0
+
+    def taken(chunk: bytes, pos: int, offset: int) -> tuple[int, int]:
+        nonlocal line_no
+        assert store is not None and append_lines is not None
+        pos, offset, following = append_lines(store, chunk, pos, offset, line_no + 1)
+        line_no = following - 1
+        return pos, offset
+
+    append_lines: linescan.LinesAppender | None = None
+    for start, end, raw, terminated in iter_lines(data, take):
+        line_no += 1
         if eol is None and terminated:
             eol = b"\r\n" if data[end : end + 1] == b"\r" else b"\n"
         if line_no == 1 and raw.startswith(_BOM):
@@ -836,6 +847,9 @@ def _load_jsonl(
                 store_line = fmt.store_line  # what detection needs, read straight
                 scan_line = linescan.SCANNERS.get(fmt.id)
                 append_line = linescan.APPENDERS.get(fmt.id)
+                append_lines = linescan.LINES_APPENDERS.get(fmt.id)
+                if append_lines is not None and eol is not None:
+                    take[0] = taken
         else:
             # A stored record shares its strings with the one before by itself.
             previous = records[-1] if records and store is None else None

@@ -6,7 +6,7 @@ import errno
 import os
 import stat
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import IO, BinaryIO
@@ -160,11 +160,20 @@ def _regular_file(out: BinaryIO) -> int | None:
     return fd if seekable and stat.S_ISREG(os.fstat(fd).st_mode) else None
 
 
-def iter_lines(data: bytes | FileSource) -> Iterator[tuple[int, int, bytes, bool]]:
+# Takes whole lines of a chunk itself: (chunk, pos, offset) -> (pos, offset) of the first
+# line it leaves, which is then yielded as ever.
+Taker = Callable[[bytes, int, int], tuple[int, int]]
+
+
+def iter_lines(
+    data: bytes | FileSource, take: list[Taker | None] | None = None
+) -> Iterator[tuple[int, int, bytes, bool]]:
     """Yield (start, end, line, terminated) for each line, without its line end.
 
     `end` excludes a `\\r\\n` or `\\n`; `terminated` says whether a `\\n` followed.
-    Reads a FileSource a chunk at a time.
+    Reads a FileSource a chunk at a time. Once `take[0]` is set, each chunk's
+    lines are offered to it first, from the next line on: those it takes are
+    not yielded.
     """
     size = len(data)
     if isinstance(data, bytes):
@@ -183,6 +192,8 @@ def iter_lines(data: bytes | FileSource) -> Iterator[tuple[int, int, bytes, bool
     for chunk in data.chunks(0, size):
         pos = 0
         while True:
+            if take is not None and take[0] is not None and not pending:
+                pos, offset = take[0](chunk, pos, offset)
             newline = chunk.find(b"\n", pos)
             if newline < 0:
                 break
