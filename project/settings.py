@@ -387,7 +387,7 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["transcripts.api.auth.TokenAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["transcripts.api.permissions.TokenPermission"],
     "DEFAULT_RENDERER_CLASSES": ["transcripts.api.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["transcripts.api.parsers.JSONParser"],
     "EXCEPTION_HANDLER": "transcripts.api.errors.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,

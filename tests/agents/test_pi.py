@@ -46,6 +46,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "demo" / "samples"
 GENERATOR = ROOT / "tools" / "gen_sessions.py"
 HERE = Path(__file__).parent / "sessions"
+FIXTURES = ROOT / "tests" / "formats" / "fixtures"
 Model = Callable[[Transcript], Preview]
 ANTHROPIC = pi_model.Target("anthropic", "anthropic-messages", "claude-sonnet-4-5")
 
@@ -142,6 +143,7 @@ INPUTS = [
     "own/pi_result_parent_missing.jsonl",
     "own/pi_result_parent_missing_after_later_turns.jsonl",
     "own/pi_result_parent_null_mid_branch.jsonl",
+    "fixtures/openclaw_model_switch_openai_ids.jsonl",
     "gen/seed-11-faults",
     "gen/seed-12-healthy",
 ]
@@ -153,6 +155,8 @@ def _input(name: str, tmp: Path) -> bytes:
         return _generated(tmp, seed, 0.0 if name.endswith("healthy") else 0.6)
     if name.startswith("own/"):
         return (HERE / name.removeprefix("own/")).read_bytes()
+    if name.startswith("fixtures/"):
+        return (FIXTURES / name.removeprefix("fixtures/")).read_bytes()
     return (SAMPLES / name).read_bytes()
 
 

@@ -137,6 +137,9 @@ EXPECTED = {
         "openclaw",
         [("missing_result", "toolu_01Qw2Er3Ty4Ui5Op6As7Df8G", 3)],
     ),
+    # Calls of an OpenAI Responses model (`call_…|fc_…` ids), then a switch to Claude:
+    # pi rewrites another model's ids into Anthropic's alphabet when it resumes.
+    "openclaw_model_switch_openai_ids.jsonl": ("openclaw", []),
 }
 HEALTHY = sorted(name for name, (_, faults) in EXPECTED.items() if not faults)
 FAULTY = sorted(name for name, (_, faults) in EXPECTED.items() if faults)
@@ -958,3 +961,95 @@ def test_a_claude_code_parent_no_line_holds_is_read_as_claude_codes_walk_reads_i
     ]
     assert [(r.parent, r.relinked_from) for r in whole] == expected
     assert stored == expected
+
+
+# The OpenAI Responses calls of openclaw_model_switch_openai_ids.jsonl (records 3 and 5).
+OPENAI_IDS = [
+    "call_Qm3Xz8Lr2Tn6Vb1Kc9Wd4Hs7|fc_68b2e4a1c3d05f7e0081a2b3c4d5e6f70123456789abcdef0",
+    "call_Pk7Yw2Ne5Rj8Mf3Gt6Ax1Bz4|fc_68b2e4a1c3d05f7e0081a2b3c4d5e6f7fedcba9876543210f",
+]
+# What pi sends Claude for each: `|` made `_`, cut to 64 characters.
+SENT_IDS = [
+    "call_Qm3Xz8Lr2Tn6Vb1Kc9Wd4Hs7_fc_68b2e4a1c3d05f7e0081a2b3c4d5e6f",
+    "call_Pk7Yw2Ne5Rj8Mf3Gt6Ax1Bz4_fc_68b2e4a1c3d05f7e0081a2b3c4d5e6f",
+]
+
+
+def _switched(edit: dict[int, dict]) -> bytes:
+    """Return the model-switch fixture with the messages of `edit` ({line: fields}) changed."""
+    data, _ = _read("openclaw_model_switch_openai_ids.jsonl")
+    lines = [json.loads(line) for line in data.splitlines()]
+    for index, fields in edit.items():
+        lines[index]["message"].update(fields)
+    return b"".join(json.dumps(line, separators=(",", ":")).encode() + b"\n" for line in lines)
+
+
+def test_openai_call_ids_that_pi_rewrites_for_claude_are_no_fault() -> None:
+    """pi rewrites the call ids another model wrote before it sends them: none is malformed.
+
+    pi-ai 0.73.1 `transformMessages` (providers/transform-messages.js) passes
+    each call id of an assistant message whose provider, api or model is not
+    the target's through the converter's `normalizeToolCallId`, which for
+    Anthropic (providers/anthropic.js) makes each character outside
+    `[a-zA-Z0-9_-]` `_` and cuts the id to 64; each result after the call
+    takes the new id. pi 0.73.1 resumes this very file against the agent
+    tier's strict mock of Anthropic (tests/agents/test_pi.py), and its
+    request, these ids in it, is accepted.
+    Renaming them in the file would also lose the `fc_` item id pi's OpenAI
+    Responses converter sends back should the session switch back to gpt-5.
+    """
+    data, filename = _read("openclaw_model_switch_openai_ids.jsonl")
+    transcript = load(data, filename)
+    assert transcript.provider == "anthropic"
+    assert [c.id for r in transcript.records for c in r.calls][:2] == OPENAI_IDS
+    assert transcript.rewritten_ids == {3, 5}
+    result = analyze(data, filename)
+    assert (result.faults, result.repaired) == ([], data)
+    assert validate(transcript) == []
+    resumed = preview(transcript)
+    assert resumed is not None and resumed.valid
+    assert [m.calls for m in resumed.messages if m.calls][:2] == [(SENT_IDS[0],), (SENT_IDS[1],)]
+    assert [m.results for m in resumed.messages if m.results][:2] == [
+        (SENT_IDS[0],),
+        (SENT_IDS[1],),
+    ]
+
+
+def test_an_openai_call_id_in_a_message_of_the_model_pi_resumes_with_is_malformed() -> None:
+    """pi sends the ids of the target model's own messages as written: Anthropic refuses `|`.
+
+    transform-messages.js rewrites ids only when the message's provider, api
+    and model are not all the target's (`isSameModel`). Resumed once
+    against the agent tier's strict mock, pi 0.73.1 sent this id as it is
+    and got Anthropic's 400; the repaired file was accepted.
+    """
+    claude = {"provider": "anthropic", "api": "anthropic-messages", "model": "claude-sonnet-4-5"}
+    data = _switched({3: claude})
+    result = analyze(data, "s.jsonl")
+    assert [(str(f.kind), f.tool_call_id, f.record) for f in result.faults] == [
+        ("malformed_call", OPENAI_IDS[0], 3)
+    ]
+    assert result.faults[0].error == (
+        "messages.1.content.1.tool_use.id: String should match pattern '^[a-zA-Z0-9_-]+$'"
+    )
+    check_repair(data, "s.jsonl", "synthesize")
+    repaired = [json.loads(line) for line in result.repaired.splitlines()]
+    renamed = repaired[3]["message"]["content"][1]["id"]
+    assert renamed != OPENAI_IDS[0] and repaired[4]["message"]["toolCallId"] == renamed
+    # The other OpenAI call is still rewritten by pi, and left as written.
+    assert repaired[5]["message"]["content"][0]["id"] == OPENAI_IDS[1]
+
+
+def test_an_openai_call_id_that_pi_would_rewrite_into_another_calls_id_is_malformed() -> None:
+    """Rewritten, the id would be Claude's call's id too: two tool_use blocks with one id.
+
+    Resumed once against the agent tier's strict mock, pi 0.73.1 got
+    "`tool_use` ids must be unique"; the repaired file was accepted.
+    """
+    clash = SENT_IDS[0]
+    lines = _switched({}).replace(b"toolu_01Vn4Bx7Mz2Lq5Kw8Jr3Ht6Gy", clash.encode())
+    result = analyze(lines, "s.jsonl")
+    assert [(str(f.kind), f.tool_call_id, f.record) for f in result.faults] == [
+        ("malformed_call", OPENAI_IDS[0], 3)
+    ]
+    check_repair(lines, "s.jsonl", "synthesize")

@@ -557,7 +557,8 @@ def _call_faults(
             )
         problem, error = call.problem, ""
         anthropic_ids = transcript.provider in ("anthropic", "bedrock")
-        if anthropic_ids and call.id and not problem and not valid_id(call.id):
+        rewritten = call.record in transcript.rewritten_ids
+        if anthropic_ids and call.id and not problem and not rewritten and not valid_id(call.id):
             problem = f"the id {call.id[:80]!r} has characters Anthropic refuses"
             error = pattern_text(message, call.block)
         if problem:

@@ -457,7 +457,10 @@ class Transcript:
     `server_history` is True for a Responses request that continues a stored
     response (`previous_response_id` or `conversation`): outputs may answer
     calls that live server-side. `malformed_note` says what the agent does
-    with a line it cannot read.
+    with a line it cannot read. `rewritten_ids` holds the indexes of the
+    records whose tool call ids the agent itself rewrites into `provider`'s
+    alphabet before it sends them (pi, for a message another model wrote):
+    an id there outside Anthropic's pattern is no fault.
     """
 
     format: str
@@ -476,6 +479,7 @@ class Transcript:
     agent: bool = False
     server_history: bool = False
     malformed_note: str = ""
+    rewritten_ids: frozenset[int] = frozenset()
     # `core.branch.branch_paths`, kept once found: pairing and rendering both walk them.
     # Not an init field, so `dataclasses.replace` (a renamed copy) finds them anew.
     paths: list[array[int]] | None = field(default=None, init=False, repr=False, compare=False)

@@ -273,7 +273,9 @@ def validate(
 
     `provider` is one of PROVIDERS (default: the session's own). Checks the
     records of `context` (default: the live context the runtime sends):
-    Anthropic and Bedrock want tool_use ids unique across the request; every
+    Anthropic and Bedrock want tool_use ids unique across the request and
+    in `^[a-zA-Z0-9_-]+$`, but for those the runtime rewrites itself for the
+    session's own provider (`Transcript.rewritten_ids`); every
     call is answered exactly once; except on the Responses API, which takes an
     output anywhere after its call, the answers form the very next message,
     open it (Anthropic), and every result answers a call of the message right
@@ -303,7 +305,9 @@ def validate(
             if cid in seen_calls and provider in ("anthropic", "bedrock", "openai_responses"):
                 text = reused_text(provider, message.index, block, cid)
                 violations.append(Violation(rec, cid, text))
-            if provider in ("anthropic", "bedrock") and not valid_id(cid):
+            # The runtime sends an id it rewrites in the provider's alphabet (pi, `rewritten_ids`).
+            rewritten = provider == transcript.provider and rec in transcript.rewritten_ids
+            if provider in ("anthropic", "bedrock") and not rewritten and not valid_id(cid):
                 violations.append(Violation(rec, cid, pattern_text(message.index, block)))
             seen_calls.add(cid)
     if provider == "openai_responses":

@@ -131,6 +131,14 @@ class Format:
         """Return the provider whose rules apply to a session of these records."""
         return self.provider
 
+    def rewritten_ids(self, records: list[Record], provider: str) -> frozenset[int]:
+        """Return the records whose call ids the agent rewrites for `provider` before sending.
+
+        An id there that `provider` refuses is no fault: the agent sends it
+        in the provider's alphabet (`Transcript.rewritten_ids`). None by default.
+        """
+        return frozenset()
+
     def adjacent(self, provider: str) -> bool:
         """Return True when results must directly follow their calling message.
 

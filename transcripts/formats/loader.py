@@ -327,6 +327,14 @@ def _provider(fmt: Format, records: list[Record]) -> str:
         return fmt.provider
 
 
+def _rewritten_ids(fmt: Format, records: list[Record], provider: str) -> frozenset[int]:
+    """Return the records whose call ids the agent rewrites; none when a record's shape is odd."""
+    try:
+        return fmt.rewritten_ids(records, provider)
+    except _SHAPE_ERRORS:
+        return frozenset()
+
+
 def classify_record(fmt: Format, obj: Any, record: Record, filename: str) -> None:
     """Classify one record; a record whose shape the format cannot read is malformed.
 
@@ -902,6 +910,7 @@ def _transcript(
         style=style,
         agent=fmt.agent,
         malformed_note=fmt.malformed_note,
+        rewritten_ids=_rewritten_ids(fmt, records, provider),
     )
 
 

@@ -27,6 +27,7 @@ than dropping it as an orphan.
 from __future__ import annotations
 
 import copy
+import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import replace
@@ -46,6 +47,7 @@ from transcripts.core.model import (
 )
 from transcripts.core.policy import INTERRUPTED_TEXT
 from transcripts.core.store import RecordStore
+from transcripts.core.validate import valid_id
 from transcripts.formats._json import ordered_like
 from transcripts.formats.base import (
     CERTAIN,
@@ -63,6 +65,17 @@ from transcripts.formats.base import (
 )
 
 _CALL_TYPES = ("toolCall", "toolUse", "functionCall")
+_REFUSED_ID = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+def pi_anthropic_id(call_id: str) -> str:
+    """Return `call_id` as pi-ai sends it to Anthropic or Bedrock when another model wrote it.
+
+    Every character outside `[a-zA-Z0-9_-]` becomes `_`, and the id is cut to
+    64 characters (`normalizeToolCallId` of pi-ai 0.73.1 providers/anthropic.js
+    and providers/amazon-bedrock.js).
+    """
+    return _REFUSED_ID.sub("_", call_id)[:64]
 
 
 def _texts_only(content: Any) -> bool:
@@ -453,7 +466,16 @@ class OpenClaw(Format):
         provider the registry's `api` wins over the one recorded
         (`PROVIDER_APIS`). An `api` Pairfix does not know, or no model at
         all, gives the format's default (Anthropic), as the preview does.
-        One pass from the end; pi writes a parent before its children.
+        """
+        model = self._resumed_model(records)
+        return self.provider if model is None else self._api_provider(model[1])
+
+    def _resumed_model(self, records: list[Record]) -> tuple[Any, Any, Any] | None:
+        """Return (pi provider, api, model id) of the model pi resumes with; None when none is.
+
+        As `provider_of` reads it; the api is "" for a `model_change` to a
+        provider not in `PROVIDER_APIS`. One pass from the end; pi writes a
+        parent before its children.
         """
         want: str | None = None  # the uid of the next record up the path
         for record in reversed(records):
@@ -466,18 +488,77 @@ class OpenClaw(Format):
             obj = record.obj if model else None
             if record.kind == "model_change" and isinstance(obj, dict):
                 provider = obj.get("provider")
-                return self._api_provider(
-                    PROVIDER_APIS.get(provider, "") if isinstance(provider, str) else ""
-                )
+                api = PROVIDER_APIS.get(provider, "") if isinstance(provider, str) else ""
+                return provider, api, obj.get("modelId")
             message = obj.get("message") if isinstance(obj, dict) else None
             if isinstance(message, dict):
                 provider = message.get("provider")
                 listed = PROVIDER_APIS.get(provider) if isinstance(provider, str) else None
-                return self._api_provider(listed or message.get("api"))
+                return provider, listed or message.get("api"), message.get("model")
             if record.parent is None:
                 break
             want = record.parent
-        return self.provider
+        return None
+
+    def rewritten_ids(self, records: list[Record], provider: str) -> frozenset[int]:
+        """Return the assistant records whose call ids pi rewrites for Anthropic or Bedrock.
+
+        pi-ai's `transformMessages` (providers/transform-messages.js, 0.73.1)
+        rewrites each call id of an assistant message written by another
+        model than the one it sends to (its `provider`, `api` and `model`
+        differ from the target's) with the converter's `normalizeToolCallId`:
+        for Anthropic (providers/anthropic.js) and Bedrock
+        (providers/amazon-bedrock.js) every character outside `[a-zA-Z0-9_-]`
+        becomes `_`, cut to 64 characters (`pi_anthropic_id`), and each result
+        of the call after it takes the same id. So an OpenAI Responses
+        `call_…|fc_…` id of a session that switched to Claude reaches
+        Anthropic valid. Only records with an id Anthropic refuses are
+        returned, and not those:
+        - of the very model pi resumes with (pi sends their ids as written),
+          by provider and model id where the target's api is not known;
+        - with a call whose rewritten id another call of the file is sent
+          with (two calls would share one id): the repair renames those apart;
+        - of any session when the model pi resumes with is not in the file.
+        Empty for another provider.
+        """
+        if provider not in ("anthropic", "bedrock"):
+            return frozenset()
+        target = self._resumed_model(records)
+        if target is None or not all(isinstance(part, str) for part in (target[0], target[2])):
+            return frozenset()
+        to_provider, to_api, to_model = target
+
+        def rows() -> Iterable[tuple[int, str]]:
+            if isinstance(records, RecordStore):
+                return records.call_rows()
+            return ((r.index, c.id) for r in records for c in r.calls)
+
+        refused = {index for index, call_id in rows() if call_id and not valid_id(call_id)}
+        rewritten: set[int] = set()
+        for index in sorted(refused):
+            obj = records[index].obj
+            message = obj.get("message") if isinstance(obj, dict) else None
+            if not isinstance(message, dict):
+                continue
+            same = (
+                message.get("provider") == to_provider
+                and message.get("model") == to_model
+                and (not to_api or message.get("api") == to_api)
+            )
+            if not same:
+                rewritten.add(index)
+        if not rewritten:
+            return frozenset()
+        # The ids sent, each with the ids written that become it.
+        written: dict[str, set[str]] = {}
+        for index, call_id in rows():
+            sent = pi_anthropic_id(call_id) if index in rewritten else call_id
+            written.setdefault(sent, set()).add(call_id)
+        return frozenset(
+            index
+            for index in rewritten
+            if all(len(written[pi_anthropic_id(c.id)]) == 1 for c in records[index].calls)
+        )
 
     def _api_provider(self, api: object) -> str:
         """Return the provider that writes pi-ai `api`'s requests; the default when unknown."""

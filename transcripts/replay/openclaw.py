@@ -29,13 +29,12 @@ another (`pi --model anthropic/<id>`), the strictest path through the converter.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from transcripts.core.model import Transcript
-from transcripts.formats.openclaw import PROVIDER_APIS
+from transcripts.formats.openclaw import PROVIDER_APIS, pi_anthropic_id
 from transcripts.replay._request import message_text
 from transcripts.replay.base import Dropped, Message, Preview, check_request, register
 
@@ -66,7 +65,6 @@ _APIS = {
     "google-gemini-cli": "gemini",
     "google-vertex": "gemini",
 }
-_ANTHROPIC_ID = re.compile(r"[^a-zA-Z0-9_-]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,7 +197,7 @@ def _same_model(message: dict[str, Any], target: Target) -> bool:
 def normalize_id(call_id: str, provider: str) -> str:
     """Return `call_id` as pi-ai rewrites it for `provider` when another model wrote it."""
     if provider == "anthropic":
-        return _ANTHROPIC_ID.sub("_", call_id)[:64]
+        return pi_anthropic_id(call_id)
     return call_id
 
 
