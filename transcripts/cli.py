@@ -227,8 +227,8 @@ class _Progress(FileSource):
         super().__init__(path)
         self.bar = bar
 
-    def chunks(self, start: int, stop: int) -> Iterator[bytes]:
-        for chunk in super().chunks(start, stop):
+    def chunks(self, start: int, stop: int, reuse: bool = False) -> Iterator[bytes | bytearray]:
+        for chunk in super().chunks(start, stop, reuse):
             self.bar.update(len(chunk))
             yield chunk
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -573,3 +574,41 @@ def test_lines_appended_a_chunk_at_a_time_are_stored_as_one_by_one(
     assert _state(fast.records) == _state(slow.records)
     assert [r.error for r in fast.records] == [r.error for r in slow.records]
     assert len(fast.records) > 400
+
+
+_args = st.dictionaries(st.text(max_size=8), _values, max_size=6)
+
+
+@settings(max_examples=600, deadline=None)
+@given(_args, st.booleans(), st.booleans(), st.randoms(use_true_random=False))
+def test_arguments_are_rewritten_as_orjson_writes_them_sorted(
+    args: dict[str, Any], ascii: bool, spaced: bool, rng: random.Random
+) -> None:
+    """A call's arguments in any key order, spacing and escapes: orjson's sorted bytes, or None."""
+    from transcripts.formats._linescan import canonical_args
+
+    items = list(args.items())
+    rng.shuffle(items)
+    text = json.dumps(dict(items), ensure_ascii=ascii, indent=1 if spaced else None)
+    raw = text.encode("utf-8", "surrogatepass")
+    try:
+        expected = orjson.dumps(orjson.loads(raw), option=orjson.OPT_SORT_KEYS)
+    except (orjson.JSONDecodeError, TypeError):
+        expected = None
+    written = canonical_args(raw)
+    if written is not None:
+        assert written == expected, raw
+    elif expected is not None:
+        # Left to orjson only for what it reads otherwise: a fraction, an exponent or a big
+        # integer, or an integer written as -0.
+        assert re.search(rb"[-\d][.eE]|\d{19}|-0\b|[^\\]\d\.", raw), raw
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b'{"a":1,"a":2}', b'{"a":1.0}', b'{"a":-0}', b'{"a":1e2}', b'{"a":12345678901234567890}'],
+)
+def test_arguments_orjson_reads_otherwise_are_left_to_it(raw: bytes) -> None:
+    from transcripts.formats._linescan import canonical_args
+
+    assert canonical_args(raw) is None

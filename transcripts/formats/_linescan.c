@@ -27,6 +27,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #ifdef __SSE2__
 #include <emmintrin.h>
@@ -429,6 +430,268 @@ static int canonical(ptr start, ptr stop) {
     if (start >= stop || *start != '{') return 0;
     Scan s = {start, stop, start, 0};
     return canon_value(&s, 0) && s.p == stop;
+}
+
+/* ---- A call's arguments written as `orjson.dumps(orjson.loads(them), OPT_SORT_KEYS)` ----
+ *
+ * For arguments the scanner checked already but that are not canonical as written (keys
+ * out of order, spaces, escapes orjson writes otherwise). An object whose keys repeat, a
+ * number that is not a plain integer, or nesting past 64 levels is left to orjson. */
+typedef struct {
+    unsigned char *data;
+    size_t len, cap;
+} Buf;
+
+static int buf_put(Buf *b, const void *bytes, size_t n) {
+    if (b->len + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n) cap *= 2;
+        unsigned char *grown = realloc(b->data, cap);
+        if (!grown) return 0;
+        b->data = grown;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, bytes, n);
+    b->len += n;
+    return 1;
+}
+
+static inline int buf_byte(Buf *b, unsigned char c) { return buf_put(b, &c, 1); }
+
+/* The text of the checked string at p (its opening quote) decoded into `out`; p past it. */
+static int decode_string(ptr *at, ptr end, Buf *out) {
+    ptr p = *at + 1;
+    while (p < end && *p != '"') {
+        ptr run = p;
+        while (p < end && *p != '"' && *p != '\\') p++;
+        if (!buf_put(out, run, (size_t)(p - run))) return 0;
+        if (p >= end || *p == '"') break;
+        unsigned char e = p[1];
+        p += 2;
+        unsigned char c;
+        switch (e) {
+            case 'b': c = '\b'; break;
+            case 'f': c = '\f'; break;
+            case 'n': c = '\n'; break;
+            case 'r': c = '\r'; break;
+            case 't': c = '\t'; break;
+            case 'u': {
+                long code = hex4(p, end);
+                p += 4;
+                if (code >= 0xD800 && code <= 0xDBFF) {
+                    code = 0x10000 + ((code - 0xD800) << 10) + (hex4(p + 2, end) - 0xDC00);
+                    p += 6;
+                }
+                unsigned char u[4];
+                size_t n;
+                if (code < 0x80) {
+                    u[0] = (unsigned char)code;
+                    n = 1;
+                } else if (code < 0x800) {
+                    u[0] = (unsigned char)(0xC0 | (code >> 6));
+                    u[1] = (unsigned char)(0x80 | (code & 0x3F));
+                    n = 2;
+                } else if (code < 0x10000) {
+                    u[0] = (unsigned char)(0xE0 | (code >> 12));
+                    u[1] = (unsigned char)(0x80 | ((code >> 6) & 0x3F));
+                    u[2] = (unsigned char)(0x80 | (code & 0x3F));
+                    n = 3;
+                } else {
+                    u[0] = (unsigned char)(0xF0 | (code >> 18));
+                    u[1] = (unsigned char)(0x80 | ((code >> 12) & 0x3F));
+                    u[2] = (unsigned char)(0x80 | ((code >> 6) & 0x3F));
+                    u[3] = (unsigned char)(0x80 | (code & 0x3F));
+                    n = 4;
+                }
+                if (!buf_put(out, u, n)) return 0;
+                continue;
+            }
+            default: c = e; /* a quote, backslash or slash stands for itself */
+        }
+        if (!buf_byte(out, c)) return 0;
+    }
+    *at = p + 1;
+    return 1;
+}
+
+/* A decoded text written as orjson writes a string. */
+static int encode_string(const unsigned char *t, size_t n, Buf *out) {
+    static const char hex[] = "0123456789abcdef";
+    if (!buf_byte(out, '"')) return 0;
+    size_t run = 0;
+    for (size_t k = 0; k < n; k++) {
+        unsigned char c = t[k];
+        if (c >= 0x20 && c != '"' && c != '\\') continue;
+        if (!buf_put(out, t + run, k - run)) return 0;
+        run = k + 1;
+        char e[6] = {'\\', 0, 0, 0, 0, 0};
+        size_t m = 2;
+        switch (c) {
+            case '"': e[1] = '"'; break;
+            case '\\': e[1] = '\\'; break;
+            case '\b': e[1] = 'b'; break;
+            case '\t': e[1] = 't'; break;
+            case '\n': e[1] = 'n'; break;
+            case '\f': e[1] = 'f'; break;
+            case '\r': e[1] = 'r'; break;
+            default:
+                e[1] = 'u';
+                e[2] = '0';
+                e[3] = '0';
+                e[4] = hex[c >> 4];
+                e[5] = hex[c & 15];
+                m = 6;
+        }
+        if (!buf_put(out, e, m)) return 0;
+    }
+    return buf_put(out, t + run, n - run) && buf_byte(out, '"');
+}
+
+typedef struct {
+    size_t key, key_len; /* the decoded key, in the object's key buffer */
+    ptr value;
+} Member2;
+
+static int canon_write(Scan *s, Buf *out, int depth);
+
+static int compare_keys(const Buf *keys, const Member2 *a, const Member2 *b) {
+    size_t n = a->key_len < b->key_len ? a->key_len : b->key_len;
+    int order = memcmp(keys->data + a->key, keys->data + b->key, n);
+    if (order) return order;
+    return a->key_len < b->key_len ? -1 : a->key_len > b->key_len;
+}
+
+static int canon_object(Scan *s, Buf *out, int depth) {
+    Buf keys = {NULL, 0, 0};
+    Member2 *list = NULL;
+    size_t n = 0, cap = 0;
+    int ok = 0;
+    s->p++;
+    ws(s);
+    while (s->p < s->end && *s->p != '}') {
+        if (n == cap) {
+            cap = cap ? cap * 2 : 8;
+            Member2 *grown = realloc(list, cap * sizeof *list);
+            if (!grown) goto done;
+            list = grown;
+        }
+        Member2 *m = &list[n];
+        m->key = keys.len;
+        if (!decode_string(&s->p, s->end, &keys)) goto done;
+        m->key_len = keys.len - m->key;
+        ws(s);
+        s->p++; /* the colon */
+        ws(s);
+        m->value = s->p;
+        if (!value(s)) goto done; /* skipped here, written once sorted */
+        /* insertion sort: arguments have few keys */
+        size_t k = n++;
+        while (k > 0) {
+            int order = compare_keys(&keys, &list[k - 1], &list[k]);
+            if (order == 0) goto done; /* a repeated key: orjson keeps the last */
+            if (order < 0) break;
+            Member2 swap = list[k - 1];
+            list[k - 1] = list[k];
+            list[k] = swap;
+            k--;
+        }
+        ws(s);
+        if (s->p < s->end && *s->p == ',') {
+            s->p++;
+            ws(s);
+        }
+    }
+    s->p++; /* the closing brace */
+    ptr after = s->p;
+    if (!buf_byte(out, '{')) goto done;
+    for (size_t k = 0; k < n; k++) {
+        if (k && !buf_byte(out, ',')) goto done;
+        if (!encode_string(keys.data + list[k].key, list[k].key_len, out) || !buf_byte(out, ':'))
+            goto done;
+        s->p = list[k].value;
+        if (!canon_write(s, out, depth + 1)) goto done;
+    }
+    s->p = after;
+    ok = buf_byte(out, '}');
+done:
+    free(keys.data);
+    free(list);
+    return ok;
+}
+
+/* The checked value at s->p written canonically into `out`; 0 when left to orjson. */
+static int canon_write(Scan *s, Buf *out, int depth) {
+    if (depth > 64 || s->p >= s->end) return 0;
+    unsigned char c = *s->p;
+    if (c == '{') return canon_object(s, out, depth);
+    if (c == '[') {
+        s->p++;
+        ws(s);
+        if (!buf_byte(out, '[')) return 0;
+        int first = 1;
+        while (s->p < s->end && *s->p != ']') {
+            if (!first && !buf_byte(out, ',')) return 0;
+            first = 0;
+            if (!canon_write(s, out, depth + 1)) return 0;
+            ws(s);
+            if (s->p < s->end && *s->p == ',') {
+                s->p++;
+                ws(s);
+            }
+        }
+        s->p++;
+        return buf_byte(out, ']');
+    }
+    if (c == '"') {
+        Buf text = {NULL, 0, 0};
+        int ok = decode_string(&s->p, s->end, &text) && encode_string(text.data, text.len, out);
+        free(text.data);
+        return ok;
+    }
+    ptr start = s->p;
+    if (c == 't' || c == 'f' || c == 'n') {
+        Py_ssize_t n = c == 'f' ? 5 : 4;
+        s->p += n;
+        return buf_put(out, start, (size_t)n);
+    }
+    /* an integer of at most 18 digits, not -0: orjson reads and writes it back the same */
+    if (*s->p == '-') s->p++;
+    ptr digits = s->p;
+    while (at_digit(s)) s->p++;
+    if (s->p == digits || s->p - digits > 18) return 0;
+    if (s->p < s->end && (*s->p == '.' || *s->p == 'e' || *s->p == 'E')) return 0;
+    if (digits > start && s->p - digits == 1 && *digits == '0') return 0;
+    return buf_put(out, start, (size_t)(s->p - start));
+}
+
+/* The canonical bytes of the checked object start:stop, or NULL with no error set when it
+ * is left to orjson (NULL with an error: no memory). */
+static PyObject *canonical_bytes(ptr start, ptr stop) {
+    if (start >= stop || *start != '{') return NULL;
+    Buf out = {NULL, 0, 0};
+    Scan s = {start, stop, start, 0};
+    PyObject *bytes = NULL;
+    if (canon_write(&s, &out, 0)) {
+        bytes = PyBytes_FromStringAndSize((const char *)out.data, (Py_ssize_t)out.len);
+    }
+    free(out.data);
+    return bytes;
+}
+
+static PyObject *canonical_args(PyObject *self, PyObject *arg) {
+    char *data;
+    Py_ssize_t size;
+    if (PyBytes_AsStringAndSize(arg, &data, &size) < 0) return NULL;
+    Scan s = {(ptr)data, (ptr)data + size, (ptr)data, 0};
+    ws(&s);
+    ptr start = s.p;
+    if (!value(&s)) Py_RETURN_NONE; /* not JSON this reader checks */
+    ptr stop = s.p;
+    ws(&s);
+    if (s.p != s.end) Py_RETURN_NONE;
+    PyObject *out = canonical_bytes(start, stop);
+    if (!out && !PyErr_Occurred()) Py_RETURN_NONE;
+    return out;
 }
 
 /* Whether a text plainly starts no repair marker: its first character past whitespace,
@@ -1117,7 +1380,12 @@ static int rows(const Fields *f, PyObject **calls, PyObject **results) {
                     PyObject *a[4] = {block, id, name, body};
                     row = PyObject_Vectorcall(f_canonical_row, a, 4, NULL);
                 }
-            } else if ((body = loaded(&it->body))) {
+            } else if (!it->flag && it->body.seen && it->body.first == '{' &&
+                       (body = canonical_bytes(it->body.start, it->body.stop))) {
+                /* written otherwise than orjson writes it: the same digest of its rewriting */
+                PyObject *a[4] = {block, id, name, body};
+                row = PyObject_Vectorcall(f_canonical_row, a, 4, NULL);
+            } else if (!PyErr_Occurred() && (body = loaded(&it->body))) {
                 PyObject *a[5] = {block, id, name, body, it->flag ? Py_True : Py_False};
                 row = PyObject_Vectorcall(f_call_row, a, 5, NULL);
             }
@@ -1456,18 +1724,21 @@ static inline int blank(ptr p, ptr end) {
  * takes, a blank line passed over as the loader passes it; returns (pos, offset, line_no)
  * of the first line not taken (or not whole in the chunk). */
 static PyObject *append_lines(PyObject *const *args, Py_ssize_t nargs, int json) {
-    if (nargs != 5 || !PyBytes_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "append_lines(store, chunk: bytes, pos, offset, line_no)");
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "append_lines(store, chunk, pos, offset, line_no)");
         return NULL;
     }
     if (!ready()) return NULL;
     PyObject *store = args[0];
-    ptr base = (ptr)PyBytes_AS_STRING(args[1]);
-    Py_ssize_t size = PyBytes_GET_SIZE(args[1]);
     long long pos = PyLong_AsLongLong(args[2]), offset = PyLong_AsLongLong(args[3]);
     long long line = PyLong_AsLongLong(args[4]);
     if (PyErr_Occurred()) return NULL;
+    Py_buffer chunk;
+    if (PyObject_GetBuffer(args[1], &chunk, PyBUF_SIMPLE) < 0) return NULL;
+    ptr base = (ptr)chunk.buf;
+    Py_ssize_t size = chunk.len;
     if (pos < 0 || pos > size) {
+        PyBuffer_Release(&chunk);
         PyErr_SetString(PyExc_ValueError, "append_lines: pos outside the chunk");
         return NULL;
     }
@@ -1481,13 +1752,17 @@ static PyObject *append_lines(PyObject *const *args, Py_ssize_t nargs, int json)
         } else {
             int r = append_one(store, (const char *)at, cut - at, offset, offset + (cut - at),
                                line, json);
-            if (r < 0) return NULL;
+            if (r < 0) {
+                PyBuffer_Release(&chunk);
+                return NULL;
+            }
             if (!r) break;
         }
         pos += length + 1;
         offset += length + 1;
         line++;
     }
+    PyBuffer_Release(&chunk);
     return Py_BuildValue("(LLL)", pos, offset, line);
 }
 
@@ -1610,6 +1885,9 @@ static PyMethodDef methods[] = {
     {"openclaw_lines", (PyCFunction)(void (*)(void))openclaw_lines, METH_FASTCALL,
      "openclaw_lines(store, chunk, pos, offset, line_no): lines appended, to (pos, offset, "
      "line_no) of the first not taken."},
+    {"canonical_args", canonical_args, METH_O,
+     "canonical_args(value): orjson.dumps(orjson.loads(value), OPT_SORT_KEYS) of an object, "
+     "or None where that is left to orjson."},
     {"configure_store", configure_store, METH_O,
      "configure_store(values): the store's constants and the row functions."},
     {"configure", configure, METH_VARARGS,

@@ -48,7 +48,7 @@ Appender = Callable[[RecordStore, bytes, int, int, int], bool | None]
 
 # The same for a chunk's whole lines from `pos`: (store, chunk, pos, offset, line_no) ->
 # (pos, offset, line_no) of the first line it leaves (see `_linescan.c`).
-LinesAppender = Callable[[RecordStore, bytes, int, int, int], tuple[int, int, int]]
+LinesAppender = Callable[[RecordStore, bytes | bytearray, int, int, int], tuple[int, int, int]]
 
 SCANNERS: dict[str, Scanner] = {}
 APPENDERS: dict[str, Appender] = {}

@@ -793,7 +793,7 @@ def _load_jsonl(
     take: list[Taker | None] = [None]  # set once the C appender takes whole chunks' lines
     line_no = 0
 
-    def taken(chunk: bytes, pos: int, offset: int) -> tuple[int, int]:
+    def taken(chunk: bytes | bytearray, pos: int, offset: int) -> tuple[int, int]:
         nonlocal line_no
         assert store is not None and append_lines is not None
         pos, offset, following = append_lines(store, chunk, pos, offset, line_no + 1)
