@@ -33,6 +33,8 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
+import orjson
+
 from transcripts.core.branch import uid_lookup
 from transcripts.core.markers import OPENCLAW_SENTENCE
 from transcripts.core.model import (
@@ -66,6 +68,8 @@ from transcripts.formats.base import (
 
 _CALL_TYPES = ("toolCall", "toolUse", "functionCall")
 _REFUSED_ID = re.compile(r"[^a-zA-Z0-9_-]")
+# A model id JSON can spell otherwise only with a `\u` (or `\/`) escape.
+_PLAIN_MODEL = re.compile(r"[A-Za-z0-9._:@+/-]+")
 
 
 def pi_anthropic_id(call_id: str) -> str:
@@ -534,9 +538,19 @@ class OpenClaw(Format):
             return ((r.index, c.id) for r in records for c in r.calls)
 
         refused = {index for index, call_id in rows() if call_id and not valid_id(call_id)}
+        # A line without the target's model id written as a plain JSON string holds no
+        # `model` equal to it, when no escape could spell it otherwise: told by its bytes.
+        plain = _PLAIN_MODEL.fullmatch(to_model) is not None
+        needle = orjson.dumps(to_model)
         rewritten: set[int] = set()
         for index in sorted(refused):
-            obj = records[index].obj
+            record = records[index]
+            if plain and record.parsed is None and record.source is not None and not record.error:
+                raw = record.source[record.start : record.end]
+                if needle not in raw and b"\\u" not in raw and b"\\/" not in raw:
+                    rewritten.add(index)
+                    continue
+            obj = record.obj
             message = obj.get("message") if isinstance(obj, dict) else None
             if not isinstance(message, dict):
                 continue
@@ -549,15 +563,20 @@ class OpenClaw(Format):
                 rewritten.add(index)
         if not rewritten:
             return frozenset()
-        # The ids sent, each with the ids written that become it.
-        written: dict[str, set[str]] = {}
+        # Whether an id sent rewritten is also what another id written is sent as: the ids
+        # sent, kept by hash (memory as the rewritten calls, not the file's), each with the
+        # first id written that becomes it.
+        sent = {hash(pi_anthropic_id(c.id)) for index in rewritten for c in records[index].calls}
+        first: dict[int, int] = {}
+        clashed: set[int] = set()
         for index, call_id in rows():
-            sent = pi_anthropic_id(call_id) if index in rewritten else call_id
-            written.setdefault(sent, set()).add(call_id)
+            key = hash(pi_anthropic_id(call_id) if index in rewritten else call_id)
+            if key in sent and first.setdefault(key, hash(call_id)) != hash(call_id):
+                clashed.add(key)
         return frozenset(
             index
             for index in rewritten
-            if all(len(written[pi_anthropic_id(c.id)]) == 1 for c in records[index].calls)
+            if not any(hash(pi_anthropic_id(c.id)) in clashed for c in records[index].calls)
         )
 
     def _api_provider(self, api: object) -> str:
