@@ -70,14 +70,14 @@ def parse_s3_timestamp(value: str) -> datetime:
     §5.6.7), the form of every header of a GET, is read by the standard
     library; any other form (ISO 8601 in XML bodies, epoch seconds) by
     botocore's own parser, which reads every form but costs about 75 µs here
-    (dateutil), a twentieth of a GET's CPU. Raises ValueError as botocore's
+    (dateutil), 4 % of a GET's CPU. Raises ValueError as botocore's
     parser does.
     """
     try:
         parsed = parsedate_to_datetime(value)
     except (TypeError, ValueError):
         parsed = None
-    if parsed is None or parsed.tzinfo is None:  # not an HTTP-date, or one in local time (-0000)
+    if parsed is None or parsed.tzinfo is None:  # not an HTTP-date, or one of no known zone (-0000)
         parsed = parse_timestamp(value)
     return parsed
 
