@@ -128,7 +128,7 @@ class BlobStream:
         held = None
         for sha256, size in self.blobs:
             digest = hashlib.sha256()
-            with open_blob(sha256, size) as f:
+            with open_blob(sha256, size, hashed=True) as f:
                 for chunk in _chunks_of(f):
                     digest.update(chunk)
                     if held is not None:
@@ -140,16 +140,20 @@ class BlobStream:
             yield held
 
 
-def open_blob(sha256: str, size: int) -> File[bytes]:
+def open_blob(sha256: str, size: int, *, hashed: bool = False) -> File[bytes]:
     """Open the blob `sha256` (hex) of `size` bytes for reading; return the open file.
 
+    `hashed` says the caller hashes every byte it reads and refuses bytes
+    that do not hash to `sha256`: the storage then need not check them too
+    (S3: `S3BlobStorage.open_hashed`, no checksum validation of the GET).
     Raises BlobUnreadable when the storage has no such blob or holds another
     size of it (a truncated upload, a damaged copy), and botocore's
     UNREACHABLE errors (transcripts.storage) when S3 cannot be reached.
     """
     name = blob_name(sha256)
+    open_hashed = getattr(default_storage, "open_hashed", None)
     try:
-        f = default_storage.open(name, "rb")
+        f = open_hashed(name) if hashed and open_hashed else default_storage.open(name, "rb")
         stored = f.size  # S3: the first GET is made here
     except FileNotFoundError:
         raise BlobUnreadable(f"the blob {name} is missing from storage") from None
@@ -595,7 +599,8 @@ class Revision(models.Model):
         """
         source = None
         if self.appended_to_id is None:
-            with open_blob(self.sha256, self.size) as blob:
+            # Hashed: a stream from object storage is only read through checked_chunks.
+            with open_blob(self.sha256, self.size, hashed=True) as blob:
                 try:
                     source = FileSource.of_file(blob)
                 except (OSError, AttributeError):  # a stream from object storage: no descriptor

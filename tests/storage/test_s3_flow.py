@@ -12,6 +12,7 @@ import io
 import json
 import zipfile
 from collections import Counter
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -55,6 +56,22 @@ def requests_made(storage: Any) -> Counter[str]:
         "before-call.s3.*", lambda model, **_: made.update([model.name])
     )
     return made
+
+
+def headers_sent(storage: Any, operation: str) -> list[dict[str, str]]:
+    """Collect the headers (names lower-cased) of each `operation` request `storage` sends."""
+    sent: list[dict[str, str]] = []
+
+    def collect(request: Any, **_: Any) -> None:
+        sent.append(
+            {
+                name.lower(): value.decode() if isinstance(value, bytes) else value
+                for name, value in request.headers.items()
+            }
+        )
+
+    storage.connection.meta.client.meta.events.register(f"before-send.s3.{operation}", collect)
+    return sent
 
 
 def upload(client: Any, workspace: Any, name: str, data: bytes) -> Session:
@@ -192,6 +209,64 @@ def test_a_blob_whose_bytes_do_not_match_its_checksum_is_refused_when_read(bucke
         open_blob(claimed, len(data)) as f,
     ):
         f.read()
+
+
+def test_a_job_hashes_the_base_it_reads_itself_and_refuses_a_damaged_one(alice, workspace, media):
+    from transcripts.models import JobItem
+
+    session = actions.do_ingest_session(workspace, "s.jsonl", BROKEN, acting_user=alice)
+    sha256 = session.head.sha256
+    damaged = BROKEN[:10] + bytes([BROKEN[10] ^ 1]) + BROKEN[11:]
+    # The damaged bytes under the checksum of the good ones, as a body damaged on the way.
+    default_storage.save(blob_name(sha256), BlobContent.of(damaged, sha256))
+    job = actions.do_start_job(workspace, [session], policy="synthesize", acting_user=alice)
+    gets = headers_sent(default_storage, "GetObject")
+
+    [ids] = runner.do_fan_out_job(job.pk)
+    assert runner.do_run_job_items(job.pk, ids) == []
+
+    # The job's GET asks for no checksum check (botocore would hash the body twice) ...
+    assert len(gets) == 1 and "x-amz-checksum-mode" not in gets[0]
+    # ... and the job's own hash refuses the bytes all the same.
+    item = JobItem.objects.get(pk=ids[0])
+    assert (item.status, item.sha256_after) == (JobItem.Status.FAILED, "")
+    assert "does not hash to its name: its bytes are damaged" in item.error
+    session.refresh_from_db()
+    assert session.head.number == 0
+    # A read that does not hash what it reads has botocore check it, and refuses them too.
+    with (
+        pytest.raises(BlobUnreadable, match="does not hash to its name"),
+        open_blob(sha256, len(BROKEN)) as f,
+    ):
+        f.read()
+    assert gets[-1]["x-amz-checksum-mode"] == "ENABLED"
+
+
+def test_a_single_put_sends_its_body_without_waiting_for_100_continue(bucket, media):
+    puts = headers_sent(default_storage, "PutObject")
+    parts = headers_sent(default_storage, "UploadPart")
+    small, large = b"x" * 1000, b"y" * (MULTIPART_BYTES + 1)
+
+    default_storage.save("small", BlobContent.of(small, hashlib.sha256(small).hexdigest()))
+    default_storage.save("large", BlobContent.of(large, hashlib.sha256(large).hexdigest()))
+
+    assert len(puts) == 1 and "expect" not in puts[0]
+    # A part is sent only once the server has said it will take it, as botocore does.
+    assert len(parts) == 2 and all(part["expect"] == "100-continue" for part in parts)
+    assert default_storage.open("small").read() == small
+    assert default_storage.open("large").read() == large
+
+
+def test_the_client_reads_the_time_an_object_was_stored_as_an_aware_datetime(bucket, media):
+    client = default_storage.connection.meta.client
+    default_storage.save("blob", BlobContent.of(b"x", hashlib.sha256(b"x").hexdigest()))
+
+    stored = client.head_object(Bucket=bucket, Key="blob")["LastModified"]
+    [listed] = client.list_objects_v2(Bucket=bucket)["Contents"]
+
+    assert stored.utcoffset() == timedelta(0)
+    assert abs(datetime.now(UTC) - stored) < timedelta(minutes=5)
+    assert listed["LastModified"] == stored  # ISO 8601 in a listing, an HTTP-date in a header
 
 
 def test_a_blob_is_read_by_range(alice, workspace, media):

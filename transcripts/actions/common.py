@@ -175,7 +175,7 @@ def read_revision(revision: Revision) -> bytes:
     """
     if revision.appended_to_id is not None:
         return b"".join(revision.chunks())
-    with open_blob(revision.sha256, revision.size) as f:
+    with open_blob(revision.sha256, revision.size, hashed=True) as f:
         data: bytes = f.read()
     if len(data) != revision.size:
         raise BlobUnreadable(
