@@ -873,8 +873,25 @@ def _load_jsonl(
     element = None
     if first_obj is not None:
         sample = data[first_obj.start : first_obj.end]
-        element = sniff_style(sample.decode("utf-8", "replace"), "", sample.isascii())
+        element = sniff_style(sample.decode("utf-8", "replace"), "", _escapes_non_ascii(sample))
     return _transcript(fmt, records, data, filename, Style(element=element, eol=eol or b"\n"))
+
+
+# A `\uXXXX` escape (not an escaped backslash before a `u`) and its code point.
+_ESCAPE = re.compile(rb"(?<!\\)(?:\\\\)*\\u([0-9a-fA-F]{4})")
+
+
+def _escapes_non_ascii(sample: bytes) -> bool:
+    """Return True when the record `sample` shows its writer escapes non-ASCII text.
+
+    It does when the record is ASCII and escapes a character above U+007F
+    (Python's `json.dumps` by default). A record with nothing beyond ASCII
+    to escape shows nothing: new records are then written as the agents
+    write theirs (JavaScript's `JSON.stringify`, Rust's serde_json), in UTF-8.
+    """
+    return sample.isascii() and any(
+        int(match.group(1), 16) >= 0x80 for match in _ESCAPE.finditer(sample)
+    )
 
 
 def _stored(store: RecordStore | None, records: list[Record]) -> list[Record]:
