@@ -30,11 +30,13 @@ from transcripts.formats.source import FileSource
 if TYPE_CHECKING:
     from transcripts.core.align import Row
 
+# 7: call ids pi rewrites as it resumes are no malformed_call (OpenClaw), rewritten records
+# in UTF-8 unless the file escapes non-ASCII;
 # 6: pi results lost off their branch put back under their call, Claude Code self-parented
 # lines read under the line before, a repair that moves the resumed branch mends it too;
 # 5: a synthetic result row's role; 4: subagent compactions, pi providers by path, relinked
 # rows; 3: ids `-2`
-ENGINE_VERSION = "6"
+ENGINE_VERSION = "7"
 
 __all__ = [
     "DEFAULT_GRACE",
