@@ -566,18 +566,20 @@ class OpenClaw(Format):
         # Whether an id sent rewritten is also what another id written is sent as: the ids
         # sent, kept by hash (memory as the rewritten calls, not the file's), each with the
         # first id written that becomes it.
-        sent = {hash(pi_anthropic_id(c.id)) for index in rewritten for c in records[index].calls}
+        sent = {hash(pi_anthropic_id(c)) for index, c in rows() if index in rewritten}
         first: dict[int, int] = {}
         clashed: set[int] = set()
         for index, call_id in rows():
             key = hash(pi_anthropic_id(call_id) if index in rewritten else call_id)
             if key in sent and first.setdefault(key, hash(call_id)) != hash(call_id):
                 clashed.add(key)
-        return frozenset(
-            index
-            for index in rewritten
-            if not any(hash(pi_anthropic_id(c.id)) in clashed for c in records[index].calls)
-        )
+        if clashed:
+            rewritten -= {
+                index
+                for index, call_id in rows()
+                if index in rewritten and hash(pi_anthropic_id(call_id)) in clashed
+            }
+        return frozenset(rewritten)
 
     def _api_provider(self, api: object) -> str:
         """Return the provider that writes pi-ai `api`'s requests; the default when unknown."""
