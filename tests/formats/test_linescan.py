@@ -10,6 +10,8 @@ hypothesis-built ones.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import random
 import re
@@ -29,6 +31,7 @@ from transcripts.core.markers import OPENCLAW_SENTENCE
 from transcripts.core.model import Role
 from transcripts.core.store import RecordStore, _Column
 from transcripts.formats import linescan, source
+from transcripts.formats.base import args_digest
 from transcripts.formats.loader import load
 from transcripts.formats.registry import FORMATS
 from transcripts.formats.source import FileSource
@@ -612,3 +615,16 @@ def test_arguments_orjson_reads_otherwise_are_left_to_it(raw: bytes) -> None:
     from transcripts.formats._linescan import canonical_args
 
     assert canonical_args(raw) is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=400))
+def test_the_c_digest_is_args_digest(text: str) -> None:
+    """BLAKE2b written in C (RFC 7693), against hashlib's, over block edges and non-ASCII."""
+    from transcripts.formats._linescan import args_digest as c_digest
+
+    data = text.encode("utf-8", "surrogatepass")
+    whole = hashlib.blake2b(data, digest_size=9).digest()
+    assert c_digest(data) == "#" + base64.urlsafe_b64encode(whole).decode()
+    if text:
+        assert c_digest(data) == args_digest(text)

@@ -694,6 +694,113 @@ static PyObject *canonical_args(PyObject *self, PyObject *arg) {
     return out;
 }
 
+/* ---- BLAKE2b (RFC 7693), for the digest of a call's short arguments ----------------------
+ * `base.args_digest`: "#" + urlsafe base64 of the 9-byte BLAKE2b of the canonical bytes. */
+static const uint64_t blake2b_iv[8] = {
+    0x6A09E667F3BCC908ULL, 0xBB67AE8584CAA73BULL, 0x3C6EF372FE94F82BULL, 0xA54FF53A5F1D36F1ULL,
+    0x510E527FADE682D1ULL, 0x9B05688C2B3E6C1FULL, 0x1F83D9ABFB41BD6BULL, 0x5BE0CD19137E2179ULL,
+};
+
+static const unsigned char blake2b_sigma[12][16] = {
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+    {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
+    {11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4},
+    {7, 9, 3, 1, 13, 12, 11, 14, 2, 6, 5, 10, 4, 0, 15, 8},
+    {9, 0, 5, 7, 2, 4, 10, 15, 14, 1, 11, 12, 6, 8, 3, 13},
+    {2, 12, 6, 10, 0, 11, 8, 3, 4, 13, 7, 5, 15, 14, 1, 9},
+    {12, 5, 1, 15, 14, 13, 4, 10, 0, 7, 6, 3, 9, 2, 8, 11},
+    {13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10},
+    {6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5},
+    {10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0},
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+    {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
+};
+
+static inline uint64_t rotr64(uint64_t x, int n) { return (x >> n) | (x << (64 - n)); }
+
+static void blake2b_compress(uint64_t h[8], const unsigned char block[128], uint64_t t,
+                             int last) {
+    uint64_t v[16], m[16];
+    for (int k = 0; k < 16; k++) {
+        uint64_t w = 0;
+        for (int b = 7; b >= 0; b--) w = (w << 8) | block[8 * k + b];
+        m[k] = w;
+    }
+    for (int k = 0; k < 8; k++) {
+        v[k] = h[k];
+        v[k + 8] = blake2b_iv[k];
+    }
+    v[12] ^= t; /* the low 64 bits of the byte counter; arguments are far shorter */
+    if (last) v[14] = ~v[14];
+#define G(a, b, c, d, x, y)              \
+    do {                                 \
+        v[a] = v[a] + v[b] + (x);        \
+        v[d] = rotr64(v[d] ^ v[a], 32);  \
+        v[c] = v[c] + v[d];              \
+        v[b] = rotr64(v[b] ^ v[c], 24);  \
+        v[a] = v[a] + v[b] + (y);        \
+        v[d] = rotr64(v[d] ^ v[a], 16);  \
+        v[c] = v[c] + v[d];              \
+        v[b] = rotr64(v[b] ^ v[c], 63);  \
+    } while (0)
+    for (int r = 0; r < 12; r++) {
+        const unsigned char *s = blake2b_sigma[r];
+        G(0, 4, 8, 12, m[s[0]], m[s[1]]);
+        G(1, 5, 9, 13, m[s[2]], m[s[3]]);
+        G(2, 6, 10, 14, m[s[4]], m[s[5]]);
+        G(3, 7, 11, 15, m[s[6]], m[s[7]]);
+        G(0, 5, 10, 15, m[s[8]], m[s[9]]);
+        G(1, 6, 11, 12, m[s[10]], m[s[11]]);
+        G(2, 7, 8, 13, m[s[12]], m[s[13]]);
+        G(3, 4, 9, 14, m[s[14]], m[s[15]]);
+    }
+#undef G
+    for (int k = 0; k < 8; k++) h[k] ^= v[k] ^ v[k + 8];
+}
+
+/* The `out_len`-byte BLAKE2b (no key) of `n` bytes at `data`. */
+static void blake2b(const unsigned char *data, size_t n, unsigned char *out, int out_len) {
+    uint64_t h[8];
+    memcpy(h, blake2b_iv, sizeof h);
+    h[0] ^= 0x01010000ULL ^ (uint64_t)out_len;
+    unsigned char block[128];
+    size_t done = 0;
+    while (n - done > 128) {
+        memcpy(block, data + done, 128);
+        done += 128;
+        blake2b_compress(h, block, (uint64_t)done, 0);
+    }
+    memset(block, 0, sizeof block);
+    memcpy(block, data + done, n - done);
+    blake2b_compress(h, block, (uint64_t)n, 1);
+    for (int k = 0; k < out_len; k++) out[k] = (unsigned char)(h[k / 8] >> (8 * (k % 8)));
+}
+
+/* `args_digest` of canonical bytes: "#" and 12 characters of urlsafe base64. */
+static PyObject *args_digest(const unsigned char *data, size_t n) {
+    static const char alphabet[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    unsigned char d[9];
+    blake2b(data, n, d, 9);
+    char text[13];
+    text[0] = '#';
+    for (int k = 0; k < 3; k++) {
+        uint32_t w = ((uint32_t)d[3 * k] << 16) | ((uint32_t)d[3 * k + 1] << 8) | d[3 * k + 2];
+        text[1 + 4 * k] = alphabet[(w >> 18) & 63];
+        text[2 + 4 * k] = alphabet[(w >> 12) & 63];
+        text[3 + 4 * k] = alphabet[(w >> 6) & 63];
+        text[4 + 4 * k] = alphabet[w & 63];
+    }
+    return PyUnicode_FromStringAndSize(text, 13);
+}
+
+static PyObject *digest_of(PyObject *self, PyObject *arg) {
+    char *data;
+    Py_ssize_t size;
+    if (PyBytes_AsStringAndSize(arg, &data, &size) < 0) return NULL;
+    return args_digest((const unsigned char *)data, (size_t)size);
+}
+
 /* Whether a text plainly starts no repair marker: its first character past whitespace,
  * within its first 32, is ASCII and starts none (see markers.may_be_marker). */
 static int plain_text(const Str *text) {
@@ -1145,7 +1252,8 @@ static PyObject *scan(PyObject *arg, int json) {
  */
 
 /* Set by configure_store from the store module's constants and functions. */
-static PyObject *f_call_row, *f_canonical_row, *f_result_text, *f_loads;
+static PyObject *f_call_row, *f_canonical_row, *f_result_text, *f_loads, *f_name_problem;
+static long long k_args_kept;
 static long long k_chunk_mask, k_arena_chunk, k_arena_bits, k_length_bits, k_uuid, k_wide;
 static long long k_span_bits, k_line_bits, k_count_bits, k_rows_limit, k_recent, k_role_bits;
 static long long k_other_shift, k_hash_mask;
@@ -1361,6 +1469,46 @@ static PyObject *loaded(const Val *v) {
     return out;
 }
 
+/* `canonical_call_row(block, id, name, data)` made here for the common case: an id and a
+ * name that are strings, the id not blank, and at most _ARGS_KEPT bytes of arguments
+ * (digested whole). NULL with no error set for any other case (the Python function then). */
+static PyObject *name_problems; /* tool name -> `_name_problem`, as base.py keeps it */
+
+static PyObject *short_row(PyObject *block, PyObject *id, PyObject *name, const Val *id_val,
+                           ptr data, size_t n) {
+    if (id == Py_None || name == Py_None || n > (size_t)k_args_kept ||
+        stripped_nonempty(id_val) != 1)
+        return NULL;
+    PyObject *problem = PyDict_GetItemWithError(name_problems, name);
+    if (problem) {
+        Py_INCREF(problem);
+    } else {
+        if (PyErr_Occurred()) return NULL;
+        PyObject *a[2] = {id, name};
+        problem = PyObject_Vectorcall(f_name_problem, a, 2, NULL);
+        if (!problem) return NULL;
+        if (!PyUnicode_CheckExact(problem)) {
+            Py_DECREF(problem);
+            PyErr_SetString(PyExc_TypeError, "a tool name's problem is not a str");
+            return NULL;
+        }
+        if (PyDict_GET_SIZE(name_problems) >= 4096) PyDict_Clear(name_problems);
+        if (PyDict_SetItem(name_problems, name, problem) < 0) {
+            Py_DECREF(problem);
+            return NULL;
+        }
+    }
+    PyObject *digest = args_digest(data, n);
+    if (!digest) {
+        Py_DECREF(problem);
+        return NULL;
+    }
+    PyObject *row = PyTuple_Pack(5, block, id, name, digest, problem);
+    Py_DECREF(digest);
+    Py_DECREF(problem);
+    return row;
+}
+
 /* The rows `store_scanned` makes of a line's calls and results, as lists; 0 when a row
  * function refused the line, -1 on an error. */
 static int rows(const Fields *f, PyObject **calls, PyObject **results) {
@@ -1374,17 +1522,25 @@ static int rows(const Fields *f, PyObject **calls, PyObject **results) {
         PyObject *block = PyLong_FromLong(it->block), *body = NULL;
         if (id && name && block) {
             if (it->body.seen && canonical(it->body.start, it->body.stop)) {
-                body = PyBytes_FromStringAndSize((const char *)it->body.start,
-                                                 it->body.stop - it->body.start);
-                if (body) {
-                    PyObject *a[4] = {block, id, name, body};
-                    row = PyObject_Vectorcall(f_canonical_row, a, 4, NULL);
+                row = short_row(block, id, name, &it->id, it->body.start,
+                                (size_t)(it->body.stop - it->body.start));
+                if (!row && !PyErr_Occurred()) {
+                    body = PyBytes_FromStringAndSize((const char *)it->body.start,
+                                                     it->body.stop - it->body.start);
+                    if (body) {
+                        PyObject *a[4] = {block, id, name, body};
+                        row = PyObject_Vectorcall(f_canonical_row, a, 4, NULL);
+                    }
                 }
             } else if (!it->flag && it->body.seen && it->body.first == '{' &&
                        (body = canonical_bytes(it->body.start, it->body.stop))) {
                 /* written otherwise than orjson writes it: the same digest of its rewriting */
-                PyObject *a[4] = {block, id, name, body};
-                row = PyObject_Vectorcall(f_canonical_row, a, 4, NULL);
+                row = short_row(block, id, name, &it->id, (ptr)PyBytes_AS_STRING(body),
+                                (size_t)PyBytes_GET_SIZE(body));
+                if (!row && !PyErr_Occurred()) {
+                    PyObject *a[4] = {block, id, name, body};
+                    row = PyObject_Vectorcall(f_canonical_row, a, 4, NULL);
+                }
             } else if (!PyErr_Occurred() && (body = loaded(&it->body))) {
                 PyObject *a[5] = {block, id, name, body, it->flag ? Py_True : Py_False};
                 row = PyObject_Vectorcall(f_call_row, a, 5, NULL);
@@ -1819,8 +1975,11 @@ static PyObject *configure_store(PyObject *self, PyObject *values) {
         function(values, "call_row", &f_call_row) < 0 ||
         function(values, "canonical_call_row", &f_canonical_row) < 0 ||
         function(values, "result_text", &f_result_text) < 0 ||
-        function(values, "loads", &f_loads) < 0)
+        function(values, "loads", &f_loads) < 0 ||
+        function(values, "_name_problem", &f_name_problem) < 0 ||
+        constant(values, "_ARGS_KEPT", &k_args_kept) < 0)
         return NULL;
+    if (!name_problems && !(name_problems = PyDict_New())) return NULL;
     for (int k = 0; k < 3; k++) k_role_code[k] = roles[k];
     PyObject *role_objects = PyDict_GetItemString(values, "roles");
     if (!role_objects || !PyTuple_Check(role_objects) || PyTuple_GET_SIZE(role_objects) != 3) {
@@ -1885,6 +2044,8 @@ static PyMethodDef methods[] = {
     {"openclaw_lines", (PyCFunction)(void (*)(void))openclaw_lines, METH_FASTCALL,
      "openclaw_lines(store, chunk, pos, offset, line_no): lines appended, to (pos, offset, "
      "line_no) of the first not taken."},
+    {"args_digest", digest_of, METH_O,
+     "args_digest(data): base.args_digest of the canonical arguments' bytes `data`."},
     {"canonical_args", canonical_args, METH_O,
      "canonical_args(value): orjson.dumps(orjson.loads(value), OPT_SORT_KEYS) of an object, "
      "or None where that is left to orjson."},

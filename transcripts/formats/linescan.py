@@ -35,7 +35,13 @@ from transcripts.core.model import (
     Role,
 )
 from transcripts.core.store import RecordStore
-from transcripts.formats.base import call_row, canonical_call_row, result_text
+from transcripts.formats.base import (
+    _ARGS_KEPT,
+    _name_problem,
+    call_row,
+    canonical_call_row,
+    result_text,
+)
 
 # A line's fields as `_linescan` returns them, or None for a line it leaves to orjson.
 Scanned = tuple[Any, ...]
@@ -88,6 +94,8 @@ else:
             "canonical_call_row": canonical_call_row,
             "result_text": result_text,
             "loads": orjson.loads,
+            "_name_problem": _name_problem,
+            "_ARGS_KEPT": _ARGS_KEPT,
         }
     )
     SCANNERS = {"claude_code": claude_code, "openclaw": openclaw}
