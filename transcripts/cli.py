@@ -1405,9 +1405,12 @@ def main(
     if missing:
         status = document["status"] = BAD
         reports.extend(missing_reports(args.paths))
-    elif not items:
-        # An empty folder is not a healthy session: nothing was checked.
-        line = f"{', '.join(args.paths)}: no session files found"
+    elif not items or all("skipped" in entry for entry in reports):
+        # An empty folder is not a healthy session: nothing was checked. Nor is a folder
+        # of other JSON only (settings, logs), each file skipped.
+        plural = "not session files" if len(items) > 1 else "not a session file"
+        skipped = f" ({len(items)} skipped: {plural})" if items else ""
+        line = f"{', '.join(args.paths)}: no session files found{skipped}"
         say_error(line)
         status = document["status"] = BAD
         document["error"] = surrogate_free(line)

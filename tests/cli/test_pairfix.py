@@ -446,6 +446,28 @@ def test_it_loads_no_django_at_all() -> None:
     assert done.stdout.decode().splitlines()[-1] == "[]"
 
 
+@pytest.mark.parametrize("command", [["check"], ["fix", "--in-place"], ["fix", "--out", "OUT"]])
+def test_a_folder_of_other_json_only_holds_no_session_and_exits_2(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """Settings and logs skipped one by one are no healthy session (was: exit 0, "healthy")."""
+    folder = tmp_path / "gemini"
+    folder.mkdir()
+    (folder / "settings.json").write_text('{"theme": "dark"}')
+    (folder / "logs.json").write_text('{"entries": 3}')
+    argv = [str(tmp_path / "out") if part == "OUT" else part for part in command]
+    status, out, err = run(*argv, str(folder))
+    assert (status, out) == (2, b"")
+    assert (
+        err.splitlines()[-1] == f"{folder}: no session files found (2 skipped: not session files)"
+    )
+    status, out, _ = run(*argv, "--json", str(folder))
+    document = orjson.loads(out)
+    assert status == document["status"] == 2
+    assert [entry["skipped"] for entry in document["files"]] == ["not a session file"] * 2
+    assert (folder / "settings.json").read_text() == '{"theme": "dark"}'
+
+
 def test_check_of_a_folder_without_sessions_says_so_and_exits_2(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("not a session")
     status, out, err = run("check", str(tmp_path))
