@@ -30,11 +30,13 @@ from transcripts.formats.source import FileSource
 if TYPE_CHECKING:
     from transcripts.core.align import Row
 
+# 7: pi parent loops broken (`parent_loop`), pi results re-attached after their call linked
+# to the entry before them, the first entry of a branch whose top moves given its link;
 # 6: pi results lost off their branch put back under their call, Claude Code self-parented
 # lines read under the line before, a repair that moves the resumed branch mends it too;
 # 5: a synthetic result row's role; 4: subagent compactions, pi providers by path, relinked
 # rows; 3: ids `-2`
-ENGINE_VERSION = "6"
+ENGINE_VERSION = "7"
 
 __all__ = [
     "DEFAULT_GRACE",
