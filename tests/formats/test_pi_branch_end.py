@@ -26,9 +26,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.formats.test_fuzz import fuzz
 from transcripts.core.branch import live_path
 from transcripts.core.validate import validate
 from transcripts.engine import PRESETS, FileSource, analyze
@@ -713,7 +714,8 @@ def _pi_sessions(draw: st.DrawFn) -> list[dict[str, object]]:
     return entries
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# As tests/formats/test_fuzz.py: the same examples every run; PAIRFIX_FUZZ_EXAMPLES explores.
+@fuzz
 @given(entries=_pi_sessions(), policy=st.sampled_from(["synthesize", "native", "discard"]))
 def test_no_repair_of_a_pi_session_writes_a_parent_loop_or_needs_another(
     entries: list[dict[str, object]], policy: str
@@ -723,6 +725,60 @@ def test_no_repair_of_a_pi_session_writes_a_parent_loop_or_needs_another(
     Streamed (`FileSource`, as `pairfix fix` reads a file), it gives the
     same faults and the same bytes as read whole.
     """
+    _settles_without_a_loop(entries, policy)
+
+
+_e = _message
+# Sessions the property above found (shrunk), each kept: what went wrong is in its comment.
+FOUND = {
+    # A prompt parented on a call's id was read under that call (only results are, as
+    # OpenClaw's import does): a loop pi never walks, which the repair then wrote.
+    "prompt_parented_on_a_call_id": [
+        _e("e1", "c30", _USER),
+        _e("e2", "e1", _result("c30", "o2")),
+        _e("e3", "e2", _result("c30", "o3")),
+        _e("e4", "e3", _call("c30")),
+        _e("e5", "e4", _USER),
+        _e("e2", "e1", _result("c30", "o2")),
+    ],
+    # An orphan logged twice, both copies dropped, hands the session to a call's branch;
+    # its first copy was re-attached there as the call's answer, so the call got none.
+    "orphan_logged_twice_over_a_call": [
+        _e("e1", None, _USER),
+        _e("e2", "e1", _call("c10")),
+        _e("e3", "e1", _result("c10", "o3")),
+        _e("e3", "e1", _result("c10", "o3")),
+    ],
+    # A loop broken at a record the repair drops closed again through the branch the
+    # session resumes from.
+    "loop_broken_at_a_dropped_orphan": [
+        _e("e1", "e4", _USER),
+        _e("e2", "e1", _result("c60", "o2")),
+        _e("e3", "e2", _result("c60", "o3")),
+        _e("e4", "e3", _USER),
+        _e("e5", "e4", _USER),
+        _e("e6", "e5", _USER),
+        _e("e7", "e6", _call("c60")),
+        _e("e2", "e1", _result("c60", "o2")),
+    ],
+    # A result parented on itself, logged twice: streamed, the second copy's link (the
+    # uid of the line before) was taken as held, and it read as a loop.
+    "self_parented_result_logged_twice": [
+        _e("e1", None, _call("c00")),
+        _e("e2", "e2", _result("c00", "o2")),
+        _e("e2", "e2", _result("c00", "o2")),
+    ],
+}
+
+
+@pytest.mark.parametrize("policy", ["synthesize", "native", "discard"])
+@pytest.mark.parametrize("name", sorted(FOUND))
+def test_a_session_the_property_found_settles_without_a_loop(name: str, policy: str) -> None:
+    _settles_without_a_loop(FOUND[name], policy)
+
+
+def _settles_without_a_loop(entries: list[dict[str, object]], policy: str) -> None:
+    """Check that one repair of the pi session `entries` ends pi's walk and settles it."""
     data = _pi_file(entries)
     analysis = analyze(data, "pi.jsonl", policy, grace=0)
     repaired = analysis.repaired

@@ -160,7 +160,8 @@ def _reattach(
     """Return `path` with the off-path results of its unanswered calls put back after them.
 
     Only results of the path's own kind are put back: sidechain lines on a
-    sidechain's path (`sidechain` True), main-chain lines on the main one.
+    sidechain's path (`sidechain` True), main-chain lines on the main one;
+    of a line logged twice, only the copy standing for its uid (`uid_lookup`).
     """
     # Flags by record index, not sets of indexes and ids: a long session's path holds
     # every record, and a flag costs a byte where a set entry costs tens.
@@ -187,7 +188,11 @@ def _reattach(
             parent = by_uid(record.parent) if record.parent is not None else None
         # The path runs through `by_uid`'s records: a parent is on it when its record is.
         if parent is not None and on_path[parent]:
-            candidates.append(records[index])
+            found = records[index]
+            # A copy of a line logged twice that does not stand for its uid is no entry
+            # of its own (pi's index holds the last copy): it answers nothing.
+            if found.uid is None or by_uid(found.uid) == index:
+                candidates.append(found)
     if not candidates:
         return path
     wanted = {result.tool_call_id for record in candidates for result in record.results}

@@ -292,7 +292,10 @@ def pair_resumed(transcript: Transcript, pairing: Pairing, leaf: int) -> None:
     path = [index for index in whole if not paired[index]]
     first = len(pairing.faults)
     pairing.resumed.append(leaf)
-    if path and path[0] == whole[0]:
+    # The loop is looked for on the whole branch: one that an earlier scope broke at a
+    # record the repair drops closes again through the records this branch adds.
+    looped = {f.record for f in pairing.faults if f.kind is FaultKind.PARENT_LOOP}
+    if whole and whole[0] not in looped:
         pairing.faults.extend(_loop_faults(transcript, whole))
     _pair_scope(transcript, live_context(transcript, path), pairing, pairing.live)
     note = (
