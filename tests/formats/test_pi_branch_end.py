@@ -722,8 +722,9 @@ def test_no_repair_of_a_pi_session_writes_a_parent_loop_or_needs_another(
 ) -> None:
     """Whatever its links, a repaired pi file ends pi's walk, and repairing it again does nothing.
 
-    Streamed (`FileSource`, as `pairfix fix` reads a file), it gives the
-    same faults and the same bytes as read whole.
+    pi resumes it with a request its provider accepts. Streamed
+    (`FileSource`, as `pairfix fix` reads a file), it gives the same faults
+    and the same bytes as read whole.
     """
     _settles_without_a_loop(entries, policy)
 
@@ -785,6 +786,8 @@ def _settles_without_a_loop(entries: list[dict[str, object]], policy: str) -> No
     _pi_walk(repaired)  # fails on a loop
     again = analyze(repaired, "pi.jsonl", policy, grace=0)
     assert not again.plan, (again.faults, again.plan.ops)
+    # Settled, it is what pi sends, and the provider takes it: `check` agrees with pi.
+    assert preview(again.transcript).valid, again.faults
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "pi.jsonl"
         path.write_bytes(data)
