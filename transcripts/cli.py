@@ -651,6 +651,9 @@ def _resume_line(analysis: Analysis, item: Input, entry: dict[str, Any]) -> str:
             f"  resumed as it is, {resumed.agent} mends or drops these itself{version} and "
             f"{resumed.provider} accepts its request{other}; {hint}"
         )
+    if not resumed.messages:
+        # No request at all: the agent never gets that far (pi round a parent loop).
+        return f"  resumed as it is, {resumed.agent}{version} sends no request ({error}): repair it"
     return (
         f"  resumed as it is, {resumed.agent}{version} still sends a request "
         f"{resumed.provider} refuses ({error}): repair it; {hint}"
@@ -1150,6 +1153,11 @@ def _show_preview(
                 },
             )
             + b"\n"
+        )
+    elif not result.messages and result.violations:
+        # The agent sends nothing: it never gets as far as a request (pi round a parent loop).
+        run.say(
+            f"{item.name}{repaired}: {result.agent} sends no request: {result.violations[0].error}"
         )
     else:
         run.say(

@@ -31,7 +31,9 @@ if TYPE_CHECKING:
     from transcripts.core.align import Row
 
 # 7: call ids pi rewrites as it resumes are no malformed_call (OpenClaw), rewritten records
-# in UTF-8 unless the file escapes non-ASCII;
+# in UTF-8 unless the file escapes non-ASCII, pi parent loops broken (`parent_loop`), pi
+# results re-attached after their call linked to the entry before them, the first entry of a
+# branch whose top moves given its link;
 # 6: pi results lost off their branch put back under their call, Claude Code self-parented
 # lines read under the line before, a repair that moves the resumed branch mends it too;
 # 5: a synthetic result row's role; 4: subagent compactions, pi providers by path, relinked

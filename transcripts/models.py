@@ -847,6 +847,7 @@ class AuditRecord(models.Model):
         SPLIT_AFTER_CALL = "split_after_call", "split after call"
         SPLIT_REPLY = "split_reply", "split reply"
         DROP_CONTENT = "drop_content", "drop content"
+        RELINK = "relink"
         ROLLBACK = "rollback"
         APPEND = "append"
         REWRITE = "rewrite"

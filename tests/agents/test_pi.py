@@ -64,8 +64,8 @@ def _placed(data: bytes, cwd: Path) -> tuple[str, bytes]:
     return str(header["id"]), json.dumps(header).encode() + b"\n" + rest
 
 
-def runner(pi: Path, extra: list[str]) -> Runner:
-    """Return a runner that resumes a session in pi with `extra` arguments."""
+def runner(pi: Path, extra: list[str], timeout: float = 45) -> Runner:
+    """Return a runner that resumes a session in pi with `extra` arguments, `timeout` s at most."""
 
     def run(root: Path, data: bytes, mock: MockProvider) -> Run:
         home, cwd = root / "home", root / "work"
@@ -89,7 +89,7 @@ def runner(pi: Path, extra: list[str]) -> Runner:
             GEMINI_API_KEY="dummy",
         )
         argv = [str(pi), "-p", "--session", session_id, *extra, PROMPT]
-        return run_cli(argv, cwd=cwd, env=env, timeout=45)
+        return run_cli(argv, cwd=cwd, env=env, timeout=timeout)
 
     return run
 
@@ -256,3 +256,37 @@ def test_pi_sends_a_lost_result_put_back_under_its_call_with_every_turn(
         assert "port = 8080" in json.dumps(results[0]["content"]), variant
         sent = [b["text"] for b in blocks if b.get("type") == "text"]
         assert [t for t in sent if t in texts] == texts, variant
+
+
+def test_pi_hangs_on_a_parent_loop_and_resumes_it_repaired(pi_bin: Path, tmp_path: Path) -> None:
+    """As written, pi never sends a request (its walk goes round); repaired, it sends the branch.
+
+    The prompt's parentId names the call after it (l0000001 -> l0000002 ->
+    l0000001): pi's `buildSessionContext` walks that loop until it is killed.
+    """
+    data = (HERE / "pi_parent_loop.jsonl").read_bytes()
+    analysis = engine.analyze(data, "loop.jsonl", "synthesize", format="openclaw", grace=0)
+    assert analysis.fault_counts == {"parent_loop": 1}
+    extra = ["--model", "anthropic/claude-sonnet-4-5"]
+    for variant, content, timeout in (("raw", data, 15), ("repaired", analysis.repaired, 45)):
+        mock = MockProvider(strict=True).start()
+        try:
+            run = runner(pi_bin, extra, timeout)(tmp_path / variant, content, mock)
+            found = mock.conversation_requests("anthropic")
+        finally:
+            mock.close()
+        if variant == "raw":
+            assert run.timed_out and not found, run.describe()
+            continue
+        assert found, run.describe()
+        messages = found[0].body["messages"]
+        blocks = [b for m in messages if isinstance(m["content"], list) for b in m["content"]]
+        first = messages[0]["content"]
+        texts = [first] if isinstance(first, str) else [b.get("text") for b in first]
+        assert "What port does the server use?" in texts
+        assert [b["id"] for b in blocks if b.get("type") == "tool_use"] == [
+            "toolu_01Lp1xxxxxxxxxxxxxxxxxxx"
+        ]
+        results = [b for b in blocks if b.get("type") == "tool_result"]
+        assert [b["tool_use_id"] for b in results] == ["toolu_01Lp1xxxxxxxxxxxxxxxxxxx"]
+        assert "port = 8080" in json.dumps(results[0]["content"])

@@ -80,6 +80,7 @@ REMOVING_OPS = {
     OpKind.SPLIT_AFTER_CALL,
     OpKind.SPLIT_REPLY,
     OpKind.DROP_CONTENT,
+    OpKind.RELINK,
 }
 
 # The job counter each finished item status adds to.

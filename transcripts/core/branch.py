@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 from transcripts.core.model import _SIDECHAIN, Record, Role, Transcript
 from transcripts.core.store import RecordStore
@@ -160,7 +160,8 @@ def _reattach(
     """Return `path` with the off-path results of its unanswered calls put back after them.
 
     Only results of the path's own kind are put back: sidechain lines on a
-    sidechain's path (`sidechain` True), main-chain lines on the main one.
+    sidechain's path (`sidechain` True), main-chain lines on the main one;
+    of a line logged twice, only the copy standing for its uid (`uid_lookup`).
     """
     # Flags by record index, not sets of indexes and ids: a long session's path holds
     # every record, and a flag costs a byte where a set entry costs tens.
@@ -187,7 +188,11 @@ def _reattach(
             parent = by_uid(record.parent) if record.parent is not None else None
         # The path runs through `by_uid`'s records: a parent is on it when its record is.
         if parent is not None and on_path[parent]:
-            candidates.append(records[index])
+            found = records[index]
+            # A copy of a line logged twice that does not stand for its uid is no entry
+            # of its own (pi's index holds the last copy): it answers nothing.
+            if found.uid is None or by_uid(found.uid) == index:
+                candidates.append(found)
     if not candidates:
         return path
     wanted = {result.tool_call_id for record in candidates for result in record.results}
@@ -212,6 +217,29 @@ def _reattach(
         out.append(index)
         out.extend(extra.get(k, ()))
     return out
+
+
+def reattached(transcript: Transcript, path: Iterable[int]) -> Iterator[int]:
+    """Yield the records of `path` (a tree's branch, root first) not linked to the one before.
+
+    Each one's parent, as read, is not the record before it on `path`: a
+    result `_reattach` put back after its call. The root is never one.
+    """
+    records = transcript.records
+    stored = records if isinstance(records, RecordStore) else None
+    by_uid = None if stored is not None else uid_lookup(records, transcript.last_copy)
+    before: int | None = None
+    for index in path:
+        if before is not None:
+            if stored is not None:
+                parent = stored.parent_of(index)
+            else:
+                assert by_uid is not None
+                named = records[index].parent
+                parent = None if named is None else by_uid(named)
+            if parent != before:
+                yield index
+        before = index
 
 
 def _path_ids(

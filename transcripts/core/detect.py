@@ -13,7 +13,13 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from transcripts.core.branch import context_scopes, live_context, path_from
+from transcripts.core.branch import (
+    branch_paths,
+    context_scopes,
+    live_context,
+    path_from,
+    uid_lookup,
+)
 from transcripts.core.markers import synthetic_marker
 from transcripts.core.model import (
     POSITIONAL,
@@ -221,9 +227,55 @@ def pair(transcript: Transcript, *, live: bool = False, replays_aborted: bool = 
     """
     scopes = context_scopes(transcript)
     result = Pairing(scopes[0], [], replays_aborted=replays_aborted, live=live)
+    if transcript.tree:
+        result.faults.extend(_loop_faults(transcript, branch_paths(transcript)[0]))
     for context in scopes:
         _pair_scope(transcript, context, result, live)
     return result
+
+
+def _loop_faults(transcript: Transcript, path: list[int]) -> list[Fault]:
+    """Return a `parent_loop` when the walk up the branch `path` (root first) comes round again.
+
+    `branch.live_path` stops where a record's parent is one it has walked
+    already, so that record is the branch's root. pi walks `parentId` from
+    the file's last entry with no guard (pi-coding-agent 0.73.1
+    session-manager.js `buildSessionContext`, `while (current)`): on such a
+    link it goes round for ever and never resumes the session. The repair
+    writes that record as a root (`parentId` null), the branch Pairfix reads.
+    Only pi's files (`Transcript.last_copy`).
+    """
+    if not transcript.last_copy or not path:
+        return []
+    records = transcript.records
+    root = path[0]
+    named = records[root].parent
+    if named is None:
+        return []
+    if isinstance(records, RecordStore):
+        parent = records.parent_of(root)
+    else:
+        parent = uid_lookup(records, True)(named)
+    if parent is None or parent not in path:
+        return []
+    if parent == root:
+        why = "its parentId is its own id: pi's walk from the last entry never leaves it"
+    else:
+        why = (
+            f"its parentId {named} names record {parent}, which pi's walk from the last entry "
+            "reached before it: the walk goes round that loop for ever"
+        )
+    return [
+        Fault(
+            FaultKind.PARENT_LOOP,
+            None,
+            root,
+            None,
+            None,
+            "",
+            f"{why}, so pi hangs on resume and sends no request",
+        )
+    ]
 
 
 def pair_resumed(transcript: Transcript, pairing: Pairing, leaf: int) -> None:
@@ -236,9 +288,15 @@ def pair_resumed(transcript: Transcript, pairing: Pairing, leaf: int) -> None:
     found says the branch is resumed only once the repair is made.
     """
     paired = pairing.paired(transcript)
-    path = [index for index in path_from(transcript, leaf) if not paired[index]]
+    whole = path_from(transcript, leaf)
+    path = [index for index in whole if not paired[index]]
     first = len(pairing.faults)
     pairing.resumed.append(leaf)
+    # The loop is looked for on the whole branch: one that an earlier scope broke at a
+    # record the repair drops closes again through the records this branch adds.
+    looped = {f.record for f in pairing.faults if f.kind is FaultKind.PARENT_LOOP}
+    if whole and whole[0] not in looped:
+        pairing.faults.extend(_loop_faults(transcript, whole))
     _pair_scope(transcript, live_context(transcript, path), pairing, pairing.live)
     note = (
         f"; on the branch ending at record {leaf}, which the session resumes from once the "

@@ -17,6 +17,7 @@ from transcripts.core.branch import (
     kept_sidechain_leaves,
     leaf_index,
     path_from,
+    reattached,
     subagent_file,
 )
 from transcripts.core.model import Op, OpKind, Plan, Record, Role, Transcript
@@ -112,6 +113,8 @@ def _collect(transcript: Transcript, ops: Iterable[Op]) -> _Edits:
         if op.kind is OpKind.RENAME_ID:
             assert op.record is not None
             edits.renamed.add(op.record)
+        elif op.kind is OpKind.RELINK:
+            continue  # the record stays as it is but for its parent link (`renderer._relink`)
         elif op.kind in SPLITS or op.kind is OpKind.DROP_CONTENT:
             assert op.record is not None
             edits.removed.setdefault(op.record, set()).update(op.blocks)
@@ -344,7 +347,7 @@ def leaf_last(
         leaf = leaf_index(transcript)
     if leaf is not None and leaf in path:
         cut = path.index(leaf) + 1
-        path = path[:cut] + _hanging(records, at, path, cut)
+        path = path[:cut] + _hanging(transcript, at, path, cut)
     end: tuple[int, Slot | None] | None = None  # (raw index, its slot; None: untouched)
     for index in reversed(path):
         slots = at.get(index)
@@ -375,7 +378,7 @@ def leaf_last(
 
 
 def _hanging(
-    records: list[Record], at: dict[int, list[Slot]], path: list[int], cut: int
+    transcript: Transcript, at: dict[int, list[Slot]], path: list[int], cut: int
 ) -> list[int]:
     """Return the records of `path[cut:]` that hang off the leaf `path[cut - 1]` once repaired.
 
@@ -385,15 +388,19 @@ def _hanging(
     entry), or the slot written just before it, when the renderer re-links
     it there (`renderer._relink_path`: a record whose predecessor on the
     path is not the record written just before it, because a synthetic
-    result or a moved one is written between them or the record is moved).
+    result or a moved one is written between them or the record is moved;
+    in a pi file, one re-attached after its call, `renderer._reattached`).
     A record re-linked so is on the branch the leaf's walk reads, and so are
     the synthetic results placed after it: the last of them ends the branch.
     Listed when the last slot written at the record's place is on the branch.
     """
+    records = transcript.records
     follows = {records[path[cut - 1]].uid}
     previous = _last_written(at, path[cut - 1])
     chained = True  # the slot written just before is on the branch
     hanging: list[int] = []
+    # pi's re-attached records are re-linked to the slot before them (`renderer._reattached`).
+    attached = set(reattached(transcript, path[cut - 1 :])) if transcript.last_copy else set()
     for k in range(cut, len(path)):
         index, before = path[k], path[k - 1]
         slots = at.get(index)
@@ -406,7 +413,7 @@ def _hanging(
                 continue
             own = records[index] if slot is None or slot.record is None else records[slot.record]
             moved = slot is not None and slot.moved_in
-            if not moved and (own.boundary or before == previous):
+            if not moved and (own.boundary or (before == previous and own.index not in attached)):
                 # Written with its own link; one re-linked to the slot before it is on
                 # the branch when that slot is.
                 chained = own.parent in follows

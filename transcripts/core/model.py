@@ -58,6 +58,7 @@ class FaultKind(StrEnum):
     MALFORMED_RECORD = "malformed_record"
     EXISTING_SYNTHETIC = "existing_synthetic"
     ORPHANED_REASONING = "orphaned_reasoning"
+    PARENT_LOOP = "parent_loop"
 
 
 # Kinds that report a fact rather than something to fix (shown as information).
@@ -92,6 +93,7 @@ class OpKind(StrEnum):
     SPLIT_AFTER_CALL = "split_after_call"
     SPLIT_REPLY = "split_reply"
     DROP_CONTENT = "drop_content"  # leave the blocks `blocks` out of record `record`
+    RELINK = "relink"  # write record `record` as the root of its branch (a parent loop broken)
 
 
 @dataclass(frozen=True, slots=True)

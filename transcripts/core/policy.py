@@ -86,6 +86,7 @@ ALLOWED: Mapping[FaultKind, frozenset[Action]] = MappingProxyType(
             FaultKind.MALFORMED_RECORD: {Action.DROP},
             FaultKind.EXISTING_SYNTHETIC: set(),
             FaultKind.ORPHANED_REASONING: {Action.DROP},
+            FaultKind.PARENT_LOOP: {Action.MOVE},
         }.items()
     }
 )
@@ -117,6 +118,7 @@ _COMMON = {
     "malformed_record": Action.FLAG,
     "existing_synthetic": Action.KEEP,
     "orphaned_reasoning": Action.DROP,
+    "parent_loop": Action.MOVE,
 }
 
 PRESETS: Mapping[str, Policy] = MappingProxyType(
@@ -132,7 +134,8 @@ PRESETS: Mapping[str, Policy] = MappingProxyType(
                 "interrupted receipt; move displaced results back; keep the first of "
                 "duplicates and rename ids the provider refuses; split content after a call "
                 "into its own message; drop orphaned results, lone reasoning items and "
-                "malformed calls; leave calls of aborted frames alone (they are never sent)."
+                "malformed calls; leave calls of aborted frames alone (they are never sent); "
+                "write the pi entry whose parent link closes a loop as its branch's root."
             ),
         ),
         "discard": Policy(

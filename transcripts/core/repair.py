@@ -226,6 +226,9 @@ def repair(
             ops.append(Op(OpKind.DROP_RECORD, fault, row, fault.record))
         elif kind is FaultKind.CONTENT_AFTER_CALL and action in (Action.MOVE, Action.DROP):
             ops.extend(_split(transcript, pairing, fault, row, action))
+        elif kind is FaultKind.PARENT_LOOP and action is Action.MOVE:
+            # The looping record moves to the top of its branch: written with a null parent.
+            ops.append(Op(OpKind.RELINK, fault, row, fault.record))
     # OpenMAIC drops interrupted frames only when a repair happens at all (§1A A4.2).
     if ops:
         ops.extend(frames)

@@ -723,20 +723,24 @@ class RecordStore(list[Record]):
         uid of the record just before it (nearly every record of a chain, as
         read): its parent is held by a record. Every record whose parent is
         not the uid before it is yielded; a few whose parent is, but was set
-        since, may be too.
+        since, may be too. So is one whose parent is its own uid, the line
+        before holding that uid too (a self-parented line logged twice): the
+        whole-file path reads it as one whose parent is no other entry.
         """
         if self._replaced:
             previous: str | None = None
             for record in self:
-                if record.parent is not None and record.parent != previous:
-                    yield record.index, record.parent
+                named = record.parent
+                if named is not None and (named != previous or named == record.uid):
+                    yield record.index, named
                 previous = record.uid
             return
         last = _NONE
         uids, parents = self._each(self._uid), self._each(self._parent)
         for index, (uid, parent) in enumerate(zip(uids, parents, strict=True)):
-            # The store shares the previous uid's reference for a parent equal to it.
-            if parent != _NONE and parent != last:
+            # The store shares the previous uid's reference for a parent equal to it, and
+            # for a uid equal to it: a record whose parent is its own uid shares both.
+            if parent != _NONE and (parent != last or uid == parent):
                 yield index, self._get(parent)
             last = uid
 

@@ -443,6 +443,7 @@ typedef struct {
 } Buf;
 
 static int buf_put(Buf *b, const void *bytes, size_t n) {
+    if (!n) return 1; /* nothing to copy (and `bytes` may be NULL) */
     if (b->len + n > b->cap) {
         size_t cap = b->cap ? b->cap : 256;
         while (cap < b->len + n) cap *= 2;
@@ -517,6 +518,7 @@ static int decode_string(ptr *at, ptr end, Buf *out) {
 /* A decoded text written as orjson writes a string. */
 static int encode_string(const unsigned char *t, size_t n, Buf *out) {
     static const char hex[] = "0123456789abcdef";
+    if (!n) return buf_put(out, "\"\"", 2); /* an empty text (`t` may be NULL) */
     if (!buf_byte(out, '"')) return 0;
     size_t run = 0;
     for (size_t k = 0; k < n; k++) {
@@ -556,7 +558,7 @@ static int canon_write(Scan *s, Buf *out, int depth);
 
 static int compare_keys(const Buf *keys, const Member2 *a, const Member2 *b) {
     size_t n = a->key_len < b->key_len ? a->key_len : b->key_len;
-    int order = memcmp(keys->data + a->key, keys->data + b->key, n);
+    int order = n ? memcmp(keys->data + a->key, keys->data + b->key, n) : 0;
     if (order) return order;
     return a->key_len < b->key_len ? -1 : a->key_len > b->key_len;
 }

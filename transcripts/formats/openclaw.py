@@ -433,16 +433,21 @@ class OpenClaw(Format):
                 for call in record.calls:
                     if call.id in unknown:
                         entry_of.setdefault(call.id, record.uid)
+        relinked: set[int] = set()
         for index, parent in apart:
             entry = entry_of.get(parent) if parent in unknown else None
-            if entry is not None:
+            # Only a result: OpenClaw's import re-links results, and pi's walk stops at any
+            # entry so parented. Another entry read under the call could close a parent loop
+            # that pi never walks, and a repair would write it.
+            if entry is not None and records[index].kind == "toolResult":
                 record = records[index]
                 record.relinked_from, record.parent = parent, entry
+                relinked.add(index)
         # A parent that names no entry, or the entry itself (pi's walk would never leave it).
         lost = {
             i: parent
             for i, parent in apart
-            if (parent in unknown and parent not in entry_of) or parent == records[i].uid
+            if (parent in unknown and i not in relinked) or parent == records[i].uid
         }
         _relink_lost_results(records, lost)
         if isinstance(records, RecordStore):

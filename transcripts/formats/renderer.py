@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from transcripts.core.branch import branch_paths, path_from
+from transcripts.core.branch import branch_paths, path_from, reattached
 from transcripts.core.layout import SPLITS, Slot, leaf_last, sparse_layout
 from transcripts.core.model import Op, OpKind, Plan, RawSource, Record, Role, Transcript
 from transcripts.core.store import RecordStore
@@ -41,10 +41,20 @@ def _relink(
     `resumed` the leaves of the branches the repair resumes from (`Plan.resumed`).
     Keys are raw record indexes, or the Slot of a new record.
     """
+    # A record whose parent link closes a loop is written as its branch's root
+    # (`detect._loop_faults`): the walk up the branch ends there, as Pairfix reads it.
+    roots = frozenset(
+        index
+        for index, slots in at.items()
+        for slot in slots
+        if slot.record == index and any(op.kind is OpKind.RELINK for op in slot.ops)
+    )
     parents: dict[int | Slot, str] = {}
     for path in _paths(transcript, resumed):
-        parents.update(_relink_path(transcript, fmt, at, path))
-    _relink_dangling(transcript, at, parents, fmt.lost_parent_falls_back)
+        parents.update(_relink_path(transcript, fmt, at, path, roots))
+    for index in roots:
+        parents.setdefault(index, ROOT)
+    _relink_dangling(transcript, at, parents, fmt.lost_parent_falls_back, roots)
     return parents
 
 
@@ -62,6 +72,7 @@ def _relink_dangling(
     at: dict[int, list[Slot]],
     parents: dict[int | Slot, str],
     falls_back: bool = False,
+    roots: frozenset[int] | set[int] = frozenset(),
 ) -> None:
     """Re-point, in `parents`, records whose parent the repair drops, but those already re-linked.
 
@@ -75,7 +86,9 @@ def _relink_dangling(
     whose walk takes a parent it cannot find as the latest line before it
     in time, within 5 s), a line so left, or pointed to a uid no line holds,
     would be read under an earlier line the repair never paired: it is
-    written with a null parent (`ROOT`), the root it was read as.
+    written with a null parent (`ROOT`), the root it was read as. A dropped
+    record in `roots` (one written as a root, its parent closing a loop)
+    has no parent to point to.
     """
     records = transcript.records
     gone: dict[str, str | None] = {}
@@ -85,7 +98,7 @@ def _relink_dangling(
         uid = records[index].uid
         if own and all(slot.dropped for slot in own) and uid is not None:
             dropped.add(index)
-            gone[uid] = records[index].parent
+            gone[uid] = None if index in roots else records[index].parent
     # A uid a record that stays also holds (a line logged twice) is not gone.
     if isinstance(records, RecordStore):
         holders = records.holding_uids(gone) if gone else {}
@@ -128,20 +141,46 @@ def _relink_dangling(
             parents[index] = parent
 
 
+def _written_link(record: Record) -> str | None:
+    """Return the parent id `record` was written with: a link the reader mended, as written."""
+    mended = record.relinked_from  # "" stands for a null parentId the reader mended
+    return record.parent if mended is None else mended or None
+
+
 def _relink_path(
-    transcript: Transcript, fmt: Format, at: dict[int, list[Slot]], path: list[int]
+    transcript: Transcript,
+    fmt: Format,
+    at: dict[int, list[Slot]],
+    path: list[int],
+    roots: frozenset[int] = frozenset(),
 ) -> dict[int | Slot, str]:
+    """Return new parent ids along one branch `path` (root first); see `_relink`.
+
+    The first record written of a branch whose first records are moved
+    away (a result written before its call) takes the link the branch's
+    first record was written with (null for one of `roots`): left as it
+    was, it kept its link to the moved record, whose new link pointed back
+    at it, a loop. One after records dropped only is `_relink_dangling`'s.
+    """
     records = transcript.records
     parents: dict[int | Slot, str] = {}
     previous: int | None = None  # raw index of the record written just before, if any
     previous_uid: str | None = None
+    top: str | None = None  # the link above the branch, read when a record needs it
+    moved_off = False  # a record before any written on the branch is moved away
+
+    def link(index: int) -> str | None:
+        # The link a record has before this branch is written: null for one of `roots`.
+        return None if index in roots else _written_link(records[index])
+
     # A record written as it was after its own predecessor keeps its link: nothing to
     # look at but its uid, read only when a record after it needs it (`pending`).
     pending: int | None = None
+    attached = _reattached(transcript, path)
     for k, index in enumerate(path):
         before = path[k - 1] if k else None
         slots = at.get(index)
-        if slots is None and before == previous:
+        if slots is None and before == previous and index not in attached:
             previous, pending = index, index
             continue
         if pending is not None:
@@ -149,6 +188,7 @@ def _relink_path(
         placed: Sequence[Slot | None] = slots or (None,)
         for slot in placed:
             if slot is not None and not slot.written:
+                moved_off = moved_off or slot.moved_away
                 continue
             if previous_uid is not None:
                 if slot is not None and slot.record is None:
@@ -157,14 +197,21 @@ def _relink_path(
                     moved = slot is not None and slot.moved_in
                     own = index if slot is None or slot.record is None else slot.record
                     record = records[own]
-                    unchanged = not moved and (record.boundary or before == previous)
+                    unchanged = not moved and (
+                        record.boundary or (before == previous and own not in attached)
+                    )
                     # A link the reader mended is written out as mended (pi's own walk
                     # would stop at the id the record was written with).
-                    # ("" stands for a null parentId the reader mended.)
-                    mended = record.relinked_from
-                    written_parent = record.parent if mended is None else mended or None
-                    if not unchanged and written_parent != previous_uid:
+                    if not unchanged and link(own) != previous_uid:
                         parents[own] = previous_uid
+            elif moved_off and (slot is None or slot.record is not None):
+                # The first record written on the branch, one before it moved away: it
+                # takes the link of the branch's first record, at the top.
+                own = index if slot is None or slot.record is None else slot.record
+                if top is None:
+                    top = link(path[0]) or ROOT
+                if (link(own) or ROOT) != top:
+                    parents[own] = top
             if slot is None or slot.record is not None:
                 written = index if slot is None or slot.record is None else slot.record
                 previous, previous_uid = written, records[written].uid or ""
@@ -172,6 +219,23 @@ def _relink_path(
                 previous = None
                 previous_uid = fmt.new_uid(transcript, slot.op) if slot.op else ""
     return parents
+
+
+def _reattached(transcript: Transcript, path: Sequence[int]) -> frozenset[int]:
+    """Return the records of `path` whose own parent link is not the record before them there.
+
+    Those `branch.live_path` re-attached after their call (a result parented
+    on a later line of the branch). Claude Code re-attaches them itself on
+    resume, so their links stay; pi walks `parentId` alone (session-manager.js
+    `buildSessionContext`) and would not send them, so in a pi file
+    (`Transcript.last_copy`) a repair links each to the record written before
+    it on the branch. Linked as written, one whose parent is written after it
+    on the branch made a parent loop (a call re-linked under it, it under the
+    call). Empty for other formats.
+    """
+    if not transcript.last_copy or not transcript.tree:
+        return frozenset()
+    return frozenset(reattached(transcript, path))
 
 
 def _rekeep(

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from transcripts.core.model import Transcript
+from transcripts.core.validate import Violation
 from transcripts.formats.openclaw import PROVIDER_APIS, pi_anthropic_id
 from transcripts.replay._request import message_text
 from transcripts.replay.base import Dropped, Message, Preview, check_request, register
@@ -106,6 +107,22 @@ def _path(entries: list[tuple[int, dict[str, Any]]]) -> list[tuple[int, dict[str
         current = by_id.get(parent) if parent else None
     path.reverse()
     return path
+
+
+def _loop_top(entries: list[tuple[int, dict[str, Any]]]) -> int | None:
+    """Return the record whose `parentId` sends pi's leaf walk back round a loop, or None.
+
+    pi's walk (`buildSessionContext`, `while (current)`) has no guard: on
+    such a link it never ends, and pi never sends a request. That record is
+    the first `_path` gives, its parent an entry the walk passed already.
+    """
+    path = _path(entries)
+    if not path:
+        return None
+    index, top = path[0]
+    parent = top.get("parentId")
+    held = {e.get("id"): i for i, e in entries[1:]}
+    return index if parent and held.get(parent) in {i for i, _ in path} else None
 
 
 def session_target(transcript: Transcript) -> Target | None:
@@ -375,10 +392,19 @@ def preview_for(transcript: Transcript, target: Target | None) -> Preview:
     """Return what pi sends resuming `transcript` with `target` (None: pi's default model).
 
     The request's provider follows `target.api` (Anthropic when unknown).
-    Violations are the strict provider's (`check_request`) on those messages.
+    Violations are the strict provider's (`check_request`) on those messages;
+    where pi's walk goes round a parent loop, it sends none: no messages and
+    one violation saying so, at the record whose link closes the loop.
     """
     target = target or Target("anthropic", "anthropic-messages", "")
     provider = _APIS.get(target.api, "anthropic")
+    top = _loop_top(_entries(transcript))
+    if top is not None:
+        hangs = (
+            f"pi's walk up parentId from the last entry goes round a loop at record {top} "
+            "and never ends; pi hangs"
+        )
+        return Preview("pi", provider, [], [Violation(top, "", hangs)], [], [], MODELLED_ON)
     messages, dropped, added = _convert(transcript, target, provider)
     violations = check_request(provider, _request_body(messages, provider)) if messages else []
     return Preview("pi", provider, messages, violations, dropped, added, MODELLED_ON)

@@ -32,6 +32,7 @@ MEANINGS: dict[str, str] = {
     FaultKind.MALFORMED_RECORD: "a line or element that is not valid JSON",
     FaultKind.EXISTING_SYNTHETIC: "a result an earlier repair synthesized",
     FaultKind.ORPHANED_REASONING: "a Responses reasoning item without the item it produced",
+    FaultKind.PARENT_LOOP: "parent links that lead the agent's branch walk round a loop",
 }
 
 
