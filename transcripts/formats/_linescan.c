@@ -443,6 +443,7 @@ typedef struct {
 } Buf;
 
 static int buf_put(Buf *b, const void *bytes, size_t n) {
+    if (!n) return 1; /* an empty text: its buffer may not exist yet (memcpy takes no NULL) */
     if (b->len + n > b->cap) {
         size_t cap = b->cap ? b->cap : 256;
         while (cap < b->len + n) cap *= 2;
@@ -556,7 +557,8 @@ static int canon_write(Scan *s, Buf *out, int depth);
 
 static int compare_keys(const Buf *keys, const Member2 *a, const Member2 *b) {
     size_t n = a->key_len < b->key_len ? a->key_len : b->key_len;
-    int order = memcmp(keys->data + a->key, keys->data + b->key, n);
+    /* empty keys only: the key buffer may not exist yet (memcmp takes no NULL) */
+    int order = n ? memcmp(keys->data + a->key, keys->data + b->key, n) : 0;
     if (order) return order;
     return a->key_len < b->key_len ? -1 : a->key_len > b->key_len;
 }
@@ -644,7 +646,8 @@ static int canon_write(Scan *s, Buf *out, int depth) {
     }
     if (c == '"') {
         Buf text = {NULL, 0, 0};
-        int ok = decode_string(&s->p, s->end, &text) && encode_string(text.data, text.len, out);
+        int ok = decode_string(&s->p, s->end, &text) &&
+                 encode_string(text.data ? text.data : (const unsigned char *)"", text.len, out);
         free(text.data);
         return ok;
     }
