@@ -700,3 +700,28 @@ def test_edge_files_appended_in_c_leave_the_store_as_python_does(
     assert isinstance(fast, RecordStore) and isinstance(slow, RecordStore)
     assert len(fast) == len(slow) == len(lines)
     assert _state(fast) == _state(slow)
+
+
+def test_a_store_without_an_arena_chunk_is_refused_not_written_past() -> None:
+    """A store whose arena lacks the chunk `_arena_used` speaks of: an error, not a crash.
+
+    The appender wrote the line's strings into `_arena[-1]` unchecked, so a store
+    whose arena was emptied (`_arena = []` with `_arena_used` 0) read a list item
+    before the list and the process died (SIGSEGV). Run in a child process, so the
+    crash fails this test rather than ending the run.
+    """
+    code = (
+        "import orjson\n"
+        "from transcripts.formats import linescan\n"
+        "from transcripts.core.store import RecordStore\n"
+        "line = orjson.dumps({'type': 'user', 'uuid': 'u1', 'message': {'content': 'x'}})\n"
+        "store = RecordStore(line)\n"
+        "store._arena, store._arena_used = [], 0\n"
+        "try:\n"
+        "    linescan.APPENDERS['claude_code'](store, line, 0, len(line), 1)\n"
+        "except TypeError as exc:\n"
+        "    print('refused:', exc)\n"
+    )
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert ran.stdout.startswith("refused: a store's arena is not its chunks"), ran.stdout

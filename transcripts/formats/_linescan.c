@@ -1314,7 +1314,15 @@ static long long put(Strings *st, PyObject *text) {
         st->used = 0;
     }
     Py_ssize_t chunks = PyList_GET_SIZE(st->arena);
-    char *chunk = PyByteArray_AS_STRING(PyList_GET_ITEM(st->arena, chunks - 1));
+    PyObject *last = chunks ? PyList_GET_ITEM(st->arena, chunks - 1) : NULL;
+    if (!last || !PyByteArray_Check(last) || st->used < 0 ||
+        PyByteArray_GET_SIZE(last) < st->used + size) {
+        /* `_put` would fail too (an IndexError, or a chunk grown): never written past */
+        Py_XDECREF(encoded);
+        PyErr_SetString(PyExc_TypeError, "a store's arena is not its chunks of _ARENA_CHUNK bytes");
+        return PUT_FAILED;
+    }
+    char *chunk = PyByteArray_AS_STRING(last);
     memcpy(chunk + st->used, data, (size_t)size);
     Py_XDECREF(encoded);
     long long at = ((long long)(chunks - 1) << k_arena_bits) | st->used;
