@@ -628,3 +628,116 @@ def test_the_c_digest_is_args_digest(text: str) -> None:
     assert c_digest(data) == "#" + base64.urlsafe_b64encode(whole).decode()
     if text:
         assert c_digest(data) == args_digest(text)
+
+
+def _cc_line(uid: Any, parent: Any, content: Any, kind: str = "user") -> bytes:
+    message = {"role": kind, "content": content}
+    return orjson.dumps({"type": kind, "uuid": uid, "parentUuid": parent, "message": message})
+
+
+def _use(call_id: str, name: str = "Bash", args: Any = None) -> dict[str, Any]:
+    return {"type": "tool_use", "id": call_id, "name": name, "input": args or {"b": 1, "a": ""}}
+
+
+def _result(call_id: str, content: Any = "ok") -> dict[str, Any]:
+    return {"type": "tool_result", "tool_use_id": call_id, "content": content}
+
+
+_UUID = "0123abcd-0000-4000-8000-00000000000{}"
+_BIG = "x" * (300 << 10)  # past an arena chunk: kept whole in `_long`
+_EXACT = "y" * (256 << 10)  # exactly an arena chunk
+EDGE_FILES_CC = {
+    # a uid repeated, a parent that is the record's own uid, records without one
+    "same uid": [_cc_line("u1", None, "hi")] * 3
+    + [_cc_line("u1", "u1", "x"), _cc_line("u2", "u2", "x"), _cc_line("u2", "u1", "x")]
+    + [_cc_line(None, None, "x"), _cc_line(None, None, "x"), _cc_line("u3", None, "y")],
+    # UUIDs packed to 16 bytes only when lowercase
+    "uuid case": [
+        _cc_line(_UUID.format(1), None, "hi"),
+        _cc_line(_UUID.format(2).upper(), _UUID.format(1), "x"),
+        _cc_line(_UUID.format(3), _UUID.format(2).upper(), "y"),
+        _cc_line("0123ABCD-0000-4000-8000-000000000004", _UUID.format(3), "z"),
+    ],
+    "long strings": [
+        _cc_line("u0", None, "a"),
+        _cc_line(_BIG, "u0", "x"),
+        _cc_line("u2", _BIG, "y"),
+        _cc_line("u3", "u2", [_use(_BIG, "B")], "assistant"),
+        _cc_line("u4", "u3", [_result(_BIG)]),
+        _cc_line(_EXACT, "u4", "x"),
+        _cc_line("u6", _EXACT, "y"),
+    ],
+    # 62 calls a line (a row's most), past 4,096 call rows and shared strings
+    "many calls": [
+        _cc_line(f"a{k}", f"a{k - 1}", [_use(f"t{k}_{j}") for j in range(62)], "assistant")
+        for k in range(80)
+    ],
+    "non-ascii": [
+        _cc_line(
+            f"é{k}", f"é{k - 1}", [_use(f"ü{k}", "名前", {"é": "\u2028", "": [k]})], "assistant"
+        )
+        for k in range(20)
+    ],
+    "results not plain": [
+        _cc_line(
+            f"r{k}",
+            None,
+            [
+                _result("t", [{"type": "text", "text": MARKERS[4]}]),
+                _result("t2", "No result provided"),
+                *(_result("t3", {"a": 1}), _result("t4", [1, 2]), _result("t5", None)),
+            ],
+        )
+        for k in range(10)
+    ],
+}
+
+
+@pytest.mark.parametrize("chunk", [1 << 20, 333])
+@pytest.mark.parametrize("name", sorted(EDGE_FILES_CC))
+def test_edge_files_appended_in_c_leave_the_store_as_python_does(
+    name: str,
+    chunk: int,
+    generated: dict[str, list[bytes]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Repeated and self-parented uids, UUID case, long strings, full rows: the same store."""
+    path = tmp_path / "session.jsonl"
+    # Past the lines the loader sniffs (50) as Records, before the appenders take over.
+    lines = generated["claude_code"][:60] + EDGE_FILES_CC[name] * 2
+    path.write_bytes(b"\r\n".join(lines) + b"\r\n")
+    monkeypatch.setattr(source, "CHUNK", chunk)
+    with FileSource(path) as data:
+        fast = load(data, path.name, "claude_code", summaries=False).records
+        monkeypatch.setattr(linescan, "APPENDERS", {})
+        monkeypatch.setattr(linescan, "LINES_APPENDERS", {})
+        slow = load(data, path.name, "claude_code", summaries=False).records
+    assert isinstance(fast, RecordStore) and isinstance(slow, RecordStore)
+    assert len(fast) == len(slow) == len(lines)
+    assert _state(fast) == _state(slow)
+
+
+def test_a_store_without_an_arena_chunk_is_refused_not_written_past() -> None:
+    """A store whose arena lacks the chunk `_arena_used` speaks of: an error, not a crash.
+
+    The appender wrote the line's strings into `_arena[-1]` unchecked, so a store
+    whose arena was emptied (`_arena = []` with `_arena_used` 0) read a list item
+    before the list and the process died (SIGSEGV). Run in a child process, so the
+    crash fails this test rather than ending the run.
+    """
+    code = (
+        "import orjson\n"
+        "from transcripts.formats import linescan\n"
+        "from transcripts.core.store import RecordStore\n"
+        "line = orjson.dumps({'type': 'user', 'uuid': 'u1', 'message': {'content': 'x'}})\n"
+        "store = RecordStore(line)\n"
+        "store._arena, store._arena_used = [], 0\n"
+        "try:\n"
+        "    linescan.APPENDERS['claude_code'](store, line, 0, len(line), 1)\n"
+        "except TypeError as exc:\n"
+        "    print('refused:', exc)\n"
+    )
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert ran.stdout.startswith("refused: a store's arena is not its chunks"), ran.stdout

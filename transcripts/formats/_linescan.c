@@ -443,7 +443,7 @@ typedef struct {
 } Buf;
 
 static int buf_put(Buf *b, const void *bytes, size_t n) {
-    if (!n) return 1; /* nothing to copy (and `bytes` may be NULL) */
+    if (!n) return 1; /* an empty text: its buffer may not exist yet (memcpy takes no NULL) */
     if (b->len + n > b->cap) {
         size_t cap = b->cap ? b->cap : 256;
         while (cap < b->len + n) cap *= 2;
@@ -558,6 +558,7 @@ static int canon_write(Scan *s, Buf *out, int depth);
 
 static int compare_keys(const Buf *keys, const Member2 *a, const Member2 *b) {
     size_t n = a->key_len < b->key_len ? a->key_len : b->key_len;
+    /* empty keys only: the key buffer may not exist yet (memcmp takes no NULL) */
     int order = n ? memcmp(keys->data + a->key, keys->data + b->key, n) : 0;
     if (order) return order;
     return a->key_len < b->key_len ? -1 : a->key_len > b->key_len;
@@ -646,7 +647,8 @@ static int canon_write(Scan *s, Buf *out, int depth) {
     }
     if (c == '"') {
         Buf text = {NULL, 0, 0};
-        int ok = decode_string(&s->p, s->end, &text) && encode_string(text.data, text.len, out);
+        int ok = decode_string(&s->p, s->end, &text) &&
+                 encode_string(text.data ? text.data : (const unsigned char *)"", text.len, out);
         free(text.data);
         return ok;
     }
@@ -1421,7 +1423,15 @@ static long long put(Strings *st, PyObject *text) {
         st->used = 0;
     }
     Py_ssize_t chunks = PyList_GET_SIZE(st->arena);
-    char *chunk = PyByteArray_AS_STRING(PyList_GET_ITEM(st->arena, chunks - 1));
+    PyObject *last = chunks ? PyList_GET_ITEM(st->arena, chunks - 1) : NULL;
+    if (!last || !PyByteArray_Check(last) || st->used < 0 ||
+        PyByteArray_GET_SIZE(last) < st->used + size) {
+        /* `_put` would fail too (an IndexError, or a chunk grown): never written past */
+        Py_XDECREF(encoded);
+        PyErr_SetString(PyExc_TypeError, "a store's arena is not its chunks of _ARENA_CHUNK bytes");
+        return PUT_FAILED;
+    }
+    char *chunk = PyByteArray_AS_STRING(last);
     memcpy(chunk + st->used, data, (size_t)size);
     Py_XDECREF(encoded);
     long long at = ((long long)(chunks - 1) << k_arena_bits) | st->used;
