@@ -101,6 +101,11 @@ def test_a_first_line_longer_than_the_sniffed_head_still_streams(tmp_path: Path)
             reads.append(len(data))
             return data
 
+        def read_into(self, buffer: bytearray, start: int) -> int:
+            read = super().read_into(buffer, start)
+            reads.append(read)
+            return read
+
     with Counted(path) as source:
         streamed = analyze(source, path.name, summaries=False)
         assert streamed.error is None and streamed.format == "claude_code"

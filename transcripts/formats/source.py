@@ -90,6 +90,13 @@ class FileSource:
         """Return True when the file ends with `suffix`."""
         return self[max(0, self._size - len(suffix)) : self._size] == suffix
 
+    def read_into(self, buffer: bytearray, start: int) -> int:
+        """Read the bytes from `start` into `buffer` (at most its length); return how many.
+
+        Fewer at the file's end (0 past it). Raises OSError when reading fails.
+        """
+        return os.preadv(self._fd, [buffer], start)
+
     def chunks(self, start: int, stop: int, reuse: bool = False) -> Iterator[bytes | bytearray]:
         """Yield the bytes from `start` to `stop`, a chunk at a time.
 
@@ -106,11 +113,11 @@ class FileSource:
                 yield data
                 start += len(data)
             return
-        buffer = bytearray(CHUNK)
+        buffer = bytearray()
         while start < stop:
             if len(buffer) != min(CHUNK, stop - start):
                 buffer = bytearray(min(CHUNK, stop - start))
-            read = os.preadv(self._fd, [buffer], start)
+            read = self.read_into(buffer, start)
             if not read:
                 return
             if read < len(buffer):
