@@ -1271,15 +1271,20 @@ static PyObject *k_role_objects[3]; /* the Roles of a scanner's role codes */
 static PyObject *k_kinds[3]; /* "user", "assistant", "toolResult" */
 static int store_ready = 0;
 
+/* Item `slot` of an array's buffer (of 8-, 4- or 1-byte items) set to `value`. */
+static inline void put_item(const Py_buffer *b, Py_ssize_t slot, long long value) {
+    if (b->itemsize == 8)
+        ((int64_t *)b->buf)[slot] = (int64_t)value;
+    else if (b->itemsize == 4)
+        ((uint32_t *)b->buf)[slot] = (uint32_t)value;
+    else
+        ((uint8_t *)b->buf)[slot] = (uint8_t)value;
+}
+
 static int set_slot(PyObject *array, Py_ssize_t slot, long long value) {
     Py_buffer b;
     if (PyObject_GetBuffer(array, &b, PyBUF_WRITABLE) < 0) return -1;
-    if (b.itemsize == 8)
-        ((int64_t *)b.buf)[slot] = (int64_t)value;
-    else if (b.itemsize == 4)
-        ((uint32_t *)b.buf)[slot] = (uint32_t)value;
-    else
-        ((uint8_t *)b.buf)[slot] = (uint8_t)value;
+    put_item(&b, slot, value);
     PyBuffer_Release(&b);
     return 0;
 }
@@ -1340,12 +1345,7 @@ static int col_append(Col *c, long long value) {
         if (r < 0) return -1;
         c->open = 1;
     }
-    if (c->buf.itemsize == 8)
-        ((int64_t *)c->buf.buf)[slot] = (int64_t)value;
-    else if (c->buf.itemsize == 4)
-        ((uint32_t *)c->buf.buf)[slot] = (uint32_t)value;
-    else
-        ((uint8_t *)c->buf.buf)[slot] = (uint8_t)value;
+    put_item(&c->buf, slot, value);
     c->size++;
     return 0;
 }
@@ -1370,7 +1370,8 @@ static int is_uuid(const char *t, Py_ssize_t n, unsigned char *packed) {
     int k = 0;
     for (int j = 0; j < 36; j++) {
         if (j == 8 || j == 13 || j == 18 || j == 23) continue;
-        int v = t[j] >= '0' && t[j] <= '9' ? t[j] - '0' : t[j] >= 'a' && t[j] <= 'f' ? t[j] - 'a' + 10 : -1;
+        /* lowercase only: store.py's `_uuid_bytes` packs no capitals */
+        int v = t[j] >= 'A' && t[j] <= 'F' ? -1 : hexval((unsigned char)t[j]);
         if (v < 0) return 0;
         if (k & 1)
             packed[k >> 1] |= (unsigned char)v;

@@ -7,10 +7,12 @@ JSON and finds those fields in place; this module turns what it finds into the r
 store keeps. A line it does not cover (see `_linescan.c`) is left to `store_line`, so a
 load gives the same records with it or without it (`tests/formats/test_linescan.py`).
 
-`APPENDERS` go one step further: they write what they read into the store's columns
-themselves, as `store_scanned` and `RecordStore.append_message` would, so a line costs
-no Python call beyond the row functions of its calls and results. The store they leave
-is the same, column by column and byte by byte, as those two functions leave it.
+The loader uses `APPENDERS` (and `LINES_APPENDERS`, a chunk's lines at once): they write
+what they read into the store's columns themselves, as `store_scanned` and
+`RecordStore.append_message` would, so a line costs no Python call beyond the row
+functions of its calls and results. `SCANNERS` return what they read as a tuple, which
+`store_scanned` stores: the reference the appenders are held to, column by column and
+byte by byte.
 
 Without a C compiler at install time the module is not built: `SCANNERS` is then empty and
 every line is read with orjson.

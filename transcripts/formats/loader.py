@@ -786,8 +786,7 @@ def _load_jsonl(
     sniff_at = _SNIFF_LINES  # records read before the format is sniffed
     # Set once the format is known, when it reads lines straight into the store.
     store_line: Callable[[dict[str, Any], RecordStore, int, int, int], bool] | None = None
-    scan_line: linescan.Scanner | None = None  # its C reader of the same fields, if built
-    append_line: linescan.Appender | None = None  # that reader appending to the store itself
+    append_line: linescan.Appender | None = None  # its C reader of the same fields, if built
     eol: bytes | None = None
     orjson_loads = orjson.loads
     take: list[Taker | None] = [None]  # set once the C appender takes whole chunks' lines
@@ -810,17 +809,8 @@ def _load_jsonl(
         if not (raw.startswith(b"{") or raw.strip()):
             continue  # a blank line: kept in the gap after the record before it
         if store_line is not None and store is not None:
-            if append_line is not None:
-                if append_line(store, raw, start, end, line_no):
-                    continue
-            elif scan_line is not None:
-                scanned = scan_line(raw)
-                if scanned is not None:
-                    try:
-                        linescan.store_scanned(scanned, raw, store, start, end, line_no)
-                        continue
-                    except Exception:  # read as ever below (and fails so too)
-                        pass
+            if append_line is not None and append_line(store, raw, start, end, line_no):
+                continue
             try:
                 # orjson itself first: `jsontext.loads` is it but for the lines it refuses.
                 obj = orjson_loads(raw)
@@ -853,7 +843,6 @@ def _load_jsonl(
             records = _stored(store, records)
             if store is not None and not summaries and fmt.stores_lines:
                 store_line = fmt.store_line  # what detection needs, read straight
-                scan_line = linescan.SCANNERS.get(fmt.id)
                 append_line = linescan.APPENDERS.get(fmt.id)
                 append_lines = linescan.LINES_APPENDERS.get(fmt.id)
                 if append_lines is not None and eol is not None:
