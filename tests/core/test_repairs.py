@@ -946,3 +946,34 @@ def test_every_shape_repairs_validly_keeps_every_text_and_is_final(
         assert f'"{word}"'.encode() in result.repaired or word.encode() in result.repaired, word
     kinds = {op.kind for op in result.plan.ops}
     assert OpKind.DROP_CALL not in kinds and OpKind.DROP_CONTENT not in kinds
+
+
+def test_a_call_id_ending_in_a_newline_is_outside_anthropics_pattern() -> None:
+    """Anthropic matches the whole id: `^[a-zA-Z0-9_-]+$` takes no trailing newline.
+
+    Python's `$` matches before a final newline, so a `re.match` with that
+    pattern passed "toolu_01\\n"; the provider refuses it.
+    """
+    call_id = "toolu_01Ab\n"
+    data = json.dumps(
+        {
+            "model": "claude-sonnet-4-5",
+            "max_tokens": 1024,
+            "messages": [
+                {"role": "user", "content": "go"},
+                {
+                    "role": "assistant",
+                    "content": [{"type": "tool_use", "id": call_id, "name": "ls", "input": {}}],
+                },
+                {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": call_id, "content": "a"}],
+                },
+            ],
+        }
+    ).encode()
+    result = _check(data, "request.json")
+    assert _faults(result) == [("malformed_call", call_id, 1)]
+    repaired = json.loads(result.repaired)["messages"]
+    assert repaired[1]["content"][0]["id"] == "toolu_01Ab_"
+    assert repaired[2]["content"][0]["tool_use_id"] == "toolu_01Ab_"

@@ -356,7 +356,7 @@ def _dropped_whole(transcript: Transcript, ops: list[Op]) -> set[int]:
     }
 
 
-_ANTHROPIC_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
+_ANTHROPIC_ID = re.compile(r"[a-zA-Z0-9_-]+")
 _ID_LIMIT = 64  # Anthropic's (and pi's) longest tool call id
 
 
@@ -405,7 +405,7 @@ def _new_ids(
     new_ids: dict[ToolCall, str] = {}
     for _, call in sorted(wanted.items()):
         base = call.id
-        if strict and not _ANTHROPIC_ID.match(base):
+        if strict and not _ANTHROPIC_ID.fullmatch(base):
             base = re.sub(r"[^a-zA-Z0-9_-]", "_", base)
         if len(base) > _ID_LIMIT - 4:
             whole = hashlib.sha256(call.id.encode("utf-8", "surrogatepass")).hexdigest()

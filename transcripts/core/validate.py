@@ -90,12 +90,12 @@ def reused_text(provider: str, message: int, block: int, tool_call_id: str) -> s
 
 # Anthropic's tool_use ids (and Bedrock's toolUseId) must match this pattern; an id
 # carried over from an OpenAI model (`call_x|fc_y`) is refused with `pattern_text`.
-_ANTHROPIC_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
+_ANTHROPIC_ID = re.compile(r"[a-zA-Z0-9_-]+")
 
 
 def valid_id(tool_call_id: str) -> bool:
     """Return True when Anthropic and Bedrock take `tool_call_id` as a tool_use id."""
-    return _ANTHROPIC_ID.match(tool_call_id) is not None
+    return _ANTHROPIC_ID.fullmatch(tool_call_id) is not None
 
 
 def pattern_text(message: int, block: int) -> str:

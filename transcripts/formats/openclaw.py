@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import copy
 import re
+from array import array
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import replace
@@ -537,18 +538,33 @@ class OpenClaw(Format):
             return frozenset()
         to_provider, to_api, to_model = target
 
-        def rows() -> Iterable[tuple[int, str]]:
-            if isinstance(records, RecordStore):
-                return records.call_rows()
-            return ((r.index, c.id) for r in records for c in r.calls)
-
-        refused = {index for index, call_id in rows() if call_id and not valid_id(call_id)}
+        rows: Iterable[tuple[int, str]]
+        if isinstance(records, RecordStore):
+            rows = records.call_rows()
+        else:
+            rows = ((r.index, c.id) for r in records for c in r.calls)
+        # One pass over the calls, kept as hashes (memory as the refused calls, not the
+        # file's): each call pi changes when it rewrites its record (its record, its id
+        # and the id sent: a refused id, or a valid one over 64 characters, which is cut),
+        # and the ids written valid, which a rewritten id may become.
+        refused: list[tuple[int, int, int]] = []
+        cut: list[tuple[int, int, int]] = []
+        valid: array[int] = array("q")
+        for index, call_id in rows:
+            if not call_id:
+                continue
+            if not valid_id(call_id):
+                refused.append((index, hash(call_id), hash(pi_anthropic_id(call_id))))
+                continue
+            valid.append(hash(call_id))
+            if len(call_id) > 64:
+                cut.append((index, hash(call_id), hash(call_id[:64])))
         # A line without the target's model id written as a plain JSON string holds no
         # `model` equal to it, when no escape could spell it otherwise: told by its bytes.
         plain = _PLAIN_MODEL.fullmatch(to_model) is not None
         needle = orjson.dumps(to_model)
         rewritten: set[int] = set()
-        for index in sorted(refused):
+        for index in sorted({index for index, _, _ in refused}):
             record = records[index]
             if plain and record.parsed is None and record.source is not None and not record.error:
                 raw = record.source[record.start : record.end]
@@ -568,22 +584,19 @@ class OpenClaw(Format):
                 rewritten.add(index)
         if not rewritten:
             return frozenset()
-        # Whether an id sent rewritten is also what another id written is sent as: the ids
-        # sent, kept by hash (memory as the rewritten calls, not the file's), each with the
-        # first id written that becomes it.
-        sent = {hash(pi_anthropic_id(c)) for index, c in rows() if index in rewritten}
-        first: dict[int, int] = {}
+        # Whether an id sent rewritten is also what another id written is sent as: two
+        # rewritten ids that become one, or one that becomes an id written valid. (A refused
+        # id that is not rewritten is sent as written, outside the alphabet: never one of
+        # these.)
+        changed = [row for row in (*refused, *cut) if row[0] in rewritten]
+        sent: dict[int, int] = {}
         clashed: set[int] = set()
-        for index, call_id in rows():
-            key = hash(pi_anthropic_id(call_id) if index in rewritten else call_id)
-            if key in sent and first.setdefault(key, hash(call_id)) != hash(call_id):
+        for _, written, key in changed:
+            if sent.setdefault(key, written) != written:
                 clashed.add(key)
+        clashed.update(filter(sent.__contains__, valid))
         if clashed:
-            rewritten -= {
-                index
-                for index, call_id in rows()
-                if index in rewritten and hash(pi_anthropic_id(call_id)) in clashed
-            }
+            rewritten -= {index for index, _, key in changed if key in clashed}
         return frozenset(rewritten)
 
     def _api_provider(self, api: object) -> str:
