@@ -1281,14 +1281,6 @@ static inline void put_item(const Py_buffer *b, Py_ssize_t slot, long long value
         ((uint8_t *)b->buf)[slot] = (uint8_t)value;
 }
 
-static int set_slot(PyObject *array, Py_ssize_t slot, long long value) {
-    Py_buffer b;
-    if (PyObject_GetBuffer(array, &b, PyBUF_WRITABLE) < 0) return -1;
-    put_item(&b, slot, value);
-    PyBuffer_Release(&b);
-    return 0;
-}
-
 static int get_ll(PyObject *obj, PyObject *name, long long *out) {
     PyObject *v = PyObject_GetAttr(obj, name);
     if (!v) return -1;
@@ -1601,9 +1593,181 @@ static int rows(const Fields *f, PyObject **calls, PyObject **results) {
     return 1;
 }
 
+static int ready(void) {
+    if (store_ready) return 1;
+    PyErr_SetString(PyExc_RuntimeError, "configure_store was not called");
+    return 0;
+}
+
+/* A store's state as the appender writes it, read once for a run of lines and written back
+ * (`batch_flush`) before any Python code may read the store: its record count, the last
+ * chunks of its per-record columns, its strings, the last uid and message id, and its row
+ * columns. Between `batch_open` and `batch_flush` those attributes of the store are stale. */
+typedef struct {
+    PyObject *store;
+    int open;
+    long long count;
+    PyObject *tails; /* the 12 per-record columns' last chunks, exported in `tail` */
+    Py_buffer tail[12];
+    int tails_open;
+    PyObject *codes; /* `_kind_codes` */
+    Strings st;
+    PyObject *last_uid; /* `_last_uid` as (last_uid, last_ref) */
+    long long last_ref;
+    int last_dirty;
+    PyObject *last_message; /* `_last_message` as (last_message, message_ref) */
+    long long message_ref;
+    int message_dirty;
+    long long chained;
+    int chained_read, chained_dirty;
+    int slots_cleared; /* `_uid_slots` set to None, as every append does */
+    PyObject *call_more;
+    Col col[8];
+} Batch;
+
+enum { CB, CI, CN, CA, RB, RI, RT, RE }; /* call block, id, name, args; result ... error */
+
+static int tails_open(Batch *b) {
+    if (!(b->tails = PyObject_GetAttr(b->store, s_tails))) return -1;
+    if (PyTuple_Check(b->tails) && PyTuple_GET_SIZE(b->tails) == 0)
+        return 0; /* a new store: its columns get their first chunks with its first record */
+    if (!PyTuple_Check(b->tails) || PyTuple_GET_SIZE(b->tails) != 12) {
+        PyErr_SetString(PyExc_TypeError, "a store's tails are not its 12 columns' chunks");
+        return -1;
+    }
+    for (int k = 0; k < 12; k++) {
+        Py_buffer *t = &b->tail[k];
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(b->tails, k), t, PyBUF_WRITABLE) < 0) {
+            for (int j = 0; j < k; j++) PyBuffer_Release(&b->tail[j]);
+            return -1;
+        }
+        if (t->len < (k_chunk_mask + 1) * t->itemsize ||
+            (t->itemsize != 1 && t->itemsize != 4 && t->itemsize != 8)) {
+            for (int j = 0; j <= k; j++) PyBuffer_Release(&b->tail[j]);
+            PyErr_SetString(PyExc_TypeError, "a store's tail is not a chunk of a column");
+            return -1;
+        }
+    }
+    b->tails_open = 1;
+    return 0;
+}
+
+static void tails_close(Batch *b) {
+    if (b->tails_open)
+        for (int k = 0; k < 12; k++) PyBuffer_Release(&b->tail[k]);
+    b->tails_open = 0;
+    Py_CLEAR(b->tails);
+}
+
+static int pair_of(PyObject *store, PyObject *name, PyObject **text, long long *ref) {
+    PyObject *pair = PyObject_GetAttr(store, name);
+    if (!pair) return -1;
+    if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+        Py_DECREF(pair);
+        PyErr_SetString(PyExc_TypeError, "a store's last uid or message is not a pair");
+        return -1;
+    }
+    *ref = PyLong_AsLongLong(PyTuple_GET_ITEM(pair, 1));
+    if (*ref == -1 && PyErr_Occurred()) {
+        Py_DECREF(pair);
+        return -1;
+    }
+    *text = PyTuple_GET_ITEM(pair, 0);
+    Py_INCREF(*text);
+    Py_DECREF(pair);
+    return 0;
+}
+
+static int set_pair(PyObject *store, PyObject *name, PyObject *text, long long ref) {
+    PyObject *pair = Py_BuildValue("(OL)", text, ref);
+    if (!pair) return -1;
+    int r = PyObject_SetAttr(store, name, pair);
+    Py_DECREF(pair);
+    return r;
+}
+
+/* Write the batch's state back to its store and let go of it: 0, or -1 when `ok` is 0 or
+ * anything failed (the first error kept). Safe on a batch partly opened. */
+static int batch_flush(Batch *b, int ok) {
+    PyObject *store = b->store;
+    int r = ok ? 0 : -1;
+    if (!b->open) return r;
+    for (int k = 0; k < 8; k++)
+        if (col_end(&b->col[k], r == 0) < 0) r = -1;
+    if (r == 0 && set_ll(store, s_count, b->count) < 0) r = -1;
+    if (r == 0 && b->st.arena && set_ll(store, s_arena_used, b->st.used) < 0) r = -1;
+    if (r == 0 && b->last_dirty && set_pair(store, s_last_uid, b->last_uid, b->last_ref) < 0)
+        r = -1;
+    if (r == 0 && b->message_dirty &&
+        set_pair(store, s_last_message, b->last_message, b->message_ref) < 0)
+        r = -1;
+    if (r == 0 && b->chained_dirty && set_ll(store, s_chained, b->chained) < 0) r = -1;
+    if (r == 0 && b->slots_cleared && PyObject_SetAttr(store, s_uid_slots, Py_None) < 0) r = -1;
+    tails_close(b);
+    Py_CLEAR(b->codes);
+    Py_CLEAR(b->st.arena);
+    Py_CLEAR(b->st.longs);
+    Py_CLEAR(b->st.shared);
+    Py_CLEAR(b->last_uid);
+    Py_CLEAR(b->last_message);
+    Py_CLEAR(b->call_more);
+    b->open = 0;
+    return r;
+}
+
+/* Read `store`'s state into `b`: 0, or -1 on an error (`b` then holds nothing). */
+static int batch_open(Batch *b, PyObject *store) {
+    PyObject **names[8] = {&s_call_block, &s_call_id,     &s_call_name,   &s_call_args,
+                           &s_result_block, &s_result_id, &s_result_text, &s_result_error};
+    memset(b, 0, sizeof *b);
+    b->store = store;
+    b->open = 1;
+    b->st.store = store;
+    if (get_ll(store, s_count, &b->count) < 0 || tails_open(b) < 0) goto fail;
+    if (!(b->codes = PyObject_GetAttr(store, s_kind_codes))) goto fail;
+    if (!PyDict_Check(b->codes)) {
+        PyErr_SetString(PyExc_TypeError, "a store's kind codes are not a dict");
+        goto fail;
+    }
+    if (!(b->st.arena = PyObject_GetAttr(store, s_arena)) || !PyList_Check(b->st.arena) ||
+        !(b->st.longs = PyObject_GetAttr(store, s_long)) || !PyList_Check(b->st.longs) ||
+        !(b->st.shared = PyObject_GetAttr(store, s_shared)) || !PyDict_Check(b->st.shared) ||
+        get_ll(store, s_arena_used, &b->st.used) < 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "a store's strings are amiss");
+        goto fail;
+    }
+    if (pair_of(store, s_last_uid, &b->last_uid, &b->last_ref) < 0 ||
+        pair_of(store, s_last_message, &b->last_message, &b->message_ref) < 0)
+        goto fail;
+    for (int k = 0; k < 8; k++)
+        if (col_begin(store, *names[k], &b->col[k]) < 0) goto fail;
+    return 0;
+fail:
+    batch_flush(b, 0);
+    return -1;
+}
+
+/* Call one of the store's own methods (`_grow_tails`, `_set_kind`) with its state written
+ * back first and read again after: 0, or -1 on an error (the batch then closed). */
+static int batch_call(Batch *b, PyObject *name, PyObject *args) {
+    PyObject *store = b->store;
+    if (batch_flush(b, 1) < 0) return -1;
+    PyObject *method = PyObject_GetAttr(store, name);
+    PyObject *r = method ? PyObject_Call(method, args, NULL) : NULL;
+    Py_XDECREF(method);
+    if (!r) return -1;
+    Py_DECREF(r);
+    return batch_open(b, store);
+}
+
+static inline void tail_put(Batch *b, int k, Py_ssize_t slot, long long value) {
+    put_item(&b->tail[k], slot, value);
+}
+
 /* The line of `size` bytes at `data` (the file's bytes start:end, line `line`) appended to
- * `store`: 1, or 0 when it is left to orjson (nothing written), or -1 on an error. */
-static int append_one(PyObject *store, const char *data, Py_ssize_t size, long long start,
+ * the batch's store: 1, or 0 when it is left to orjson (nothing written), or -1 on an error
+ * (the batch may then be closed). */
+static int append_one(Batch *b, const char *data, Py_ssize_t size, long long start,
                       long long end, long long line, int json) {
     Fields f;
     if (!read_line(data, size, json, &f)) return 0;
@@ -1615,9 +1779,9 @@ static int append_one(PyObject *store, const char *data, Py_ssize_t size, long l
 
     PyObject *kind = NULL, *code = NULL, *uid = NULL, *parent = NULL, *message = NULL;
     PyObject *calls = NULL, *results = NULL, *result = NULL;
-    Col cb = {0}, ci = {0}, cn = {0}, ca = {0}, rb = {0}, ri = {0}, rt = {0}, re = {0};
-    Strings st = {store, NULL, NULL, NULL, 0};
-    PyObject *last = NULL, *codes = NULL, *tails = NULL, *call_more = NULL;
+    Col *cb = &b->col[CB], *ci = &b->col[CI], *cn = &b->col[CN], *ca = &b->col[CA];
+    Col *rb = &b->col[RB], *ri = &b->col[RI], *rt = &b->col[RT], *re = &b->col[RE];
+    Strings *st = &b->st;
     int ok = 0;
 
     /* Everything append_message could do otherwise is decided before anything is written. */
@@ -1627,8 +1791,7 @@ static int append_one(PyObject *store, const char *data, Py_ssize_t size, long l
     } else if (!(kind = kind_of(&f))) {
         goto done;
     }
-    if (!(codes = PyObject_GetAttr(store, s_kind_codes))) goto done;
-    code = PyDict_GetItemWithError(codes, kind);
+    code = PyDict_GetItemWithError(b->codes, kind);
     long long kind_code = -1; /* -1: a new kind, given its code by `_set_kind` */
     if (code) {
         kind_code = PyLong_AsLongLong(code);
@@ -1648,11 +1811,9 @@ static int append_one(PyObject *store, const char *data, Py_ssize_t size, long l
         if (made == 0) result = Py_None;
         goto done;
     }
-    if (col_begin(store, s_call_block, &cb) < 0 || col_begin(store, s_result_block, &rb) < 0)
-        goto done;
     long long ncalls = PyList_GET_SIZE(calls), nresults = PyList_GET_SIZE(results);
-    if ((ncalls && cb.size + ncalls >= k_rows_limit) ||
-        (nresults && rb.size + nresults >= k_rows_limit)) {
+    if ((ncalls && cb->size + ncalls >= k_rows_limit) ||
+        (nresults && rb->size + nresults >= k_rows_limit)) {
         result = Py_None; /* rows that do not fit: kept apart by append_message */
         goto done;
     }
@@ -1672,136 +1833,107 @@ static int append_one(PyObject *store, const char *data, Py_ssize_t size, long l
     }
 
     /* The writing: as append_message does it, field by field. */
-    long long index;
-    if (get_ll(store, s_count, &index) < 0) goto done;
+    long long index = b->count;
     long long slot = index & k_chunk_mask;
     if (!slot) {
-        PyObject *r = PyObject_CallMethodNoArgs(store, s_grow_tails);
-        if (!r) goto done;
-        Py_DECREF(r);
+        PyObject *none = PyTuple_New(0);
+        int r = none ? batch_call(b, s_grow_tails, none) : -1;
+        Py_XDECREF(none);
+        if (r < 0) goto done;
     }
-    if (!(tails = PyObject_GetAttr(store, s_tails))) goto done;
-    if (!PyTuple_Check(tails) || PyTuple_GET_SIZE(tails) != 12) {
+    if (!b->tails_open) {
         PyErr_SetString(PyExc_TypeError, "a store's tails are not its 12 columns' chunks");
         goto done;
     }
-#define TAIL(k) PyTuple_GET_ITEM(tails, k)
-    if (set_ll(store, s_count, index + 1) < 0) goto done;
-    if (set_slot(TAIL(0), slot, start) < 0 || set_slot(TAIL(1), slot, end - start) < 0 ||
-        set_slot(TAIL(2), slot, line) < 0)
-        goto done;
+    b->count = index + 1;
+    b->slots_cleared = 1;
+    tail_put(b, 0, slot, start);
+    tail_put(b, 1, slot, end - start);
+    tail_put(b, 2, slot, line);
     if (kind_code >= 0) {
-        if (set_slot(TAIL(3), slot, (kind_code << k_role_bits) | k_role_code[f.role]) < 0)
-            goto done;
+        tail_put(b, 3, slot, (kind_code << k_role_bits) | k_role_code[f.role]);
     } else {
-        PyObject *at = PyLong_FromLongLong(index);
-        PyObject *r = at ? PyObject_CallMethodObjArgs(store, s_set_kind, at, kind,
-                                                      k_role_objects[f.role], NULL)
-                         : NULL;
-        Py_XDECREF(at);
-        if (!r) goto done;
-        Py_DECREF(r);
+        PyObject *args = Py_BuildValue("(LOO)", index, kind, k_role_objects[f.role]);
+        int r = args ? batch_call(b, s_set_kind, args) : -1;
+        Py_XDECREF(args);
+        if (r < 0) goto done;
     }
-    if (set_slot(TAIL(4), slot, bits) < 0) goto done;
-    if (!(st.arena = PyObject_GetAttr(store, s_arena)) || !PyList_Check(st.arena) ||
-        !(st.longs = PyObject_GetAttr(store, s_long)) || !PyList_Check(st.longs) ||
-        !(st.shared = PyObject_GetAttr(store, s_shared)) || !PyDict_Check(st.shared) ||
-        get_ll(store, s_arena_used, &st.used) < 0) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "a store's strings are amiss");
-        goto done;
-    }
-    if (!(last = PyObject_GetAttr(store, s_last_uid))) goto done;
-    if (!PyTuple_Check(last) || PyTuple_GET_SIZE(last) != 2) {
-        PyErr_SetString(PyExc_TypeError, "a store's last uid is not a pair");
-        goto done;
-    }
-    PyObject *last_uid = PyTuple_GET_ITEM(last, 0);
-    long long last_ref = PyLong_AsLongLong(PyTuple_GET_ITEM(last, 1));
-    if (last_ref == -1 && PyErr_Occurred()) goto done;
-    int eq = same(uid, last_uid);
+    tail_put(b, 4, slot, bits);
+    int eq = same(uid, b->last_uid);
     if (eq < 0) goto done;
-    long long uid_ref = eq ? last_ref : put(&st, uid);
-    if (uid_ref == PUT_FAILED || set_slot(TAIL(5), slot, uid_ref) < 0) goto done;
+    long long uid_ref = eq ? b->last_ref : put(st, uid);
+    if (uid_ref == PUT_FAILED) goto done;
+    tail_put(b, 5, slot, uid_ref);
     if (uid != Py_None) {
         Py_hash_t h = PyObject_Hash(uid);
         if (h == -1 && PyErr_Occurred()) goto done;
-        if (set_slot(TAIL(11), slot, (long long)((uint64_t)h & (uint64_t)k_hash_mask)) < 0)
-            goto done;
+        tail_put(b, 11, slot, (long long)((uint64_t)h & (uint64_t)k_hash_mask));
     }
-    if (PyObject_SetAttr(store, s_uid_slots, Py_None) < 0) goto done;
     int shared_parent = 0;
     if (parent != Py_None) {
-        shared_parent = same(parent, last_uid);
+        shared_parent = same(parent, b->last_uid);
         if (shared_parent < 0) goto done;
     }
     if (shared_parent) {
-        if (set_slot(TAIL(6), slot, last_ref) < 0) goto done;
-        int differs = !same(parent, uid);
-        long long chained;
-        if (differs) {
-            if (get_ll(store, s_chained, &chained) < 0) goto done;
-            if (chained < 0 && set_ll(store, s_chained, index) < 0) goto done;
+        tail_put(b, 6, slot, b->last_ref);
+        int own = same(parent, uid); /* a line that is its own parent links nothing */
+        if (own < 0) goto done;
+        if (!own) {
+            if (!b->chained_read) {
+                if (get_ll(b->store, s_chained, &b->chained) < 0) goto done;
+                b->chained_read = 1;
+            }
+            if (b->chained < 0) {
+                b->chained = index;
+                b->chained_dirty = 1;
+            }
         }
     } else {
-        long long parent_ref = put(&st, parent);
-        if (parent_ref == PUT_FAILED || set_slot(TAIL(6), slot, parent_ref) < 0) goto done;
+        long long parent_ref = put(st, parent);
+        if (parent_ref == PUT_FAILED) goto done;
+        tail_put(b, 6, slot, parent_ref);
     }
-    {
-        PyObject *pair = Py_BuildValue("(OL)", uid, uid_ref);
-        if (!pair) goto done;
-        int r = PyObject_SetAttr(store, s_last_uid, pair);
-        Py_DECREF(pair);
-        if (r < 0) goto done;
-    }
+    Py_INCREF(uid);
+    Py_SETREF(b->last_uid, uid);
+    b->last_ref = uid_ref;
+    b->last_dirty = 1;
     if (message == Py_None) {
-        if (set_slot(TAIL(7), slot, -1) < 0) goto done;
+        tail_put(b, 7, slot, -1);
     } else {
-        PyObject *lm = PyObject_GetAttr(store, s_last_message);
-        if (!lm) goto done;
-        if (!PyTuple_Check(lm) || PyTuple_GET_SIZE(lm) != 2) {
-            Py_DECREF(lm);
-            PyErr_SetString(PyExc_TypeError, "a store's last message is not a pair");
-            goto done;
-        }
-        long long message_ref = PyLong_AsLongLong(PyTuple_GET_ITEM(lm, 1));
-        int keep_ref = same(message, PyTuple_GET_ITEM(lm, 0));
-        Py_DECREF(lm);
-        if (keep_ref < 0 || (message_ref == -1 && PyErr_Occurred())) goto done;
+        int keep_ref = same(message, b->last_message);
+        if (keep_ref < 0) goto done;
         if (!keep_ref) {
-            message_ref = put(&st, message);
+            long long message_ref = put(st, message);
             if (message_ref == PUT_FAILED) goto done;
-            PyObject *pair = Py_BuildValue("(OL)", message, message_ref);
-            if (!pair) goto done;
-            int r = PyObject_SetAttr(store, s_last_message, pair);
-            Py_DECREF(pair);
-            if (r < 0) goto done;
+            Py_INCREF(message);
+            Py_SETREF(b->last_message, message);
+            b->message_ref = message_ref;
+            b->message_dirty = 1;
         }
-        if (set_slot(TAIL(7), slot, message_ref) < 0) goto done;
+        tail_put(b, 7, slot, b->message_ref);
     }
-    if (set_slot(TAIL(8), slot, -1) < 0) goto done;
+    tail_put(b, 8, slot, -1);
     if (ncalls) {
-        if (set_slot(TAIL(9), slot, (cb.size << k_count_bits) | ncalls) < 0) goto done;
-        if (col_begin(store, s_call_id, &ci) < 0 || col_begin(store, s_call_name, &cn) < 0 ||
-            col_begin(store, s_call_args, &ca) < 0)
-            goto done;
+        tail_put(b, 9, slot, (cb->size << k_count_bits) | ncalls);
         for (long long k = 0; k < ncalls; k++) {
             PyObject *row = PyList_GET_ITEM(calls, k);
-            long long at = cb.size;
-            if (col_append(&cb, PyLong_AsLongLong(PyTuple_GET_ITEM(row, 0))) < 0) goto done;
-            long long r1 = put_shared(&st, PyTuple_GET_ITEM(row, 1));
-            if (r1 == PUT_FAILED || col_append(&ci, r1) < 0) goto done;
-            long long r2 = put_shared(&st, PyTuple_GET_ITEM(row, 2));
-            if (r2 == PUT_FAILED || col_append(&cn, r2) < 0) goto done;
-            long long r3 = put(&st, PyTuple_GET_ITEM(row, 3));
-            if (r3 == PUT_FAILED || col_append(&ca, r3) < 0) goto done;
+            long long at = cb->size;
+            if (col_append(cb, PyLong_AsLongLong(PyTuple_GET_ITEM(row, 0))) < 0) goto done;
+            long long r1 = put_shared(st, PyTuple_GET_ITEM(row, 1));
+            if (r1 == PUT_FAILED || col_append(ci, r1) < 0) goto done;
+            long long r2 = put_shared(st, PyTuple_GET_ITEM(row, 2));
+            if (r2 == PUT_FAILED || col_append(cn, r2) < 0) goto done;
+            long long r3 = put(st, PyTuple_GET_ITEM(row, 3));
+            if (r3 == PUT_FAILED || col_append(ca, r3) < 0) goto done;
             PyObject *problem = PyTuple_GET_ITEM(row, 4);
             if (PyUnicode_GET_LENGTH(problem)) {
-                long long r4 = put_shared(&st, problem);
+                long long r4 = put_shared(st, problem);
                 if (r4 == PUT_FAILED) goto done;
-                if (!call_more && !(call_more = PyObject_GetAttr(store, s_call_more))) goto done;
+                if (!b->call_more && !(b->call_more = PyObject_GetAttr(b->store, s_call_more)))
+                    goto done;
                 PyObject *key = PyLong_FromLongLong(at);
                 PyObject *value = Py_BuildValue("(Li)", r4, 0);
-                int r = key && value ? PyObject_SetItem(call_more, key, value) : -1;
+                int r = key && value ? PyObject_SetItem(b->call_more, key, value) : -1;
                 Py_XDECREF(key);
                 Py_XDECREF(value);
                 if (r < 0) goto done;
@@ -1809,52 +1941,30 @@ static int append_one(PyObject *store, const char *data, Py_ssize_t size, long l
         }
     }
     if (nresults) {
-        if (set_slot(TAIL(10), slot, (rb.size << k_count_bits) | nresults) < 0) goto done;
-        if (col_begin(store, s_result_id, &ri) < 0 || col_begin(store, s_result_text, &rt) < 0 ||
-            col_begin(store, s_result_error, &re) < 0)
-            goto done;
+        tail_put(b, 10, slot, (rb->size << k_count_bits) | nresults);
         for (long long k = 0; k < nresults; k++) {
             PyObject *row = PyList_GET_ITEM(results, k);
-            if (col_append(&rb, PyLong_AsLongLong(PyTuple_GET_ITEM(row, 0))) < 0) goto done;
-            long long r1 = put_shared(&st, PyTuple_GET_ITEM(row, 1));
-            if (r1 == PUT_FAILED || col_append(&ri, r1) < 0) goto done;
-            long long r2 = put(&st, PyTuple_GET_ITEM(row, 3));
-            if (r2 == PUT_FAILED || col_append(&rt, r2) < 0) goto done;
-            if (col_append(&re, PyTuple_GET_ITEM(row, 2) == Py_True) < 0) goto done;
+            if (col_append(rb, PyLong_AsLongLong(PyTuple_GET_ITEM(row, 0))) < 0) goto done;
+            long long r1 = put_shared(st, PyTuple_GET_ITEM(row, 1));
+            if (r1 == PUT_FAILED || col_append(ri, r1) < 0) goto done;
+            long long r2 = put(st, PyTuple_GET_ITEM(row, 3));
+            if (r2 == PUT_FAILED || col_append(rt, r2) < 0) goto done;
+            if (col_append(re, PyTuple_GET_ITEM(row, 2) == Py_True) < 0) goto done;
         }
     }
-#undef TAIL
-    if (set_ll(store, s_arena_used, st.used) < 0) goto done;
     ok = 1;
     result = Py_True;
 done:;
-    /* A row column written to has its size written back; on a refusal none was written. */
-    Col *cols[8] = {&cb, &ci, &cn, &ca, &rb, &ri, &rt, &re};
-    for (int k = 0; k < 8; k++)
-        if (col_end(cols[k], ok) < 0) ok = 0;
     Py_XDECREF(kind);
-    Py_XDECREF(codes);
     Py_XDECREF(uid);
     Py_XDECREF(parent);
     Py_XDECREF(message);
     Py_XDECREF(calls);
     Py_XDECREF(results);
-    Py_XDECREF(tails);
-    Py_XDECREF(last);
-    Py_XDECREF(call_more);
-    Py_XDECREF(st.arena);
-    Py_XDECREF(st.longs);
-    Py_XDECREF(st.shared);
     if (ok) return 1;
     if (result == Py_None && !PyErr_Occurred()) return 0;
     if (!PyErr_Occurred()) PyErr_SetString(PyExc_SystemError, "a line was half appended");
     return -1;
-}
-
-static int ready(void) {
-    if (store_ready) return 1;
-    PyErr_SetString(PyExc_RuntimeError, "configure_store was not called");
-    return 0;
 }
 
 static PyObject *append(PyObject *const *args, Py_ssize_t nargs, int json) {
@@ -1866,9 +1976,11 @@ static PyObject *append(PyObject *const *args, Py_ssize_t nargs, int json) {
     long long start = PyLong_AsLongLong(args[2]), end = PyLong_AsLongLong(args[3]);
     long long line = PyLong_AsLongLong(args[4]);
     if (PyErr_Occurred()) return NULL;
-    int r = append_one(args[0], PyBytes_AS_STRING(args[1]), PyBytes_GET_SIZE(args[1]), start,
-                       end, line, json);
-    if (r < 0) return NULL;
+    Batch b;
+    if (batch_open(&b, args[0]) < 0) return NULL;
+    int r = append_one(&b, PyBytes_AS_STRING(args[1]), PyBytes_GET_SIZE(args[1]), start, end,
+                       line, json);
+    if (batch_flush(&b, r >= 0) < 0) return NULL;
     if (r) Py_RETURN_TRUE;
     Py_RETURN_NONE;
 }
@@ -1891,7 +2003,8 @@ static inline int blank(ptr p, ptr end) {
 /* append_lines(store, chunk, pos, offset, line_no): the whole lines of `chunk` from `pos`
  * (the file's offset `offset`, line `line_no`) appended while each is one the appender
  * takes, a blank line passed over as the loader passes it; returns (pos, offset, line_no)
- * of the first line not taken (or not whole in the chunk). */
+ * of the first line not taken (or not whole in the chunk). The store's state is read once
+ * and written back once (`Batch`). */
 static PyObject *append_lines(PyObject *const *args, Py_ssize_t nargs, int json) {
     if (nargs != 5) {
         PyErr_SetString(PyExc_TypeError, "append_lines(store, chunk, pos, offset, line_no)");
@@ -1911,6 +2024,12 @@ static PyObject *append_lines(PyObject *const *args, Py_ssize_t nargs, int json)
         PyErr_SetString(PyExc_ValueError, "append_lines: pos outside the chunk");
         return NULL;
     }
+    Batch b;
+    if (batch_open(&b, store) < 0) {
+        PyBuffer_Release(&chunk);
+        return NULL;
+    }
+    int failed = 0;
     while (pos < size) {
         ptr at = base + pos, newline = memchr(at, '\n', (size_t)(size - pos));
         if (!newline) break;
@@ -1919,11 +2038,11 @@ static PyObject *append_lines(PyObject *const *args, Py_ssize_t nargs, int json)
         if (!(cut > at && *at == '{') && blank(at, cut)) {
             /* a blank line: kept in the gap after the record before it */
         } else {
-            int r = append_one(store, (const char *)at, cut - at, offset, offset + (cut - at),
-                               line, json);
+            int r = append_one(&b, (const char *)at, cut - at, offset, offset + (cut - at), line,
+                               json);
             if (r < 0) {
-                PyBuffer_Release(&chunk);
-                return NULL;
+                failed = 1;
+                break;
             }
             if (!r) break;
         }
@@ -1931,7 +2050,9 @@ static PyObject *append_lines(PyObject *const *args, Py_ssize_t nargs, int json)
         offset += length + 1;
         line++;
     }
+    int flushed = batch_flush(&b, !failed);
     PyBuffer_Release(&chunk);
+    if (failed || flushed < 0) return NULL;
     return Py_BuildValue("(LLL)", pos, offset, line);
 }
 
