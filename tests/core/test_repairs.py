@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -977,3 +978,29 @@ def test_a_call_id_ending_in_a_newline_is_outside_anthropics_pattern() -> None:
     repaired = json.loads(result.repaired)["messages"]
     assert repaired[1]["content"][0]["id"] == "toolu_01Ab_"
     assert repaired[2]["content"][0]["tool_use_id"] == "toolu_01Ab_"
+
+
+def test_a_record_without_an_id_is_no_parent_when_a_pi_branch_is_relinked() -> None:
+    """A result written with `"id": null` is linked in; the record after it takes the id before.
+
+    The repair linked the next record to that result's id, written `""`: a
+    parent no entry holds, so pi's walk from the leaf (session-manager.js
+    `buildSessionContext`) stopped there and a second reading found five
+    more orphaned results and five missing ones. Found by test_outcome's
+    mutated samples in a long run.
+    """
+    path = Path(__file__).parents[1] / "formats" / "fixtures"
+    lines = [
+        json.loads(line)
+        for line in (path / "openclaw_results_before_their_call.jsonl").read_text().splitlines()
+    ]
+    lines[4]["id"] = None
+    data = "".join(json.dumps(line) + "\n" for line in lines).encode()
+    result = _check(data, "s.jsonl")
+    assert [str(f.kind) for f in result.faults] == ["missing_result"] * 4
+    repaired = [json.loads(line) for line in result.repaired.splitlines()]
+    links = {line["id"]: line["parentId"] for line in repaired[1:]}
+    assert "" not in links.values()
+    assert links["b0000100"] == "b0000002" and links[None] == "b0000002"
+    again = analyze(result.repaired, "s.jsonl", format=result.format)
+    assert [str(f.kind) for f in again.faults] == ["existing_synthetic"] * 4

@@ -175,16 +175,24 @@ def _relink_path(
 
     # A record written as it was after its own predecessor keeps its link: nothing to
     # look at but its uid, read only when a record after it needs it (`pending`).
+    # A record without a uid can be no record's parent: the next one re-linked takes the
+    # nearest uid before it on the branch (written `""`, it named no record and broke the
+    # chain).
     pending: int | None = None
+    skipped = 0  # where on the path the records passed over since `previous_uid` begin
     attached = _reattached(transcript, path)
     for k, index in enumerate(path):
         before = path[k - 1] if k else None
         slots = at.get(index)
         if slots is None and before == previous and index not in attached:
+            if pending is None:
+                skipped = k
             previous, pending = index, index
             continue
         if pending is not None:
-            previous_uid, pending = records[pending].uid or "", None
+            held = (records[i].uid for i in reversed(path[skipped:k]))
+            previous_uid = next((uid for uid in held if uid is not None), previous_uid)
+            pending = None
         placed: Sequence[Slot | None] = slots or (None,)
         for slot in placed:
             if slot is not None and not slot.written:
@@ -214,7 +222,8 @@ def _relink_path(
                     parents[own] = top
             if slot is None or slot.record is not None:
                 written = index if slot is None or slot.record is None else slot.record
-                previous, previous_uid = written, records[written].uid or ""
+                previous = written
+                previous_uid = records[written].uid or previous_uid
             else:
                 previous = None
                 previous_uid = fmt.new_uid(transcript, slot.op) if slot.op else ""
