@@ -30,7 +30,7 @@ import copy
 import re
 from array import array
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -543,28 +543,36 @@ class OpenClaw(Format):
             rows = records.call_rows()
         else:
             rows = ((r.index, c.id) for r in records for c in r.calls)
-        # One pass over the calls, kept as hashes (memory as the refused calls, not the
-        # file's): each call pi changes when it rewrites its record (its record, its id
-        # and the id sent: a refused id, or a valid one over 64 characters, which is cut),
-        # and the ids written valid, which a rewritten id may become.
-        refused: list[tuple[int, int, int]] = []
-        cut: list[tuple[int, int, int]] = []
+        # One pass over the calls, kept as hashes in arrays (memory as the refused calls,
+        # not the file's): each call pi changes when it rewrites its record (its record,
+        # its id and the id sent: a refused id, or a valid one over 64 characters, which
+        # is cut), and the ids written valid, which a rewritten id may become.
+        refused: tuple[array[int], array[int], array[int]] = (array("q"), array("q"), array("q"))
+        cut: tuple[array[int], array[int], array[int]] = (array("q"), array("q"), array("q"))
         valid: array[int] = array("q")
         for index, call_id in rows:
             if not call_id:
                 continue
             if not valid_id(call_id):
-                refused.append((index, hash(call_id), hash(pi_anthropic_id(call_id))))
-                continue
-            valid.append(hash(call_id))
-            if len(call_id) > 64:
-                cut.append((index, hash(call_id), hash(call_id[:64])))
+                changes, sent_id = refused, pi_anthropic_id(call_id)
+            else:
+                valid.append(hash(call_id))
+                if len(call_id) <= 64:
+                    continue
+                changes, sent_id = cut, call_id[:64]
+            changes[0].append(index)
+            changes[1].append(hash(call_id))
+            changes[2].append(hash(sent_id))
         # A line without the target's model id written as a plain JSON string holds no
         # `model` equal to it, when no escape could spell it otherwise: told by its bytes.
         plain = _PLAIN_MODEL.fullmatch(to_model) is not None
         needle = orjson.dumps(to_model)
         rewritten: set[int] = set()
-        for index in sorted({index for index, _, _ in refused}):
+        last = -1
+        for index in refused[0]:  # in record order, a record once per refused call
+            if index == last:
+                continue
+            last = index
             record = records[index]
             if plain and record.parsed is None and record.source is not None and not record.error:
                 raw = record.source[record.start : record.end]
@@ -588,15 +596,21 @@ class OpenClaw(Format):
         # rewritten ids that become one, or one that becomes an id written valid. (A refused
         # id that is not rewritten is sent as written, outside the alphabet: never one of
         # these.)
-        changed = [row for row in (*refused, *cut) if row[0] in rewritten]
+
+        def changed() -> Iterator[tuple[int, int, int]]:
+            for changes in (refused, cut):
+                for index, written, key in zip(*changes, strict=True):
+                    if index in rewritten:
+                        yield index, written, key
+
         sent: dict[int, int] = {}
         clashed: set[int] = set()
-        for _, written, key in changed:
+        for _, written, key in changed():
             if sent.setdefault(key, written) != written:
                 clashed.add(key)
         clashed.update(filter(sent.__contains__, valid))
         if clashed:
-            rewritten -= {index for index, _, key in changed if key in clashed}
+            rewritten -= {index for index, _, key in changed() if key in clashed}
         return frozenset(rewritten)
 
     def _api_provider(self, api: object) -> str:
