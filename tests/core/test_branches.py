@@ -217,3 +217,28 @@ def test_a_line_branching_off_a_dropped_record_follows_it_to_its_parent(tmp_path
         written = io.BytesIO()
         streamed.write_repaired(written)
     assert written.getvalue() == whole.repaired
+
+
+@pytest.mark.parametrize("policy", ["native", "synthesize", "discard"])
+def test_a_main_chain_copy_of_a_sidechain_line_does_not_make_the_sidechain_the_main_branch(
+    policy: str,
+) -> None:
+    """A line logged twice, its second copy without `isSidechain`, is read as its first copy.
+
+    The walk from that copy goes through the first (the copy standing for
+    the uid), so it leads into the sidechain. Taken as the main chain's
+    leaf, the repair put the missing result on the sidechain, and a second
+    reading found that result orphaned and the call still unanswered.
+    Found by test_fuzz's mutated samples in a long run.
+    """
+    path = (
+        Path(__file__).parents[1] / "formats/fixtures/claude_code_sidechain_call_logged_twice.jsonl"
+    )
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    lines[3]["isSidechain"] = None
+    data = _jsonl(lines)
+    first = analyze(data, path.name, policy)
+    assert [(str(f.kind), f.record) for f in first.faults] == [("missing_result", 2)]
+    again = analyze(first.repaired, path.name, policy, first.format)
+    assert again.faults == [] or {str(f.kind) for f in again.faults} == {"existing_synthetic"}
+    assert not again.plan

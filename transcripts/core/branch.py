@@ -33,17 +33,23 @@ def live_path(transcript: Transcript) -> list[int]:
     records = transcript.records
     if not transcript.tree:
         return [r.index for r in records if not r.inactive]
-    leaf = _leaf(records)
+    leaf = _leaf(records, last=transcript.last_copy)
     if leaf is None:
         return [r.index for r in records]
     by_uid = uid_lookup(records, transcript.last_copy)
     return _reattach(records, by_uid, _path_to(records, by_uid, leaf), leaf.sidechain)
 
 
-def _leaf(records: list[Record], gone: Callable[[int], bool] | None = None) -> Record | None:
+def _leaf(
+    records: list[Record], gone: Callable[[int], bool] | None = None, last: bool = False
+) -> Record | None:
     """Return the live branch's leaf: the last readable record with a uid, sidechains last.
 
-    `gone(index)` True leaves that record out (one a repair drops).
+    `gone(index)` True leaves that record out (one a repair drops). A line
+    logged twice is on a sidechain when the copy standing for its uid is
+    (`uid_lookup`, with `last` as `Transcript.last_copy`): the walk from it
+    goes through that copy, so a main-chain copy of a sidechain line leads
+    into the sidechain.
     """
 
     def candidates() -> Iterable[Record]:
@@ -53,7 +59,18 @@ def _leaf(records: list[Record], gone: Callable[[int], bool] | None = None) -> R
             if r.uid is not None and r.error is None and (gone is None or not gone(r.index))
         )
 
-    leaf = next((r for r in candidates() if not r.sidechain), None)
+    stands: UidLookup | None = None
+
+    def main_chain(record: Record) -> bool:
+        nonlocal stands
+        if record.sidechain:
+            return False
+        if stands is None:
+            stands = uid_lookup(records, last)
+        at = stands(record.uid) if record.uid is not None else None
+        return at is None or at == record.index or not records[at].sidechain
+
+    leaf = next((r for r in candidates() if main_chain(r)), None)
     return leaf if leaf is not None else next(iter(candidates()), None)
 
 
@@ -72,7 +89,7 @@ def kept_leaf(transcript: Transcript, gone: Callable[[int], bool]) -> int | None
     records = transcript.records
     messages = (Role.USER, Role.ASSISTANT)
     if transcript.tree:
-        leaf = _leaf(records)
+        leaf = _leaf(records, last=transcript.last_copy)
     else:
         leaf = next((r for r in reversed(records) if r.role in messages), None)
     if leaf is None or not gone(leaf.index):
@@ -80,7 +97,7 @@ def kept_leaf(transcript: Transcript, gone: Callable[[int], bool]) -> int | None
     if not transcript.tree:
         left = any(r.role in messages and not gone(r.index) for r in reversed(records))
         return None if left else leaf.index
-    after = _leaf(records, gone)
+    after = _leaf(records, gone, transcript.last_copy)
     if after is None:
         return leaf.index
     first = uid_lookup(records, transcript.last_copy)(after.uid) if after.uid is not None else None
@@ -105,10 +122,10 @@ def resumed_leaf(
     if not transcript.tree or subagent_file(transcript):
         return None
     records = transcript.records
-    leaf = _leaf(records)
+    leaf = _leaf(records, last=transcript.last_copy)
     if leaf is None or not gone(leaf.index):
         return None  # the live branch's end stays: the session resumes where it did
-    after = _leaf(records, gone)
+    after = _leaf(records, gone, transcript.last_copy)
     if after is None or after.uid is None or after.sidechain:
         return None
     stands = uid_lookup(records, transcript.last_copy)(after.uid)
@@ -135,7 +152,7 @@ def leaf_index(transcript: Transcript) -> int | None:
     """
     if not transcript.tree:
         return None
-    leaf = _leaf(transcript.records)
+    leaf = _leaf(transcript.records, last=transcript.last_copy)
     if leaf is None or leaf.uid is None:
         return None
     return uid_lookup(transcript.records, transcript.last_copy)(leaf.uid)
@@ -150,7 +167,7 @@ def subagent_file(transcript: Transcript) -> bool:
     """
     if not transcript.tree:
         return False
-    leaf = _leaf(transcript.records)
+    leaf = _leaf(transcript.records, last=transcript.last_copy)
     return leaf is not None and leaf.sidechain
 
 
