@@ -57,7 +57,7 @@ import orjson
 from transcripts import formats
 from transcripts.core.compaction import before_compaction
 from transcripts.core.jsontext import escape_lone
-from transcripts.core.model import INFORMATIONAL, FaultKind, Transcript
+from transcripts.core.model import INFORMATIONAL, Action, FaultKind, Transcript
 from transcripts.engine import DEFAULT_GRACE, DEFAULT_POLICY, PRESETS, Analysis, FileSource, analyze
 from transcripts.replace import (
     FileChanged,
@@ -478,10 +478,18 @@ def _analyze(
         if bar is not None:
             bar.close()
     if any(f.kind is FaultKind.PENDING_RESULT for f in analysis.faults):
+        policy = analysis.policy
+        if policy is not None and policy.action(FaultKind.PENDING_RESULT) is not Action.KEEP:
+            # A preset that imitates a repair which cannot tell a running call (openmaic).
+            fate = (
+                f"the {policy.name} policy answers them all the same "
+                f"({policy.row(FaultKind.PENDING_RESULT)})"
+            )
+        else:
+            fate = "they are pending and left alone (--grace 0 once the agent has stopped)"
         run.say_error(
             f"{item.name}: written less than {run.grace:g} s ago, so its last unanswered "
-            "calls may still be running: they are pending and left alone (--grace 0 once "
-            "the agent has stopped)"
+            f"calls may still be running: {fate}"
         )
     return analysis, source
 
@@ -754,13 +762,16 @@ def repair_files(
         if in_place and item.path is not None and item.path.is_symlink():
             # Replacing the link would turn it into a regular file and leave its target
             # unrepaired (and the backup a hard link to the link): its target is the session.
+            target_of = _name(Path(os.path.realpath(item.path)))
             if item.walked:
-                run.say_error(f"{item.name}: symbolic link; skipped (repair its target instead)")
+                run.say_error(
+                    f"{item.name}: symbolic link; skipped (repair its target instead: {target_of})"
+                )
                 reports.append({"path": item.name, "skipped": "symbolic link", "written": None})
                 continue
             run.say_error(
                 f"{item.name}: is a symbolic link; not repaired in place "
-                "(repair its target instead)"
+                f"(repair its target instead: {target_of})"
             )
             reports.append({"path": item.name, "error": "symbolic link"})
             status = BAD
@@ -792,7 +803,7 @@ def repair_files(
                 status = BAD
                 continue
             if dry_run:
-                if analysis.plan:
+                if analysis.plan or _pending(analysis):
                     status = max(status, FAULTS)
                 run.say(f"{item.name}: {_summary(analysis)}")
                 for line in _op_lines(analysis):

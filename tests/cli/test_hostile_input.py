@@ -47,6 +47,7 @@ def test_fix_in_place_refuses_a_symlink_and_still_repairs_the_other_files(
     status, out, err = run("fix", "--in-place", "--json", str(link), str(other))
     assert status == 2
     assert f"{link}: is a symbolic link; not repaired in place" in err
+    assert f"(repair its target instead: {os.path.realpath(real)})" in err
     assert link.is_symlink() and os.readlink(link) == str(real)
     assert real.read_bytes() == BROKEN.read_bytes()
     assert other.read_bytes() == analyze(BROKEN.read_bytes(), other.name).repaired

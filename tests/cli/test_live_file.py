@@ -48,6 +48,9 @@ def test_a_call_in_flight_is_pending_and_left_alone(tmp_path: Path) -> None:
     assert (done.returncode, "left as it was") == (1, done.stdout.split("; ")[-1].strip())
     copied = _pairfix("fix", str(path), "--out", str(tmp_path / "out"))
     assert copied.returncode == 1 and (tmp_path / "out" / "s.jsonl").exists()
+    # A dry run says the same: nothing to write, and a file the provider would refuse now.
+    planned = _pairfix("fix", "--dry-run", str(path))
+    assert (planned.returncode, planned.stdout.count("pending_result=1")) == (1, 1)
     assert "toolu_LIVE" not in "".join(
         line for line in path.read_text().splitlines() if '"tool_result"' in line
     )
@@ -76,3 +79,15 @@ def test_a_json_document_written_just_now_is_repaired(tmp_path: Path) -> None:
         )
     )  # fmt: skip
     assert "missing_result call_1" in _pairfix("check", str(path)).stdout
+
+
+def test_a_policy_that_answers_running_calls_says_so(tmp_path: Path) -> None:
+    # openmaic imitates a read-time repair that cannot tell a running call: the note says so.
+    path = _with_a_call_in_flight(tmp_path / "s.jsonl")
+    done = _pairfix("fix", "--policy", "openmaic", "--dry-run", str(path))
+    assert "left alone" not in done.stderr
+    assert (
+        "may still be running: the openmaic policy answers them all the same "
+        "(openmaic: pending_result -> synthesize)"
+    ) in done.stderr
+    assert "insert_result toolu_LIVE" in done.stdout

@@ -295,7 +295,7 @@ def test_a_compactions_first_kept_entry_dropped_by_a_repair_moves_to_the_next_en
 def test_results_an_earlier_repair_made_are_recognised() -> None:
     data = (SAMPLES / "formats" / "openclaw.jsonl").read_bytes()
     # The default answers in OpenClaw's own words in OpenClaw's own session file.
-    pairs = [("synthesize", "OpenClaw ([openclaw])"), ("openclaw", "OpenClaw ([openclaw])")]
+    pairs = [("synthesize", "repair (OpenClaw)"), ("openclaw", "repair (OpenClaw)")]
     for policy, system in pairs:
         repaired = analyze(data, "openclaw.jsonl", policy).repaired
         again = analyze(repaired, "openclaw.jsonl", policy)

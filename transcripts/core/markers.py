@@ -49,7 +49,8 @@ def synthetic_marker(text: str) -> str | None:
     text = " ".join(text.split())
     match = _OPENCLAW.match(text)
     if match:
-        return f"OpenClaw ([{match.group(1)}])"
+        brand = match.group(1)  # the names OpenClaw has gone by, each its own prefix
+        return "OpenClaw" if brand == "openclaw" else f"OpenClaw, as [{brand}]"
     if _OPENMAIC.match(text):
         return "OpenMAIC"
     return _EXACT.get(text)
