@@ -399,7 +399,7 @@ def session_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
             "text": (
                 f"step {tl.stage} of {len(stages)}: {stages[tl.stage - 1]}"
                 if tl.stage
-                else "waiting for a worker to start"
+                else "queued for a worker"
             ),
         }
         if not filters and not any(data.get(name) is not None for name in PLACES):

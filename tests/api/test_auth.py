@@ -17,6 +17,19 @@ def test_it_requires_a_token():
     response = APIClient().get(URL)
     assert error_of(response) == (401, "not_authenticated")
     assert response["WWW-Authenticate"] == 'Bearer realm="api"'
+    # The message says what to send, and where a token is made.
+    assert "Authorization: Bearer <token>" in response.json()["error"]["message"]
+    assert "/tokens/" in response.json()["error"]["message"]
+
+
+def test_a_path_with_a_final_slash_is_pointed_at_the_operation_without_it():
+    message = APIClient().get("/api/schema/").json()["error"]["message"]
+    assert message == (
+        "There is no API operation at /api/schema/. The API's paths end without a slash: "
+        "/api/schema."
+    )
+    other = APIClient().get("/api/nothing/").json()["error"]["message"]
+    assert other == "There is no API operation at /api/nothing/."
 
 
 @pytest.mark.parametrize(

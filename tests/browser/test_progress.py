@@ -56,7 +56,7 @@ def test_a_timeline_build_shows_a_bar_until_the_timeline_replaces_it(
     bar = page.locator("#timeline-progress")
     expect(bar).to_have_attribute("max", "4")
     expect(bar).to_have_attribute("value", "0")
-    expect(page.locator(".build-stage")).to_have_text("waiting for a worker to start")
+    expect(page.locator(".build-stage")).to_have_text("queued for a worker")
     # Meanwhile a first look at the file's first records, without the fault panel.
     expect(page.locator(".preview-note")).to_be_visible()
     expect(page.locator("table.preview tr#r-0")).to_be_visible()

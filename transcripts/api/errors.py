@@ -12,6 +12,7 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied, RequestDataTooBig, SuspiciousOperation
 from django.http import Http404, HttpRequest, JsonResponse
+from django.urls import Resolver404, resolve
 from rest_framework import exceptions, status
 from rest_framework.views import set_rollback
 
@@ -138,6 +139,14 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> JsonResponse:
         code = str(exc.get_codes())
         return error_response(exc.status_code, code, str(exc.detail), headers=headers)
     code = next((code for cls, code in CODES if isinstance(exc, cls)), "error")
+    if isinstance(exc, exceptions.NotAuthenticated):
+        return error_response(
+            exc.status_code,
+            code,
+            f"{exc.detail} Send `Authorization: Bearer <token>`, a token made on the "
+            "dashboard's API tokens page (/tokens/).",
+            headers=headers,
+        )
     if isinstance(exc, exceptions.ValidationError):
         return error_response(
             exc.status_code,
@@ -150,5 +159,18 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> JsonResponse:
 
 
 def not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
-    """Answer a path under /api/ that names no operation."""
-    return error_response(404, "not_found", f"There is no API operation at {request.path}.")
+    """Answer a path under /api/ that names no operation (naming it without a final slash)."""
+    message = f"There is no API operation at {request.path}."
+    bare = request.path.rstrip("/")
+    if bare != request.path and _operation_at(bare):
+        message += f" The API's paths end without a slash: {bare}."
+    return error_response(404, "not_found", message)
+
+
+def _operation_at(path: str) -> bool:
+    """Return True when `path` names an API operation (not this 404 view)."""
+    try:
+        match = resolve(path)
+    except Resolver404:
+        return False
+    return match.url_name != "api_not_found"

@@ -74,5 +74,5 @@ urlpatterns = [
     path("jobs/<id:pk>/archive", _public(views.JobArchive.as_view()), name="job_archive"),
     path("policies", _public(policies.PolicyList.as_view()), name="policies"),
     path("policies/<id:pk>", _public(policies.PolicyDetail.as_view()), name="policy"),
-    re_path(r"", _public(csrf_exempt(errors.not_found))),
+    re_path(r"", _public(csrf_exempt(errors.not_found)), name="api_not_found"),
 ]
