@@ -242,3 +242,37 @@ def test_a_main_chain_copy_of_a_sidechain_line_does_not_make_the_sidechain_the_m
     again = analyze(first.repaired, path.name, policy, first.format)
     assert again.faults == [] or {str(f.kind) for f in again.faults} == {"existing_synthetic"}
     assert not again.plan
+
+
+def test_a_result_written_before_its_call_is_linked_to_it_once_it_is_the_leaf(
+    tmp_path: Path,
+) -> None:
+    """Dropping the line after the call leaves the result last: its link skipped the call.
+
+    The result kept its link to the line before its call (Claude Code puts it
+    back itself), but as the file's last line it is where the walk starts,
+    and the call was off it: a second reading found the result orphaned.
+    Found by test_fuzz's mutated samples in a long run. Read whole and
+    streamed, the repair is the same.
+    """
+    path = Path(__file__).parents[1] / "formats/fixtures/claude_code_result_before_its_call.jsonl"
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    lines[3]["message"]["id"] = None  # the call's line is then a message of its own
+    data = _jsonl(lines)
+    first = analyze(data, path.name, "discard")
+    assert [str(op.kind) for op in first.plan.ops] == ["drop_call"]
+    out = [json.loads(line) for line in first.repaired.splitlines()]
+    assert [(line["uuid"][-4:], (line["parentUuid"] or "")[-4:]) for line in out] == [
+        ("0495", ""),
+        ("8719", "0495"),
+        ("b053", "8719"),
+        ("3fd3", "b053"),
+    ]
+    assert not analyze(first.repaired, path.name, "discard", first.format).plan
+    copy = tmp_path / path.name
+    copy.write_bytes(data)
+    with FileSource(copy) as source:
+        streamed = analyze(source, path.name, "discard")
+        buffer = io.BytesIO()
+        streamed.write_repaired(buffer)
+    assert buffer.getvalue() == first.repaired

@@ -50,8 +50,9 @@ def _relink(
         if slot.record == index and any(op.kind is OpKind.RELINK for op in slot.ops)
     )
     parents: dict[int | Slot, str] = {}
-    for path in _paths(transcript, resumed):
-        parents.update(_relink_path(transcript, fmt, at, path, roots))
+    end = _moved_end(transcript, at, resumed)
+    for k, path in enumerate(_paths(transcript, resumed)):
+        parents.update(_relink_path(transcript, fmt, at, path, roots, end if k == 0 else None))
     for index in roots:
         parents.setdefault(index, ROOT)
     _relink_dangling(transcript, at, parents, fmt.lost_parent_falls_back, roots)
@@ -147,14 +148,38 @@ def _written_link(record: Record) -> str | None:
     return record.parent if mended is None else mended or None
 
 
+def _moved_end(
+    transcript: Transcript, at: dict[int, list[Slot]], resumed: tuple[int, ...]
+) -> int | None:
+    """Return the record `leaf_last` writes last as the live branch's end, if it moves one.
+
+    Written last, it is the leaf: the walk up the links starts there, so its
+    link must be the record before it on the branch (`_relink_path`). A Claude
+    Code result written before its call keeps its link to the line before the
+    call (`_reattached`) only while another line of the branch ends the file.
+    None when nothing moves, or what moves is a new record (linked anyway).
+    """
+    if transcript.last_copy:
+        return None  # pi's re-attached records are re-linked all the same
+    moved = leaf_last(transcript, at, resumed)
+    if moved is at:
+        return None
+    last = moved[len(transcript.records) - 1][-1]
+    return last.record if last.moved_in else None
+
+
 def _relink_path(
     transcript: Transcript,
     fmt: Format,
     at: dict[int, list[Slot]],
     path: list[int],
     roots: frozenset[int] = frozenset(),
+    end: int | None = None,
 ) -> dict[int | Slot, str]:
     """Return new parent ids along one branch `path` (root first); see `_relink`.
+
+    `end` (`_moved_end`), written at the end of the file, is linked to the
+    record before it on the branch, as a re-attached record is.
 
     The first record written of a branch whose first records are moved
     away (a result written before its call) takes the link the branch's
@@ -181,6 +206,8 @@ def _relink_path(
     pending: int | None = None
     skipped = 0  # where on the path the records passed over since `previous_uid` begin
     attached = _reattached(transcript, path)
+    if end is not None:
+        attached |= {end}
     for k, index in enumerate(path):
         before = path[k - 1] if k else None
         slots = at.get(index)
