@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from transcripts.core.model import _SIDECHAIN, Record, Role, Transcript
 from transcripts.core.store import RecordStore
@@ -219,24 +219,22 @@ def _reattach(
     return out
 
 
-def reattached(transcript: Transcript, path: Iterable[int]) -> Iterator[int]:
+def reattached(transcript: Transcript, path: Sequence[int]) -> Iterator[int]:
     """Yield the records of `path` (a tree's branch, root first) not linked to the one before.
 
     Each one's parent, as read, is not the record before it on `path`: a
     result `_reattach` put back after its call. The root is never one.
     """
     records = transcript.records
-    stored = records if isinstance(records, RecordStore) else None
-    by_uid = None if stored is not None else uid_lookup(records, transcript.last_copy)
+    if isinstance(records, RecordStore):
+        yield from records.unlinked(path)
+        return
+    by_uid = uid_lookup(records, transcript.last_copy)
     before: int | None = None
     for index in path:
         if before is not None:
-            if stored is not None:
-                parent = stored.parent_of(index)
-            else:
-                assert by_uid is not None
-                named = records[index].parent
-                parent = None if named is None else by_uid(named)
+            named = records[index].parent
+            parent = None if named is None else by_uid(named)
             if parent != before:
                 yield index
         before = index

@@ -13,6 +13,8 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
+from itertools import chain, compress, count, islice, repeat
+from operator import and_, eq, ne, not_, or_, truth
 from typing import Any, SupportsIndex, overload
 
 from transcripts.core.model import (
@@ -234,6 +236,8 @@ class RecordStore(list[Record]):
         # its own uid), or -1: the records are linked (see `chained`).
         self._chained = -1
         self._uid_first = bytearray()  # 1 for the record standing for each uid, with the slots
+        # (the `_uid_first` it was made with, `_links`' flags): shared by `replaced` copies.
+        self._linked: list[tuple[bytearray, bytearray]] = []
         self._last_copy = False  # see `stand_for_last`
         self._last_message: tuple[str | None, int] = (None, _NONE)
 
@@ -709,12 +713,7 @@ class RecordStore(list[Record]):
 
     def _each(self, column: _Column) -> Iterator[int]:
         """Yield a per-record column's values, one per record (its own length is not kept)."""
-        left = self._count
-        for chunk in column.chunks:
-            if left <= 0:
-                return
-            yield from chunk[: min(left, len(chunk))]
-            left -= len(chunk)
+        return islice(chain.from_iterable(column.chunks), self._count)
 
     def parents_apart(self) -> Iterator[tuple[int, str]]:
         """Yield (index, parent) for each record with a parent, but those known to be held.
@@ -735,14 +734,16 @@ class RecordStore(list[Record]):
                     yield record.index, named
                 previous = record.uid
             return
-        last = _NONE
-        uids, parents = self._each(self._uid), self._each(self._parent)
-        for index, (uid, parent) in enumerate(zip(uids, parents, strict=True)):
-            # The store shares the previous uid's reference for a parent equal to it, and
-            # for a uid equal to it: a record whose parent is its own uid shares both.
-            if parent != _NONE and (parent != last or uid == parent):
-                yield index, self._get(parent)
-            last = uid
+        # The store shares the previous uid's reference for a parent equal to it, and
+        # for a uid equal to it: a record whose parent is its own uid shares both. The
+        # test runs over whole columns (C iterators); only the records it keeps are read.
+        each, uid, parent = self._each, self._uid, self._parent
+        given = map(ne, each(parent), repeat(_NONE))
+        apart = map(ne, each(parent), chain((_NONE,), each(uid)))
+        own = map(eq, each(uid), each(parent))
+        get, chunks = self._get, parent.chunks
+        for index in compress(count(), map(and_, given, map(or_, apart, own))):
+            yield index, get(chunks[index >> _CHUNK_BITS][index & _CHUNK_MASK])
 
     def roots(self) -> Iterator[int]:
         """Yield the index of each record with a uid and no parent, read in column space."""
@@ -751,10 +752,9 @@ class RecordStore(list[Record]):
                 if record.uid is not None and record.parent is None:
                     yield record.index
             return
-        uids, parents = self._each(self._uid), self._each(self._parent)
-        for index, (uid, parent) in enumerate(zip(uids, parents, strict=True)):
-            if uid != _NONE and parent == _NONE:
-                yield index
+        held = map(ne, self._each(self._uid), repeat(_NONE))
+        orphan = map(eq, self._each(self._parent), repeat(_NONE))
+        yield from compress(count(), map(and_, held, orphan))
 
     def with_flag(self, bit: int) -> Iterator[int]:
         """Yield the index of each record whose flag `bit` (`model.Record._bits`) is set."""
@@ -762,8 +762,9 @@ class RecordStore(list[Record]):
             yield from (r.index for r in self if r._bits & bit)
             return
         wide = self._wide_bits
-        for index, bits in enumerate(self._each(self._bits)):
-            if (bits if bits != _WIDE else wide[index]) & bit:
+        # `_WIDE & bit` is set: a record whose bits are kept wide is looked at again.
+        for index in compress(count(), map(and_, self._each(self._bits), repeat(bit))):
+            if index not in wide or wide[index] & bit:
                 yield index
 
     def answer_lines(self, skip: bytearray, bit: int, flagged: bool = False) -> Iterator[int]:
@@ -781,13 +782,25 @@ class RecordStore(list[Record]):
                     yield r.index
             return
         odd_results, odd_calls, wide = self._odd_results, self._odd_calls, self._wide_bits
-        results_of, calls_of = self._each(self._results), self._each(self._calls)
-        columns = zip(results_of, calls_of, self._each(self._bits), strict=True)
-        for index, (results, calls, bits) in enumerate(columns):
-            if skip[index] or not (results or odd_results.get(index)):
-                continue
-            if calls or odd_calls.get(index):
-                continue
+        if odd_results or odd_calls:
+            results_of, calls_of = self._each(self._results), self._each(self._calls)
+            columns = zip(results_of, calls_of, self._each(self._bits), strict=True)
+            for index, (results, calls, bits) in enumerate(columns):
+                if skip[index] or not (results or odd_results.get(index)):
+                    continue
+                if calls or odd_calls.get(index):
+                    continue
+                if bool((bits if bits != _WIDE else wide[index]) & bit) == flagged:
+                    yield index
+            return
+        # Every record's calls and results are in rows: the records holding results and
+        # no calls, not skipped, are found over whole columns; only their bits are read.
+        answering = map(truth, self._each(self._results))
+        calling = map(not_, self._each(self._calls))
+        kept = map(and_, map(and_, answering, calling), map(not_, skip))
+        chunks = self._bits.chunks
+        for index in compress(count(), kept):
+            bits = chunks[index >> _CHUNK_BITS][index & _CHUNK_MASK]
             if bool((bits if bits != _WIDE else wide[index]) & bit) == flagged:
                 yield index
 
@@ -821,12 +834,17 @@ class RecordStore(list[Record]):
                 for item in getattr(record, field):
                     yield record.index, item.id if field == "calls" else item.tool_call_id
             return
-        get = self._get
-        for index, packed in enumerate(self._each(packs)):
+        get, chunks = self._get, ids.chunks
+        if odd:
+            held: Iterable[tuple[int, int]] = enumerate(self._each(packs))
+        else:  # only the records holding rows, found by C iterators
+            rows = filter(None, self._each(packs))
+            held = zip(compress(count(), self._each(packs)), rows, strict=True)
+        for index, packed in held:
             if packed:
                 first = packed >> _COUNT_BITS
                 for row in range(first, first + (packed & _COUNT_MASK)):
-                    yield index, get(ids[row])
+                    yield index, get(chunks[row >> _CHUNK_BITS][row & _CHUNK_MASK])
             elif index in odd:
                 for item in odd[index]:
                     yield index, item.id if field == "calls" else item.tool_call_id
@@ -837,6 +855,8 @@ class RecordStore(list[Record]):
             yield from (r.index for r in self if any(c.problem for c in r.calls))
             return
         more, odd = self._call_more, self._odd_calls
+        if not more and not odd:
+            return
         for index, packed in enumerate(self._each(self._calls)):
             if packed:
                 first = packed >> _COUNT_BITS
@@ -905,14 +925,39 @@ class RecordStore(list[Record]):
         if self._replaced:
             parent = self[index].parent
             return None if parent is None else self.first_with_uid(parent)
-        if self._uid_slots is None:
-            self._uid_slots = self._uid_table()
+        if self._links()[index]:
+            return index - 1
         ref = self._parent[index]
         if ref == _NONE:
             return None
-        if index and ref == self._uid[index - 1] and self._uid_first[index - 1]:
-            return index - 1
         return self.first_with_uid(self._get(ref))
+
+    def unlinked(self, path: Sequence[int]) -> Iterator[int]:
+        """Yield each record of `path` but its first whose parent is not the record before it.
+
+        The parent's record is the one `parent_of` finds. A record that follows
+        the one before it in the file and hangs from it (`_links`) is passed
+        over without reading its parent.
+        """
+        if self._replaced:
+            for k in range(1, len(path)):
+                if self.parent_of(path[k]) != path[k - 1]:
+                    yield path[k]
+            return
+        links = self._links()
+        after = islice(path, 1, None)
+        follows = map(eq, map(int.__sub__, after, path), repeat(1))
+        linked = map(and_, follows, map(links.__getitem__, islice(path, 1, None)))
+        for k in compress(count(1), map(not_, linked)):
+            index = path[k]
+            if self.parent_of(index) != path[k - 1]:
+                yield index
+
+    def with_error(self) -> list[int]:
+        """Return the indexes of the records whose `error` is set, in order."""
+        if self._replaced:
+            return [record.index for record in self if record.error is not None]
+        return sorted(i for i, rare in self._rare.items() if rare.get("error") is not None)
 
     def path_to(self, uid: str | None) -> list[int] | None:
         """Return `branch._path_to`'s path to the record standing for `uid`, or None: not here.
@@ -926,24 +971,46 @@ class RecordStore(list[Record]):
         """
         if self._replaced:
             return None
-        if self._uid_slots is None:
-            self._uid_slots = self._uid_table()
-        first, uids, parents = self._uid_first, self._uid, self._parent
+        links, parents = self._links(), self._parent
         path: list[int] = []
         seen = bytearray(self._count)
         current = self.first_with_uid(uid) if uid else None
         while current is not None and not seen[current]:
-            seen[current] = 1
-            path.append(current)
-            ref = parents[current]
+            # Records `low` to `current` each hang from the one before (`_links`): a run
+            # walked at once, up to a record seen before, if one is in it.
+            low = links.rfind(0, 0, current + 1)
+            stop = seen.rfind(1, low, current + 1)
+            if stop >= 0:
+                path.extend(range(current, stop, -1))
+                break
+            path.extend(range(current, low - 1, -1))
+            seen[low : current + 1] = b"\x01" * (current + 1 - low)
+            ref = parents[low]
             if ref == _NONE:
                 break
-            if current and ref == uids[current - 1] and first[current - 1]:
-                current -= 1
-            else:
-                current = self.first_with_uid(self._get(ref))
+            current = self.first_with_uid(self._get(ref))
         path.reverse()
         return path
+
+    def _links(self) -> bytearray:
+        """Return a flag per record: 1 when its parent is held by the record just before it.
+
+        That is, the store keeps its parent as the very reference of that
+        record's uid, which that record stands for (`first_with_uid`). Made
+        from whole columns, again after a uid or a parent changes.
+        """
+        if self._uid_slots is None:
+            self._uid_slots = self._uid_table()
+        first = self._uid_first
+        if self._linked and self._linked[0][0] is first:
+            return self._linked[0][1]
+        count_ = self._count
+        # bool is an int: `bytes` of the comparisons is their 0 and 1 flags.
+        same = bytes(map(eq, islice(self._each(self._parent), 1, None), self._each(self._uid)))
+        held = int.from_bytes(same, "little") & int.from_bytes(first[: count_ - 1], "little")
+        links = bytearray(1) + held.to_bytes(max(count_ - 1, 0), "little")
+        self._linked[:] = [(first, links[:count_])]
+        return self._linked[0][1]
 
     def replaced(self, records: dict[int, Record]) -> RecordStore:
         """Return a store that reads as this one but for `records` ({index: Record}).
@@ -1186,6 +1253,7 @@ class StoredRecord(Record):
     @parent.setter
     def parent(self, value: str | None) -> None:
         self._store._parent[self._i] = self._store._put(value)
+        self._store._linked.clear()
         self._store._unchain(self._i)
 
     @property
