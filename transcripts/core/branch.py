@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from operator import itemgetter
 
 from transcripts.core.model import _SIDECHAIN, Record, Role, Transcript
 from transcripts.core.store import RecordStore
@@ -262,6 +263,27 @@ def _path_ids(
             call_at[call_id] = k
     answered = {r for index, r in records.result_rows() if r in wanted and position[index] >= 0}
     return call_at, answered
+
+
+def positions(path: Sequence[int], indexes: Iterable[int], size: int) -> list[int]:
+    """Return the positions on `path` of the records among `indexes`, in path order.
+
+    `size` is the number of records (every index on `path` is below it). A
+    flag per record is read for a block of the path at once, not a lookup a record.
+    """
+    marks = bytearray(size)
+    for index in indexes:
+        marks[index] = 1
+    found: list[int] = []
+    block = 4096
+    for start in range(0, len(path), block):
+        part = path[start : start + block]
+        flags = bytes(itemgetter(*part)(marks)) if len(part) > 1 else bytes([marks[part[0]]])
+        at = flags.find(1)
+        while at >= 0:
+            found.append(start + at)
+            at = flags.find(1, at + 1)
+    return found
 
 
 def uid_lookup(records: list[Record], last: bool = False) -> UidLookup:

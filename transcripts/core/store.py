@@ -13,8 +13,8 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
-from itertools import chain, compress, count, islice, repeat
-from operator import and_, eq, ne, not_, or_, truth
+from itertools import chain, compress, count, islice
+from operator import itemgetter
 from typing import Any, SupportsIndex, overload
 
 from transcripts.core.model import (
@@ -109,6 +109,36 @@ class _Column:
         for chunk in self.chunks:
             yield from chunk[: min(left, len(chunk))]
             left -= len(chunk)
+
+
+# Flags of a chunk's values are tested a chunk at a time as the bytes of one int: a byte
+# per value, 1 where the test holds. `_TRUTH` maps a byte to 1 unless it is 0, `_FALSITY`
+# to 1 where it is 0.
+_TRUTH = bytes([0] + [1] * 255)
+_FALSITY = bytes([1] + [0] * 255)
+
+
+def _packed(values: array[int]) -> int:
+    """Return the machine bytes of `values` as one int (little-endian)."""
+    return int.from_bytes(values, "little")
+
+
+def _nonzero(packed: int, width: int, items: int) -> int:
+    """Return a flag per item of `packed` (`items` values of `width` bytes): 1 where it is not 0."""
+    data = packed.to_bytes(items * width, "little")
+    folded = 0
+    for k in range(width):  # OR of each item's bytes, in its first byte's place
+        folded |= int.from_bytes(data[k::width], "little")
+    return int.from_bytes(folded.to_bytes(items, "little").translate(_TRUTH), "little")
+
+
+def _indexes(flags: int, items: int, base: int) -> Iterator[int]:
+    """Yield `base` + the position of each flag set among `items` flags (see `_nonzero`)."""
+    data = flags.to_bytes(items, "little")
+    at = data.find(1)
+    while at >= 0:
+        yield base + at
+        at = data.find(1, at + 1)
 
 
 _RECENT = 4096  # call ids, tool names and kinds remembered for later strings to share
@@ -670,27 +700,41 @@ class RecordStore(list[Record]):
         code = "i" if size < 2**31 else "q"  # record indexes + 1 fit 32 bits nearly always
         slots = array(code, [0]) * size
         mask = size - 1
-        refs, hashes, get = self._uid, self._uid_hash, self._get
-        first = self._uid_first = bytearray(self._count)
+        get, ref_chunks, hash_chunks = self._get, self._uid.chunks, self._uid_hash.chunks
+        # 1 for each record with a uid to begin with; a later copy of a uid is cleared.
+        first = bytearray()
+        for _, (refs,) in self._chunked(self._uid):
+            none = _packed(array(refs.typecode, [_NONE]) * len(refs))
+            held = _nonzero(_packed(refs) ^ none, refs.itemsize, len(refs))
+            first += held.to_bytes(len(refs), "little")
+        self._uid_first = first
         last = self._last_copy
-        columns = zip(self._each(refs), self._each(hashes), strict=True)
-        for index, (ref, held) in enumerate(columns):
-            if ref == _NONE:
-                continue
+        hashes = zip(count(), self._each(self._uid_hash), strict=False)
+        # Each record with a uid goes in the slot its hash's probe finds first free, but
+        # one whose uid a slot's record already holds (a copy: the first stands for it).
+        for index, held in compress(hashes, first):
             probe = held & mask
-            while True:
-                entry = slots[probe]
-                if not entry:
-                    slots[probe] = index + 1
-                    first[index] = 1
-                    break
+            entry = slots[probe]
+            if not entry:
+                slots[probe] = index + 1
+                continue
+            ref = ref_chunks[index >> _CHUNK_BITS][index & _CHUNK_MASK]
+            while entry:
                 other = entry - 1
-                if hashes[other] == held and (refs[other] == ref or get(refs[other]) == get(ref)):
-                    if last:  # this later record stands for the uid instead
-                        slots[probe] = index + 1
-                        first[other], first[index] = 0, 1
-                    break  # else an earlier record holds this uid: it stands for it
+                at, slot = other >> _CHUNK_BITS, other & _CHUNK_MASK
+                if hash_chunks[at][slot] == held:
+                    known = ref_chunks[at][slot]
+                    if known == ref or get(known) == get(ref):
+                        if last:  # this later record stands for the uid instead
+                            slots[probe] = index + 1
+                            first[other] = 0
+                        else:  # an earlier record holds this uid: it stands for it
+                            first[index] = 0
+                        break
                 probe = (probe + 1) & mask
+                entry = slots[probe]
+            else:
+                slots[probe] = index + 1
         return slots
 
     def chained(self) -> bool:
@@ -736,14 +780,27 @@ class RecordStore(list[Record]):
             return
         # The store shares the previous uid's reference for a parent equal to it, and
         # for a uid equal to it: a record whose parent is its own uid shares both. The
-        # test runs over whole columns (C iterators); only the records it keeps are read.
-        each, uid, parent = self._each, self._uid, self._parent
-        given = map(ne, each(parent), repeat(_NONE))
-        apart = map(ne, each(parent), chain((_NONE,), each(uid)))
-        own = map(eq, each(uid), each(parent))
-        get, chunks = self._get, parent.chunks
-        for index in compress(count(), map(and_, given, map(or_, apart, own))):
-            yield index, get(chunks[index >> _CHUNK_BITS][index & _CHUNK_MASK])
+        # test runs on a chunk's values at once (`_nonzero`); only the records kept are read.
+        last = _NONE
+        for base, (uids, parents) in self._chunked(self._uid, self._parent):
+            items, width, code = len(uids), uids.itemsize, uids.typecode
+            before = array(code, [last]) + uids[:-1]  # the uid of the record before each
+            last = uids[-1]
+            refs = _packed(parents)
+            given = _nonzero(refs ^ _packed(array(code, [_NONE]) * items), width, items)
+            apart = _nonzero(refs ^ _packed(before), width, items)
+            other = _nonzero(refs ^ _packed(uids), width, items)  # not the record's own uid
+            for index in _indexes(given & (apart | ~other), items, base):
+                yield index, self._get(parents[index - base])
+
+    def _chunked(self, *columns: _Column) -> Iterator[tuple[int, list[array[int]]]]:
+        """Yield (index of its first record, each column's values) for each chunk of records."""
+        for k, chunks in enumerate(zip(*(column.chunks for column in columns), strict=True)):
+            base = k << _CHUNK_BITS
+            items = min(self._count - base, _CHUNK_MASK + 1)
+            if items <= 0:
+                return
+            yield base, [chunk[:items] if items <= _CHUNK_MASK else chunk for chunk in chunks]
 
     def roots(self) -> Iterator[int]:
         """Yield the index of each record with a uid and no parent, read in column space."""
@@ -752,9 +809,12 @@ class RecordStore(list[Record]):
                 if record.uid is not None and record.parent is None:
                     yield record.index
             return
-        held = map(ne, self._each(self._uid), repeat(_NONE))
-        orphan = map(eq, self._each(self._parent), repeat(_NONE))
-        yield from compress(count(), map(and_, held, orphan))
+        for base, (uids, parents) in self._chunked(self._uid, self._parent):
+            items, width = len(uids), uids.itemsize
+            none = _packed(array(uids.typecode, [_NONE]) * items)
+            held = _nonzero(_packed(uids) ^ none, width, items)
+            parented = _nonzero(_packed(parents) ^ none, width, items)
+            yield from _indexes(held & ~parented, items, base)
 
     def with_flag(self, bit: int) -> Iterator[int]:
         """Yield the index of each record whose flag `bit` (`model.Record._bits`) is set."""
@@ -762,10 +822,16 @@ class RecordStore(list[Record]):
             yield from (r.index for r in self if r._bits & bit)
             return
         wide = self._wide_bits
+        if bit > _HASH_MASK:  # beyond the column's 32 bits: only a wide value holds it
+            yield from sorted(index for index, bits in wide.items() if bits & bit)
+            return
         # `_WIDE & bit` is set: a record whose bits are kept wide is looked at again.
-        for index in compress(count(), map(and_, self._each(self._bits), repeat(bit))):
-            if index not in wide or wide[index] & bit:
-                yield index
+        for base, (flags,) in self._chunked(self._bits):
+            items = len(flags)
+            held = _packed(flags) & _packed(array(flags.typecode, [bit]) * items)
+            for index in _indexes(_nonzero(held, flags.itemsize, items), items, base):
+                if index not in wide or wide[index] & bit:
+                    yield index
 
     def answer_lines(self, skip: bytearray, bit: int, flagged: bool = False) -> Iterator[int]:
         """Yield each record not flagged in `skip` holding results and no calls, `bit` unset.
@@ -795,14 +861,15 @@ class RecordStore(list[Record]):
             return
         # Every record's calls and results are in rows: the records holding results and
         # no calls, not skipped, are found over whole columns; only their bits are read.
-        answering = map(truth, self._each(self._results))
-        calling = map(not_, self._each(self._calls))
-        kept = map(and_, map(and_, answering, calling), map(not_, skip))
-        chunks = self._bits.chunks
-        for index in compress(count(), kept):
-            bits = chunks[index >> _CHUNK_BITS][index & _CHUNK_MASK]
-            if bool((bits if bits != _WIDE else wide[index]) & bit) == flagged:
-                yield index
+        for base, (answers, asks, flags) in self._chunked(self._results, self._calls, self._bits):
+            items, width = len(answers), answers.itemsize
+            answering = _nonzero(_packed(answers), width, items)
+            calling = _nonzero(_packed(asks), width, items)
+            skipped = int.from_bytes(skip[base : base + items].translate(_TRUTH), "little")
+            for index in _indexes(answering & ~calling & ~skipped, items, base):
+                bits = flags[index - base]
+                if bool((bits if bits != _WIDE else wide[index]) & bit) == flagged:
+                    yield index
 
     def holding_results(self, indexes: Iterable[int]) -> Iterator[int]:
         """Yield each of `indexes` whose record holds tool results, in their order."""
@@ -840,11 +907,21 @@ class RecordStore(list[Record]):
         else:  # only the records holding rows, found by C iterators
             rows = filter(None, self._each(packs))
             held = zip(compress(count(), self._each(packs)), rows, strict=True)
+        arena = self._arena
         for index, packed in held:
             if packed:
                 first = packed >> _COUNT_BITS
                 for row in range(first, first + (packed & _COUNT_MASK)):
-                    yield index, get(chunks[row >> _CHUNK_BITS][row & _CHUNK_MASK])
+                    ref = chunks[row >> _CHUNK_BITS][row & _CHUNK_MASK]
+                    size = ref & _LENGTH_MASK
+                    if ref <= 0 or size == _UUID:
+                        yield index, get(ref)
+                        continue
+                    # `_get` written out for a string in the arena: each id is read once,
+                    # so the cache of strings read lately would only be filled and cleared.
+                    at = (ref >> _LENGTH_BITS) & (_ARENA_CHUNK - 1)
+                    text = arena[ref >> (_LENGTH_BITS + _ARENA_BITS)][at : at + size]
+                    yield index, text.decode("utf-8", "surrogatepass")
             elif index in odd:
                 for item in odd[index]:
                     yield index, item.id if field == "calls" else item.tool_call_id
@@ -945,13 +1022,36 @@ class RecordStore(list[Record]):
                     yield path[k]
             return
         links = self._links()
-        after = islice(path, 1, None)
-        follows = map(eq, map(int.__sub__, after, path), repeat(1))
-        linked = map(and_, follows, map(links.__getitem__, islice(path, 1, None)))
-        for k in compress(count(1), map(not_, linked)):
-            index = path[k]
-            if self.parent_of(index) != path[k - 1]:
-                yield index
+        code = "q"  # path holds indexes, never negative: adding 1 carries into no other item
+        for start in range(1, len(path), _CHUNK_MASK + 1):
+            after = array(code, path[start : start + _CHUNK_MASK + 1])
+            items = len(after)
+            before = _packed(array(code, path[start - 1 : start - 1 + items]))
+            plus_one = before + _packed(array(code, [1]) * items)
+            apart = _nonzero(_packed(after) ^ plus_one, after.itemsize, items)
+            unlinked = bytes(itemgetter(*after)(links) if items > 1 else [links[after[0]]])
+            unlinked = unlinked.translate(_FALSITY)
+            for k in _indexes(apart | int.from_bytes(unlinked, "little"), items, start):
+                index = path[k]
+                if self.parent_of(index) != path[k - 1]:
+                    yield index
+
+    def plain_lines(self, indexes: Iterable[int]) -> Iterator[tuple[int, bytes | None]]:
+        """Yield (index, its line's bytes) for each of `indexes`; None for a record read otherwise.
+
+        Otherwise: a record with a parsed value or an `error`, whose JSON is not
+        its line as read (see `Record.obj`), or a store with no source. Read
+        from the columns, without a view of each record.
+        """
+        source, parsed, rare = self.source, self._parsed, self._rare
+        for index in indexes:
+            if self._replaced and index in self._replaced:
+                record = self._replaced[index]
+                plain = record.parsed is None and record.source is not None and not record.error
+                yield index, record.source[record.start : record.end] if plain else None
+                continue
+            odd = source is None or index in parsed or (index in rare and rare[index].get("error"))
+            yield index, None if odd else source[self._start[index] : self._end_of(index)]
 
     def with_error(self) -> list[int]:
         """Return the indexes of the records whose `error` is set, in order."""
@@ -1004,13 +1104,18 @@ class RecordStore(list[Record]):
         first = self._uid_first
         if self._linked and self._linked[0][0] is first:
             return self._linked[0][1]
-        count_ = self._count
-        # bool is an int: `bytes` of the comparisons is their 0 and 1 flags.
-        same = bytes(map(eq, islice(self._each(self._parent), 1, None), self._each(self._uid)))
-        held = int.from_bytes(same, "little") & int.from_bytes(first[: count_ - 1], "little")
-        links = bytearray(1) + held.to_bytes(max(count_ - 1, 0), "little")
-        self._linked[:] = [(first, links[:count_])]
-        return self._linked[0][1]
+        standing = bytes(1) + first[:-1]  # 1 where the record before stands for its uid
+        parts, last = [], _NONE
+        for base, (uids, parents) in self._chunked(self._uid, self._parent):
+            items, width = len(uids), uids.itemsize
+            before = array(uids.typecode, [last]) + uids[:-1]
+            last = uids[-1]
+            other = _nonzero(_packed(parents) ^ _packed(before), width, items)
+            stands = int.from_bytes(standing[base : base + items], "little")
+            parts.append((stands & ~other).to_bytes(items, "little"))
+        links = bytearray(b"".join(parts))
+        self._linked[:] = [(first, links)]
+        return links
 
     def replaced(self, records: dict[int, Record]) -> RecordStore:
         """Return a store that reads as this one but for `records` ({index: Record}).

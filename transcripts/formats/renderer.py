@@ -10,13 +10,12 @@ from __future__ import annotations
 import copy
 import dataclasses
 import io
-import itertools
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from transcripts.core.branch import branch_paths, path_from, reattached
+from transcripts.core.branch import branch_paths, path_from, positions, reattached
 from transcripts.core.layout import SPLITS, Slot, leaf_last, sparse_layout
 from transcripts.core.model import Op, OpKind, Plan, RawSource, Record, Role, Transcript
 from transcripts.core.store import RecordStore
@@ -259,7 +258,8 @@ def _rekeep(
             compactions = [(k, keep) for k, i in enumerate(path) if (keep := records[i].keep_from)]
         else:
             keep_of = marks[1]
-            compactions = [(k, keep) for k, i in enumerate(path) if (keep := keep_of.get(i))]
+            found = positions(path, keep_of, len(records))
+            compactions = [(k, keep) for k in found if (keep := keep_of[path[k]])]
         if not compactions:
             continue
         # Where each kept id first occurs on the path, found in one walk (not one per
@@ -268,10 +268,8 @@ def _rekeep(
         first_at: dict[str, int] = {}
         if isinstance(records, RecordStore) and marks is not None:
             holders = records.holding_uids(wanted)
-            for k, index in enumerate(path):
-                held = holders.get(index)
-                if held is not None and held not in first_at:
-                    first_at[held] = k
+            for k in positions(path, holders, len(records)):
+                first_at.setdefault(holders[path[k]], k)
         else:
             for k, index in enumerate(path):
                 uid = records[index].uid
@@ -282,7 +280,7 @@ def _rekeep(
             first = first_at.get(keep)
             if first is None or first >= kc:
                 continue
-            for index in itertools.islice(path, first, kc):
+            for index in (path[j] for j in range(first, kc)):  # no walk up to `first`
                 uid = _first_written_uid(transcript, fmt, index, at.get(index) or (None,))
                 if uid is not None:
                     if uid != keep:
