@@ -456,7 +456,8 @@ def live_context(transcript: Transcript, path: list[int] | None = None) -> list[
             continue
         if isinstance(records, RecordStore) and marks is not None:
             holding = records.holding_uid(keep_from)
-            kept = next((j for j in range(k) if context[j] in holding), k)
+            found = positions(context, holding, len(records))
+            kept = next((j for j in found if j < k), k)
         else:
             kept = next((j for j in range(k) if records[context[j]].uid == keep_from), k)
         return context[kept:k] + context[k + 1 :]

@@ -1044,6 +1044,7 @@ class RecordStore(list[Record]):
         from the columns, without a view of each record.
         """
         source, parsed, rare = self.source, self._parsed, self._rare
+        starts, sizes, wide = self._start.chunks, self._size.chunks, self._wide_size
         for index in indexes:
             if self._replaced and index in self._replaced:
                 record = self._replaced[index]
@@ -1051,7 +1052,12 @@ class RecordStore(list[Record]):
                 yield index, record.source[record.start : record.end] if plain else None
                 continue
             odd = source is None or index in parsed or (index in rare and rare[index].get("error"))
-            yield index, None if odd else source[self._start[index] : self._end_of(index)]
+            if odd:
+                yield index, None
+                continue
+            at, slot = index >> _CHUNK_BITS, index & _CHUNK_MASK
+            start, size = starts[at][slot], sizes[at][slot]
+            yield index, source[start : start + (size if size != _WIDE else wide[index])]
 
     def with_error(self) -> list[int]:
         """Return the indexes of the records whose `error` is set, in order."""

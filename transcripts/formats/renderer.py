@@ -176,11 +176,21 @@ def _relink_path(
     # look at but its uid, read only when a record after it needs it (`pending`).
     pending: int | None = None
     attached = _reattached(transcript, path)
-    for k, index in enumerate(path):
+    # The places of the records the layout holds or that are re-attached: a run of others
+    # between two of them, after one written as it was, is passed over at once.
+    marks = iter([*positions(path, {*at, *attached}, len(records)), len(path)])
+    mark = next(marks)
+    k = -1
+    while k + 1 < len(path):
+        k += 1
+        while mark < k:
+            mark = next(marks)
+        index = path[k]
         before = path[k - 1] if k else None
         slots = at.get(index)
         if slots is None and before == previous and index not in attached:
-            previous, pending = index, index
+            k = mark - 1  # the last place before the next mark
+            previous = pending = path[k]
             continue
         if pending is not None:
             previous_uid, pending = records[pending].uid or "", None
