@@ -1110,16 +1110,16 @@ class RecordStore(list[Record]):
         first = self._uid_first
         if self._linked and self._linked[0][0] is first:
             return self._linked[0][1]
-        standing = bytes(1) + first[:-1]  # 1 where the record before stands for its uid
-        parts, last = [], _NONE
+        links, last = bytearray(self._count), _NONE
         for base, (uids, parents) in self._chunked(self._uid, self._parent):
             items, width = len(uids), uids.itemsize
             before = array(uids.typecode, [last]) + uids[:-1]
             last = uids[-1]
             other = _nonzero(_packed(parents) ^ _packed(before), width, items)
-            stands = int.from_bytes(standing[base : base + items], "little")
-            parts.append((stands & ~other).to_bytes(items, "little"))
-        links = bytearray(b"".join(parts))
+            # 1 where the record before stands for its uid (none before the first record).
+            standing = first[base - 1 : base + items - 1] if base else b"\x00" + first[: items - 1]
+            stands = int.from_bytes(standing, "little")
+            links[base : base + items] = (stands & ~other).to_bytes(items, "little")
         self._linked[:] = [(first, links)]
         return links
 
