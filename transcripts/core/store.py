@@ -266,7 +266,8 @@ class RecordStore(list[Record]):
         # its own uid), or -1: the records are linked (see `chained`).
         self._chained = -1
         self._uid_first = bytearray()  # 1 for the record standing for each uid, with the slots
-        # (the `_uid_first` it was made with, `_links`' flags): shared by `replaced` copies.
+        # `_links`' flags with the `_uid_first` they were made from; a list that the copies
+        # `replaced` makes share, so that a parent changed through either clears it.
         self._linked: list[tuple[bytearray, bytearray]] = []
         self._last_copy = False  # see `stand_for_last`
         self._last_message: tuple[str | None, int] = (None, _NONE)
