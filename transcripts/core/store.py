@@ -10,6 +10,7 @@ the rest of the engine sees is a list of Records, as before.
 
 from __future__ import annotations
 
+import sys
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
@@ -119,13 +120,17 @@ _FALSITY = bytes([1] + [0] * 255)
 
 
 def _packed(values: array[int]) -> int:
-    """Return the machine bytes of `values` as one int (little-endian)."""
-    return int.from_bytes(values, "little")
+    """Return the machine bytes of `values` as one int, in the machine's byte order.
+
+    So adding two such ints adds their items, each in its own bytes, as long
+    as no item's sum overflows it.
+    """
+    return int.from_bytes(values, sys.byteorder)
 
 
 def _nonzero(packed: int, width: int, items: int) -> int:
     """Return a flag per item of `packed` (`items` values of `width` bytes): 1 where it is not 0."""
-    data = packed.to_bytes(items * width, "little")
+    data = packed.to_bytes(items * width, sys.byteorder)
     folded = 0
     for k in range(width):  # OR of each item's bytes, in its first byte's place
         folded |= int.from_bytes(data[k::width], "little")
