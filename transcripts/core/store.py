@@ -708,11 +708,11 @@ class RecordStore(list[Record]):
         mask = size - 1
         get, ref_chunks, hash_chunks = self._get, self._uid.chunks, self._uid_hash.chunks
         # 1 for each record with a uid to begin with; a later copy of a uid is cleared.
-        first = bytearray()
-        for _, (refs,) in self._chunked(self._uid):
+        first = bytearray(self._count)
+        for base, (refs,) in self._chunked(self._uid):
             none = _packed(array(refs.typecode, [_NONE]) * len(refs))
             held = _nonzero(_packed(refs) ^ none, refs.itemsize, len(refs))
-            first += held.to_bytes(len(refs), "little")
+            first[base : base + len(refs)] = held.to_bytes(len(refs), "little")
         self._uid_first = first
         last = self._last_copy
         hashes = zip(count(), self._each(self._uid_hash), strict=False)
