@@ -9,6 +9,7 @@ text it held, and a second repair finds nothing to do.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from transcripts.core.model import FaultKind, OpKind, ToolCall
 from transcripts.core.validate import validate
 from transcripts.engine import Analysis, analyze
 from transcripts.formats import load
+from transcripts.formats.openclaw import pi_anthropic_id
 
 
 def _check(data: bytes, name: str, policy: str = "synthesize") -> Analysis:
@@ -1004,3 +1006,9 @@ def test_a_record_without_an_id_is_no_parent_when_a_pi_branch_is_relinked() -> N
     assert links["b0000100"] == "b0000002" and links[None] == "b0000002"
     again = analyze(result.repaired, "s.jsonl", format=result.format)
     assert [str(f.kind) for f in again.faults] == ["existing_synthetic"] * 4
+
+
+@given(st.text(st.sampled_from("aZ09_-|.:/\u00e9\U0001f600"), max_size=80))
+@settings(max_examples=500, deadline=None)
+def test_pi_sends_an_id_with_each_refused_character_as_an_underscore(call_id: str) -> None:
+    assert pi_anthropic_id(call_id) == re.sub(r"[^a-zA-Z0-9_-]", "_", call_id)[:64]

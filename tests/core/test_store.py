@@ -358,3 +358,89 @@ def test_it_finds_every_record_holding_any_of_some_uids() -> None:
     assert store.holding_uids({"z"}) == {}
     for uid in ("a", "b", "c"):
         assert set(store.holding_uids({uid})) == store.holding_uid(uid)
+
+
+def _long_chain(size: int) -> list[Record]:
+    """Return `size` records of a chain over several chunks, with the odd links a file has.
+
+    A uid logged twice, a parent further back, a record without a uid, a
+    parent no record holds, a parent that is the record's own uid, a loop.
+    """
+    records = []
+    for k in range(size):
+        uid: str | None = f"u{k}"
+        parent: str | None = f"u{k - 1}" if k else None
+        if k % 997 == 5:
+            uid = f"u{k - 1}"  # the uid before it, again
+        elif k % 1501 == 7:
+            parent = f"u{k - 300}"
+        elif k % 2003 == 9:
+            uid = None
+        elif k % 2503 == 11:
+            parent = "gone"
+        elif k % 3001 == 13:
+            parent = uid
+        elif k == 4096 * 2 + 40:
+            parent = f"u{k + 20}"  # a loop with a record after it
+        records.append(_record(k, uid=uid, parent=parent, results=[] if k % 3 else None))
+    return records
+
+
+def _walk_standing(records: list[Record], uid: str | None, last: bool) -> list[int]:
+    """Return `_walk`'s path with the `last` record of each uid standing for it, if asked."""
+    stands: dict[str, int] = {}
+    for r in records:
+        if r.uid is not None and (last or r.uid not in stands):
+            stands[r.uid] = r.index
+    path: list[int] = []
+    current = stands.get(uid) if uid else None
+    while current is not None and current not in path:
+        path.append(current)
+        parent = records[current].parent
+        current = stands.get(parent) if parent is not None else None
+    return path[::-1]
+
+
+@pytest.mark.parametrize("last", [False, True])
+def test_its_walks_over_many_chunks_are_the_views_walks(last: bool) -> None:
+    records = _long_chain(4096 * 3 + 123)
+    store = _stored(records, b"")
+    store.stand_for_last(last)
+    for k in (0, 5, 4095, 4096, 4097, 8232, 8252, len(records) - 1):
+        uid = records[k].uid
+        assert store.path_to(uid) == _walk_standing(records, uid, last)
+    stands = {}
+    for r in records:
+        if r.uid is not None and (last or r.uid not in stands):
+            stands[r.uid] = r.index
+    parents = [None if r.parent is None else stands.get(r.parent) for r in records]
+    assert [store.parent_of(k) for k in range(len(records))] == parents
+    path = store.path_to(records[-1].uid)
+    assert path is not None and len(path) > 300
+    every = list(range(len(records)))
+    for trail in (path, every, every[::2], every[:1], [], [3, 4, 5, 9000, 9001, 4096, 4097]):
+        views = [i for k, i in enumerate(trail) if k and parents[i] != trail[k - 1]]
+        assert list(store.unlinked(trail)) == views
+    assert list(store.roots()) == [r.index for r in records if r.uid and r.parent is None]
+    assert _store_scans(store) == _scans(records)
+    # A parent changed through a view: the walks follow it.
+    store[4097].parent = "u12"
+    assert store.path_to(records[-1].uid) == _walk_standing(list(store), records[-1].uid, last)
+    assert store.parent_of(4097) == stands["u12"]
+
+
+def test_it_lists_the_records_read_with_an_error_and_their_plain_lines() -> None:
+    source = b"".join(b"%04d" % k + b"x" * 6 for k in range(4))
+    store = _stored([_record(k) for k in range(4)], source)
+    store[2].error = "bad"
+    store[1].parsed = {"a": 1}
+    assert store.with_error() == [2]
+    assert list(store.plain_lines([0, 1, 2, 3])) == [
+        (0, b"0000x"),
+        (1, None),
+        (2, None),
+        (3, b"0003x"),
+    ]
+    copy = store.replaced({3: _record(3, error="odd")})
+    assert copy.with_error() == [2, 3]
+    assert list(copy.plain_lines([0, 3])) == [(0, b"0000x"), (3, None)]

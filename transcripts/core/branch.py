@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from operator import itemgetter
 
 from transcripts.core.model import _SIDECHAIN, Record, Role, Transcript
 from transcripts.core.store import RecordStore
@@ -236,24 +237,22 @@ def _reattach(
     return out
 
 
-def reattached(transcript: Transcript, path: Iterable[int]) -> Iterator[int]:
+def reattached(transcript: Transcript, path: Sequence[int]) -> Iterator[int]:
     """Yield the records of `path` (a tree's branch, root first) not linked to the one before.
 
     Each one's parent, as read, is not the record before it on `path`: a
     result `_reattach` put back after its call. The root is never one.
     """
     records = transcript.records
-    stored = records if isinstance(records, RecordStore) else None
-    by_uid = None if stored is not None else uid_lookup(records, transcript.last_copy)
+    if isinstance(records, RecordStore):
+        yield from records.unlinked(path)
+        return
+    by_uid = uid_lookup(records, transcript.last_copy)
     before: int | None = None
     for index in path:
         if before is not None:
-            if stored is not None:
-                parent = stored.parent_of(index)
-            else:
-                assert by_uid is not None
-                named = records[index].parent
-                parent = None if named is None else by_uid(named)
+            named = records[index].parent
+            parent = None if named is None else by_uid(named)
             if parent != before:
                 yield index
         before = index
@@ -281,6 +280,27 @@ def _path_ids(
             call_at[call_id] = k
     answered = {r for index, r in records.result_rows() if r in wanted and position[index] >= 0}
     return call_at, answered
+
+
+def positions(path: Sequence[int], indexes: Iterable[int], size: int) -> list[int]:
+    """Return the positions on `path` of the records among `indexes`, in path order.
+
+    `size` is the number of records (every index on `path` is below it). A
+    flag per record is read for a block of the path at once, not a lookup a record.
+    """
+    marks = bytearray(size)
+    for index in indexes:
+        marks[index] = 1
+    found: list[int] = []
+    block = 4096
+    for start in range(0, len(path), block):
+        part = path[start : start + block]
+        flags = bytes(itemgetter(*part)(marks)) if len(part) > 1 else bytes([marks[part[0]]])
+        at = flags.find(1)
+        while at >= 0:
+            found.append(start + at)
+            at = flags.find(1, at + 1)
+    return found
 
 
 def uid_lookup(records: list[Record], last: bool = False) -> UidLookup:
@@ -453,7 +473,8 @@ def live_context(transcript: Transcript, path: list[int] | None = None) -> list[
             continue
         if isinstance(records, RecordStore) and marks is not None:
             holding = records.holding_uid(keep_from)
-            kept = next((j for j in range(k) if context[j] in holding), k)
+            found = positions(context, holding, len(records))
+            kept = next((j for j in found if j < k), k)
         else:
             kept = next((j for j in range(k) if records[context[j]].uid == keep_from), k)
         return context[kept:k] + context[k + 1 :]

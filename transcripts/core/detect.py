@@ -782,6 +782,13 @@ def detect(
     """
     if pairing is None:
         pairing = pair(transcript, live=is_live(now, last_write, grace))
+    records = transcript.records
+    # A stored session's errors are among its rare fields: no view of every record.
+    malformed = (
+        [records[i] for i in records.with_error()]
+        if isinstance(records, RecordStore)
+        else [record for record in records if record.error is not None]
+    )
     faults = [
         Fault(
             FaultKind.MALFORMED_RECORD,
@@ -792,8 +799,7 @@ def detect(
             "",
             " ".join(part for part in (record.error or "", transcript.malformed_note) if part),
         )
-        for record in transcript.records
-        if record.error is not None
+        for record in malformed
     ]
     faults.extend(pairing.faults)
     faults.sort(key=lambda f: (f.record, -1 if f.block is None else f.block, str(f.kind)))

@@ -10,9 +10,12 @@ the rest of the engine sees is a list of Records, as before.
 
 from __future__ import annotations
 
+import sys
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
+from itertools import chain, compress, count, islice
+from operator import itemgetter
 from typing import Any, SupportsIndex, overload
 
 from transcripts.core.model import (
@@ -107,6 +110,40 @@ class _Column:
         for chunk in self.chunks:
             yield from chunk[: min(left, len(chunk))]
             left -= len(chunk)
+
+
+# Flags of a chunk's values are tested a chunk at a time as the bytes of one int: a byte
+# per value, 1 where the test holds. `_TRUTH` maps a byte to 1 unless it is 0, `_FALSITY`
+# to 1 where it is 0.
+_TRUTH = bytes([0] + [1] * 255)
+_FALSITY = bytes([1] + [0] * 255)
+
+
+def _packed(values: array[int]) -> int:
+    """Return the machine bytes of `values` as one int, in the machine's byte order.
+
+    So adding two such ints adds their items, each in its own bytes, as long
+    as no item's sum overflows it.
+    """
+    return int.from_bytes(values, sys.byteorder)
+
+
+def _nonzero(packed: int, width: int, items: int) -> int:
+    """Return a flag per item of `packed` (`items` values of `width` bytes): 1 where it is not 0."""
+    data = packed.to_bytes(items * width, sys.byteorder)
+    folded = 0
+    for k in range(width):  # OR of each item's bytes, in its first byte's place
+        folded |= int.from_bytes(data[k::width], "little")
+    return int.from_bytes(folded.to_bytes(items, "little").translate(_TRUTH), "little")
+
+
+def _indexes(flags: int, items: int, base: int) -> Iterator[int]:
+    """Yield `base` + the position of each flag set among `items` flags (see `_nonzero`)."""
+    data = flags.to_bytes(items, "little")
+    at = data.find(1)
+    while at >= 0:
+        yield base + at
+        at = data.find(1, at + 1)
 
 
 _RECENT = 4096  # call ids, tool names and kinds remembered for later strings to share
@@ -234,6 +271,9 @@ class RecordStore(list[Record]):
         # its own uid), or -1: the records are linked (see `chained`).
         self._chained = -1
         self._uid_first = bytearray()  # 1 for the record standing for each uid, with the slots
+        # `_links`' flags with the `_uid_first` they were made from; a list that the copies
+        # `replaced` makes share, so that a parent changed through either clears it.
+        self._linked: list[tuple[bytearray, bytearray]] = []
         self._last_copy = False  # see `stand_for_last`
         self._last_message: tuple[str | None, int] = (None, _NONE)
 
@@ -666,27 +706,41 @@ class RecordStore(list[Record]):
         code = "i" if size < 2**31 else "q"  # record indexes + 1 fit 32 bits nearly always
         slots = array(code, [0]) * size
         mask = size - 1
-        refs, hashes, get = self._uid, self._uid_hash, self._get
-        first = self._uid_first = bytearray(self._count)
+        get, ref_chunks, hash_chunks = self._get, self._uid.chunks, self._uid_hash.chunks
+        # 1 for each record with a uid to begin with; a later copy of a uid is cleared.
+        first = bytearray(self._count)
+        for base, (refs,) in self._chunked(self._uid):
+            none = _packed(array(refs.typecode, [_NONE]) * len(refs))
+            held = _nonzero(_packed(refs) ^ none, refs.itemsize, len(refs))
+            first[base : base + len(refs)] = held.to_bytes(len(refs), "little")
+        self._uid_first = first
         last = self._last_copy
-        columns = zip(self._each(refs), self._each(hashes), strict=True)
-        for index, (ref, held) in enumerate(columns):
-            if ref == _NONE:
-                continue
+        hashes = zip(count(), self._each(self._uid_hash), strict=False)
+        # Each record with a uid goes in the slot its hash's probe finds first free, but
+        # one whose uid a slot's record already holds (a copy: the first stands for it).
+        for index, held in compress(hashes, first):
             probe = held & mask
-            while True:
-                entry = slots[probe]
-                if not entry:
-                    slots[probe] = index + 1
-                    first[index] = 1
-                    break
+            entry = slots[probe]
+            if not entry:
+                slots[probe] = index + 1
+                continue
+            ref = ref_chunks[index >> _CHUNK_BITS][index & _CHUNK_MASK]
+            while entry:
                 other = entry - 1
-                if hashes[other] == held and (refs[other] == ref or get(refs[other]) == get(ref)):
-                    if last:  # this later record stands for the uid instead
-                        slots[probe] = index + 1
-                        first[other], first[index] = 0, 1
-                    break  # else an earlier record holds this uid: it stands for it
+                at, slot = other >> _CHUNK_BITS, other & _CHUNK_MASK
+                if hash_chunks[at][slot] == held:
+                    known = ref_chunks[at][slot]
+                    if known == ref or get(known) == get(ref):
+                        if last:  # this later record stands for the uid instead
+                            slots[probe] = index + 1
+                            first[other] = 0
+                        else:  # an earlier record holds this uid: it stands for it
+                            first[index] = 0
+                        break
                 probe = (probe + 1) & mask
+                entry = slots[probe]
+            else:
+                slots[probe] = index + 1
         return slots
 
     def chained(self) -> bool:
@@ -709,12 +763,7 @@ class RecordStore(list[Record]):
 
     def _each(self, column: _Column) -> Iterator[int]:
         """Yield a per-record column's values, one per record (its own length is not kept)."""
-        left = self._count
-        for chunk in column.chunks:
-            if left <= 0:
-                return
-            yield from chunk[: min(left, len(chunk))]
-            left -= len(chunk)
+        return islice(chain.from_iterable(column.chunks), self._count)
 
     def parents_apart(self) -> Iterator[tuple[int, str]]:
         """Yield (index, parent) for each record with a parent, but those known to be held.
@@ -735,14 +784,29 @@ class RecordStore(list[Record]):
                     yield record.index, named
                 previous = record.uid
             return
+        # The store shares the previous uid's reference for a parent equal to it, and
+        # for a uid equal to it: a record whose parent is its own uid shares both. The
+        # test runs on a chunk's values at once (`_nonzero`); only the records kept are read.
         last = _NONE
-        uids, parents = self._each(self._uid), self._each(self._parent)
-        for index, (uid, parent) in enumerate(zip(uids, parents, strict=True)):
-            # The store shares the previous uid's reference for a parent equal to it, and
-            # for a uid equal to it: a record whose parent is its own uid shares both.
-            if parent != _NONE and (parent != last or uid == parent):
-                yield index, self._get(parent)
-            last = uid
+        for base, (uids, parents) in self._chunked(self._uid, self._parent):
+            items, width, code = len(uids), uids.itemsize, uids.typecode
+            before = array(code, [last]) + uids[:-1]  # the uid of the record before each
+            last = uids[-1]
+            refs = _packed(parents)
+            given = _nonzero(refs ^ _packed(array(code, [_NONE]) * items), width, items)
+            apart = _nonzero(refs ^ _packed(before), width, items)
+            other = _nonzero(refs ^ _packed(uids), width, items)  # not the record's own uid
+            for index in _indexes(given & (apart | ~other), items, base):
+                yield index, self._get(parents[index - base])
+
+    def _chunked(self, *columns: _Column) -> Iterator[tuple[int, list[array[int]]]]:
+        """Yield (index of its first record, each column's values) for each chunk of records."""
+        for k, chunks in enumerate(zip(*(column.chunks for column in columns), strict=True)):
+            base = k << _CHUNK_BITS
+            items = min(self._count - base, _CHUNK_MASK + 1)
+            if items <= 0:
+                return
+            yield base, [chunk[:items] if items <= _CHUNK_MASK else chunk for chunk in chunks]
 
     def roots(self) -> Iterator[int]:
         """Yield the index of each record with a uid and no parent, read in column space."""
@@ -751,10 +815,12 @@ class RecordStore(list[Record]):
                 if record.uid is not None and record.parent is None:
                     yield record.index
             return
-        uids, parents = self._each(self._uid), self._each(self._parent)
-        for index, (uid, parent) in enumerate(zip(uids, parents, strict=True)):
-            if uid != _NONE and parent == _NONE:
-                yield index
+        for base, (uids, parents) in self._chunked(self._uid, self._parent):
+            items, width = len(uids), uids.itemsize
+            none = _packed(array(uids.typecode, [_NONE]) * items)
+            held = _nonzero(_packed(uids) ^ none, width, items)
+            parented = _nonzero(_packed(parents) ^ none, width, items)
+            yield from _indexes(held & ~parented, items, base)
 
     def with_flag(self, bit: int) -> Iterator[int]:
         """Yield the index of each record whose flag `bit` (`model.Record._bits`) is set."""
@@ -762,9 +828,16 @@ class RecordStore(list[Record]):
             yield from (r.index for r in self if r._bits & bit)
             return
         wide = self._wide_bits
-        for index, bits in enumerate(self._each(self._bits)):
-            if (bits if bits != _WIDE else wide[index]) & bit:
-                yield index
+        if bit > _HASH_MASK:  # beyond the column's 32 bits: only a wide value holds it
+            yield from sorted(index for index, bits in wide.items() if bits & bit)
+            return
+        # `_WIDE & bit` is set: a record whose bits are kept wide is looked at again.
+        for base, (flags,) in self._chunked(self._bits):
+            items = len(flags)
+            held = _packed(flags) & _packed(array(flags.typecode, [bit]) * items)
+            for index in _indexes(_nonzero(held, flags.itemsize, items), items, base):
+                if index not in wide or wide[index] & bit:
+                    yield index
 
     def answer_lines(self, skip: bytearray, bit: int, flagged: bool = False) -> Iterator[int]:
         """Yield each record not flagged in `skip` holding results and no calls, `bit` unset.
@@ -781,15 +854,28 @@ class RecordStore(list[Record]):
                     yield r.index
             return
         odd_results, odd_calls, wide = self._odd_results, self._odd_calls, self._wide_bits
-        results_of, calls_of = self._each(self._results), self._each(self._calls)
-        columns = zip(results_of, calls_of, self._each(self._bits), strict=True)
-        for index, (results, calls, bits) in enumerate(columns):
-            if skip[index] or not (results or odd_results.get(index)):
-                continue
-            if calls or odd_calls.get(index):
-                continue
-            if bool((bits if bits != _WIDE else wide[index]) & bit) == flagged:
-                yield index
+        if odd_results or odd_calls:
+            results_of, calls_of = self._each(self._results), self._each(self._calls)
+            columns = zip(results_of, calls_of, self._each(self._bits), strict=True)
+            for index, (results, calls, bits) in enumerate(columns):
+                if skip[index] or not (results or odd_results.get(index)):
+                    continue
+                if calls or odd_calls.get(index):
+                    continue
+                if bool((bits if bits != _WIDE else wide[index]) & bit) == flagged:
+                    yield index
+            return
+        # Every record's calls and results are in rows: the records holding results and
+        # no calls, not skipped, are found over whole columns; only their bits are read.
+        for base, (answers, asks, flags) in self._chunked(self._results, self._calls, self._bits):
+            items, width = len(answers), answers.itemsize
+            answering = _nonzero(_packed(answers), width, items)
+            calling = _nonzero(_packed(asks), width, items)
+            skipped = int.from_bytes(skip[base : base + items].translate(_TRUTH), "little")
+            for index in _indexes(answering & ~calling & ~skipped, items, base):
+                bits = flags[index - base]
+                if bool((bits if bits != _WIDE else wide[index]) & bit) == flagged:
+                    yield index
 
     def holding_results(self, indexes: Iterable[int]) -> Iterator[int]:
         """Yield each of `indexes` whose record holds tool results, in their order."""
@@ -821,12 +907,27 @@ class RecordStore(list[Record]):
                 for item in getattr(record, field):
                     yield record.index, item.id if field == "calls" else item.tool_call_id
             return
-        get = self._get
-        for index, packed in enumerate(self._each(packs)):
+        get, chunks = self._get, ids.chunks
+        if odd:
+            held: Iterable[tuple[int, int]] = enumerate(self._each(packs))
+        else:  # only the records holding rows, found by C iterators
+            rows = filter(None, self._each(packs))
+            held = zip(compress(count(), self._each(packs)), rows, strict=True)
+        arena = self._arena
+        for index, packed in held:
             if packed:
                 first = packed >> _COUNT_BITS
                 for row in range(first, first + (packed & _COUNT_MASK)):
-                    yield index, get(ids[row])
+                    ref = chunks[row >> _CHUNK_BITS][row & _CHUNK_MASK]
+                    size = ref & _LENGTH_MASK
+                    if ref <= 0 or size == _UUID:
+                        yield index, get(ref)
+                        continue
+                    # `_get` written out for a string in the arena: each id is read once,
+                    # so the cache of strings read lately would only be filled and cleared.
+                    at = (ref >> _LENGTH_BITS) & (_ARENA_CHUNK - 1)
+                    text = arena[ref >> (_LENGTH_BITS + _ARENA_BITS)][at : at + size]
+                    yield index, text.decode("utf-8", "surrogatepass")
             elif index in odd:
                 for item in odd[index]:
                     yield index, item.id if field == "calls" else item.tool_call_id
@@ -837,6 +938,8 @@ class RecordStore(list[Record]):
             yield from (r.index for r in self if any(c.problem for c in r.calls))
             return
         more, odd = self._call_more, self._odd_calls
+        if not more and not odd:
+            return
         for index, packed in enumerate(self._each(self._calls)):
             if packed:
                 first = packed >> _COUNT_BITS
@@ -905,14 +1008,68 @@ class RecordStore(list[Record]):
         if self._replaced:
             parent = self[index].parent
             return None if parent is None else self.first_with_uid(parent)
-        if self._uid_slots is None:
-            self._uid_slots = self._uid_table()
+        if self._links()[index]:
+            return index - 1
         ref = self._parent[index]
         if ref == _NONE:
             return None
-        if index and ref == self._uid[index - 1] and self._uid_first[index - 1]:
-            return index - 1
         return self.first_with_uid(self._get(ref))
+
+    def unlinked(self, path: Sequence[int]) -> Iterator[int]:
+        """Yield each record of `path` but its first whose parent is not the record before it.
+
+        The parent's record is the one `parent_of` finds. A record that follows
+        the one before it in the file and hangs from it (`_links`) is passed
+        over without reading its parent.
+        """
+        if self._replaced:
+            for k in range(1, len(path)):
+                if self.parent_of(path[k]) != path[k - 1]:
+                    yield path[k]
+            return
+        links = self._links()
+        code = "q"  # path holds indexes, never negative: adding 1 carries into no other item
+        for start in range(1, len(path), _CHUNK_MASK + 1):
+            after = array(code, path[start : start + _CHUNK_MASK + 1])
+            items = len(after)
+            before = _packed(array(code, path[start - 1 : start - 1 + items]))
+            plus_one = before + _packed(array(code, [1]) * items)
+            apart = _nonzero(_packed(after) ^ plus_one, after.itemsize, items)
+            unlinked = bytes(itemgetter(*after)(links) if items > 1 else [links[after[0]]])
+            unlinked = unlinked.translate(_FALSITY)
+            for k in _indexes(apart | int.from_bytes(unlinked, "little"), items, start):
+                index = path[k]
+                if self.parent_of(index) != path[k - 1]:
+                    yield index
+
+    def plain_lines(self, indexes: Iterable[int]) -> Iterator[tuple[int, bytes | None]]:
+        """Yield (index, its line's bytes) for each of `indexes`; None for a record read otherwise.
+
+        Otherwise: a record with a parsed value or an `error`, whose JSON is not
+        its line as read (see `Record.obj`), or a store with no source. Read
+        from the columns, without a view of each record.
+        """
+        source, parsed, rare = self.source, self._parsed, self._rare
+        starts, sizes, wide = self._start.chunks, self._size.chunks, self._wide_size
+        for index in indexes:
+            if self._replaced and index in self._replaced:
+                record = self._replaced[index]
+                plain = record.parsed is None and record.source is not None and not record.error
+                yield index, record.source[record.start : record.end] if plain else None
+                continue
+            odd = source is None or index in parsed or (index in rare and rare[index].get("error"))
+            if odd:
+                yield index, None
+                continue
+            at, slot = index >> _CHUNK_BITS, index & _CHUNK_MASK
+            start, size = starts[at][slot], sizes[at][slot]
+            yield index, source[start : start + (size if size != _WIDE else wide[index])]
+
+    def with_error(self) -> list[int]:
+        """Return the indexes of the records whose `error` is set, in order."""
+        if self._replaced:
+            return [record.index for record in self if record.error is not None]
+        return sorted(i for i, rare in self._rare.items() if rare.get("error") is not None)
 
     def path_to(self, uid: str | None) -> list[int] | None:
         """Return `branch._path_to`'s path to the record standing for `uid`, or None: not here.
@@ -926,24 +1083,51 @@ class RecordStore(list[Record]):
         """
         if self._replaced:
             return None
-        if self._uid_slots is None:
-            self._uid_slots = self._uid_table()
-        first, uids, parents = self._uid_first, self._uid, self._parent
+        links, parents = self._links(), self._parent
         path: list[int] = []
         seen = bytearray(self._count)
         current = self.first_with_uid(uid) if uid else None
         while current is not None and not seen[current]:
-            seen[current] = 1
-            path.append(current)
-            ref = parents[current]
+            # Records `low` to `current` each hang from the one before (`_links`): a run
+            # walked at once, up to a record seen before, if one is in it.
+            low = links.rfind(0, 0, current + 1)
+            stop = seen.rfind(1, low, current + 1)
+            if stop >= 0:
+                path.extend(range(current, stop, -1))
+                break
+            path.extend(range(current, low - 1, -1))
+            seen[low : current + 1] = b"\x01" * (current + 1 - low)
+            ref = parents[low]
             if ref == _NONE:
                 break
-            if current and ref == uids[current - 1] and first[current - 1]:
-                current -= 1
-            else:
-                current = self.first_with_uid(self._get(ref))
+            current = self.first_with_uid(self._get(ref))
         path.reverse()
         return path
+
+    def _links(self) -> bytearray:
+        """Return a flag per record: 1 when its parent is held by the record just before it.
+
+        That is, the store keeps its parent as the very reference of that
+        record's uid, which that record stands for (`first_with_uid`). Made
+        from whole columns, again after a uid or a parent changes.
+        """
+        if self._uid_slots is None:
+            self._uid_slots = self._uid_table()
+        first = self._uid_first
+        if self._linked and self._linked[0][0] is first:
+            return self._linked[0][1]
+        links, last = bytearray(self._count), _NONE
+        for base, (uids, parents) in self._chunked(self._uid, self._parent):
+            items, width = len(uids), uids.itemsize
+            before = array(uids.typecode, [last]) + uids[:-1]
+            last = uids[-1]
+            other = _nonzero(_packed(parents) ^ _packed(before), width, items)
+            # 1 where the record before stands for its uid (none before the first record).
+            standing = first[base - 1 : base + items - 1] if base else b"\x00" + first[: items - 1]
+            stands = int.from_bytes(standing, "little")
+            links[base : base + items] = (stands & ~other).to_bytes(items, "little")
+        self._linked[:] = [(first, links)]
+        return links
 
     def replaced(self, records: dict[int, Record]) -> RecordStore:
         """Return a store that reads as this one but for `records` ({index: Record}).
@@ -1186,6 +1370,7 @@ class StoredRecord(Record):
     @parent.setter
     def parent(self, value: str | None) -> None:
         self._store._parent[self._i] = self._store._put(value)
+        self._store._linked.clear()
         self._store._unchain(self._i)
 
     @property

@@ -80,7 +80,17 @@ def pi_anthropic_id(call_id: str) -> str:
     64 characters (`normalizeToolCallId` of pi-ai 0.73.1 providers/anthropic.js
     and providers/amazon-bedrock.js).
     """
-    return _REFUSED_ID.sub("_", call_id)[:64]
+    # An OpenAI Responses id (`call_…|fc_…`) is refused for its `|` alone: replaced by
+    # str.replace, then the regular expression only for an id that still has another.
+    fixed = call_id.replace("|", "_")
+    return (fixed if valid_id(fixed) else _REFUSED_ID.sub("_", fixed))[:64]
+
+
+def _plain_line(record: Record) -> bytes | None:
+    """Return the bytes of `record`'s line, or None when its JSON is not read from them."""
+    if record.parsed is None and record.source is not None and not record.error:
+        return record.source[record.start : record.end]  # type: ignore[no-any-return]
+    return None
 
 
 def _texts_only(content: Any) -> bool:
@@ -568,18 +578,22 @@ class OpenClaw(Format):
         plain = _PLAIN_MODEL.fullmatch(to_model) is not None
         needle = orjson.dumps(to_model)
         rewritten: set[int] = set()
-        last = -1
-        for index in refused[0]:  # in record order, a record once per refused call
-            if index == last:
-                continue
-            last = index
-            record = records[index]
-            if plain and record.parsed is None and record.source is not None and not record.error:
-                raw = record.source[record.start : record.end]
-                if needle not in raw and b"\\u" not in raw and b"\\/" not in raw:
+        lines: Iterable[tuple[int, bytes | None]]
+        indexes = list(dict.fromkeys(refused[0]))  # in record order, each record once
+        if not plain:
+            lines = ((index, None) for index in indexes)
+        elif isinstance(records, RecordStore):
+            lines = records.plain_lines(indexes)
+        else:
+            lines = ((index, _plain_line(records[index])) for index in indexes)
+        for index, raw in lines:
+            if raw is not None:
+                # Most lines hold no backslash at all: one memchr says there is no escape.
+                escaped = b"\\" in raw and (b"\\u" in raw or b"\\/" in raw)
+                if not escaped and needle not in raw:
                     rewritten.add(index)
                     continue
-            obj = record.obj
+            obj = records[index].obj
             message = obj.get("message") if isinstance(obj, dict) else None
             if not isinstance(message, dict):
                 continue

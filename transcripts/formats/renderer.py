@@ -10,13 +10,12 @@ from __future__ import annotations
 import copy
 import dataclasses
 import io
-import itertools
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from transcripts.core.branch import branch_paths, path_from, reattached
+from transcripts.core.branch import branch_paths, path_from, positions, reattached
 from transcripts.core.layout import SPLITS, Slot, leaf_last, sparse_layout
 from transcripts.core.model import Op, OpKind, Plan, RawSource, Record, Role, Transcript
 from transcripts.core.store import RecordStore
@@ -208,16 +207,26 @@ def _relink_path(
     attached = _reattached(transcript, path)
     if end is not None:
         attached |= {end}
-    for k, index in enumerate(path):
+    # The places of the records the layout holds or that are re-attached: a run of others
+    # between two of them, after one written as it was, is passed over at once.
+    marks = iter([*positions(path, {*at, *attached}, len(records)), len(path)])
+    mark = next(marks)
+    k = -1
+    while k + 1 < len(path):
+        k += 1
+        while mark < k:
+            mark = next(marks)
+        index = path[k]
         before = path[k - 1] if k else None
         slots = at.get(index)
         if slots is None and before == previous and index not in attached:
             if pending is None:
                 skipped = k
-            previous, pending = index, index
+            k = mark - 1  # the last place before the next mark
+            previous = pending = path[k]
             continue
         if pending is not None:
-            held = (records[i].uid for i in reversed(path[skipped:k]))
+            held = (records[path[j]].uid for j in range(k - 1, skipped - 1, -1))
             previous_uid = next((uid for uid in held if uid is not None), previous_uid)
             pending = None
         placed: Sequence[Slot | None] = slots or (None,)
@@ -295,7 +304,8 @@ def _rekeep(
             compactions = [(k, keep) for k, i in enumerate(path) if (keep := records[i].keep_from)]
         else:
             keep_of = marks[1]
-            compactions = [(k, keep) for k, i in enumerate(path) if (keep := keep_of.get(i))]
+            found = positions(path, keep_of, len(records))
+            compactions = [(k, keep) for k in found if (keep := keep_of[path[k]])]
         if not compactions:
             continue
         # Where each kept id first occurs on the path, found in one walk (not one per
@@ -304,10 +314,8 @@ def _rekeep(
         first_at: dict[str, int] = {}
         if isinstance(records, RecordStore) and marks is not None:
             holders = records.holding_uids(wanted)
-            for k, index in enumerate(path):
-                held = holders.get(index)
-                if held is not None and held not in first_at:
-                    first_at[held] = k
+            for k in positions(path, holders, len(records)):
+                first_at.setdefault(holders[path[k]], k)
         else:
             for k, index in enumerate(path):
                 uid = records[index].uid
@@ -318,7 +326,7 @@ def _rekeep(
             first = first_at.get(keep)
             if first is None or first >= kc:
                 continue
-            for index in itertools.islice(path, first, kc):
+            for index in (path[j] for j in range(first, kc)):  # no walk up to `first`
                 uid = _first_written_uid(transcript, fmt, index, at.get(index) or (None,))
                 if uid is not None:
                     if uid != keep:
