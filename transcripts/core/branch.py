@@ -357,17 +357,24 @@ def _branch_paths(transcript: Transcript) -> list[list[int]]:
     paths = [live_path(transcript)]
     if not transcript.tree or subagent_file(transcript):
         return paths
-    paired = set(paths[0])
     records = transcript.records
     by_uid = uid_lookup(records, transcript.last_copy)
+    leaves = _sidechain_leaves(transcript, by_uid)
+    if not leaves:
+        return paths
+    # A byte a record, not a set of the live path's indexes (about 60 bytes each).
+    paired = bytearray(len(records))
+    for index in paths[0]:
+        paired[index] = 1
     # Each record is paired in one scope, the first path that holds it: a sidechain on
     # the live path (a subagent's own file) adds none, and a line whose parent is in
     # another chain stays in that chain's scope.
-    for leaf in _sidechain_leaves(transcript, by_uid).values():
+    for leaf in leaves.values():
         whole = _reattach(records, by_uid, _path_to(records, by_uid, leaf), True)
-        path = [i for i in whole if i not in paired]
+        path = [i for i in whole if not paired[i]]
         if path:
-            paired.update(path)
+            for index in path:
+                paired[index] = 1
             paths.append(path)
     return paths
 
