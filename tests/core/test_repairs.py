@@ -1012,3 +1012,23 @@ def test_a_record_without_an_id_is_no_parent_when_a_pi_branch_is_relinked() -> N
 @settings(max_examples=500, deadline=None)
 def test_pi_sends_an_id_with_each_refused_character_as_an_underscore(call_id: str) -> None:
     assert pi_anthropic_id(call_id) == re.sub(r"[^a-zA-Z0-9_-]", "_", call_id)[:64]
+
+
+def test_a_record_with_an_empty_id_stays_a_parent_when_a_pi_branch_is_relinked() -> None:
+    """`"id": ""` is an id (the reader links `"parentId": ""` to it); only a missing id is none.
+
+    The assistant message holding the call is written with the id `""`. Its
+    result, moved after it, was linked past it to the record before (`""`
+    taken for no id): the result was then an orphan, and a second reading
+    dropped it.
+    """
+    path = Path(__file__).parents[1] / "formats" / "fixtures"
+    lines = [
+        json.loads(line)
+        for line in (path / "openclaw_result_parented_on_call_id.jsonl").read_text().splitlines()
+    ]
+    lines[3]["id"] = ""
+    result = _check(_jsonl(lines), "s.jsonl")
+    assert [str(f.kind) for f in result.faults] == ["displaced_result"] * 2
+    repaired = [json.loads(line) for line in result.repaired.splitlines()]
+    assert (repaired[3]["id"], repaired[4]["parentId"]) == ("", "")

@@ -1053,3 +1053,24 @@ def test_an_openai_call_id_that_pi_would_rewrite_into_another_calls_id_is_malfor
         ("malformed_call", OPENAI_IDS[0], 3)
     ]
     check_repair(lines, "s.jsonl", "synthesize")
+
+
+def test_a_rewritten_message_whose_kept_id_another_call_is_sent_as_is_not_taken_rewritten() -> None:
+    """A call pi sends unchanged, and another call's rewritten id is it: neither message passes.
+
+    Message 3 keeps a valid id that message 5's OpenAI id becomes once
+    rewritten: pi would send two tool_use blocks with one id. The clash
+    involves both messages, so neither is taken as rewritten (all its refused
+    ids are renamed): a repair that renamed only message 5's left message 3's
+    `|` id to pi, which a second reading then found in a clash with a renamed id.
+    """
+    call = {"type": "toolCall", "name": "bash", "arguments": {}}
+    content = [{**call, "id": OPENAI_IDS[0]}, {**call, "id": SENT_IDS[1]}]
+    data = _switched({3: {"content": content}})
+    transcript = load(data, "s.jsonl")
+    assert [c.id for c in transcript.records[3].calls] == [OPENAI_IDS[0], SENT_IDS[1]]
+    assert transcript.rewritten_ids == frozenset()
+    with FileSource.spooled([data]) as source:
+        stored = load(source, "s.jsonl", summaries=False)
+        assert stored.rewritten_ids == frozenset()
+    check_repair(data, "s.jsonl", "synthesize")

@@ -548,11 +548,11 @@ class OpenClaw(Format):
             return frozenset()
         to_provider, to_api, to_model = target
 
-        rows: Iterable[tuple[int, str]]
-        if isinstance(records, RecordStore):
-            rows = records.call_rows()
-        else:
-            rows = ((r.index, c.id) for r in records for c in r.calls)
+        def rows() -> Iterable[tuple[int, str]]:
+            if isinstance(records, RecordStore):
+                return records.call_rows()
+            return ((r.index, c.id) for r in records for c in r.calls)
+
         # One pass over the calls, kept as hashes in arrays (memory as the refused calls,
         # not the file's): each call pi changes when it rewrites its record (its record,
         # its id and the id sent: a refused id, or a valid one over 64 characters, which
@@ -560,7 +560,7 @@ class OpenClaw(Format):
         refused: tuple[array[int], array[int], array[int]] = (array("q"), array("q"), array("q"))
         cut: tuple[array[int], array[int], array[int]] = (array("q"), array("q"), array("q"))
         valid: array[int] = array("q")
-        for index, call_id in rows:
+        for index, call_id in rows():
             if not call_id:
                 continue
             if not valid_id(call_id):
@@ -624,7 +624,14 @@ class OpenClaw(Format):
                 clashed.add(key)
         clashed.update(filter(sent.__contains__, valid))
         if clashed:
-            rewritten -= {index for index, _, key in changed() if key in clashed}
+            # Every record with a call sent as a clashing id is left out: one whose call is
+            # sent as written (a valid id) too, not only those whose id pi changes. The
+            # calls read again, rarely: a clash is rare.
+            rewritten -= {
+                index
+                for index, call_id in rows()
+                if index in rewritten and hash(pi_anthropic_id(call_id)) in clashed
+            }
         return frozenset(rewritten)
 
     def _api_provider(self, api: object) -> str:

@@ -259,7 +259,8 @@ def _relink_path(
             if slot is None or slot.record is not None:
                 written = index if slot is None or slot.record is None else slot.record
                 previous = written
-                previous_uid = records[written].uid or previous_uid
+                uid = records[written].uid  # "" is an id: only None is no parent
+                previous_uid = uid if uid is not None else previous_uid
             else:
                 previous = None
                 previous_uid = fmt.new_uid(transcript, slot.op) if slot.op else ""
