@@ -34,23 +34,25 @@ def live_path(transcript: Transcript) -> list[int]:
     records = transcript.records
     if not transcript.tree:
         return [r.index for r in records if not r.inactive]
-    leaf = _leaf(records, last=transcript.last_copy)
+    leaf = _leaf(records, stands=stands_for(transcript))
     if leaf is None:
         return [r.index for r in records]
-    by_uid = uid_lookup(records, transcript.last_copy)
+    by_uid = stands_for(transcript)
     return _reattach(records, by_uid, _path_to(records, by_uid, leaf), leaf.sidechain)
 
 
 def _leaf(
-    records: list[Record], gone: Callable[[int], bool] | None = None, last: bool = False
+    records: list[Record],
+    gone: Callable[[int], bool] | None = None,
+    stands: UidLookup | None = None,
 ) -> Record | None:
     """Return the live branch's leaf: the last readable record with a uid, sidechains last.
 
     `gone(index)` True leaves that record out (one a repair drops). A line
     logged twice is on a sidechain when the copy standing for its uid is
-    (`uid_lookup`, with `last` as `Transcript.last_copy`): the walk from it
-    goes through that copy, so a main-chain copy of a sidechain line leads
-    into the sidechain.
+    (`stands`, the session's `stands_for`): the walk from it goes through
+    that copy, so a main-chain copy of a sidechain line leads into the
+    sidechain. Without `stands`, each line counts as it is marked.
     """
 
     def candidates() -> Iterable[Record]:
@@ -60,15 +62,10 @@ def _leaf(
             if r.uid is not None and r.error is None and (gone is None or not gone(r.index))
         )
 
-    stands: UidLookup | None = None
-
     def main_chain(record: Record) -> bool:
-        nonlocal stands
         if record.sidechain:
             return False
-        if stands is None:
-            stands = uid_lookup(records, last)
-        at = stands(record.uid) if record.uid is not None else None
+        at = stands(record.uid) if stands is not None and record.uid is not None else None
         return at is None or at == record.index or not records[at].sidechain
 
     leaf = next((r for r in candidates() if main_chain(r)), None)
@@ -90,7 +87,7 @@ def kept_leaf(transcript: Transcript, gone: Callable[[int], bool]) -> int | None
     records = transcript.records
     messages = (Role.USER, Role.ASSISTANT)
     if transcript.tree:
-        leaf = _leaf(records, last=transcript.last_copy)
+        leaf = _leaf(records, stands=stands_for(transcript))
     else:
         leaf = next((r for r in reversed(records) if r.role in messages), None)
     if leaf is None or not gone(leaf.index):
@@ -98,10 +95,10 @@ def kept_leaf(transcript: Transcript, gone: Callable[[int], bool]) -> int | None
     if not transcript.tree:
         left = any(r.role in messages and not gone(r.index) for r in reversed(records))
         return None if left else leaf.index
-    after = _leaf(records, gone, transcript.last_copy)
+    after = _leaf(records, gone, stands_for(transcript))
     if after is None:
         return leaf.index
-    first = uid_lookup(records, transcript.last_copy)(after.uid) if after.uid is not None else None
+    first = stands_for(transcript)(after.uid) if after.uid is not None else None
     on_path = first is not None and first in live_path(transcript)
     return None if on_path else leaf.index
 
@@ -123,13 +120,13 @@ def resumed_leaf(
     if not transcript.tree or subagent_file(transcript):
         return None
     records = transcript.records
-    leaf = _leaf(records, last=transcript.last_copy)
+    leaf = _leaf(records, stands=stands_for(transcript))
     if leaf is None or not gone(leaf.index):
         return None  # the live branch's end stays: the session resumes where it did
-    after = _leaf(records, gone, transcript.last_copy)
+    after = _leaf(records, gone, stands_for(transcript))
     if after is None or after.uid is None or after.sidechain:
         return None
-    stands = uid_lookup(records, transcript.last_copy)(after.uid)
+    stands = stands_for(transcript)(after.uid)
     if stands is None or paired(stands):
         return None
     return stands
@@ -138,7 +135,7 @@ def resumed_leaf(
 def path_from(transcript: Transcript, index: int) -> list[int]:
     """Return the branch that ends at record `index`, root first, as `live_path` finds one."""
     records = transcript.records
-    by_uid = uid_lookup(records, transcript.last_copy)
+    by_uid = stands_for(transcript)
     leaf = records[index]
     return _reattach(records, by_uid, _path_to(records, by_uid, leaf), leaf.sidechain)
 
@@ -153,10 +150,10 @@ def leaf_index(transcript: Transcript) -> int | None:
     """
     if not transcript.tree:
         return None
-    leaf = _leaf(transcript.records, last=transcript.last_copy)
+    leaf = _leaf(transcript.records, stands=stands_for(transcript))
     if leaf is None or leaf.uid is None:
         return None
-    return uid_lookup(transcript.records, transcript.last_copy)(leaf.uid)
+    return stands_for(transcript)(leaf.uid)
 
 
 def subagent_file(transcript: Transcript) -> bool:
@@ -168,7 +165,7 @@ def subagent_file(transcript: Transcript) -> bool:
     """
     if not transcript.tree:
         return False
-    leaf = _leaf(transcript.records, last=transcript.last_copy)
+    leaf = _leaf(transcript.records, stands=stands_for(transcript))
     return leaf is not None and leaf.sidechain
 
 
@@ -247,7 +244,7 @@ def reattached(transcript: Transcript, path: Sequence[int]) -> Iterator[int]:
     if isinstance(records, RecordStore):
         yield from records.unlinked(path)
         return
-    by_uid = uid_lookup(records, transcript.last_copy)
+    by_uid = stands_for(transcript)
     before: int | None = None
     for index in path:
         if before is not None:
@@ -301,6 +298,21 @@ def positions(path: Sequence[int], indexes: Iterable[int], size: int) -> list[in
             found.append(start + at)
             at = flags.find(1, at + 1)
     return found
+
+
+def stands_for(transcript: Transcript) -> UidLookup:
+    """Return `uid_lookup` of the session's records, made once for a list of records.
+
+    A list's lookup is kept on the Transcript (its records are not changed
+    once read; a copy made by `dataclasses.replace` makes its own); a store
+    keeps its own uid table.
+    """
+    records = transcript.records
+    if isinstance(records, RecordStore):
+        return records.first_with_uid
+    if transcript.uid_index is None:
+        transcript.uid_index = uid_lookup(records, transcript.last_copy)
+    return transcript.uid_index
 
 
 def uid_lookup(records: list[Record], last: bool = False) -> UidLookup:
@@ -358,7 +370,7 @@ def _branch_paths(transcript: Transcript) -> list[list[int]]:
     if not transcript.tree or subagent_file(transcript):
         return paths
     records = transcript.records
-    by_uid = uid_lookup(records, transcript.last_copy)
+    by_uid = stands_for(transcript)
     leaves = _sidechain_leaves(transcript, by_uid)
     if not leaves:
         return paths
@@ -430,7 +442,7 @@ def kept_sidechain_leaves(transcript: Transcript, gone: Callable[[int], bool]) -
     if not transcript.tree or subagent_file(transcript):
         return []
     records = transcript.records
-    by_uid = uid_lookup(records, transcript.last_copy)
+    by_uid = stands_for(transcript)
     before = _sidechain_leaves(transcript, by_uid)
     if not any(gone(leaf.index) for leaf in before.values()):
         return []

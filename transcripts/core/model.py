@@ -9,6 +9,7 @@ Tool calls and tool results are addressed by (record index, block index).
 from __future__ import annotations
 
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
@@ -485,6 +486,10 @@ class Transcript:
     # `core.branch.branch_paths`, kept once found: pairing and rendering both walk them.
     # Not an init field, so `dataclasses.replace` (a renamed copy) finds them anew.
     paths: list[array[int]] | None = field(default=None, init=False, repr=False, compare=False)
+    # `core.branch.uid_lookup` of a list of records, kept once made (a store keeps its own).
+    uid_index: Callable[[str], int | None] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
 
 @dataclass(frozen=True, slots=True)
