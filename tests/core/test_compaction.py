@@ -124,7 +124,10 @@ def _agrees(transcript: Transcript, segment: list[int]) -> bool:
     return True
 
 
-@given(_records(), st.sampled_from(("anthropic", "openai_chat", "bedrock")), st.booleans())
+PROVIDERS = ("anthropic", "openai_chat", "openai_responses", "bedrock")
+
+
+@given(_records(), st.sampled_from(PROVIDERS), st.booleans())
 @settings(max_examples=400, deadline=None)
 def test_history_paired_in_column_space_has_the_faults_the_views_give(
     records: list[Record], provider: str, rewritten: bool

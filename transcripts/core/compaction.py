@@ -27,6 +27,7 @@ from transcripts.core.markers import synthetic_marker
 from transcripts.core.model import (
     _ABORTED,
     _INACTIVE,
+    _LEADS,
     _OTHER_SHIFT,
     _SIDECHAIN,
     POSITIONAL,
@@ -149,14 +150,13 @@ def _plain_rows(transcript: Transcript) -> bool:
 
     It does for a stored session sent to a provider that pairs by id
     within a turn, its results right after their call (Anthropic, OpenAI
-    Chat Completions and the like); Gemini's order, Responses' items and
-    stored history, and Bedrock Converse's own messages go through
-    `_pair_scope`.
+    Chat Completions and Responses, and the like); Gemini's order, results
+    anywhere after their call or a stored history (Responses), and Bedrock
+    Converse's own messages go through `_pair_scope`.
     """
     return (
         isinstance(transcript.records, RecordStore)
         and transcript.provider not in ORDER_SENSITIVE | SINGLE_RESPONSE_TURN
-        and transcript.provider != "openai_responses"
         and transcript.format != "bedrock"
         and transcript.adjacent
         and not transcript.server_history
@@ -176,7 +176,8 @@ def _pair_rows(
     of a Record view per access: a segment is most of a long session. None
     when a record of `segment` needs what the rows leave out (a call with a
     problem or a family, an id repeated in one message, a relinked result,
-    blocks attached to a call): the caller then runs `_pair_scope`. `unusual`
+    blocks attached to a call, a Responses reasoning item): the caller then
+    runs `_pair_scope`. `unusual`
     is `_unusual(transcript)`, when the caller has it.
     """
     store = transcript.records
@@ -187,6 +188,9 @@ def _pair_rows(
     if rows is None:
         return None
     provider = transcript.provider
+    responses = provider == "openai_responses"
+    if responses and any(row[1] & _LEADS for row in rows):
+        return None  # a reasoning item: `_pair_scope` tells whether its item follows it
     merge = provider in ("anthropic", "bedrock")  # Bedrock Converse's own files: not here
     unique_ids = provider in UNIQUE_CALL_IDS
     positions, messages, holding = _positions(segment, rows, merge)
@@ -370,7 +374,8 @@ def _pair_rows(
             elif not candidates and (ident in called or _is_replayed(ident, paired)):
                 first_answer = answered_at.get(ident)
                 same = first_answer is not None and at(first_answer)[0] == message
-                texts = duplicate_text if same else unexpected_text
+                # Responses items are no messages: a second output is a duplicate wherever.
+                texts = duplicate_text if same or responses else unexpected_text
                 faults.append(
                     Fault(
                         FaultKind.DUPLICATE_RESULT,
@@ -498,7 +503,8 @@ def _content_after_call(rows: list[PairingRow], indexes: list[int], head: int) -
         count = len(calls)
         total = count + len(results) + (bits >> _OTHER_SHIFT)
         if (
-            not results
+            calls
+            and not results
             and (seen_call is None or total == count)
             and calls[0][0] == total - count
             and calls[-1][0] == total - 1
