@@ -1,11 +1,21 @@
 """The history a compaction hid: which records are not sent, and what faults they would have."""
 
 import io
+from dataclasses import replace
+from pathlib import Path
 
-from tests.helpers import SAMPLES
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.helpers import SAMPLES, generated_session
 from transcripts import formats
-from transcripts.core.compaction import before_compaction
-from transcripts.core.detect import detect
+from transcripts.core import compaction
+from transcripts.core.branch import context_scopes
+from transcripts.core.compaction import _pair_rows, _plain_rows, before_compaction
+from transcripts.core.detect import Pairing, _pair_scope, detect
+from transcripts.core.model import Fault, Record, Role, ToolCall, ToolResult, Transcript
+from transcripts.core.store import RecordStore
 from transcripts.engine import FileSource, analyze
 
 CASE = SAMPLES / "cases" / "01_cc-compaction-orphan-result.jsonl"
@@ -57,3 +67,122 @@ def test_a_subagents_own_file_hides_its_history_before_a_boundary_as_a_session_d
     assert [(str(f.kind), f.tool_call_id) for f in found.faults] == [
         ("missing_result", "toolu_syn_out_02")
     ]
+
+
+# `_pair_rows` pairs a stored session's history in column space; `_pair_scope` is what
+# it must agree with, fault for fault and in the same order.
+CALL_IDS = ("toolu_a", "toolu_b", "call_c", "call d", "", "x|y")
+TEXTS = ("ok", "", "No result provided", "aborted", "[Tool result missing due to internal error]")
+
+
+@st.composite
+def _records(draw: st.DrawFn) -> list[Record]:
+    """Draw a short run of records: calls, results, other blocks and flags at random."""
+    records = []
+    for index in range(draw(st.integers(1, 14))):
+        role = draw(st.sampled_from([Role.USER, Role.ASSISTANT, Role.TOOL, Role.META]))
+        calls_n = draw(st.integers(0, 3)) if role is Role.ASSISTANT else 0
+        results_n = draw(st.integers(0, 3)) if role is not Role.META else 0
+        other = draw(st.integers(0, 2))
+        blocks = draw(st.permutations(range(calls_n + results_n + other)))
+        calls = [
+            ToolCall(draw(st.sampled_from(CALL_IDS)), draw(st.sampled_from(("Bash", ""))), index, b)
+            for b in sorted(blocks[:calls_n])
+        ]
+        results = [
+            ToolResult(
+                draw(st.sampled_from(CALL_IDS)), index, b, False, draw(st.sampled_from(TEXTS))
+            )
+            for b in sorted(blocks[calls_n : calls_n + results_n])
+        ]
+        message_id = draw(st.sampled_from((None, "m1", "m2"))) if role is Role.ASSISTANT else None
+        records.append(
+            Record(
+                index,
+                0,
+                0,
+                role,
+                str(role),
+                calls=calls,
+                results=results,
+                other_blocks=other,
+                message_id=message_id,
+                aborted=role is Role.ASSISTANT and draw(st.booleans()),
+            )
+        )
+    return records
+
+
+def _agrees(transcript: Transcript, segment: list[int]) -> bool:
+    """Assert that `_pair_rows` finds what `_pair_scope` does; return False when it passes."""
+    found = _pair_rows(transcript, segment)
+    pairing = Pairing(segment, [])
+    _pair_scope(transcript, segment, pairing, False)
+    if found is None:
+        return False
+    assert found == pairing.faults
+    return True
+
+
+PROVIDERS = ("anthropic", "openai_chat", "openai_responses", "bedrock")
+
+
+@given(_records(), st.sampled_from(PROVIDERS), st.booleans())
+@settings(max_examples=400, deadline=None)
+def test_history_paired_in_column_space_has_the_faults_the_views_give(
+    records: list[Record], provider: str, rewritten: bool
+) -> None:
+    store = RecordStore(b"")
+    store.extend(records)
+    transcript = Transcript(
+        "claude_code",
+        provider,
+        store,
+        b"",
+        rewritten_ids=frozenset(range(len(records))) if rewritten else frozenset(),
+    )
+    _agrees(transcript, list(range(len(records))))
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted(p for p in SAMPLES.glob("*/*.json*") if not p.name.endswith(".expect.json")),
+    ids=lambda p: p.name,
+)
+def test_each_samples_scopes_paired_in_column_space_have_the_faults_the_views_give(
+    path: Path,
+) -> None:
+    transcript = formats.load(path.read_bytes(), path.name)
+    store = RecordStore(transcript.raw)
+    store.extend(transcript.records)
+    transcript = replace(transcript, records=store)
+    if not _plain_rows(transcript):
+        pytest.skip(f"{transcript.provider} history is paired by the views")
+    whole = [r.index for r in store if not r.inactive and r.error is None]
+    for segment in [whole, *context_scopes(transcript)]:
+        _agrees(transcript, segment)
+
+
+@pytest.mark.parametrize("format", ["claude_code", "openclaw"])
+def test_a_long_history_before_compactions_is_paired_in_column_space(
+    format: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = generated_session(8000, seed=3, fault_rate=0.2, format=format, parallel_rate=0.3)
+    with FileSource(path) as source:
+        transcript = analyze(source, path.name, summaries=False).transcript
+        assert transcript is not None
+        ran: list[bool] = []
+
+        def counted(
+            transcript: Transcript, segment: list[int], unusual: set[int] | None = None
+        ) -> list[Fault] | None:
+            found = _pair_rows(transcript, segment, unusual)
+            ran.append(found is not None)
+            return found
+
+        monkeypatch.setattr(compaction, "_pair_rows", counted)
+        fast = before_compaction(transcript)
+        assert fast is not None and len(fast.faults) > 100
+        assert ran and all(ran)
+        monkeypatch.setattr(compaction, "_plain_rows", lambda transcript: False)
+        assert before_compaction(transcript) == fast

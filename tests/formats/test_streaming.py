@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -111,3 +112,24 @@ def test_a_first_line_longer_than_the_sniffed_head_still_streams(tmp_path: Path)
         assert streamed.error is None and streamed.format == "claude_code"
         assert max(reads) <= source_module.CHUNK + len(first) + 4096 < len(source)
     assert streamed.fault_counts == analyze(path.read_bytes(), path.name).fault_counts
+
+
+def test_spans_read_in_runs_give_each_spans_bytes(tmp_path: Path, monkeypatch: Any) -> None:
+    data = bytes(range(256)) * 64
+    path = tmp_path / "s.bin"
+    path.write_bytes(data)
+    monkeypatch.setattr(source_module, "CHUNK", 1000)
+    wanted = [(0, 10), (10, 10), (990, 1010), (1005, 3000), (500, 600), (16000, 16384)]
+    wanted.append((16384, 16384))  # empty, at the end
+    with FileSource(path) as source:
+        reads: list[int] = []
+        real = FileSource.__getitem__
+
+        def counted(self: FileSource, where: slice) -> bytes:
+            reads.append(where.start)
+            return real(self, where)
+
+        monkeypatch.setattr(FileSource, "__getitem__", counted)
+        assert list(source.spans(wanted)) == [data[a:b] for a, b in wanted]
+    # One read for the first two, one for each span past the run held, one going back.
+    assert reads == [0, 990, 1005, 500, 16000]

@@ -158,6 +158,11 @@ _ROLE_BITS = 3  # a record's kind column packs (kind code << _ROLE_BITS) | role 
 _ROLE_MASK = (1 << _ROLE_BITS) - 1
 _WIDE = 0xFFFFFFFF  # in a 32-bit column: the value is in the column's dict instead
 _HASH_MASK = 0xFFFFFFFF  # the bits of a uid's hash the store keeps
+# What `RecordStore.pairing_rows` gives of a record: role, bits, message id,
+# calls (block, id, name) and results (block, tool call id, text).
+PairingRow = tuple[
+    Role, int, str | None, Sequence[tuple[int, str, str]], Sequence[tuple[int, str, str]]
+]
 
 
 def _fit_rows(items: list[ToolCall] | list[ToolResult], index: int, first: int) -> bool:
@@ -931,6 +936,91 @@ class RecordStore(list[Record]):
             elif index in odd:
                 for item in odd[index]:
                     yield index, item.id if field == "calls" else item.tool_call_id
+
+    def pairing_rows(self, indexes: Iterable[int]) -> list[PairingRow] | None:
+        """Return what pairing reads of each of `indexes`, read in column space, or None.
+
+        Each row is (role, `Record._bits`, message id,
+        calls as (block, id, name), results as (block, tool call id, text)),
+        in the order of `indexes`. None when some record is not plain enough for
+        rows alone: the store has replaced records, or one of `indexes` keeps
+        its calls or results as a list, or a call has a problem or a family,
+        or a result a family (the caller reads the views instead).
+        """
+        if self._replaced:
+            return None
+        more, families = self._call_more, self._result_family
+        kinds, bits_of, messages = self._kind.chunks, self._bits.chunks, self._message.chunks
+        call_packs, result_packs = self._calls.chunks, self._results.chunks
+        call_block, call_id = self._call_block.chunks, self._call_id.chunks
+        call_name = self._call_name.chunks
+        result_block, result_id = self._result_block.chunks, self._result_id.chunks
+        result_text = self._result_text.chunks
+        odd_calls, odd_results, wide = self._odd_calls, self._odd_results, self._wide_bits
+        get, roles = self._get, _ROLES
+        strings: dict[int, str] = {_NONE: ""}  # reference -> string: ids and names recur
+        rows: list[PairingRow] = []
+        for index in indexes:
+            chunk, slot = index >> _CHUNK_BITS, index & _CHUNK_MASK
+            bits = bits_of[chunk][slot]
+            if bits == _WIDE:
+                bits = wide[index]
+            ref = messages[chunk][slot]
+            if ref == _NONE:
+                message = None
+            else:
+                message = strings.get(ref)
+                if message is None:
+                    message = strings[ref] = get(ref)
+            calls: Sequence[tuple[int, str, str]] = ()
+            packed = call_packs[chunk][slot]
+            if packed:
+                calls = []
+                first = packed >> _COUNT_BITS
+                for row in range(first, first + (packed & _COUNT_MASK)):
+                    if more and row in more:
+                        return None
+                    at, off = row >> _CHUNK_BITS, row & _CHUNK_MASK
+                    id_ref, name_ref = call_id[at][off], call_name[at][off]
+                    ident = strings.get(id_ref)
+                    if ident is None:
+                        ident = strings[id_ref] = get(id_ref)
+                    name = strings.get(name_ref)
+                    if name is None:
+                        name = strings[name_ref] = get(name_ref)
+                    calls.append((call_block[at][off], ident, name))
+            elif index in odd_calls:
+                return None
+            results: Sequence[tuple[int, str, str]] = ()
+            packed = result_packs[chunk][slot]
+            if packed:
+                results = []
+                first = packed >> _COUNT_BITS
+                for row in range(first, first + (packed & _COUNT_MASK)):
+                    if families and row in families:
+                        return None
+                    at, off = row >> _CHUNK_BITS, row & _CHUNK_MASK
+                    id_ref, text_ref = result_id[at][off], result_text[at][off]
+                    ident = strings.get(id_ref)
+                    if ident is None:
+                        ident = strings[id_ref] = get(id_ref)
+                    text = "" if text_ref in (_NONE, _BLANK) else get(text_ref)
+                    results.append((result_block[at][off], ident, text))
+            elif index in odd_results:
+                return None
+            rows.append((roles[kinds[chunk][slot] & _ROLE_MASK], bits, message, calls, results))
+        return rows
+
+    def with_rare(self, name: str) -> set[int]:
+        """Return the indexes of the records whose rare field `name` is set (not its default).
+
+        `name` is a key of `model._RARE_DEFAULTS`. Read from the store's rare
+        fields, not a view per record.
+        """
+        if self._replaced:
+            default = _RARE_DEFAULTS[name]
+            return {r.index for r in self if getattr(r, name) != default}
+        return {index for index, rare in self._rare.items() if name in rare}
 
     def with_call_problems(self) -> Iterator[int]:
         """Yield the index of each record with a call whose `problem` is set."""

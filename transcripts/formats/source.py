@@ -97,6 +97,21 @@ class FileSource:
         """
         return os.preadv(self._fd, [buffer], start)
 
+    def spans(self, spans: Iterable[tuple[int, int]]) -> Iterator[bytes]:
+        """Yield the bytes of each (start, stop) of `spans`, read CHUNK bytes or more at a time.
+
+        Spans in file order (each starting at or after the one before) are read
+        in runs: one read for the many records of a chunk, not one each. A span
+        that starts before the run held is read on its own. Raises OSError when
+        reading fails.
+        """
+        held, at = b"", 0
+        for start, stop in spans:
+            if start < at or stop > at + len(held):
+                at = start
+                held = self[start : max(stop, start + CHUNK)]
+            yield held[start - at : stop - at]
+
     def chunks(self, start: int, stop: int, reuse: bool = False) -> Iterator[bytes | bytearray]:
         """Yield the bytes from `start` to `stop`, a chunk at a time.
 

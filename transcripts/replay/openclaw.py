@@ -33,9 +33,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from transcripts.core.jsontext import loads
 from transcripts.core.model import Transcript
 from transcripts.core.validate import Violation
 from transcripts.formats.openclaw import PROVIDER_APIS, pi_anthropic_id
+from transcripts.formats.source import FileSource
 from transcripts.replay._request import message_text
 from transcripts.replay.base import Dropped, Message, Preview, check_request, register
 
@@ -86,67 +88,129 @@ class _Msg:
     body: dict[str, Any]
 
 
-def _entries(transcript: Transcript) -> list[tuple[int, dict[str, Any]]]:
-    """Return (record index, entry) of every line pi parses (its header included)."""
-    return [(r.index, r.obj) for r in transcript.records if isinstance(r.obj, dict)]
+@dataclass(frozen=True, slots=True)
+class _Line:
+    """What pi's walk reads of one entry: its record, `id`, `parentId` and `type`, as written.
+
+    `target` is the model the entry names (a `model_change`, an assistant
+    message), or None. The entry itself is read again only if pi sends it.
+    """
+
+    record: int
+    id: Any
+    parent: Any
+    type: Any
+    target: Target | None
 
 
-def _path(entries: list[tuple[int, dict[str, Any]]]) -> list[tuple[int, dict[str, Any]]]:
+def _values(transcript: Transcript, wanted: list[int] | None = None) -> Iterator[tuple[int, Any]]:
+    """Yield (record index, `Record.obj`) of every record, or of those `wanted`, in file order.
+
+    `wanted` holds record indexes in increasing order. A stored session's
+    records are read from its file in runs of CHUNK bytes
+    (`FileSource.spans`), not a read each, and one at a time: the values of
+    a long session are never all held at once.
+    """
+    records = transcript.records
+    chosen = records if wanted is None else [records[i] for i in wanted]
+    source = records[0].source if records else None
+    if not isinstance(source, FileSource):
+        yield from ((r.index, r.obj) for r in chosen)
+        return
+    # What `Record.obj` reads from the file: a record neither parsed nor unreadable.
+    data = source.spans((r.start, r.end) for r in chosen if r.parsed is None and r.error is None)
+    for r in chosen:
+        if r.parsed is None and r.error is None:
+            yield r.index, loads(next(data))
+        else:
+            yield r.index, r.parsed
+
+
+def _lines(transcript: Transcript) -> list[_Line]:
+    """Return what pi's walk reads of every line it parses (its header included)."""
+    targets: dict[Target, Target] = {}  # one copy of each model: a session names few
+    lines = []
+    for index, entry in _values(transcript):
+        if not isinstance(entry, dict):
+            continue
+        target = _named_target(entry)
+        if target is not None:
+            target = targets.setdefault(target, target)
+        parent, kind = entry.get("parentId"), entry.get("type")
+        lines.append(_Line(index, entry.get("id"), parent, kind, target))
+    return lines
+
+
+def _named_target(entry: dict[str, Any]) -> Target | None:
+    """Return the model an entry names: a `model_change`'s, an assistant message's; else None."""
+    if entry.get("type") == "model_change":
+        provider = str(entry.get("provider"))
+        return Target(provider, PROVIDER_APIS.get(provider, ""), str(entry.get("modelId")))
+    if entry.get("type") == "message" and isinstance(entry.get("message"), dict):
+        message = entry["message"]
+        if message.get("role") == "assistant":
+            provider = str(message.get("provider"))
+            api = PROVIDER_APIS.get(provider, str(message.get("api")))
+            return Target(provider, api, str(message.get("model")))
+    return None
+
+
+def _path(lines: list[_Line]) -> list[_Line]:
     """Return the entries from the root to the last entry, along `parentId` (pi's leaf walk)."""
-    if len(entries) < 2 or entries[0][1].get("type") != "session":
+    if len(lines) < 2 or lines[0].type != "session":
         return []
-    body = entries[1:]
-    by_id = {e.get("id"): (i, e) for i, e in body}
-    path: list[tuple[int, dict[str, Any]]] = []
+    body = lines[1:]
+    by_id = {line.id: line for line in body}
+    path: list[_Line] = []
     seen: set[int] = set()
-    current: tuple[int, dict[str, Any]] | None = body[-1]
-    while current is not None and current[0] not in seen:
-        seen.add(current[0])
+    current: _Line | None = body[-1]
+    while current is not None and current.record not in seen:
+        seen.add(current.record)
         path.append(current)
-        parent = current[1].get("parentId")
+        parent = current.parent
         current = by_id.get(parent) if parent else None
     path.reverse()
     return path
 
 
-def _loop_top(entries: list[tuple[int, dict[str, Any]]]) -> int | None:
+def _loop_top(lines: list[_Line], path: list[_Line]) -> int | None:
     """Return the record whose `parentId` sends pi's leaf walk back round a loop, or None.
 
     pi's walk (`buildSessionContext`, `while (current)`) has no guard: on
     such a link it never ends, and pi never sends a request. That record is
-    the first `_path` gives, its parent an entry the walk passed already.
+    the first of `path` (`_path(lines)`), its parent an entry the walk passed already.
     """
-    path = _path(entries)
     if not path:
         return None
-    index, top = path[0]
-    parent = top.get("parentId")
-    held = {e.get("id"): i for i, e in entries[1:]}
-    return index if parent and held.get(parent) in {i for i, _ in path} else None
+    top = path[0]
+    parent = top.parent
+    held = {line.id: line.record for line in lines[1:]}
+    return top.record if parent and held.get(parent) in {line.record for line in path} else None
 
 
 def session_target(transcript: Transcript) -> Target | None:
     """Return the model pi restores for the session (the last one on its path), or None."""
+    return _target(_path(_lines(transcript)))
+
+
+def _target(path: list[_Line]) -> Target | None:
+    """Return `session_target` of the session whose path (`_path`) is `path`."""
     target = None
-    for _, entry in _path(_entries(transcript)):
-        if entry.get("type") == "model_change":
-            provider = str(entry.get("provider"))
-            target = Target(provider, PROVIDER_APIS.get(provider, ""), str(entry.get("modelId")))
-        elif entry.get("type") == "message" and isinstance(entry.get("message"), dict):
-            message = entry["message"]
-            if message.get("role") == "assistant":
-                provider = str(message.get("provider"))
-                api = PROVIDER_APIS.get(provider, str(message.get("api")))
-                target = Target(provider, api, str(message.get("model")))
+    for line in path:
+        if line.target is not None:
+            target = line.target
     return target
 
 
-def _messages(transcript: Transcript) -> list[_Msg]:
-    """Return the session's messages as `buildSessionContext` and `convertToLlm` give them."""
-    path = _path(_entries(transcript))
+def _messages(transcript: Transcript, path: list[_Line]) -> list[_Msg]:
+    """Return the messages of `path` (`_path`) as `buildSessionContext` and `convertToLlm` do.
+
+    Only the entries pi sends are read again: those after the last
+    compaction on the path, and the ones it keeps from before it.
+    """
     compaction = None
-    for k, (_, entry) in enumerate(path):
-        if entry.get("type") == "compaction":
+    for k, line in enumerate(path):
+        if line.type == "compaction":
             compaction = k
     out: list[_Msg] = []
 
@@ -166,21 +230,25 @@ def _messages(transcript: Transcript) -> list[_Msg]:
             out.append(_Msg("user", index, {"content": [{"type": "text", "text": text}]}))
 
     if compaction is None:
-        for index, entry in path:
+        for index, entry in _read(transcript, path):
             append(index, entry)
         return out
-    index, entry = path[compaction]
+    index, entry = _read(transcript, path[compaction : compaction + 1])[0]
     summary = _COMPACTION[0] + str(entry.get("summary", "")) + _COMPACTION[1]
     out.append(_Msg("user", index, {"content": [{"type": "text", "text": summary}]}))
     keep = entry.get("firstKeptEntryId")
-    kept = False
-    for index, entry in path[:compaction]:
-        kept = kept or entry.get("id") == keep
-        if kept:
-            append(index, entry)
-    for index, entry in path[compaction + 1 :]:
+    kept = next((k for k, line in enumerate(path[:compaction]) if line.id == keep), compaction)
+    for index, entry in _read(transcript, path[kept:compaction] + path[compaction + 1 :]):
         append(index, entry)
     return out
+
+
+def _read(transcript: Transcript, lines: list[_Line]) -> list[tuple[int, dict[str, Any]]]:
+    """Return (record index, entry) of each of `lines`, in their order, read from the file."""
+    entries: dict[int, dict[str, Any]] = dict(
+        _values(transcript, sorted({line.record for line in lines}))
+    )
+    return [(line.record, entries[line.record]) for line in lines]
 
 
 def _special_text(message: dict[str, Any]) -> Any:
@@ -232,9 +300,12 @@ class _Out:
 
 
 def _convert(
-    transcript: Transcript, target: Target, provider: str
+    transcript: Transcript, path: list[_Line], target: Target, provider: str
 ) -> tuple[list[Message], list[Dropped], list[Message]]:
-    """Return (request messages, what pi drops, what it adds) for `target` on `provider`."""
+    """Return (request messages, what pi drops, what it adds) for `target` on `provider`.
+
+    `path` is the session's path (`_path`).
+    """
     dropped: list[Dropped] = []
     added: list[Message] = []
     id_map: dict[str, str] = {}
@@ -251,7 +322,7 @@ def _convert(
                 added.append(Message("tool", (NO_RESULT,), (), (call,)))
         pending, answered = [], set()
 
-    for msg in _messages(transcript):
+    for msg in _messages(transcript, path):
         body = msg.body
         if msg.role == "assistant":
             settle()
@@ -396,16 +467,24 @@ def preview_for(transcript: Transcript, target: Target | None) -> Preview:
     where pi's walk goes round a parent loop, it sends none: no messages and
     one violation saying so, at the record whose link closes the loop.
     """
+    lines = _lines(transcript)
+    return _preview(transcript, lines, _path(lines), target)
+
+
+def _preview(
+    transcript: Transcript, lines: list[_Line], path: list[_Line], target: Target | None
+) -> Preview:
+    """Return `preview_for` of `transcript`, whose lines are `lines` and path `path`."""
     target = target or Target("anthropic", "anthropic-messages", "")
     provider = _APIS.get(target.api, "anthropic")
-    top = _loop_top(_entries(transcript))
+    top = _loop_top(lines, path)
     if top is not None:
         hangs = (
             f"pi's walk up parentId from the last entry goes round a loop at record {top} "
             "and never ends; pi hangs"
         )
         return Preview("pi", provider, [], [Violation(top, "", hangs)], [], [], MODELLED_ON)
-    messages, dropped, added = _convert(transcript, target, provider)
+    messages, dropped, added = _convert(transcript, path, target, provider)
     violations = check_request(provider, _request_body(messages, provider)) if messages else []
     return Preview("pi", provider, messages, violations, dropped, added, MODELLED_ON)
 
@@ -413,4 +492,8 @@ def preview_for(transcript: Transcript, target: Target | None) -> Preview:
 @register("openclaw")
 def preview(transcript: Transcript) -> Preview:
     """Return what pi sends on resuming `transcript` with the session's own model."""
-    return preview_for(transcript, session_target(transcript))
+    # Each line is parsed once, its path walked once, for the model and the request both;
+    # only the entries pi sends are read again.
+    lines = _lines(transcript)
+    path = _path(lines)
+    return _preview(transcript, lines, path, _target(path))
