@@ -3,6 +3,7 @@ from django.contrib.auth import authenticate
 from django.core.management import call_command
 
 from tests.helpers import SAMPLES
+from transcripts import actions
 from transcripts.models import Session, Workspace
 
 pytestmark = pytest.mark.django_db
@@ -35,3 +36,15 @@ def test_it_creates_the_demo_login_and_sessions_once(capsys, tmp_path, settings,
     parent = synced.get(name="-home-demo-shop/s-1.jsonl")
     assert synced.get(name="-home-demo-shop/s-1/subagents/agent-demo.jsonl").parent == parent
     assert "2 files: 2 new" in out and "2 files: 2 unchanged" in out
+
+
+def test_the_demo_sessions_are_in_the_search_before_any_page_is_opened(capsys, tmp_path, settings):
+    # A first user's search finds the demo sessions at once: `make run` indexes them.
+    settings.SYNC_ROOTS = [tmp_path]
+    call_command("demo")
+    workspace = Workspace.objects.get(name="Demo")
+    assert workspace.sessions.count() > 20
+    assert not actions.unindexed(workspace.sessions.all()).exists()
+    assert "Demo sessions indexed for the search: " in capsys.readouterr().out
+    call_command("demo")  # every `make run`: nothing left to index
+    assert "indexed for the search" not in capsys.readouterr().out

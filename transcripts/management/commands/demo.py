@@ -8,7 +8,8 @@ from django.core.management.base import BaseCommand
 
 from transcripts import actions
 from transcripts.actions import sync
-from transcripts.models import Membership, SyncSource, Workspace
+from transcripts.engine import DEFAULT_POLICY
+from transcripts.models import Membership, SyncSource, Timeline, Workspace
 
 DEMO_USERNAME = "demo"
 # A local demo login, printed on every run; not a secret.
@@ -50,6 +51,15 @@ class Command(BaseCommand):
                 added += 1
         self.stdout.write(f"Demo workspace {workspace.name!r}: {added} session(s) added.")
         self._sync_demo(workspace, user)
+        # Indexed now (each sample is small: built in this process), so that the search
+        # finds the demo sessions before any of their pages is opened.
+        waiting = actions.unindexed(workspace.sessions.all()).select_related("head")
+        indexed = sum(
+            actions.timeline_for(session, DEFAULT_POLICY).status == Timeline.Status.READY
+            for session in waiting
+        )
+        if indexed:
+            self.stdout.write(f"Demo sessions indexed for the search: {indexed}.")
         port = os.environ.get("PAIRFIX_PORT", "8000")
         self.stdout.write(
             f"Log in at http://127.0.0.1:{port}/ as {DEMO_USERNAME} / {DEMO_PASSWORD}"
