@@ -1032,3 +1032,24 @@ def test_a_record_with_an_empty_id_stays_a_parent_when_a_pi_branch_is_relinked()
     assert [str(f.kind) for f in result.faults] == ["displaced_result"] * 2
     repaired = [json.loads(line) for line in result.repaired.splitlines()]
     assert (repaired[3]["id"], repaired[4]["parentId"]) == ("", "")
+
+
+def test_a_link_written_twice_in_a_line_is_changed_where_readers_take_it() -> None:
+    """Of `"parentId"` written twice, JSON.parse (pi) and orjson take the last: the repair too.
+
+    The repair re-linked a result written before its call by rewriting the
+    first `parentId`; the last one, which every reader takes, still named
+    the old parent, so the result stayed off the branch and a second
+    reading dropped it. Found by test_fuzz's broken-bytes run.
+    """
+    path = Path(__file__).parents[1] / "formats" / "fixtures"
+    lines = (path / "openclaw_results_before_their_call.jsonl").read_text().splitlines()
+    entry = json.loads(lines[4])
+    assert (entry["id"], entry["parentId"]) == ("e6bf0b13", "b0000001")
+    # The same line with a first, stale `parentId` before the id (as a bad merge writes it).
+    lines[4] = '{"type": "message", "parentId": "gone", ' + lines[4].lstrip("{ ")
+    data = ("\n".join(lines) + "\n").encode()
+    result = _check(data, "s.jsonl", "discard")
+    repaired = result.repaired.decode().splitlines()
+    assert json.loads(repaired[4])["parentId"] == "b0000002"
+    assert not analyze(result.repaired, "s.jsonl", "discard", format=result.format).plan

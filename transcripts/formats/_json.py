@@ -282,11 +282,16 @@ def scan_object(text: str, pos: int) -> list[tuple[str, int, int]]:
 
 
 def member_span(text: str, key: str) -> tuple[int, int] | None:
-    """Return the (start, end) of top-level member `key`'s value in object text, or None."""
+    """Return the (start, end) of top-level member `key`'s value in object text, or None.
+
+    Of a key written twice, the last: the value every reader takes (`JSON.parse`,
+    orjson, Python's json), so the one a repair must change.
+    """
+    found = None
     for name, start, end in scan_object(text, skip_ws(text, 0)):
         if name == key:
-            return start, end
-    return None
+            found = start, end
+    return found
 
 
 @dataclass(frozen=True, slots=True)
