@@ -1222,6 +1222,8 @@ def _parser() -> argparse.ArgumentParser:
         "longer pair up.",
         epilog="Exit status: 0 healthy or written, 1 faults found, 2 unreadable or not written.",
     )
+    # Answered before parsing (`main`); listed here so that --help shows it.
+    parser.add_argument("--version", action="store_true", help="print the installed version")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     common = _Parser(add_help=False)
     # No default here: `preview` shows the repaired file only when a policy is named.
@@ -1300,7 +1302,7 @@ def main(
     out_bytes = stdout if stdout is not None else sys.stdout.buffer
     err = stderr if stderr is not None else sys.stderr
     given = sys.argv[1:] if argv is None else list(argv)
-    if given == ["--version"]:
+    if given[:1] == ["--version"]:  # whatever follows, as other tools' --version does
         out_bytes.write(f"pairfix {_version()}\n".encode())
         out_bytes.flush()
         return OK

@@ -759,3 +759,5 @@ def test_preview_of_two_files_says_it_takes_one_and_version_prints_it() -> None:
     assert "unrecognized arguments" not in err
     status, out, _ = run("--version")
     assert (status, out) == (0, b"pairfix 0.1.0\n")
+    assert run("--version", "check", "nowhere.jsonl")[:2] == (0, b"pairfix 0.1.0\n")
+    assert "--version   print the installed version" in cli._parser().format_help()
