@@ -31,6 +31,11 @@ def live_path(transcript: Transcript) -> list[int]:
     its call's message. So is a result parented on a line logged twice when
     the second copy ends the file: the leaf is then that line's first copy.
     """
+    return _listed(_live_path(transcript))
+
+
+def _live_path(transcript: Transcript) -> Sequence[int]:
+    """Return `live_path`'s branch: an array for a stored session's walk, else a list."""
     records = transcript.records
     if not transcript.tree:
         return [r.index for r in records if not r.inactive]
@@ -39,6 +44,11 @@ def live_path(transcript: Transcript) -> list[int]:
         return [r.index for r in records]
     by_uid = stands_for(transcript)
     return _reattach(records, by_uid, _path_to(records, by_uid, leaf), leaf.sidechain)
+
+
+def _listed(path: Sequence[int]) -> list[int]:
+    """Return `path` as a list (a stored session's walk gives an array)."""
+    return path if isinstance(path, list) else list(path)
 
 
 def _leaf(
@@ -137,7 +147,7 @@ def path_from(transcript: Transcript, index: int) -> list[int]:
     records = transcript.records
     by_uid = stands_for(transcript)
     leaf = records[index]
-    return _reattach(records, by_uid, _path_to(records, by_uid, leaf), leaf.sidechain)
+    return _listed(_reattach(records, by_uid, _path_to(records, by_uid, leaf), leaf.sidechain))
 
 
 def leaf_index(transcript: Transcript) -> int | None:
@@ -170,8 +180,8 @@ def subagent_file(transcript: Transcript) -> bool:
 
 
 def _reattach(
-    records: list[Record], by_uid: UidLookup, path: list[int], sidechain: bool
-) -> list[int]:
+    records: list[Record], by_uid: UidLookup, path: Sequence[int], sidechain: bool
+) -> Sequence[int]:
     """Return `path` with the off-path results of its unanswered calls put back after them.
 
     Only results of the path's own kind are put back: sidechain lines on a
@@ -227,7 +237,7 @@ def _reattach(
         answered.update(ids)
     if not extra:
         return path
-    out: list[int] = []
+    out: list[int] | array[int] = array(path.typecode) if isinstance(path, array) else []
     for k, index in enumerate(path):
         out.append(index)
         out.extend(extra.get(k, ()))
@@ -256,7 +266,7 @@ def reattached(transcript: Transcript, path: Sequence[int]) -> Iterator[int]:
 
 
 def _path_ids(
-    records: list[Record], path: list[int], wanted: set[str]
+    records: list[Record], path: Sequence[int], wanted: set[str]
 ) -> tuple[dict[str, int], set[str]]:
     """Return ({call id: its last position on `path`}, {ids answered on `path`}), ids in `wanted`.
 
@@ -330,7 +340,7 @@ def uid_lookup(records: list[Record], last: bool = False) -> UidLookup:
     return by_uid.get
 
 
-def _path_to(records: list[Record], by_uid: UidLookup, leaf: Record) -> list[int]:
+def _path_to(records: list[Record], by_uid: UidLookup, leaf: Record) -> Sequence[int]:
     """Return the indexes from the root down to `leaf`, following `parent` links."""
     if isinstance(records, RecordStore):
         found = records.path_to(leaf.uid)
@@ -359,14 +369,24 @@ def branch_paths(transcript: Transcript) -> list[list[int]]:
     kept in `transcript.paths` as arrays of 32-bit indexes (4 bytes a record,
     where a list of ints costs about 36); each call returns new lists.
     """
+    return [path.tolist() for path in branch_arrays(transcript)]
+
+
+def branch_arrays(transcript: Transcript) -> list[array[int]]:
+    """Return `branch_paths`'s branches as the arrays kept in `transcript.paths`.
+
+    No copy: a caller reads them and never changes them. A list of a long
+    branch costs about 36 bytes a record (an int object each) where the array
+    costs 4.
+    """
     if transcript.paths is None:
         code = "i" if len(transcript.records) < 2**31 else "q"
         transcript.paths = [array(code, path) for path in _branch_paths(transcript)]
-    return [path.tolist() for path in transcript.paths]
+    return transcript.paths
 
 
-def _branch_paths(transcript: Transcript) -> list[list[int]]:
-    paths = [live_path(transcript)]
+def _branch_paths(transcript: Transcript) -> list[Sequence[int]]:
+    paths = [_live_path(transcript)]
     if not transcript.tree or subagent_file(transcript):
         return paths
     records = transcript.records
@@ -460,10 +480,10 @@ def kept_sidechain_leaves(transcript: Transcript, gone: Callable[[int], bool]) -
 
 def context_scopes(transcript: Transcript) -> list[list[int]]:
     """Return the pairing scopes: the live context first, then each sidechain's."""
-    return [live_context(transcript, path) for path in branch_paths(transcript)]
+    return [live_context(transcript, path) for path in branch_arrays(transcript)]
 
 
-def live_context(transcript: Transcript, path: list[int] | None = None) -> list[int]:
+def live_context(transcript: Transcript, path: Sequence[int] | None = None) -> list[int]:
     """Return the record indexes the runtime sends to the model, in conversation order.
 
     Starts at the last compaction boundary of the live path (Claude Code
@@ -496,5 +516,5 @@ def live_context(transcript: Transcript, path: list[int] | None = None) -> list[
             kept = next((j for j in found if j < k), k)
         else:
             kept = next((j for j in range(k) if records[context[j]].uid == keep_from), k)
-        return context[kept:k] + context[k + 1 :]
-    return context
+        return _listed(context[kept:k]) + _listed(context[k + 1 :])
+    return _listed(context)

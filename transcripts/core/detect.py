@@ -10,11 +10,11 @@ across the whole file: a later turn may reuse an id (Kimi, Mistral, local models
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from transcripts.core.branch import (
-    branch_paths,
+    branch_arrays,
     context_scopes,
     live_context,
     path_from,
@@ -228,13 +228,13 @@ def pair(transcript: Transcript, *, live: bool = False, replays_aborted: bool = 
     scopes = context_scopes(transcript)
     result = Pairing(scopes[0], [], replays_aborted=replays_aborted, live=live)
     if transcript.tree:
-        result.faults.extend(_loop_faults(transcript, branch_paths(transcript)[0]))
+        result.faults.extend(_loop_faults(transcript, branch_arrays(transcript)[0]))
     for context in scopes:
         _pair_scope(transcript, context, result, live)
     return result
 
 
-def _loop_faults(transcript: Transcript, path: list[int]) -> list[Fault]:
+def _loop_faults(transcript: Transcript, path: Sequence[int]) -> list[Fault]:
     """Return a `parent_loop` when the walk up the branch `path` (root first) comes round again.
 
     `branch.live_path` stops where a record's parent is one it has walked

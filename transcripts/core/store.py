@@ -1161,7 +1161,7 @@ class RecordStore(list[Record]):
             return [record.index for record in self if record.error is not None]
         return sorted(i for i, rare in self._rare.items() if rare.get("error") is not None)
 
-    def path_to(self, uid: str | None) -> list[int] | None:
+    def path_to(self, uid: str | None) -> array[int] | None:
         """Return `branch._path_to`'s path to the record standing for `uid`, or None: not here.
 
         Root first, following parent links (a parent's record is the one
@@ -1169,12 +1169,13 @@ class RecordStore(list[Record]):
         before. A parent that is the record before's very uid string, that
         record standing for it, is
         followed without reading a string. None for a store with replaced
-        records (the caller walks the views).
+        records (the caller walks the views). An array of 64-bit indexes (8
+        bytes a record, where a list costs about 36).
         """
         if self._replaced:
             return None
         links, parents = self._links(), self._parent
-        path: list[int] = []
+        path: array[int] = array("q")
         seen = bytearray(self._count)
         current = self.first_with_uid(uid) if uid else None
         while current is not None and not seen[current]:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from transcripts.core.branch import branch_paths, path_from, positions, reattached
+from transcripts.core.branch import branch_arrays, path_from, positions, reattached
 from transcripts.core.layout import SPLITS, Slot, leaf_last, sparse_layout
 from transcripts.core.model import Op, OpKind, Plan, RawSource, Record, Role, Transcript
 from transcripts.core.store import RecordStore
@@ -26,9 +26,12 @@ from transcripts.formats.registry import FORMATS
 from transcripts.formats.source import CHUNK, FileSource
 
 
-def _paths(transcript: Transcript, resumed: tuple[int, ...]) -> list[list[int]]:
-    """Return the branches whose links a repair writes: `branch_paths`, then `resumed`'s."""
-    return [*branch_paths(transcript), *(path_from(transcript, leaf) for leaf in resumed)]
+def _paths(transcript: Transcript, resumed: tuple[int, ...]) -> list[Sequence[int]]:
+    """Return the branches whose links a repair writes: `branch_paths`, then `resumed`'s.
+
+    Read only: the kept arrays (`branch_arrays`), not a list of each.
+    """
+    return [*branch_arrays(transcript), *(path_from(transcript, leaf) for leaf in resumed)]
 
 
 def _relink(
@@ -171,7 +174,7 @@ def _relink_path(
     transcript: Transcript,
     fmt: Format,
     at: dict[int, list[Slot]],
-    path: list[int],
+    path: Sequence[int],
     roots: frozenset[int] = frozenset(),
     end: int | None = None,
 ) -> dict[int | Slot, str]:
