@@ -444,3 +444,12 @@ def test_it_lists_the_records_read_with_an_error_and_their_plain_lines() -> None
     copy = store.replaced({3: _record(3, error="odd")})
     assert copy.with_error() == [2, 3]
     assert list(copy.plain_lines([0, 3])) == [(0, b"0000x"), (3, None)]
+
+
+def test_a_uid_set_to_its_own_parent_is_a_parent_apart() -> None:
+    # Read as a chain (b's parent is a), then b renamed "a": b's parent is now its own
+    # uid, the line before holding it too, which `parents_apart` says it yields.
+    store = _stored([_record(0, uid="a"), _record(1, uid="b", parent="a")], b"")
+    store[1].uid = "a"
+    copy = store.replaced({0: _record(0, uid="a")})
+    assert list(store.parents_apart()) == list(copy.parents_apart()) == [(1, "a")]

@@ -1447,7 +1447,11 @@ class StoredRecord(Record):
     @uid.setter
     def uid(self, value: str | None) -> None:
         store = self._store
-        store._uid[self._i] = store._put(value)
+        parent = store._parent[self._i]
+        # A uid equal to the record's parent shares its reference, as one read so does:
+        # `parents_apart` tells a record parented on its own uid by the references alone.
+        shared = value is not None and parent != _NONE and store._get(parent) == value
+        store._uid[self._i] = parent if shared else store._put(value)
         store._uid_hash[self._i] = 0 if value is None else hash(value) & _HASH_MASK
         store._uid_slots = None
         store._unchain(self._i)
