@@ -760,3 +760,48 @@ def test_a_line_a_repair_cuts_from_its_chain_is_written_as_a_root(tmp_path: Path
     assert lines[-1]["message"]["content"][0]["text"] == "Done."
     assert lines[-1]["parentUuid"] is None
     assert lines[:2] == [json.loads(line) for line in path.read_bytes().splitlines()[:2]]
+
+
+def test_a_stray_result_after_a_pi_compaction_at_the_end_takes_one_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stray dropped, pi resumes from the compaction entry, which no scope holds.
+
+    Its branch was paired again and again (the entry never counted as paired):
+    check, fix and preview ran for ever.
+    """
+    from transcripts.core import repair
+
+    paired_again = repair.pair_resumed
+    calls: list[int] = []
+
+    def counted(transcript: Any, pairing: Any, leaf: int) -> None:
+        calls.append(leaf)
+        assert len(calls) < 10, "the same branch is paired again and again"
+        paired_again(transcript, pairing, leaf)
+
+    monkeypatch.setattr(repair, "pair_resumed", counted)
+    model = '"api":"anthropic-messages","provider":"anthropic","model":"claude-sonnet-4-5"'
+    lines = [
+        '{"type":"session","version":3,"id":"s1","timestamp":"2025-04-12T00:31:07.008Z"}',
+        '{"type":"message","id":"a1","parentId":null,"timestamp":"2025-04-12T00:31:08.000Z",'
+        '"message":{"role":"user","content":[{"type":"text","text":"hi"}],"timestamp":1}}',
+        '{"type":"message","id":"a2","parentId":"a1","timestamp":"2025-04-12T00:31:09.000Z",'
+        '"message":{"role":"assistant","content":[{"type":"toolCall","id":"toolu_01A",'
+        f'"name":"read","arguments":{{}}}}],{model},"stopReason":"toolUse","timestamp":2}}}}',
+        '{"type":"message","id":"a3","parentId":"a2","timestamp":"2025-04-12T00:31:10.000Z",'
+        '"message":{"role":"toolResult","toolCallId":"toolu_01A","toolName":"read",'
+        '"content":[{"type":"text","text":"ok"}],"isError":false,"timestamp":3}}',
+        '{"type":"compaction","summary":"s","firstKeptEntryId":"a1","tokensBefore":1,'
+        '"id":"c1","parentId":"a3","timestamp":"2025-04-12T00:31:11.000Z"}',
+        '{"type":"message","id":"a4","parentId":"c1","timestamp":"2025-04-12T00:31:12.000Z",'
+        '"message":{"role":"toolResult","toolCallId":"toolu_01Z","toolName":"read",'
+        '"content":[{"type":"text","text":"stray"}],"isError":false,"timestamp":4}}',
+    ]
+    path = tmp_path / "2026-03-02T09-14-00-000Z_0c7d6f4e.jsonl"
+    path.write_bytes("\n".join(lines).encode() + b"\n")
+    _, report = _run("check", str(path), "--json", "--grace", "0")
+    assert faults_of(json.loads(report)) == [("orphaned_result", "toolu_01Z", 5)]
+    repaired, report_after = fix_once(path, "synthesize", tmp_path)
+    assert faults_of(report_after) == []
+    assert b"stray" not in repaired and repaired.count(b"\n") == 5

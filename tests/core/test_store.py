@@ -451,3 +451,31 @@ def test_it_lists_the_records_read_with_an_error_and_their_plain_lines() -> None
     copy = store.replaced({3: _record(3, error="odd")})
     assert copy.with_error() == [2, 3]
     assert list(copy.plain_lines([0, 3])) == [(0, b"0000x"), (3, None)]
+
+
+def test_a_uid_set_to_its_own_parent_is_a_parent_apart() -> None:
+    # Read as a chain (b's parent is a), then b renamed "a": b's parent is now its own
+    # uid, the line before holding it too, which `parents_apart` says it yields.
+    store = _stored([_record(0, uid="a"), _record(1, uid="b", parent="a")], b"")
+    store[1].uid = "a"
+    copy = store.replaced({0: _record(0, uid="a")})
+    assert list(store.parents_apart()) == list(copy.parents_apart()) == [(1, "a")]
+
+
+def test_a_uid_or_parent_changed_through_a_replaced_copy_shows_in_the_stores_lookups() -> None:
+    # The copy and its store share their columns: a change through either shows in both,
+    # their uid tables and walks too.
+    store = _stored(
+        [_record(k, uid=f"u{k}", parent=f"u{k - 1}" if k else None) for k in range(4)], b""
+    )
+    assert store.first_with_uid("u2") == 2 and store.path_to("u3") == [0, 1, 2, 3]
+    assert store.chained()
+    copy = store.replaced({0: _record(0, uid="u0")})
+    copy[2].uid = "new"
+    copy[1].parent = None
+    assert [store.first_with_uid(u) for u in ("new", "u2")] == [2, None]
+    assert copy.first_with_uid("new") == 2
+    assert store.path_to("new") == [1, 2] and store.path_to("u3") == [3]
+    assert not store.chained()
+    store[3].uid = "u9"  # and through the store: the copy's table follows
+    assert copy.first_with_uid("u9") == 3 and copy.first_with_uid("u3") is None

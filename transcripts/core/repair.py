@@ -262,7 +262,9 @@ def settle(transcript: Transcript, pairing: Pairing, policy: Policy) -> tuple[li
     while plan and transcript.tree:
         gone = dropped(transcript, plan)
         leaf = resumed_leaf(transcript, gone.__contains__, paired) if gone else None
-        if leaf is None:
+        # A leaf paired already that no scope holds (a compaction entry: its context is
+        # what it keeps and what follows it) would come back for ever.
+        if leaf is None or leaf in pairing.resumed:
             break
         pair_resumed(transcript, pairing, leaf)
         flags = None

@@ -11,6 +11,7 @@ the rest of the engine sees is a list of Records, as before.
 from __future__ import annotations
 
 import sys
+import weakref
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
@@ -279,6 +280,9 @@ class RecordStore(list[Record]):
         # `_links`' flags with the `_uid_first` they were made from; a list that the copies
         # `replaced` makes share, so that a parent changed through either clears it.
         self._linked: list[tuple[bytearray, bytearray]] = []
+        # This store and the copies `replaced` made of it, which share its columns: a uid
+        # or parent changed through any of them leaves each one's uid table and link stale.
+        self._sharing: list[weakref.ref[RecordStore]] | None = None
         self._last_copy = False  # see `stand_for_last`
         self._last_message: tuple[str | None, int] = (None, _NONE)
 
@@ -758,6 +762,20 @@ class RecordStore(list[Record]):
         """
         return self._chained >= 0 and not self._replaced
 
+    def _relinked(self, index: int, uid: bool) -> None:
+        """Forget what a new uid or parent of record `index` stales, in each store sharing columns.
+
+        That is the uid table (`uid` True: a uid changed), the flags of
+        `_links`, and the link `chained` knows.
+        """
+        for store in [ref() for ref in self._sharing] if self._sharing else [self]:
+            if store is None:
+                continue
+            if uid:
+                store._uid_slots = None
+            store._linked.clear()
+            store._unchain(index)
+
     def _unchain(self, index: int) -> None:
         """Forget the known link when record `index`'s uid or parent changes and held it."""
         if 0 <= self._chained - index <= 1:
@@ -1227,9 +1245,13 @@ class RecordStore(list[Record]):
         record: it is for reading (a repair renders renamed records so), and
         a record changed through either shows in both.
         """
+        if self._sharing is None:
+            self._sharing = [weakref.ref(self)]
+        self._sharing[:] = [ref for ref in self._sharing if ref() is not None]  # copies gone
         other = RecordStore.__new__(RecordStore)
         other.__dict__.update(self.__dict__)
         other._replaced = {**self._replaced, **records}
+        self._sharing.append(weakref.ref(other))
         return other
 
     def _view(self, index: int) -> Record:
@@ -1448,10 +1470,13 @@ class StoredRecord(Record):
     @uid.setter
     def uid(self, value: str | None) -> None:
         store = self._store
-        store._uid[self._i] = store._put(value)
+        parent = store._parent[self._i]
+        # A uid equal to the record's parent shares its reference, as one read so does:
+        # `parents_apart` tells a record parented on its own uid by the references alone.
+        shared = value is not None and parent != _NONE and store._get(parent) == value
+        store._uid[self._i] = parent if shared else store._put(value)
         store._uid_hash[self._i] = 0 if value is None else hash(value) & _HASH_MASK
-        store._uid_slots = None
-        store._unchain(self._i)
+        store._relinked(self._i, True)
 
     @property
     def parent(self) -> str | None:
@@ -1461,8 +1486,7 @@ class StoredRecord(Record):
     @parent.setter
     def parent(self, value: str | None) -> None:
         self._store._parent[self._i] = self._store._put(value)
-        self._store._linked.clear()
-        self._store._unchain(self._i)
+        self._store._relinked(self._i, False)
 
     @property
     def message_id(self) -> str | None:
