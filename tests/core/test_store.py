@@ -468,14 +468,14 @@ def test_a_uid_or_parent_changed_through_a_replaced_copy_shows_in_the_stores_loo
     store = _stored(
         [_record(k, uid=f"u{k}", parent=f"u{k - 1}" if k else None) for k in range(4)], b""
     )
-    assert store.first_with_uid("u2") == 2 and store.path_to("u3") == [0, 1, 2, 3]
+    assert store.first_with_uid("u2") == 2 and _path_of(store, "u3") == [0, 1, 2, 3]
     assert store.chained()
     copy = store.replaced({0: _record(0, uid="u0")})
     copy[2].uid = "new"
     copy[1].parent = None
     assert [store.first_with_uid(u) for u in ("new", "u2")] == [2, None]
     assert copy.first_with_uid("new") == 2
-    assert store.path_to("new") == [1, 2] and store.path_to("u3") == [3]
+    assert _path_of(store, "new") == [1, 2] and _path_of(store, "u3") == [3]
     assert not store.chained()
     store[3].uid = "u9"  # and through the store: the copy's table follows
     assert copy.first_with_uid("u9") == 3 and copy.first_with_uid("u3") is None
