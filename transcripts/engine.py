@@ -30,6 +30,10 @@ from transcripts.formats.source import FileSource
 if TYPE_CHECKING:
     from transcripts.core.align import Row
 
+# 8: a tool_use id matched whole against Anthropic's pattern (a final newline refused), a
+# main-chain copy of a sidechain line on the sidechain, a pi record without an id no parent
+# (one with "" still one), a member written twice changed where readers take it, a Claude
+# Code result moved last linked after its call, no endless pairing of a resumed branch;
 # 7: call ids pi rewrites as it resumes are no malformed_call (OpenClaw), rewritten records
 # in UTF-8 unless the file escapes non-ASCII, pi parent loops broken (`parent_loop`), pi
 # results re-attached after their call linked to the entry before them, the first entry of a
@@ -38,7 +42,7 @@ if TYPE_CHECKING:
 # lines read under the line before, a repair that moves the resumed branch mends it too;
 # 5: a synthetic result row's role; 4: subagent compactions, pi providers by path, relinked
 # rows; 3: ids `-2`
-ENGINE_VERSION = "7"
+ENGINE_VERSION = "8"
 
 __all__ = [
     "DEFAULT_GRACE",
