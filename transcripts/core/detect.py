@@ -18,7 +18,7 @@ from transcripts.core.branch import (
     context_scopes,
     live_context,
     path_from,
-    uid_lookup,
+    stands_for,
 )
 from transcripts.core.markers import synthetic_marker
 from transcripts.core.model import (
@@ -255,7 +255,7 @@ def _loop_faults(transcript: Transcript, path: Sequence[int]) -> list[Fault]:
     if isinstance(records, RecordStore):
         parent = records.parent_of(root)
     else:
-        parent = uid_lookup(records, True)(named)
+        parent = stands_for(transcript)(named)  # pi's: the last copy stands for a uid
     if parent is None or parent not in path:
         return []
     if parent == root:

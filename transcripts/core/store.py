@@ -977,6 +977,13 @@ class RecordStore(list[Record]):
         odd_calls, odd_results, wide = self._odd_calls, self._odd_results, self._wide_bits
         get, roles = self._get, _ROLES
         strings: dict[int, str] = {_NONE: ""}  # reference -> string: ids and names recur
+
+        def text(ref: int) -> str:
+            found = strings.get(ref)
+            if found is None:
+                found = strings[ref] = get(ref)
+            return found
+
         rows: list[PairingRow] = []
         for index in indexes:
             chunk, slot = index >> _CHUNK_BITS, index & _CHUNK_MASK
@@ -984,12 +991,7 @@ class RecordStore(list[Record]):
             if bits == _WIDE:
                 bits = wide[index]
             ref = messages[chunk][slot]
-            if ref == _NONE:
-                message = None
-            else:
-                message = strings.get(ref)
-                if message is None:
-                    message = strings[ref] = get(ref)
+            message = None if ref == _NONE else text(ref)
             calls: Sequence[tuple[int, str, str]] = ()
             packed = call_packs[chunk][slot]
             if packed:
@@ -999,13 +1001,7 @@ class RecordStore(list[Record]):
                     if more and row in more:
                         return None
                     at, off = row >> _CHUNK_BITS, row & _CHUNK_MASK
-                    id_ref, name_ref = call_id[at][off], call_name[at][off]
-                    ident = strings.get(id_ref)
-                    if ident is None:
-                        ident = strings[id_ref] = get(id_ref)
-                    name = strings.get(name_ref)
-                    if name is None:
-                        name = strings[name_ref] = get(name_ref)
+                    ident, name = text(call_id[at][off]), text(call_name[at][off])
                     calls.append((call_block[at][off], ident, name))
             elif index in odd_calls:
                 return None
@@ -1018,12 +1014,9 @@ class RecordStore(list[Record]):
                     if families and row in families:
                         return None
                     at, off = row >> _CHUNK_BITS, row & _CHUNK_MASK
-                    id_ref, text_ref = result_id[at][off], result_text[at][off]
-                    ident = strings.get(id_ref)
-                    if ident is None:
-                        ident = strings[id_ref] = get(id_ref)
-                    text = "" if text_ref in (_NONE, _BLANK) else get(text_ref)
-                    results.append((result_block[at][off], ident, text))
+                    ident, text_ref = text(result_id[at][off]), result_text[at][off]
+                    said = "" if text_ref in (_NONE, _BLANK) else get(text_ref)
+                    results.append((result_block[at][off], ident, said))
             elif index in odd_results:
                 return None
             rows.append((roles[kinds[chunk][slot] & _ROLE_MASK], bits, message, calls, results))

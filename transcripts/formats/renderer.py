@@ -35,13 +35,18 @@ def _paths(transcript: Transcript, resumed: tuple[int, ...]) -> list[Sequence[in
 
 
 def _relink(
-    transcript: Transcript, fmt: Format, at: dict[int, list[Slot]], resumed: tuple[int, ...] = ()
+    transcript: Transcript,
+    fmt: Format,
+    at: dict[int, list[Slot]],
+    resumed: tuple[int, ...] = (),
+    written: dict[int, list[Slot]] | None = None,
 ) -> dict[int | Slot, str]:
     """Return new parent ids for records whose predecessor on a branch changed.
 
     `at` is the sparse layout (records it lacks are written as they were);
-    `resumed` the leaves of the branches the repair resumes from (`Plan.resumed`).
-    Keys are raw record indexes, or the Slot of a new record.
+    `resumed` the leaves of the branches the repair resumes from (`Plan.resumed`);
+    `written` the layout as the file is written (`leaf_last` of `at`), when the
+    caller has it. Keys are raw record indexes, or the Slot of a new record.
     """
     # A record whose parent link closes a loop is written as its branch's root
     # (`detect._loop_faults`): the walk up the branch ends there, as Pairfix reads it.
@@ -52,7 +57,7 @@ def _relink(
         if slot.record == index and any(op.kind is OpKind.RELINK for op in slot.ops)
     )
     parents: dict[int | Slot, str] = {}
-    end = _moved_end(transcript, at, resumed)
+    end = _moved_end(transcript, at, resumed, written)
     for k, path in enumerate(_paths(transcript, resumed)):
         parents.update(_relink_path(transcript, fmt, at, path, roots, end if k == 0 else None))
     for index in roots:
@@ -151,7 +156,10 @@ def _written_link(record: Record) -> str | None:
 
 
 def _moved_end(
-    transcript: Transcript, at: dict[int, list[Slot]], resumed: tuple[int, ...]
+    transcript: Transcript,
+    at: dict[int, list[Slot]],
+    resumed: tuple[int, ...],
+    written: dict[int, list[Slot]] | None = None,
 ) -> int | None:
     """Return the record `leaf_last` writes last as the live branch's end, if it moves one.
 
@@ -163,7 +171,7 @@ def _moved_end(
     """
     if transcript.last_copy:
         return None  # pi's re-attached records are re-linked all the same
-    moved = leaf_last(transcript, at, resumed)
+    moved = leaf_last(transcript, at, resumed) if written is None else written
     if moved is at:
         return None
     last = moved[len(transcript.records) - 1][-1]
@@ -589,10 +597,14 @@ def render_to(transcript: Transcript, plan: Plan, out: BinaryIO) -> None:
     fmt = FORMATS[transcript.format]
     transcript = _renamed(transcript, fmt, plan)
     at = sparse_layout(transcript, plan)
-    parents = _relink(transcript, fmt, at, plan.resumed) if transcript.tree else {}
-    keeps = _rekeep(transcript, fmt, at, plan.resumed) if transcript.tree else {}
-    # Links follow the branch (`at`); the file keeps the branch's end last (`leaf_last`).
-    at = leaf_last(transcript, at, plan.resumed) if transcript.tree else at
+    if transcript.tree:
+        # Links follow the branch (`at`); the file keeps the branch's end last (`leaf_last`).
+        written = leaf_last(transcript, at, plan.resumed)
+        parents = _relink(transcript, fmt, at, plan.resumed, written)
+        keeps = _rekeep(transcript, fmt, at, plan.resumed)
+        at = written
+    else:
+        parents, keeps = {}, {}
     if fmt.jsonl:
         _write_lines(transcript, fmt, at, parents, writer, keeps)
     else:
