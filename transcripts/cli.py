@@ -621,10 +621,15 @@ def _resume_line(analysis: Analysis, item: Input, entry: dict[str, Any]) -> str:
         return (
             f"  the agent that wrote it mends or drops some faults itself when it resumes: {hint}"
         )
-    from transcripts.replay import preview
+    from transcripts.replay import CannotPreview, preview
     from transcripts.replay.base import written_by
 
-    resumed = preview(analysis.transcript)
+    try:
+        resumed = preview(analysis.transcript)
+    except CannotPreview as exc:
+        # The faults stand as found; only what the agent sends is not modelled (a file
+        # check reads on, the files after it too).
+        return f"  what the agent sends on resume is not modelled: {exc}"
     if resumed is None:
         return ""
     error = resumed.violations[0].error if resumed.violations else ""

@@ -761,3 +761,38 @@ def test_preview_of_two_files_says_it_takes_one_and_version_prints_it() -> None:
     assert (status, out) == (0, b"pairfix 0.1.0\n")
     assert run("--version", "check", "nowhere.jsonl")[:2] == (0, b"pairfix 0.1.0\n")
     assert "--version   print the installed version" in cli._parser().format_help()
+
+
+def test_a_claude_code_call_with_a_null_id_is_checked_and_the_folder_goes_on(
+    tmp_path: Path,
+) -> None:
+    """Its resume line is modelled (the call dropped unanswered); the next file is read too.
+
+    Claude Code's resume model looked the call up by the id as written
+    (None) among ids it had made strings ("None"): StopIteration, and
+    `check` of the folder stopped with a traceback at that file.
+    """
+    line = {"parentUuid": None, "isSidechain": False, "cwd": "/h", "sessionId": "s1"}
+    records = [
+        {**line, "type": "user", "message": {"role": "user", "content": "hi"}, "uuid": "u1"},
+        {
+            **line,
+            "parentUuid": "u1",
+            "type": "assistant",
+            "uuid": "u2",
+            "message": {
+                "id": "msg_2",
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": None, "name": "Bash", "input": {}}],
+            },
+        },
+        {**line, "parentUuid": "u2", "type": "user", "uuid": "u3",
+         "message": {"role": "user", "content": "next"}},
+    ]  # fmt: skip
+    (tmp_path / "a.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    shutil.copyfile(BROKEN, tmp_path / "b.jsonl")
+    status, out, err = run("check", "--grace", "0", "--json", str(tmp_path))
+    files = orjson.loads(out)["files"]
+    assert (status, [Path(f["path"]).name for f in files]) == (1, ["a.jsonl", "b.jsonl"])
+    assert "malformed_call" in {f["kind"] for f in files[0]["faults"]}
+    assert "Traceback" not in err

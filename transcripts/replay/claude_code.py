@@ -247,7 +247,7 @@ def claude_code(transcript: Transcript) -> Preview:
             elif following is None:
                 synthetic.append(_result(call_id, ENDED))
             else:
-                part = next(p for p in message.parts if p.block.get("id") == call_id)
+                part = next(p for p in message.parts if str(p.block.get("id")) == call_id)
                 message.parts.remove(part)
                 dropped.append(
                     Dropped(part.record, "call", "unanswered tool_use dropped on resume", call_id)
