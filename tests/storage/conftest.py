@@ -117,14 +117,24 @@ def media(tmp_path: Path) -> Path:
     return folder
 
 
+@pytest.fixture(params=["obstore", "boto3"])
+def storage_client(request: pytest.FixtureRequest) -> str:
+    """Return the client of the hashed GETs and single PUTs (STORAGE_CLIENT): each S3 test
+    runs with both; a test of one client's requests picks it (`indirect` parametrize)."""
+    client: str = request.param
+    return client
+
+
 @pytest.fixture
-def s3_settings(settings: Any, s3_endpoint: str, bucket: str, media: Path) -> Any:
+def s3_settings(
+    settings: Any, s3_endpoint: str, bucket: str, media: Path, storage_client: str
+) -> Any:
     """Make the bucket the default storage (and `media` MEDIA_ROOT); return the settings."""
     settings.MEDIA_ROOT = str(media)
     settings.STORAGES = {
         **settings.STORAGES,
         "default": s3_storage(
-            {"STORAGE_URL": storage_url(s3_endpoint, bucket)},
+            {"STORAGE_URL": storage_url(s3_endpoint, bucket), "STORAGE_CLIENT": storage_client},
             multipart_bytes=MULTIPART_BYTES,
             connect_timeout=2,
             read_timeout=30,
