@@ -26,7 +26,9 @@ workers' CPU is also given against the engine's on those sessions alone.
 
 With `--storage s3` the blobs live in a bucket of moto's S3 API, served on
 127.0.0.1 (the first free port of `--s3-ports`, 9100-9139 unless told), and
-the workers read and write them over HTTP; each run starts from the ingested
+the workers read and write them over HTTP (the client of the hashed GETs and
+single PUTs is obstore unless STORAGE_CLIENT=boto3 is set, as in
+transcripts/storage.py); each run starts from the ingested
 bucket (the blobs a run added are deleted). gunicorn serves it, keeping each
 connection open between requests as a real S3 endpoint does
 (bench/moto_wsgi.py); `--s3-server moto` runs moto's own server instead,
@@ -473,6 +475,7 @@ def breakdown(workspace: Any, policy: str) -> Breakdown:
     from transcripts.actions import common, runner
     from transcripts.engine import Analysis
     from transcripts.models import Job, Revision, Session
+    from transcripts.storage import ObjectStoreClient
 
     spent: dict[str, float] = dict.fromkeys(
         ("database", "engine", "counts", "blob_read", "blob_write"), 0.0
@@ -536,11 +539,22 @@ def breakdown(workspace: Any, policy: str) -> Breakdown:
 
         return wrapper
 
+    def counted_request(operation: str, method: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            requests[operation] += 1  # one request of obstore's (its retries not seen)
+            return method(*args, **kwargs)
+
+        return wrapper
+
     client = None
     if hasattr(default_storage, "bucket_name"):
         client = default_storage.connection.meta.client
         client.meta.events.register("before-send.s3", on_send, unique_id="bench-requests")
+    fast = ObjectStoreClient
     patches = [
+        (fast, "get", counted_request("GetObject", fast.get)),
+        (fast, "put", counted_request("PutObject", fast.put)),
+        (fast, "size", counted_request("HeadObject", fast.size)),
         (AWSHTTPConnection, "connect", counted_connect(AWSHTTPConnection.connect)),
         (AWSHTTPSConnection, "connect", counted_connect(AWSHTTPSConnection.connect)),
         (common, "analyze", timed("engine", common.analyze)),
@@ -679,7 +693,11 @@ def main() -> None:
             f"database {settings.DATABASES['default']['ENGINE'].rsplit('.', 1)[1]}, "
             f"broker {app.conf.broker_url.split(':', 1)[0]}; "
             f"chunks of {settings.JOB_CHUNK_SIZE}; storage {args.storage}"
-            + (f" ({args.s3_server} server)" if s3 is not None else ""),
+            + (
+                f" ({args.s3_server} server, client {os.getenv('STORAGE_CLIENT', 'obstore')})"
+                if s3 is not None
+                else ""
+            ),
             flush=True,
         )
         call_command("migrate", verbosity=0)
@@ -837,7 +855,7 @@ def main() -> None:
         )
         print(
             f"  S3 requests per session:               {by_kind or 'none'}; "
-            f"connections opened per session: "
+            f"connections boto3 opened per session: "
             f"{spread([b.connections / b.sessions for b in breakdowns], 2)} "
             f"(server: {args.s3_server})"
         )

@@ -9,12 +9,15 @@ stores a repair (`default_storage.save` of a BlobContent that carries its
 sha256) and GETs every blob as a job reads a base (`open_hashed`, read
 whole, hashed against its name), through two S3BlobStorages:
 
-- `configured`: as `transcripts.storage.s3_storage` builds it;
-- `defaults`: the same with botocore's defaults where Pairfix sets its own
+- `obstore`: as `transcripts.storage.s3_storage` builds it (those requests
+  go through obstore);
+- `boto3`: the same with `STORAGE_CLIENT=boto3` (through botocore, as
+  Pairfix configures it);
+- `defaults`: boto3 with botocore's defaults where Pairfix sets its own
   (every GET's body checked by botocore too, parameters validated,
   timestamps read by botocore's parser, `Expect: 100-continue` on a PUT).
 
-The two alternate in order from round to round. It prints the median over
+Their order turns from round to round. It prints the median over
 the rounds of the CPU time (this process: user and system) per request, and
 of the clock per request, which counts moto too (on the same CPUs).
 """
@@ -74,10 +77,16 @@ def main() -> None:
         )
         options = dict(entry["OPTIONS"])
         configured = S3BlobStorage(**options)
-        options["client_config"] = options["client_config"].merge(
+        botocore_defaults = options["client_config"].merge(
             Config(response_checksum_validation="when_supported", parameter_validation=True)
         )
-        storages = {"configured": configured, "defaults": Defaults(**options)}
+        boto3_options = {**options, "client": "boto3"}
+        defaults = {**boto3_options, "client_config": botocore_defaults}
+        storages = {
+            "obstore": configured,
+            "boto3": S3BlobStorage(**boto3_options),
+            "defaults": Defaults(**defaults),
+        }
         half = args.kib * 1024 // 2
         blobs = [os.urandom(half) + bytes(half) for _ in range(args.blobs)]
         named = [(blob_name(hashlib.sha256(b).hexdigest()), b) for b in blobs]
@@ -90,7 +99,7 @@ def main() -> None:
                 storage.save(name, BlobContent.of(data, name.rsplit("/", 1)[1]))
         for n in range(args.rounds):
             order = list(storages.items())
-            for label, storage in order if n % 2 else reversed(order):
+            for label, storage in order[n % len(order) :] + order[: n % len(order)]:
                 cpu, clock = time.process_time(), time.perf_counter()
                 for name, data in named:
                     storage.save(name, BlobContent.of(data, name.rsplit("/", 1)[1]))
