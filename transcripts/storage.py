@@ -231,6 +231,8 @@ class S3BlobStorage(S3Storage):
     (`send_body_at_once`).
     """
 
+    remote_io = True  # each request waits on the network: a job overlaps it (runner.ChunkBlobs)
+
     @property
     def connection(self) -> Any:
         """Return this thread's boto3 S3 resource, made as django-storages makes it."""
