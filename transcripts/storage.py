@@ -451,6 +451,8 @@ class S3BlobStorage(S3Storage):
     (`send_body_at_once`).
     """
 
+    remote_io = True  # each request waits on the network: a job overlaps it (runner.ChunkBlobs)
+
     CLIENTS = ("obstore", "boto3")
 
     def __init__(self, **settings: Any) -> None:

@@ -6,6 +6,7 @@ import threading
 from datetime import timedelta
 
 import pytest
+from django.core.files.storage import FileSystemStorage
 from django.db import connection, connections, transaction
 from django.utils import timezone
 
@@ -55,7 +56,7 @@ def test_a_head_that_moved_costs_only_its_own_session(alice, workspace, faulty, 
     moved = faulty[1]
     store_repaired = runner.store_repaired
 
-    def meanwhile(analysis):
+    def meanwhile(analysis, **options):
         # Another writer moves one session's head while the chunk is being repaired.
         if not moved.revisions.filter(number=1).exists():
             raw = moved.revisions.get(number=0)
@@ -63,7 +64,7 @@ def test_a_head_that_moved_costs_only_its_own_session(alice, workspace, faulty, 
                 session=moved, number=1, sha256=raw.sha256, size=raw.size, parent=raw
             )
             Session.objects.filter(pk=moved.pk).update(head=other)
-        return store_repaired(analysis)
+        return store_repaired(analysis, **options)
 
     monkeypatch.setattr(runner, "store_repaired", meanwhile)
     job = run_inline(job)
@@ -91,7 +92,7 @@ def test_a_revision_number_taken_under_the_chunk_costs_only_its_session(
     taken = faulty[2]
     store_repaired = runner.store_repaired
 
-    def meanwhile(analysis):
+    def meanwhile(analysis, **options):
         # A writer that takes revision 1 without moving the head: the chunk's
         # transaction fails on (session, number), and each session is written alone.
         if not taken.revisions.filter(number=1).exists():
@@ -99,7 +100,7 @@ def test_a_revision_number_taken_under_the_chunk_costs_only_its_session(
             Revision.objects.create(
                 session=taken, number=1, sha256=raw.sha256, size=raw.size, parent=raw
             )
-        return store_repaired(analysis)
+        return store_repaired(analysis, **options)
 
     monkeypatch.setattr(runner, "store_repaired", meanwhile)
     job = run_inline(job)
@@ -233,3 +234,27 @@ def test_write_heads_moves_only_the_heads_still_at_their_fence(alice, workspace,
         {"missing_result": 2},
         new[kept.pk],
     )
+
+
+@pytest.mark.django_db
+def test_a_chunk_on_local_storage_reads_and_stores_in_the_workers_own_thread(
+    alice, workspace, faulty, monkeypatch
+):
+    # Local files answer at once: no blob threads (runner.ChunkBlobs) for them.
+    threads = []
+    for name in ("_open", "exists", "_save"):
+        real = getattr(FileSystemStorage, name)
+
+        def recorded(self, *args, real=real):
+            threads.append((real.__name__, threading.current_thread().name))
+            return real(self, *args)
+
+        monkeypatch.setattr(FileSystemStorage, name, recorded)
+    job = actions.do_start_job(workspace, faulty, policy="synthesize", acting_user=alice)
+    job = run_inline(job)
+
+    assert job.done == len(FAULTY)
+    # Each base read; each repair stored, or found stored already (local files are not
+    # overwritten: `exists` is asked first).
+    assert {"_open", "exists"} <= {call for call, _ in threads}
+    assert {thread for _, thread in threads} == {threading.current_thread().name}

@@ -143,7 +143,7 @@ def test_a_head_that_moves_while_the_job_repairs_it_is_not_overwritten(
     job = actions.do_start_job(workspace, [session], policy="synthesize", acting_user=alice)
     store_repaired = runner.store_repaired
 
-    def meanwhile(analysis):
+    def meanwhile(analysis, **options):
         # Another writer commits revision 1 after the job read the head.
         raw = session.revisions.get(number=0)
         other = Revision.objects.create(
@@ -155,7 +155,7 @@ def test_a_head_that_moves_while_the_job_repairs_it_is_not_overwritten(
             parent=raw,
         )
         Session.objects.filter(pk=session.pk).update(head=other)
-        return store_repaired(analysis)
+        return store_repaired(analysis, **options)
 
     monkeypatch.setattr(runner, "store_repaired", meanwhile)
     job = run_inline(job)

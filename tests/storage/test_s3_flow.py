@@ -49,15 +49,31 @@ BROKEN = (
 )
 
 
+def on_every_client(storage: Any, event: str, handler: Any) -> None:
+    """Register `handler` for `event` on `storage`'s clients: this thread's, and those made later.
+
+    A job's blob threads (runner.ChunkBlobs) each make a client of their own
+    (django-storages keeps one per thread); each is made from a new boto3
+    session, and a client starts with its session's handlers.
+    """
+    storage.connection.meta.client.meta.events.register(event, handler)
+    create = storage._create_session
+
+    def with_handler() -> Any:
+        session = create()
+        session.events.register(event, handler)
+        return session
+
+    storage._create_session = with_handler
+
+
 def requests_made(storage: Any) -> Counter[str]:
     """Count, by operation name (HeadObject, PutObject...), the requests `storage` sends.
 
     Those of its boto3 client, and those of its obstore client (each call one request).
     """
     made: Counter[str] = Counter()
-    storage.connection.meta.client.meta.events.register(
-        "before-call.s3.*", lambda model, **_: made.update([model.name])
-    )
+    on_every_client(storage, "before-call.s3.*", lambda model, **_: made.update([model.name]))
     fast = storage.fast_client()
     for method, operation in (("get", "GetObject"), ("put", "PutObject"), ("size", "HeadObject")):
         if fast is not None:
@@ -97,7 +113,7 @@ def headers_sent(storage: Any, operation: str) -> list[dict[str, str]]:
             }
         )
 
-    storage.connection.meta.client.meta.events.register(f"before-send.s3.{operation}", collect)
+    on_every_client(storage, f"before-send.s3.{operation}", collect)
     return sent
 
 

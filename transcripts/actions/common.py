@@ -8,11 +8,12 @@ one list (`HEAD_FIELDS`).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -121,6 +122,7 @@ def open_analysis(
     format: str | None = None,
     summaries: bool = False,
     inline_bytes: int = 0,
+    data: bytes | None = None,
 ) -> Iterator[Analysis]:
     """Yield the analysis of `revision`'s bytes under `policy` (KeyError if unknown).
 
@@ -138,26 +140,33 @@ def open_analysis(
     A revision of at most `inline_bytes` bytes is instead read whole
     (`read_revision`) and analysed as bytes, the engine's quicker path for a
     small file: plain records, and the repair rendered at once (it holds
-    about twice the file's size in memory). Raises OSError as
-    `Revision.source` does.
+    about twice the file's size in memory); `data`, when given, is
+    those bytes read already (`read_revision`, ahead of time). Raises
+    OSError as `Revision.source` does.
     """
     session = revision.session
     known_format = session.format if session.format != "unknown" and not session.error else None
     options: dict[str, Any] = {"format": format or known_format, "summaries": summaries}
     options.update(live_fields(last_write))
-    with revision_data(revision, inline_bytes) as data:
+    with revision_data(revision, inline_bytes, data) as read:
         if isinstance(policy, str):
             policy = policy_for(policy, session.workspace_id)
-        yield analyze(data, session.name, policy, **options)
+        yield analyze(read, session.name, policy, **options)
 
 
 @contextmanager
-def revision_data(revision: Revision, inline_bytes: int) -> Iterator[bytes | FileSource]:
+def revision_data(
+    revision: Revision, inline_bytes: int, data: bytes | None = None
+) -> Iterator[bytes | FileSource]:
     """Yield `revision`'s bytes: whole (`read_revision`) up to `inline_bytes`, else its source.
 
-    The source (`Revision.source`) stays open inside the `with`. Raises
-    OSError as both do.
+    `data`, when given, is the bytes `read_revision` read already: they
+    are yielded as they are. The source (`Revision.source`) stays open
+    inside the `with`. Raises OSError as both do.
     """
+    if data is not None:
+        yield data
+        return
     if revision.size <= inline_bytes:
         yield read_revision(revision)
         return
@@ -213,14 +222,12 @@ def store_repaired(analysis: Analysis, *, stored: str = "") -> tuple[str, int]:
     repair that hashes to `stored` (the sha256 of a blob known to be in
     storage, such as the base just read) is not stored again.
     """
-    overwrites = bool(getattr(default_storage, "file_overwrite", False))
     if isinstance(analysis.raw, bytes):
-        data = analysis.repaired
-        sha256 = hashlib.sha256(data).hexdigest()
-        name = blob_name(sha256)
-        if sha256 != stored and (overwrites or not default_storage.exists(name)):
-            default_storage.save(name, BlobContent.of(data, sha256))
-        return sha256, len(data)
+        sha256, put = repaired_put(analysis.repaired, stored=stored)
+        if put is not None:
+            put()
+        return sha256, len(analysis.repaired)
+    overwrites = bool(getattr(default_storage, "file_overwrite", False))
     with tempfile.TemporaryFile() as f:
         hashing = _Hashing(f)
         analysis.write_repaired(hashing)  # type: ignore[arg-type]  # needs only write()
@@ -230,6 +237,22 @@ def store_repaired(analysis: Analysis, *, stored: str = "") -> tuple[str, int]:
             f.seek(0)
             default_storage.save(name, BlobContent(f, sha256))
         return sha256, hashing.size
+
+
+def repaired_put(data: bytes, *, stored: str = "") -> tuple[str, Callable[[], object] | None]:
+    """Return the sha256 (hex) of the repaired bytes `data` and the call that stores them.
+
+    The call is None when they need no storing: they hash to `stored`, or
+    a storage that does not overwrite a name holds the blob already (that
+    question is asked here). The call (one PUT on S3) uses the storage
+    only, never the database, so another thread may make it.
+    """
+    sha256 = hashlib.sha256(data).hexdigest()
+    name = blob_name(sha256)
+    overwrites = bool(getattr(default_storage, "file_overwrite", False))
+    if sha256 == stored or (not overwrites and default_storage.exists(name)):
+        return sha256, None
+    return sha256, functools.partial(default_storage.save, name, BlobContent.of(data, sha256))
 
 
 # Heads.

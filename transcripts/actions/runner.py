@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import shutil
 import tempfile
 import time
@@ -20,6 +21,7 @@ import uuid
 import zipfile
 from collections import Counter
 from collections.abc import Callable, Iterable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -42,6 +44,8 @@ from transcripts.actions.common import (
     audit,
     file_name_of,
     open_analysis,
+    read_revision,
+    repaired_put,
     revision_data,
     store_repaired,
     update_rows,
@@ -101,6 +105,9 @@ DIFF_MAX_BYTES = 16 << 20  # a dry run diffs sessions up to this size (it reads 
 DIFF_LINE_CHARS = 300
 # Seconds between two writes of a chunk's progress (`Progress`).
 PROGRESS_INTERVAL = 0.5
+# On remote storage, how many items' bases a chunk reads ahead (the one analysed
+# included), and how many repairs may be on their way to storage behind it.
+BLOB_WINDOW = 4
 
 
 def do_fan_out_job(job_id: int) -> list[list[int]]:
@@ -244,10 +251,12 @@ def _run_claimed(job: Job, claim: uuid.UUID, items: list[JobItem]) -> list[int]:
     """Process `items`, claimed under `claim`, and write their results; return the pks written.
 
     Processing (reading, repairing, storing blobs) writes no row; the
-    results are written in one transaction (`_write`). An outage
-    (`outages.outage_of`, a blob unreadable aside) stops the chunk: the
-    items from the one it hit on are left claimed and unwritten, for a
-    retry. A session whose
+    results are written in one transaction (`_write`), once every blob
+    they name is stored (on remote storage the blobs are read ahead and
+    stored behind: `ChunkBlobs`). An outage (`outages.outage_of`, a blob
+    unreadable aside) stops the chunk: the items from the one it hit on
+    (its read, its processing or its store) are left claimed and
+    unwritten, for a retry. A session whose
     source file is written back is written in a transaction of its own, as
     is each session again when another writer took a revision number under
     the chunk's transaction, so one session never costs the others their
@@ -266,19 +275,29 @@ def _run_claimed(job: Job, claim: uuid.UUID, items: list[JobItem]) -> list[int]:
     for item in items:
         # The same session, already loaded: reading the base needs its name and format.
         item.base.session = item.session
-        try:
-            process = PROCESSORS[Job.Kind(job.kind)]
-            outcomes.append(process(item, job, item.session_id in writing_back))
-        except Exception as exc:  # an engine or blob error must fail one item, not the job
-            if outage_of(exc) is not None and not isinstance(exc, BlobUnreadable):
-                # Storage or database down: this item and the rest stay claimed, unwritten,
-                # and are returned busy, for the task's retry once the lease has passed;
-                # processing on would wait out the outage once an item.
-                logger.warning("job_chunk_outage", job=job.pk, item=item.pk, error=str(exc))
+    blobs = ChunkBlobs(job, items)
+    try:
+        for index, item in enumerate(items):
+            if blobs.stopped():
                 break
-            error = f"{type(exc).__name__}: {exc}"
-            outcomes.append(Outcome(item, JobItem.Status.FAILED, {"error": error}))
-        progress.add(item.pk)
+            blobs.read_ahead(index)
+            try:
+                process = PROCESSORS[Job.Kind(job.kind)]
+                outcomes.append(process(item, job, item.session_id in writing_back, blobs))
+            except Exception as exc:  # an engine or blob error must fail one item, not the job
+                if _is_outage(exc):
+                    # Storage or database down: this item and the rest stay claimed, unwritten,
+                    # and are returned busy, for the task's retry once the lease has passed;
+                    # processing on would wait out the outage once an item.
+                    logger.warning("job_chunk_outage", job=job.pk, item=item.pk, error=str(exc))
+                    break
+                error = f"{type(exc).__name__}: {exc}"
+                outcomes.append(Outcome(item, JobItem.Status.FAILED, {"error": error}))
+            progress.add(item.pk)
+        # No row may name a blob before it is stored.
+        outcomes = blobs.settle(outcomes)
+    finally:
+        blobs.close()
     alone: list[Outcome] = []
     together: list[Outcome] = []
     for outcome in outcomes:
@@ -291,6 +310,170 @@ def _run_claimed(job: Job, claim: uuid.UUID, items: list[JobItem]) -> list[int]:
     for outcome in alone:
         written.extend(_write_alone(job, claim, outcome))
     return written
+
+
+def _is_outage(exc: BaseException) -> bool:
+    """Return True when `exc` means a service is down: the chunk stops (a blob unreadable aside)."""
+    return outage_of(exc) is not None and not isinstance(exc, BlobUnreadable)
+
+
+# This process's blob I/O threads and the pid that made them (a forked child makes its own).
+_blob_threads: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def _blob_pool() -> ThreadPoolExecutor:
+    """Return this process's threads for blob I/O, made on first use.
+
+    They live as long as the process, so each makes its storage client
+    once (django-storages keeps one per thread, some 100 ms of CPU to
+    make), not once a chunk. There are BLOB_WINDOW, shared by the reads
+    ahead and the stores behind in the order they were asked for: the
+    read the next item waits for was asked for before the stores of the
+    items between. A forked child has none of its parent's threads: it
+    makes threads of its own.
+    """
+    global _blob_threads
+    pid = os.getpid()
+    if _blob_threads is None or _blob_threads[0] != pid:
+        pool = ThreadPoolExecutor(BLOB_WINDOW, thread_name_prefix="pairfix-blob")
+        _blob_threads = (pid, pool)
+    return _blob_threads[1]
+
+
+class ChunkBlobs:
+    """The blob I/O of one chunk's items: bases read ahead and repairs stored behind.
+
+    On storage whose class says `remote_io` (S3: each request waits on the
+    network), the blob threads (`_blob_pool`) read the bases of the next
+    BLOB_WINDOW items while one is analysed, and store each repair while
+    the next items are; `settle` waits for every store before a row names
+    its blob. Only a base read whole from one blob (`_read_whole`) is read
+    ahead, and only the bytes of a repair are stored behind: the threads
+    call the storage, never the database (its connections are per thread).
+    On other storage each is read and stored when asked, in this thread.
+    """
+
+    def __init__(self, job: Job, items: list[JobItem]) -> None:
+        remote = bool(getattr(default_storage, "remote_io", False))
+        self.pool = _blob_pool() if remote else None
+        self.items = items
+        self.ahead = 0  # the index of the next item whose base is to be read ahead
+        self.reads: dict[int, Future[bytes]] = {}  # by item pk
+        self.stores: dict[int, Future[object]] = {}  # by item pk, in the items' order
+        self.wholes: dict[int, Revision] = {}
+        if remote:
+            self.wholes = _read_whole(job, items)
+
+    def read_ahead(self, index: int) -> None:
+        """Read the bases of items `index` to `index + BLOB_WINDOW - 1` ahead, if not yet.
+
+        A base read for an item before `index` that its processing did
+        not take is let go (its read cancelled if it has not started).
+        """
+        if self.pool is None:
+            return
+        if index and (untaken := self.reads.pop(self.items[index - 1].pk, None)):
+            untaken.cancel()
+        while self.ahead < min(index + BLOB_WINDOW, len(self.items)):
+            item = self.items[self.ahead]
+            if item.pk in self.wholes:
+                self.reads[item.pk] = self.pool.submit(read_revision, self.wholes[item.pk])
+            self.ahead += 1
+
+    def base(self, item: JobItem) -> bytes | None:
+        """Return the bytes of `item`'s base read ahead, or None if none were.
+
+        Raises what `read_revision` raised reading them.
+        """
+        future = self.reads.pop(item.pk, None)
+        return None if future is None else future.result()
+
+    def store(self, item: JobItem, analysis: Analysis, *, stored: str = "") -> tuple[str, int]:
+        """Store `item`'s repair as `store_repaired` does; return (sha256, size in bytes).
+
+        On remote storage the bytes of an analysis of bytes are hashed
+        here and stored by a blob thread, at most BLOB_WINDOW at once
+        (this waits for one to finish first); its errors come out of
+        `settle`. Others are stored here, at once.
+        """
+        if self.pool is None or not isinstance(analysis.raw, bytes):
+            return store_repaired(analysis, stored=stored)
+        sha256, put = repaired_put(analysis.repaired, stored=stored)
+        if put is not None:
+            while len(running := [f for f in self.stores.values() if not f.done()]) >= BLOB_WINDOW:
+                wait(running, return_when=FIRST_COMPLETED)
+            self.stores[item.pk] = self.pool.submit(put)
+        return sha256, len(analysis.repaired)
+
+    def stopped(self) -> bool:
+        """Return True when a store has failed because storage is down: the chunk stops."""
+        errors = [f.exception() for f in self.stores.values() if f.done()]
+        return any(exc is not None and _is_outage(exc) for exc in errors)
+
+    def settle(self, outcomes: list[Outcome]) -> list[Outcome]:
+        """Wait for every store; return `outcomes` less those they cost.
+
+        An item whose repair could not be stored fails, with the error; one
+        whose store found storage down is cut off with every later item
+        (they stay claimed and unwritten, as an outage leaves them).
+        """
+        wait(self.stores.values())
+        settled = []
+        for outcome in outcomes:
+            future = self.stores.get(outcome.item.pk)
+            exc = None if future is None else future.exception()
+            if exc is None:
+                settled.append(outcome)
+            elif _is_outage(exc):
+                item = outcome.item
+                logger.warning("job_chunk_outage", job=item.job_id, item=item.pk, error=str(exc))
+                break
+            else:
+                error = f"{type(exc).__name__}: {exc}"
+                settled.append(Outcome(outcome.item, JobItem.Status.FAILED, {"error": error}))
+        return settled
+
+    def close(self) -> None:
+        """Cancel the reads ahead not started and wait for the rest: none outlives the chunk."""
+        for future in self.reads.values():
+            future.cancel()
+        wait(self.reads.values())
+        wait(self.stores.values())
+        self.reads.clear()
+
+
+def _read_whole(job: Job, items: list[JobItem]) -> dict[int, Revision]:
+    """Return {item pk: revision} of the items whose processing reads a revision whole.
+
+    That is what `read_revision` reads in one GET: at most
+    settings.JOB_INLINE_BYTES, not a chain of appended deltas. A repair, a
+    dry run and an export read the item's base (a repair or dry run not
+    when its fence is lost or the base is `left_as_found`), a rollback the
+    base's parent (not when the head moved). An unknown policy reads
+    nothing ahead: each item fails on it.
+    """
+    kind = Job.Kind(job.kind)
+    try:
+        policy = policy_for(job.policy, job.workspace_id) if kind != Job.Kind.ROLLBACK else None
+    except KeyError:
+        return {}
+    wholes = {}
+    for item in items:
+        fenced = item.session.head_id == item.base_id
+        revision: Revision | None = item.base
+        if kind == Job.Kind.ROLLBACK:
+            revision = item.base.parent if fenced else None
+        elif kind != Job.Kind.EXPORT:
+            assert policy is not None
+            if not fenced or left_as_found(item.session, item.base, policy):
+                revision = None
+        if (
+            revision is not None
+            and revision.size <= settings.JOB_INLINE_BYTES
+            and revision.appended_to_id is None
+        ):
+            wholes[item.pk] = revision
+    return wholes
 
 
 class Progress:
@@ -496,7 +679,7 @@ def _check_fence(item: JobItem) -> None:
         )
 
 
-def _repair_item(item: JobItem, job: Job, writes_back: bool) -> Outcome:
+def _repair_item(item: JobItem, job: Job, writes_back: bool, blobs: ChunkBlobs) -> Outcome:
     """Repair (or, in a dry run, plan) one session from its fenced head.
 
     A non-empty plan becomes revision n+1, fenced on `item.base`, with one
@@ -514,9 +697,13 @@ def _repair_item(item: JobItem, job: Job, writes_back: bool) -> Outcome:
         return Outcome(item, JobItem.Status.UNCHANGED)
     last_write = None if job.force else session.last_write
     with open_analysis(
-        base, policy, last_write=last_write, inline_bytes=settings.JOB_INLINE_BYTES
+        base,
+        policy,
+        last_write=last_write,
+        inline_bytes=settings.JOB_INLINE_BYTES,
+        data=blobs.base(item),
     ) as analysis:
-        return _repair_analysed(item, job, writes_back, analysis)
+        return _repair_analysed(item, job, writes_back, analysis, blobs)
 
 
 def left_as_found(session: Session, head: Revision, policy: Policy) -> bool:
@@ -540,7 +727,9 @@ def left_as_found(session: Session, head: Revision, policy: Policy) -> bool:
     )
 
 
-def _repair_analysed(item: JobItem, job: Job, writes_back: bool, analysis: Analysis) -> Outcome:
+def _repair_analysed(
+    item: JobItem, job: Job, writes_back: bool, analysis: Analysis, blobs: ChunkBlobs
+) -> Outcome:
     """The rest of `_repair_item`, once the fenced head is analysed (its source open)."""
     session, base = item.session, item.base
     if analysis.error:
@@ -577,7 +766,7 @@ def _repair_analysed(item: JobItem, job: Job, writes_back: bool, analysis: Analy
         return Outcome(item, JobItem.Status.FENCE_LOST, {"error": str(exc)})
     # The new head's own faults, for the session list.
     record_count, fault_counts = analysis.repaired_counts()
-    sha256, size = store_repaired(analysis)
+    sha256, size = blobs.store(item, analysis)
     revision = {
         "session": session,
         "number": base.number + 1,
@@ -635,7 +824,7 @@ def _write_back(
     )
 
 
-def _rollback_item(item: JobItem, job: Job, writes_back: bool) -> Outcome:
+def _rollback_item(item: JobItem, job: Job, writes_back: bool, blobs: ChunkBlobs) -> Outcome:
     """Make the revision before the one `job.source_job` wrote the session's head again.
 
     The restored bytes become a new revision (n+1, same blob), audited, and
@@ -651,7 +840,7 @@ def _rollback_item(item: JobItem, job: Job, writes_back: bool) -> Outcome:
             f"{session.head.number}, not the job's revision {undone.number}"
         )
         return Outcome(item, JobItem.Status.FENCE_LOST, {"error": error})
-    with revision_data(previous, settings.JOB_INLINE_BYTES) as data:
+    with revision_data(previous, settings.JOB_INLINE_BYTES, blobs.base(item)) as data:
         restored = analyze(data, session.name, format=session.format, summaries=False)
     try:
         write_back = writeback.check(session, undone) if writes_back else None
@@ -687,19 +876,21 @@ def _rollback_item(item: JobItem, job: Job, writes_back: bool) -> Outcome:
     return Outcome(item, JobItem.Status.ROLLED_BACK, {}, head)
 
 
-def _export_item(item: JobItem, job: Job, writes_back: bool) -> Outcome:
+def _export_item(item: JobItem, job: Job, writes_back: bool, blobs: ChunkBlobs) -> Outcome:
     """Repair one session's fenced head under the job's policy into a blob for the archive.
 
     Nothing is written to the session or its source file; as the
     single-session download does, the export ignores whether the session is live.
     """
-    with open_analysis(item.base, job.policy, inline_bytes=settings.JOB_INLINE_BYTES) as analysis:
+    with open_analysis(
+        item.base, job.policy, inline_bytes=settings.JOB_INLINE_BYTES, data=blobs.base(item)
+    ) as analysis:
         if analysis.error:
             return Outcome(item, JobItem.Status.FAILED, {"error": analysis.error})
         # Stored even when unchanged: a revision made by an append may keep only its delta.
         base = item.base
-        sha256_after, _ = store_repaired(
-            analysis, stored=base.sha256 if base.appended_to_id is None else ""
+        sha256_after, _ = blobs.store(
+            item, analysis, stored=base.sha256 if base.appended_to_id is None else ""
         )
     ops = analysis.plan.ops
     fields = {
