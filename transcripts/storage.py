@@ -162,7 +162,7 @@ class S3ObjectReader(io.RawIOBase):
             response = self._client.get_object(Bucket=self._bucket, Key=self.key, **kwargs)
         except ClientError as exc:
             status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-            if status == 404:
+            if status == 404 and exc.response.get("Error", {}).get("Code") != "NoSuchBucket":
                 raise FileNotFoundError(f"no such blob: {self.key}") from None
             if status == 416:  # a first read at or past the end: only the size is left to learn
                 self._size = int(
@@ -250,7 +250,9 @@ _CODE = re.compile(r"<Code>([^<]*)</Code>")
 _MESSAGE = re.compile(r"<Message>([^<]*)</Message>")
 
 
-def as_botocore_error(exc: ObjectStoreError, operation: str, endpoint: str) -> Exception:
+def as_botocore_error(
+    exc: ObjectStoreError | FileNotFoundError, operation: str, endpoint: str
+) -> Exception:
     """Return the botocore error that stands for obstore's `exc`, raised by `operation` (GetObject).
 
     So a caller handles both clients' errors alike (`UNREACHABLE`,
@@ -270,6 +272,8 @@ def as_botocore_error(exc: ObjectStoreError, operation: str, endpoint: str) -> E
         status = 401
     elif found := _STATUS.search(text):
         status = int(found[1])
+    elif isinstance(exc, FileNotFoundError):
+        status = 404
     if status is not None:
         code, message = _CODE.search(text), _MESSAGE.search(text)
         error = {
@@ -387,23 +391,37 @@ class ObjectStoreClient:
         )
 
     def get(self, key: str, start: int = 0) -> tuple[_ObjectStoreBody, int]:
-        """GET `key` from byte `start`; return (its body, the object's size in bytes)."""
+        """GET `key` from byte `start`; return (its body, the object's size in bytes).
+
+        Raises FileNotFoundError when the bucket has no such key, ClientError
+        404 when there is no such bucket (S3's NoSuchBucket).
+        """
         options: Any = {"range": {"offset": start}} if start else None
         try:
             result = obstore.get(self.store, key, options=options)
+        except FileNotFoundError as exc:
+            code = _CODE.search(str(exc))
+            if code is None or code[1] == "NoSuchKey":
+                raise FileNotFoundError(f"no such blob: {key}") from None
+            raise as_botocore_error(exc, "GetObject", self.endpoint) from exc
         except ObjectStoreError as exc:
             raise as_botocore_error(exc, "GetObject", self.endpoint) from exc
         return _ObjectStoreBody(result, self.endpoint), int(result.meta["size"])
 
     def size(self, key: str) -> int:
-        """Return the size in bytes of the object `key` (a HEAD)."""
+        """Return the size in bytes of the object `key` (a HEAD); FileNotFoundError if none."""
         try:
             return int(obstore.head(self.store, key)["size"])
+        except FileNotFoundError:
+            raise FileNotFoundError(f"no such blob: {key}") from None
         except ObjectStoreError as exc:
             raise as_botocore_error(exc, "HeadObject", self.endpoint) from exc
 
     def put(self, key: str, data: bytes, content_type: str) -> None:
-        """PUT `data` as `key` in one request, its SHA-256 as the object's checksum."""
+        """PUT `data` as `key` in one request, its SHA-256 as the object's checksum.
+
+        Raises ClientError 404 when there is no such bucket, as boto3 does.
+        """
         try:
             obstore.put(
                 self.store,
@@ -412,7 +430,7 @@ class ObjectStoreClient:
                 attributes={"Content-Type": content_type},
                 use_multipart=False,
             )
-        except ObjectStoreError as exc:
+        except (ObjectStoreError, FileNotFoundError) as exc:
             raise as_botocore_error(exc, "PutObject", self.endpoint) from exc
 
 
@@ -427,8 +445,6 @@ class ObjectStoreReader(S3ObjectReader):
         self._close_body()
         try:
             self._body, self._size = self._fast.get(self.key, start)
-        except FileNotFoundError:
-            raise FileNotFoundError(f"no such blob: {self.key}") from None
         except ClientError as exc:
             if exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") != 416:
                 raise
@@ -641,7 +657,8 @@ def s3_storage(
     passes them, and the server refuses what is wrong). See
     botocore.config.Config,
     https://docs.aws.amazon.com/botocore/latest/reference/config.html.
-    Raises ImproperlyConfigured as parse_storage_url does.
+    Raises ImproperlyConfigured as parse_storage_url does, and for an
+    unknown STORAGE_CLIENT.
     """
     options: dict[str, Any] = {
         "bucket_name": env.get("AWS_STORAGE_BUCKET_NAME"),
@@ -654,6 +671,11 @@ def s3_storage(
         options.update(parse_storage_url(url))
     if not options["bucket_name"]:
         raise ImproperlyConfigured("S3 storage needs a bucket: AWS_STORAGE_BUCKET_NAME")
+    client = env.get("STORAGE_CLIENT", "obstore")
+    if client not in S3BlobStorage.CLIENTS:
+        raise ImproperlyConfigured(
+            f"STORAGE_CLIENT must be one of {', '.join(S3BlobStorage.CLIENTS)}, not {client!r}"
+        )
     return {
         "BACKEND": "transcripts.storage.S3BlobStorage",
         "OPTIONS": {
@@ -661,7 +683,7 @@ def s3_storage(
             # The name is the content's hash: the same name is the same bytes, and
             # saving never asks whether the name is taken.
             "file_overwrite": True,
-            "client": env.get("STORAGE_CLIENT", "obstore"),
+            "client": client,
             "querystring_auth": False,
             "transfer_config": TransferConfig(
                 multipart_threshold=multipart_bytes,

@@ -216,3 +216,19 @@ def test_a_forked_worker_reads_with_boto3_only_when_its_parent_used_obstore(
 
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == f"({used_before_fork}, b'forked')"
+
+
+@pytest.mark.parametrize("client", ["obstore", "boto3"])
+def test_a_bucket_that_does_not_exist_is_named_not_taken_for_a_missing_blob(s3_endpoint, client):
+    storage = storage_of(s3_endpoint, "pairfix-no-such-bucket", STORAGE_CLIENT=client)
+    data = b"x"
+
+    with pytest.raises(ClientError) as put:
+        storage.save("blob", BlobContent.of(data, hashlib.sha256(data).hexdigest()))
+    with pytest.raises(ClientError) as get:
+        storage.open_hashed("blob").read()
+
+    for refused in (put.value, get.value):
+        assert refused.response["Error"]["Code"] == "NoSuchBucket"
+        assert refused.response["ResponseMetadata"]["HTTPStatusCode"] == 404
+        assert not is_server_failing(refused)

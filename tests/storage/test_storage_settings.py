@@ -61,3 +61,9 @@ def test_the_aws_names_work_and_storage_url_wins():
 def test_no_bucket_is_an_error():
     with pytest.raises(ImproperlyConfigured, match="needs a bucket"):
         s3_storage({"AWS_S3_ENDPOINT_URL": "http://127.0.0.1:9000"}, **LIMITS)
+
+
+def test_an_unknown_storage_client_stops_start_up_naming_the_variable():
+    env = {"STORAGE_URL": "s3://k:s@bucket", "STORAGE_CLIENT": "botocore"}
+    with pytest.raises(ImproperlyConfigured, match="STORAGE_CLIENT must be one of obstore, boto3"):
+        s3_storage(env, multipart_bytes=8 << 20, connect_timeout=2, read_timeout=30)
