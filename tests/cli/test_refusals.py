@@ -12,7 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.cli.test_pairfix import BROKEN, HEALTHY, run
+from tests.cli.test_pairfix import BROKEN, HEALTHY, SAMPLES, run
 from transcripts.engine import analyze
 
 REPAIRED = analyze(BROKEN.read_bytes(), BROKEN.name).repaired
@@ -317,3 +317,24 @@ def test_the_hard_link_note_quotes_its_find_command(tmp_path: Path) -> None:
     words = shlex.split(command)
     assert (words[0], words[2:]) == ("find", ["-xdev", "-samefile", backup])
     assert Path(words[1]).is_dir()
+
+
+@pytest.mark.parametrize("format", ["claude_code", "openclaw", "codex"])
+def test_a_json_lines_format_forced_on_a_json_document_is_refused_and_writes_nothing(
+    tmp_path: Path, format: str
+) -> None:
+    # A pretty-printed document read as JSON lines is all malformed lines: under `discard`
+    # a repair would drop every one of them and write an empty file.
+    document = tmp_path / "chat.json"
+    shutil.copyfile(SAMPLES / "formats" / "openai_chat.json", document)
+    original = document.read_bytes()
+
+    status, _, err = run(
+        "fix", "--in-place", "--grace", "0", "--format", format, "--policy", "discard",
+        str(document),
+    )  # fmt: skip
+
+    assert status == 2
+    assert "is JSON lines, and none of the first" in err and "is a JSON object" in err
+    assert document.read_bytes() == original
+    assert [p.name for p in tmp_path.iterdir()] == ["chat.json"]

@@ -934,6 +934,17 @@ def _settled(
         fmt = _sniff_lines(records, filename, doc_error)
     else:
         sample = [r.parsed for r in records[:_SNIFF_LINES] if r.parsed is not None]
+        if not sample and records and fmt.jsonl:
+            # No line is a JSON object: not JSON lines at all (read whole, a document written
+            # over many lines is refused as one; streamed, it is refused here).
+            raise FormatError(
+                filename,
+                1,
+                f"{fmt.label} is JSON lines, and none of the first "
+                f"{min(len(records), _SNIFF_LINES)} lines of this file is a JSON object "
+                "(one JSON document written over many lines?)",
+                fmt.id,
+            )
         _check_shape(fmt, sample, filename)
     for k, record in enumerate(records):
         _settle(fmt, record, data, filename, summaries, records[k - 1] if k else None, call_ids)
