@@ -284,9 +284,10 @@ def as_botocore_error(
             {"Error": error, "ResponseMetadata": {"HTTPStatusCode": status}}, operation
         )
         return refused
+    # Not "timeout": every message of obstore's retries names its retry_timeout.
     unreachable: Exception = (
         ReadTimeoutError(endpoint_url=endpoint)
-        if "timed out" in text or "timeout" in text.lower()
+        if "timed out" in text
         else EndpointConnectionError(endpoint_url=endpoint)
     )
     return unreachable
@@ -349,7 +350,8 @@ class ObjectStoreClient:
     (a presigned URL, made offline) and sends its requests to that host, in
     the same addressing style (path or virtual-hosted), signed with the
     session's credentials (refreshed through botocore's own chain every
-    five minutes at most). A PUT carries the body's SHA-256 as its checksum
+    five minutes at most), trusting the certificates boto3 trusts
+    (`verify`: AWS_S3_VERIFY, else AWS_CA_BUNDLE). A PUT carries the body's SHA-256 as its checksum
     (x-amz-checksum-sha256; obstore computes it, and the payload is not
     hashed again to sign it), which the server checks and keeps. Timeouts
     and attempts are those of the boto3 client (`connect_timeout`,
@@ -360,7 +362,9 @@ class ObjectStoreClient:
     obstore: `_runtime_usable`).
     """
 
-    def __init__(self, client: Any, session: boto3.Session, bucket: str) -> None:
+    def __init__(
+        self, client: Any, session: boto3.Session, bucket: str, verify: bool | str | None = None
+    ) -> None:
         url = urlsplit(
             client.generate_presigned_url(
                 "get_object", Params={"Bucket": bucket, "Key": "k"}, ExpiresIn=60
@@ -369,6 +373,14 @@ class ObjectStoreClient:
         self.endpoint = f"{url.scheme}://{url.netloc}"
         config = client.meta.config
         attempts = int((config.retries or {}).get("max_attempts", 3))
+        tls: dict[str, Any] = {}
+        # The certificates boto3 trusts: `verify` (AWS_S3_VERIFY) False trusts any, a path
+        # those of its PEM file, else AWS_CA_BUNDLE's beside the system's own.
+        if verify is False:
+            tls["allow_invalid_certificates"] = True
+        elif bundle := verify if isinstance(verify, str) else os.environ.get("AWS_CA_BUNDLE"):
+            with open(bundle, "rb") as pem:
+                tls["root_certificate"] = pem.read()
         self.store = S3Store(
             bucket,
             endpoint=self.endpoint,
@@ -377,12 +389,13 @@ class ObjectStoreClient:
             unsigned_payload=True,
             checksum_algorithm="sha256",
             credential_provider=Boto3CredentialProvider(session, ttl=timedelta(minutes=5)),
-            client_options={
+            client_options={  # type: ignore[arg-type]  # `tls` holds ClientConfig keys
                 "allow_http": url.scheme == "http",
                 "connect_timeout": timedelta(seconds=config.connect_timeout),
                 "read_timeout": timedelta(seconds=config.read_timeout),
                 # A whole request (a blob of gigabytes streamed) is bounded by its reads only.
                 "timeout": timedelta(days=1),
+                **tls,
             },
             retry_config={
                 "max_retries": max(0, attempts - 1),
@@ -502,10 +515,13 @@ class S3BlobStorage(S3Storage):
                 if fast is None or fast[0] != os.getpid():
                     try:
                         made: ObjectStoreClient | None = ObjectStoreClient(
-                            self.connection.meta.client, self._create_session(), self.bucket_name
+                            self.connection.meta.client,
+                            self._create_session(),
+                            self.bucket_name,
+                            self.verify,
                         )
-                    except (NoCredentialsError, ValueError):
-                        made = None
+                    except (NoCredentialsError, ValueError, OSError):
+                        made = None  # no credentials, or a CA bundle that cannot be read
                     fast = self._fast = (os.getpid(), made)
         return fast[1]
 

@@ -232,3 +232,53 @@ def test_a_bucket_that_does_not_exist_is_named_not_taken_for_a_missing_blob(s3_e
         assert refused.response["Error"]["Code"] == "NoSuchBucket"
         assert refused.response["ResponseMetadata"]["HTTPStatusCode"] == 404
         assert not is_server_failing(refused)
+
+
+def test_it_trusts_the_certificates_boto3_is_told_to_trust(tmp_path):
+    # An S3 stand-in over HTTPS with a certificate of its own (AWS_S3_VERIFY names its PEM).
+    import ssl
+
+    ca, ca_key = tmp_path / "ca.pem", tmp_path / "ca-key.pem"
+    cert, key, request = tmp_path / "cert.pem", tmp_path / "key.pem", tmp_path / "cert.csr"
+    names = tmp_path / "names.cnf"
+    names.write_text("subjectAltName=IP:127.0.0.1\n")
+    for command in (
+        ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=test CA",
+         "-keyout", str(ca_key), "-out", str(ca)],
+        ["req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
+         "-keyout", str(key), "-out", str(request)],
+        ["x509", "-req", "-in", str(request), "-CA", str(ca), "-CAkey", str(ca_key),
+         "-CAcreateserial", "-days", "1", "-extfile", str(names), "-out", str(cert)],
+    ):  # fmt: skip
+        subprocess.run(["openssl", *command], check=True, capture_output=True, timeout=60)
+    handler = type("Recorder", (_Recorder,), {"seen": [], "objects": {}})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port(range(9700, 9750))), handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        endpoint = f"https://127.0.0.1:{server.server_address[1]}"
+        entry = s3_storage(
+            {"STORAGE_URL": storage_url(endpoint, "b")},
+            multipart_bytes=5 * 1024 * 1024,
+            connect_timeout=1,
+            read_timeout=2,
+        )
+        storage = S3BlobStorage(**{**entry["OPTIONS"], "verify": str(ca)})
+        data = b"over TLS\n"
+
+        storage.save("blob", BlobContent.of(data, hashlib.sha256(data).hexdigest()))
+
+        [(line, headers)] = handler.seen
+        assert line == "PUT /b/blob HTTP/1.1" and headers["user-agent"].startswith("object_store")
+        with storage.open_hashed("blob") as f:
+            assert f.read() == data
+        with storage.open("blob") as f:  # boto3's checked GET, trusting the same CA
+            assert f.read() == data
+        assert "Botocore/" in handler.seen[-1][1]["user-agent"]
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
