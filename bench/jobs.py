@@ -269,7 +269,11 @@ class S3Server:
 
     def stop(self) -> None:
         self.process.terminate()
-        self.process.wait(timeout=10)
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # gunicorn waiting out a client's kept-alive connection
+            self.process.kill()
+            self.process.wait(timeout=10)
 
 
 def use_database(name: str) -> None:

@@ -125,8 +125,7 @@ def main() -> None:
                 f"{row['PUT clock']:11.3f}{row['GET clock']:11.3f}"
             )
     finally:
-        server.process.terminate()
-        server.process.wait(timeout=10)
+        server.stop()
 
 
 if __name__ == "__main__":

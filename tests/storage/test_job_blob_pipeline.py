@@ -234,4 +234,4 @@ def test_no_more_than_the_window_is_held_or_stored_at_once(alice, workspace, mon
     assert held == putting == 0
     # One pool for the process, its threads kept from one chunk to the next.
     assert pools[0] is pools[1]
-    assert len(pools[0]._threads) <= runner.BLOB_WINDOW
+    assert len(pools[0]._threads) <= 2 * runner.BLOB_WINDOW
