@@ -30,6 +30,7 @@ errors that mean the server could not be reached or stopped answering;
 from __future__ import annotations
 
 import base64
+import html
 import io
 import os
 import re
@@ -50,6 +51,7 @@ from botocore.exceptions import (
     EndpointConnectionError,
     FlexibleChecksumError,
     HTTPClientError,
+    IncompleteReadError,
     NoCredentialsError,
     ReadTimeoutError,
 )
@@ -59,7 +61,13 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.files import File
 from obstore.auth.boto3 import Boto3CredentialProvider
 from obstore.exceptions import BaseError as ObjectStoreError
-from obstore.exceptions import PermissionDeniedError, UnauthenticatedError
+from obstore.exceptions import (
+    InvalidPathError,
+    NotSupportedError,
+    PermissionDeniedError,
+    UnauthenticatedError,
+    UnknownConfigurationKeyError,
+)
 from obstore.store import S3Store
 from storages.backends.s3 import S3Storage
 from storages.utils import clean_name
@@ -68,8 +76,13 @@ from transcripts.blob_errors import BlobUnreadable, damaged
 
 # botocore's errors of a server that cannot be reached or stops answering, its retries spent:
 # EndpointConnectionError and ConnectTimeoutError are ConnectionErrors; ReadTimeoutError,
-# ConnectionClosedError and ResponseStreamingError (a body cut mid-read) HTTPClientErrors.
-UNREACHABLE: tuple[type[Exception], ...] = (BotocoreConnectionError, HTTPClientError)
+# ConnectionClosedError and ResponseStreamingError (a body cut mid-read by a reset)
+# HTTPClientErrors; IncompleteReadError a body whose stream ended before its Content-Length.
+UNREACHABLE: tuple[type[Exception], ...] = (
+    BotocoreConnectionError,
+    HTTPClientError,
+    IncompleteReadError,
+)
 
 
 def is_server_failing(exc: BaseException) -> bool:
@@ -245,9 +258,15 @@ class S3ObjectReader(io.RawIOBase):
 
 # obstore's message of an answer that is not 2xx: "... non-2xx status code: 503 Service
 # Unavailable: <?xml ...><Error><Code>SlowDown</Code><Message>...</Message></Error>".
-_STATUS = re.compile(r"status code: (\d{3})")
+_STATUS = re.compile(r"status code: (\d{3}) ?([^:\n]*)")
 _CODE = re.compile(r"<Code>([^<]*)</Code>")
 _MESSAGE = re.compile(r"<Message>([^<]*)</Message>")
+# Its debug source of a timeout (reqwest's), and of an answer whose headers it cannot use
+# (no Content-Length, say): the same request would get the same answer again.
+_TIMED_OUT = re.compile(r"kind: Timeout|TimedOut")
+_UNUSABLE_ANSWER = re.compile(r"source: Header \{")
+# Its errors of a request it cannot make as asked: none is an outage.
+_UNMADE = (InvalidPathError, NotSupportedError, UnknownConfigurationKeyError)
 
 
 def as_botocore_error(exc: ObjectStoreError, operation: str, endpoint: str) -> Exception:
@@ -256,33 +275,42 @@ def as_botocore_error(exc: ObjectStoreError, operation: str, endpoint: str) -> E
     So a caller handles both clients' errors alike (`UNREACHABLE`,
     `is_server_failing`, `outages.outage_of`). An answer with a status (its
     retries spent on a 5xx) is a ClientError of that status, with S3's code
-    and message when the answer carried its XML error; refused credentials
-    or permission a ClientError 401 or 403; anything else (no connection, a
-    timeout, a body cut short) EndpointConnectionError, or ReadTimeoutError
-    for a timeout: errors of a server that cannot be reached. `endpoint` is
-    the server's URL, for the message.
+    and message (XML entities read) when the answer carried its XML error,
+    else the status's reason ("Forbidden"), as botocore reads them; refused
+    credentials or permission a ClientError 401 or 403. A request obstore
+    cannot make as asked (a key it cannot parse), or an answer whose headers
+    it cannot use (a GET's without Content-Length), is an error of `exc`'s
+    class: no outage, as asking again would meet it again. Anything else (no
+    connection, a timeout, a body cut short) is EndpointConnectionError, or
+    ReadTimeoutError for a timeout: errors of a server that cannot be
+    reached. `endpoint` is the server's URL, for the message.
     """
     text = str(exc)
     status: int | None = None
+    found = _STATUS.search(text)
     if isinstance(exc, PermissionDeniedError):
         status = 403
     elif isinstance(exc, UnauthenticatedError):
         status = 401
-    elif found := _STATUS.search(text):
+    elif found:
         status = int(found[1])
     if status is not None:
         code, message = _CODE.search(text), _MESSAGE.search(text)
+        reason = found[2].strip() if found else ""
         error = {
             "Code": code[1] if code else str(status),
-            "Message": message[1] if message else text.split("\n", 1)[0],
+            "Message": html.unescape(message[1]) if message else reason or str(status),
         }
         refused: Exception = ClientError(
             {"Error": error, "ResponseMetadata": {"HTTPStatusCode": status}}, operation
         )
         return refused
+    if isinstance(exc, _UNMADE) or _UNUSABLE_ANSWER.search(text):
+        unused: Exception = type(exc)(text.split("\n\n", 1)[0])  # its debug source left out
+        return unused
     unreachable: Exception = (
         ReadTimeoutError(endpoint_url=endpoint)
-        if "timed out" in text or "timeout" in text.lower()
+        if _TIMED_OUT.search(text)
         else EndpointConnectionError(endpoint_url=endpoint)
     )
     return unreachable
@@ -334,6 +362,17 @@ def _runtime_usable() -> bool:
     return os.getpid() == _RUNTIME_PID
 
 
+# obstore reads its S3 settings from AWS_* environment variables too, where boto3 reads none
+# of these. Those a request would show are set in ObjectStoreClient as boto3 has them; these
+# (server-side encryption) cannot be unset there, so where one is set boto3 serves every request.
+_ENCRYPTION_VARIABLES = (
+    "AWS_SERVER_SIDE_ENCRYPTION",
+    "AWS_SSE_KMS_KEY_ID",
+    "AWS_SSE_BUCKET_KEY_ENABLED",
+    "AWS_SSE_CUSTOMER_KEY_BASE64",
+)
+
+
 class ObjectStoreClient:
     """A bucket's GETs and single PUTs through obstore (Rust's object_store), for less CPU.
 
@@ -349,7 +388,11 @@ class ObjectStoreClient:
     (x-amz-checksum-sha256; obstore computes it, and the payload is not
     hashed again to sign it), which the server checks and keeps. Timeouts
     and attempts are those of the boto3 client (`connect_timeout`,
-    `read_timeout` between reads, `max_attempts`). Errors are raised as
+    `read_timeout` between reads, `max_attempts`). The settings obstore
+    would read from the environment by itself (AWS_SKIP_SIGNATURE,
+    AWS_REQUEST_PAYER, AWS_S3_EXPRESS...) are those boto3 has; raises
+    ValueError when one it cannot be told (`_ENCRYPTION_VARIABLES`) is set,
+    so that boto3 serves every request. Errors are raised as
     botocore's (`as_botocore_error`), a missing key as FileNotFoundError.
     Safe to share between threads; not across a fork (S3BlobStorage makes
     one per process, and none in a process forked from one that used
@@ -357,6 +400,8 @@ class ObjectStoreClient:
     """
 
     def __init__(self, client: Any, session: boto3.Session, bucket: str) -> None:
+        if found := [name for name in _ENCRYPTION_VARIABLES if os.environ.get(name)]:
+            raise ValueError(f"obstore would encrypt as {', '.join(found)} say; boto3 would not")
         url = urlsplit(
             client.generate_presigned_url(
                 "get_object", Params={"Bucket": bucket, "Key": "k"}, ExpiresIn=60
@@ -372,6 +417,9 @@ class ObjectStoreClient:
             virtual_hosted_style_request=not url.path.startswith(f"/{bucket}/"),
             unsigned_payload=True,
             checksum_algorithm="sha256",
+            skip_signature=False,
+            request_payer=False,
+            s3_express=False,
             credential_provider=Boto3CredentialProvider(session, ttl=timedelta(minutes=5)),
             client_options={
                 "allow_http": url.scheme == "http",
@@ -471,7 +519,8 @@ class S3BlobStorage(S3Storage):
     def fast_client(self) -> ObjectStoreClient | None:
         """Return this process's ObjectStoreClient, or None when the client is boto3.
 
-        None too when the session has no credentials (anonymous access), or
+        None too when the session has no credentials (anonymous access), when
+        obstore cannot be set up as boto3 is (`ObjectStoreClient`), or
         in a process forked from one that had used obstore (its runtime's
         threads are not in the child): boto3 then serves every request.
         Celery's prefork children and gunicorn's workers are forked before
@@ -488,7 +537,7 @@ class S3BlobStorage(S3Storage):
                         made: ObjectStoreClient | None = ObjectStoreClient(
                             self.connection.meta.client, self._create_session(), self.bucket_name
                         )
-                    except (NoCredentialsError, ValueError):
+                    except (NoCredentialsError, ValueError, ObjectStoreError):
                         made = None
                     fast = self._fast = (os.getpid(), made)
         return fast[1]

@@ -235,3 +235,32 @@ def test_no_more_than_the_window_is_held_or_stored_at_once(alice, workspace, mon
     # One pool for the process, its threads kept from one chunk to the next.
     assert pools[0] is pools[1]
     assert len(pools[0]._threads) <= runner.BLOB_WINDOW
+
+
+def test_the_blob_threads_never_ask_the_database(alice, workspace, monkeypatch):
+    # Django's connections are per thread: one a blob thread opened would stay open for ever.
+    from django.db.backends import utils
+
+    sessions = ingest_faulty(workspace, alice)
+    asking = threads_of(monkeypatch, utils.CursorWrapper, "_execute")
+    reads = threads_of(monkeypatch, runner, "read_revision")
+
+    repair, ids = start(workspace, sessions, alice)
+    assert actions.do_run_job_items(repair.pk, ids) == []
+    repair.refresh_from_db()
+    rollback = actions.do_start_rollback_job(repair, acting_user=alice)
+    [ids] = actions.do_fan_out_job(rollback.pk)
+    assert actions.do_run_job_items(rollback.pk, ids) == []
+    export = actions.do_start_job(
+        workspace, sessions, policy="synthesize", kind=Job.Kind.EXPORT, acting_user=alice
+    )
+    [ids] = actions.do_fan_out_job(export.pk)
+    assert actions.do_run_job_items(export.pk, ids) == []
+
+    for job in (repair, rollback, export):
+        job.refresh_from_db()
+        assert (job.status, job.done, job.failed) == (Job.Status.DONE, SESSIONS, 0)
+    # Every base of the three jobs was read ahead, and never a query from a blob thread.
+    assert len(reads) == 3 * SESSIONS
+    assert set(reads) <= {f"pairfix-blob_{n}" for n in range(runner.BLOB_WINDOW)}
+    assert asking and not [name for name in asking if name.startswith("pairfix-blob")]

@@ -20,11 +20,19 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
+from obstore.exceptions import PermissionDeniedError
 
 from tests.storage.conftest import KEY, free_port, storage_url
 from transcripts.models import BlobContent, blob_name
-from transcripts.storage import UNREACHABLE, S3BlobStorage, is_server_failing, s3_storage
+from transcripts.outages import outage_of
+from transcripts.storage import (
+    UNREACHABLE,
+    S3BlobStorage,
+    as_botocore_error,
+    is_server_failing,
+    s3_storage,
+)
 
 pytestmark = [pytest.mark.s3]
 
@@ -216,3 +224,191 @@ def test_a_forked_worker_reads_with_boto3_only_when_its_parent_used_obstore(
 
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == f"({used_before_fork}, b'forked')"
+
+
+# Found by the attack helper: how each client reads a server that misbehaves.
+
+
+class _Misbehaving(http.server.BaseHTTPRequestHandler):
+    """An S3 stand-in whose answer to a GET is named by the key: see `do_GET`."""
+
+    protocol_version = "HTTP/1.1"
+    BODY = b'{"type":"user"}\n' * 625  # 10,000 bytes
+
+    def _start(self, status: int, headers: dict[str, str]) -> None:
+        self.send_response(status)
+        stored = {"ETag": '"e"', "Last-Modified": "Fri, 04 Dec 2026 10:00:00 GMT"}
+        for name, value in {**stored, **headers}.items():
+            self.send_header(name, value)
+        self.end_headers()
+
+    def do_GET(self) -> None:
+        key = self.path.rsplit("/", 1)[-1]
+        if key == "cut-short":  # 4,000 of the 10,000 bytes announced, then the end of the stream
+            self._start(200, {"Content-Length": str(len(self.BODY))})
+            self.wfile.write(self.BODY[:4000])
+            self.wfile.flush()
+            self.connection.shutdown(socket.SHUT_RDWR)
+            self.close_connection = True
+        elif key == "chunked":  # the whole body, but no Content-Length (chunked transfer coding)
+            self._start(200, {"Transfer-Encoding": "chunked"})
+            self.wfile.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(self.BODY), self.BODY))
+        elif key == "escaped":
+            xml = b"<Error><Code>AccessDenied</Code><Message>a &lt;b&gt; &amp; c</Message></Error>"
+            self._start(403, {"Content-Length": str(len(xml)), "Content-Type": "application/xml"})
+            self.wfile.write(xml)
+        else:  # a proxy's page of HTML, not S3's XML error
+            html = b"<html><body><h1>Forbidden</h1>" + b"<p>go away</p>" * 5000 + b"</body></html>"
+            self._start(403, {"Content-Length": str(len(html)), "Content-Type": "text/html"})
+            self.wfile.write(html)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class _QuietServer(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client that hangs up on a bad answer is what is tested
+
+
+@pytest.fixture
+def misbehaving() -> Iterator[str]:
+    """Yield the endpoint of a misbehaving S3 stand-in on 127.0.0.1."""
+    server = _QuietServer(("127.0.0.1", free_port(range(9700, 9750))), _Misbehaving)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+def read_error(storage: S3BlobStorage, key: str) -> Exception:
+    """Return the error of reading `key` whole through `open_hashed` (a job's read of a base)."""
+    with pytest.raises(Exception) as raised, storage.open_hashed(key) as f:
+        f.read()
+    return raised.value
+
+
+@pytest.mark.parametrize("client", ["obstore", "boto3"])
+def test_a_body_cut_short_is_storage_down_with_either_client(misbehaving, client):
+    # Left for a retry (the chunk, the page's 503), never failed for good as a refusal.
+    error = read_error(storage_of(misbehaving, STORAGE_CLIENT=client), "cut-short")
+
+    assert outage_of(error) is not None, repr(error)
+
+
+@pytest.mark.parametrize("client", ["obstore", "boto3"])
+def test_an_answer_without_content_length_is_no_outage(misbehaving, client):
+    # Asking again gets the same answer: a job retrying it would never end.
+    error = read_error(storage_of(misbehaving, STORAGE_CLIENT=client), "chunked")
+
+    assert outage_of(error) is None, repr(error)
+
+
+@pytest.mark.parametrize("client", ["obstore", "boto3"])
+def test_s3s_message_reads_as_it_was_written(misbehaving, client):
+    error = read_error(storage_of(misbehaving, STORAGE_CLIENT=client), "escaped")
+
+    assert isinstance(error, ClientError)
+    assert error.response["Error"] == {"Code": "AccessDenied", "Message": "a <b> & c"}
+
+
+def test_a_refusal_without_s3s_xml_names_the_status_not_the_page():
+    page = "<html><body>" + "<p>go away</p>" * 5000 + "</body></html>"
+    text = (
+        "The operation lacked the necessary privileges to complete for path blob: Error "
+        "performing GET http://127.0.0.1:9/b/blob in 4ms - Server returned non-2xx status "
+        "code: 403 Forbidden: " + page
+    )
+    error = as_botocore_error(PermissionDeniedError(text), "GetObject", "http://127.0.0.1:9")
+
+    assert isinstance(error, ClientError)
+    assert error.response["Error"] == {"Code": "403", "Message": "Forbidden"}
+
+
+def test_a_refused_connection_reads_as_one_not_as_a_timeout():
+    storage = storage_of(f"http://127.0.0.1:{free_port(range(9700, 9750))}")  # nothing listens
+
+    error = read_error(storage, "blob")
+
+    assert isinstance(error, EndpointConnectionError) and not isinstance(error, ReadTimeoutError)
+
+
+@pytest.mark.parametrize(
+    "variables",
+    [
+        {"AWS_SKIP_SIGNATURE": "true"},
+        {"AWS_REQUEST_PAYER": "true"},
+        {"AWS_S3_EXPRESS": "true"},
+        {"AWS_SERVER_SIDE_ENCRYPTION": "aws:kms", "AWS_SSE_KMS_KEY_ID": "other-key"},
+    ],
+)
+def test_aws_variables_obstore_reads_itself_change_no_request(recorder, monkeypatch, variables):
+    # boto3 reads none of these: each client sends what the other does, or boto3 sends both.
+    endpoint, handler = recorder
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    storage = storage_of(endpoint)
+    data = b'{"type":"user"}\n'
+    sha256 = hashlib.sha256(data).hexdigest()
+
+    storage.save(blob_name(sha256), BlobContent.of(data, sha256))
+    with storage.open_hashed(blob_name(sha256)) as f:
+        assert f.read() == data
+
+    [(put, put_headers), (get, get_headers)] = handler.seen
+    assert (put, get) == (
+        f"PUT /b/{blob_name(sha256)} HTTP/1.1",
+        f"GET /b/{blob_name(sha256)} HTTP/1.1",
+    )
+    for headers in (put_headers, get_headers):
+        assert headers["authorization"].startswith(f"AWS4-HMAC-SHA256 Credential={KEY}/")
+        assert not [name for name in headers if "server-side-encryption" in name], headers
+        assert "x-amz-request-payer" not in headers
+
+
+class _Redirecting(http.server.BaseHTTPRequestHandler):
+    """Answers every GET with 307 to `target`, another server (a hostile or misrouted store)."""
+
+    protocol_version = "HTTP/1.1"
+    target = ""
+
+    def do_GET(self) -> None:
+        self.send_response(307)
+        self.send_header("Location", self.target)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+FOLLOWS_REDIRECTS = pytest.mark.xfail(
+    strict=True,
+    reason="obstore 0.12.1 follows a GET's redirect (reqwest's default policy, which no client "
+    "option turns off), dropping only Authorization: the session token goes to the other host",
+)
+
+
+@pytest.mark.parametrize("client", [pytest.param("obstore", marks=FOLLOWS_REDIRECTS), "boto3"])
+def test_a_redirect_to_another_host_gets_no_credentials(recorder, monkeypatch, client):
+    elsewhere, other = recorder
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "the-session-token")
+    handler = type("Redirecting", (_Redirecting,), {"target": f"{elsewhere}/b/blob"})
+    server = _QuietServer(("127.0.0.1", free_port(range(9700, 9750))), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        storage = storage_of(f"http://127.0.0.1:{server.server_address[1]}", STORAGE_CLIENT=client)
+        read_error(storage, "blob")
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+    assert other.seen == []
