@@ -262,9 +262,9 @@ _STATUS = re.compile(r"status code: (\d{3}) ?([^:\n]*)")
 _CODE = re.compile(r"<Code>([^<]*)</Code>")
 _MESSAGE = re.compile(r"<Message>([^<]*)</Message>")
 # Its debug source of a timeout (reqwest's), and of an answer whose headers it cannot use
-# (no Content-Length, say): the same request would get the same answer again.
+# (a GET's without Content-Length, a PUT's without ETag): asking again gets the same answer.
 _TIMED_OUT = re.compile(r"kind: Timeout|TimedOut")
-_UNUSABLE_ANSWER = re.compile(r"source: Header \{")
+_UNUSABLE_ANSWER = re.compile(r"source: (?:Header|Metadata) \{")
 # Its errors of a request it cannot make as asked: none is an outage.
 _UNMADE = (InvalidPathError, NotSupportedError, UnknownConfigurationKeyError)
 
@@ -279,7 +279,8 @@ def as_botocore_error(exc: ObjectStoreError, operation: str, endpoint: str) -> E
     else the status's reason ("Forbidden"), as botocore reads them; refused
     credentials or permission a ClientError 401 or 403. A request obstore
     cannot make as asked (a key it cannot parse), or an answer whose headers
-    it cannot use (a GET's without Content-Length), is an error of `exc`'s
+    it cannot use (a GET's without Content-Length, a PUT's without ETag:
+    the object stored, or not), is an error of `exc`'s
     class: no outage, as asking again would meet it again. Anything else (no
     connection, a timeout, a body cut short) is EndpointConnectionError, or
     ReadTimeoutError for a timeout: errors of a server that cannot be
@@ -373,6 +374,40 @@ _ENCRYPTION_VARIABLES = (
 )
 
 
+class _Unsent(Exception):
+    """Stops a request of `request_url` before it is sent, carrying its URL."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.url = url
+
+
+def request_url(client: Any, bucket: str, key: str) -> str:
+    """Return the URL boto3's S3 `client` sends a GetObject of `key` in `bucket` to; send nothing.
+
+    botocore resolves it (the region's host, path or virtual-hosted
+    addressing: its endpoint rules) only as it builds a request; the request
+    is built and signed, then stopped by a before-send hook. A presigned URL
+    would not do: botocore names in it the global host s3.amazonaws.com
+    whatever the region, which the buckets of a region opened since 2019
+    (ap-east-1) do not answer on, and others answer with redirects. Raises
+    NoCredentialsError when the client has no credentials to sign with.
+    """
+
+    def stop(request: Any, **kwargs: Any) -> None:
+        raise _Unsent(request.url)
+
+    events = client.meta.events
+    events.register_first("before-send.s3.GetObject", stop, unique_id="pairfix-request-url")
+    try:
+        client.get_object(Bucket=bucket, Key=key)
+    except _Unsent as unsent:
+        return unsent.url
+    finally:
+        events.unregister("before-send.s3.GetObject", unique_id="pairfix-request-url")
+    raise AssertionError("the before-send hook did not run")
+
+
 class ObjectStoreClient:
     """A bucket's GETs and single PUTs through obstore (Rust's object_store), for less CPU.
 
@@ -381,7 +416,7 @@ class ObjectStoreClient:
     the request made and signed in Rust with the GIL released
     (`bench/s3_client.py` measures both). It is made from the storage's
     boto3 `client` and `session`: it asks botocore for the URL of an object
-    (a presigned URL, made offline) and sends its requests to that host, in
+    (`request_url`, nothing sent) and sends its requests to that host, in
     the same addressing style (path or virtual-hosted), signed with the
     session's credentials (refreshed through botocore's own chain every
     five minutes at most). A PUT carries the body's SHA-256 as its checksum
@@ -402,11 +437,7 @@ class ObjectStoreClient:
     def __init__(self, client: Any, session: boto3.Session, bucket: str) -> None:
         if found := [name for name in _ENCRYPTION_VARIABLES if os.environ.get(name)]:
             raise ValueError(f"obstore would encrypt as {', '.join(found)} say; boto3 would not")
-        url = urlsplit(
-            client.generate_presigned_url(
-                "get_object", Params={"Bucket": bucket, "Key": "k"}, ExpiresIn=60
-            )
-        )
+        url = urlsplit(request_url(client, bucket, "k"))
         self.endpoint = f"{url.scheme}://{url.netloc}"
         config = client.meta.config
         attempts = int((config.retries or {}).get("max_attempts", 3))
