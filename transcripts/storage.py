@@ -269,7 +269,7 @@ _UNUSABLE_ANSWER = re.compile(r"source: (?:Header|Metadata) \{")
 _UNMADE = (InvalidPathError, NotSupportedError, UnknownConfigurationKeyError)
 
 
-def as_botocore_error(exc: ObjectStoreError, operation: str, endpoint: str) -> Exception:
+def as_botocore_error(exc: Exception, operation: str, endpoint: str) -> Exception:
     """Return the botocore error that stands for obstore's `exc`, raised by `operation` (GetObject).
 
     So a caller handles both clients' errors alike (`UNREACHABLE`,
@@ -482,7 +482,11 @@ class ObjectStoreClient:
             raise as_botocore_error(exc, "HeadObject", self.endpoint) from exc
 
     def put(self, key: str, data: bytes, content_type: str) -> None:
-        """PUT `data` as `key` in one request, its SHA-256 as the object's checksum."""
+        """PUT `data` as `key` in one request, its SHA-256 as the object's checksum.
+
+        obstore's "not found" (404: NoSuchBucket, there being no object to
+        miss) is raised as botocore's ClientError of S3's code, as any refusal.
+        """
         try:
             obstore.put(
                 self.store,
@@ -491,7 +495,7 @@ class ObjectStoreClient:
                 attributes={"Content-Type": content_type},
                 use_multipart=False,
             )
-        except ObjectStoreError as exc:
+        except (ObjectStoreError, FileNotFoundError) as exc:
             raise as_botocore_error(exc, "PutObject", self.endpoint) from exc
 
 

@@ -198,6 +198,18 @@ def test_a_refusal_and_a_missing_key_read_as_botocores(recorder):
     assert not is_server_failing(refused.value) and not isinstance(refused.value, UNREACHABLE)
 
 
+@pytest.mark.parametrize("client", ["obstore", "boto3"])
+def test_a_put_into_a_missing_bucket_names_the_bucket(s3_endpoint, client):
+    storage = storage_of(s3_endpoint, "no-such-bucket", STORAGE_CLIENT=client)
+
+    with pytest.raises(ClientError) as refused:
+        storage.save("blob", BlobContent.of(b"x", hashlib.sha256(b"x").hexdigest()))
+
+    assert refused.value.response["Error"]["Code"] == "NoSuchBucket"
+    assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
+    assert outage_of(refused.value) is None
+
+
 def test_a_server_that_never_answers_is_unreachable_within_its_timeouts():
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", free_port(range(9700, 9750))))
