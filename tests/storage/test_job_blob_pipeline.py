@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 import pytest
-from botocore.exceptions import EndpointConnectionError
+from botocore.exceptions import ClientError, EndpointConnectionError
 
 from tests.helpers import generated_sessions
 from tests.storage.conftest import keys
@@ -264,3 +264,33 @@ def test_the_blob_threads_never_ask_the_database(alice, workspace, monkeypatch):
     assert len(reads) == 3 * SESSIONS
     assert set(reads) <= {f"pairfix-blob_{n}" for n in range(runner.BLOB_WINDOW)}
     assert asking and not [name for name in asking if name.startswith("pairfix-blob")]
+
+
+def test_a_store_behind_refused_fails_only_its_own_session(
+    alice, workspace, s3_endpoint, bucket, monkeypatch
+):
+    sessions = ingest_faulty(workspace, alice)
+    refused = sessions[2]
+    gone = repaired_name(refused)
+    save = S3BlobStorage._save
+
+    def refusing(self: Any, name: str, *args: Any) -> Any:
+        if name == gone:
+            error = {"Code": "AccessDenied", "Message": "Access Denied"}
+            raise ClientError({"Error": error, "ResponseMetadata": {"HTTPStatusCode": 403}}, "Put")
+        return save(self, name, *args)
+
+    monkeypatch.setattr(S3BlobStorage, "_save", refusing)
+    job, ids = start(workspace, sessions, alice)
+
+    assert actions.do_run_job_items(job.pk, ids) == []
+
+    statuses = dict(JobItem.objects.filter(pk__in=ids).values_list("session", "status"))
+    assert statuses == {s.pk: "failed" if s is refused else "repaired" for s in sessions}
+    assert "AccessDenied" in JobItem.objects.get(session=refused).error
+    refused.refresh_from_db()
+    assert refused.head.number == 0
+    assert not AuditRecord.objects.filter(job=job, session=refused).exists()
+    assert_every_revision_is_stored(s3_endpoint, bucket)
+    job.refresh_from_db()
+    assert (job.status, job.done, job.failed) == (Job.Status.DONE, SESSIONS - 1, 1)
