@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
+from django.db import connection
 
 from tests.helpers import generated_sessions
 from tests.storage.conftest import keys
@@ -294,3 +295,30 @@ def test_a_store_behind_refused_fails_only_its_own_session(
     assert_every_revision_is_stored(s3_endpoint, bucket)
     job.refresh_from_db()
     assert (job.status, job.done, job.failed) == (Job.Status.DONE, SESSIONS - 1, 1)
+
+
+def test_a_cancel_while_repairs_are_stored_behind_writes_none_of_them(
+    transactional_db, alice, workspace, monkeypatch
+):
+    sessions = ingest_faulty(workspace, alice)
+    job, ids = start(workspace, sessions, alice)
+    cancel_at = repaired_name(sessions[2])
+    save = S3BlobStorage._save
+
+    def cancelling(self: Any, name: str, *args: Any) -> Any:
+        if name == cancel_at:  # from a blob thread, while the chunk goes on
+            assert actions.do_cancel_job(job, acting_user=alice)
+            connection.close()  # the thread's own, which would outlive the test
+        return save(self, name, *args)
+
+    monkeypatch.setattr(S3BlobStorage, "_save", cancelling)
+    started = time.monotonic()
+
+    assert actions.do_run_job_items(job.pk, ids) == []
+
+    assert time.monotonic() - started < 30
+    job.refresh_from_db()
+    assert (job.status, job.done, job.cancelled) == (Job.Status.CANCELLED, 0, SESSIONS)
+    assert set(JobItem.objects.filter(pk__in=ids).values_list("status", flat=True)) == {"cancelled"}
+    assert [s.revisions.count() for s in sessions] == [1] * SESSIONS
+    assert not AuditRecord.objects.filter(job=job).exclude(op="").exists()
