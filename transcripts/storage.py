@@ -38,7 +38,8 @@ import threading
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from email.utils import parsedate_to_datetime
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import boto3
@@ -73,6 +74,9 @@ from storages.backends.s3 import S3Storage
 from storages.utils import clean_name
 
 from transcripts.blob_errors import BlobUnreadable, damaged
+
+if TYPE_CHECKING:
+    from obstore.store import ClientConfig
 
 # botocore's errors of a server that cannot be reached or stops answering, its retries spent:
 # EndpointConnectionError and ConnectTimeoutError are ConnectionErrors; ReadTimeoutError,
@@ -408,6 +412,19 @@ def request_url(client: Any, bucket: str, key: str) -> str:
     raise AssertionError("the before-send hook did not run")
 
 
+def tls_verification(client: Any) -> bool | str:
+    """Return how boto3's `client` checks a server's TLS certificate.
+
+    True: against the default roots; False: not at all (django-storages'
+    AWS_S3_VERIFY=False); a path: against that CA bundle (AWS_S3_VERIFY,
+    AWS_CA_BUNDLE, a profile's ca_bundle), for a store behind a private CA.
+    Read from the client's HTTP session: botocore resolved it there when it
+    made the client, from all of those.
+    """
+    verify: bool | str = client._endpoint.http_session._verify
+    return verify
+
+
 class ObjectStoreClient:
     """A bucket's GETs and single PUTs through obstore (Rust's object_store), for less CPU.
 
@@ -423,7 +440,9 @@ class ObjectStoreClient:
     (x-amz-checksum-sha256; obstore computes it, and the payload is not
     hashed again to sign it), which the server checks and keeps. Timeouts
     and attempts are those of the boto3 client (`connect_timeout`,
-    `read_timeout` between reads, `max_attempts`). The settings obstore
+    `read_timeout` between reads, `max_attempts`), and so is its TLS
+    verification (`tls_verification`: a CA bundle's certificates are
+    trusted besides the default roots). The settings obstore
     would read from the environment by itself (AWS_SKIP_SIGNATURE,
     AWS_REQUEST_PAYER, AWS_S3_EXPRESS...) are those boto3 has; raises
     ValueError when one it cannot be told (`_ENCRYPTION_VARIABLES`) is set,
@@ -441,6 +460,17 @@ class ObjectStoreClient:
         self.endpoint = f"{url.scheme}://{url.netloc}"
         config = client.meta.config
         attempts = int((config.retries or {}).get("max_attempts", 3))
+        verify = tls_verification(client)
+        options: ClientConfig = {
+            "allow_http": url.scheme == "http",
+            "allow_invalid_certificates": verify is False,
+            "connect_timeout": timedelta(seconds=config.connect_timeout),
+            "read_timeout": timedelta(seconds=config.read_timeout),
+            # A whole request (a blob of gigabytes streamed) is bounded by its reads only.
+            "timeout": timedelta(days=1),
+        }
+        if isinstance(verify, str):
+            options["root_certificate"] = Path(verify).read_bytes()
         self.store = S3Store(
             bucket,
             endpoint=self.endpoint,
@@ -452,13 +482,7 @@ class ObjectStoreClient:
             request_payer=False,
             s3_express=False,
             credential_provider=Boto3CredentialProvider(session, ttl=timedelta(minutes=5)),
-            client_options={
-                "allow_http": url.scheme == "http",
-                "connect_timeout": timedelta(seconds=config.connect_timeout),
-                "read_timeout": timedelta(seconds=config.read_timeout),
-                # A whole request (a blob of gigabytes streamed) is bounded by its reads only.
-                "timeout": timedelta(days=1),
-            },
+            client_options=options,
             retry_config={
                 "max_retries": max(0, attempts - 1),
                 "retry_timeout": timedelta(seconds=config.connect_timeout + config.read_timeout),
@@ -572,7 +596,7 @@ class S3BlobStorage(S3Storage):
                         made: ObjectStoreClient | None = ObjectStoreClient(
                             self.connection.meta.client, self._create_session(), self.bucket_name
                         )
-                    except (NoCredentialsError, ValueError, ObjectStoreError):
+                    except (NoCredentialsError, ValueError, OSError, ObjectStoreError):
                         made = None
                     fast = self._fast = (os.getpid(), made)
         return fast[1]

@@ -8,10 +8,13 @@ algorithm, so it cannot show what a real S3 checks); moto's server elsewhere.
 from __future__ import annotations
 
 import base64
+import datetime
 import hashlib
 import http.server
+import ipaddress
 import os
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -21,6 +24,10 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 from obstore.exceptions import PermissionDeniedError
 
 from tests.storage.conftest import KEY, free_port, storage_url
@@ -470,3 +477,77 @@ def test_a_redirect_to_another_host_gets_no_credentials(recorder, monkeypatch, c
         thread.join(timeout=10)
 
     assert other.seen == []
+
+
+def private_ca_certificates(folder: Any) -> tuple[str, str, str]:
+    """Write a CA's certificate and a server certificate for 127.0.0.1 it signed, with its key.
+
+    Return the paths (CA PEM, server certificate PEM, server key PEM): a store behind a
+    private CA, as a self-hosted MinIO often is.
+    """
+    now = datetime.datetime.now(datetime.UTC)
+
+    def certificate(subject: str, key: Any, issuer: str, signer: Any, ca: bool) -> Any:
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
+            .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer)]))
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        )
+        if not ca:
+            address = x509.IPAddress(ipaddress.ip_address("127.0.0.1"))
+            builder = builder.add_extension(x509.SubjectAlternativeName([address]), critical=False)
+        return builder.sign(signer, hashes.SHA256())
+
+    ca_key, server_key = (
+        ec.generate_private_key(ec.SECP256R1()),
+        ec.generate_private_key(ec.SECP256R1()),
+    )
+    ca = certificate("Pairfix test CA", ca_key, "Pairfix test CA", ca_key, True)
+    server = certificate("127.0.0.1", server_key, "Pairfix test CA", ca_key, False)
+    paths = [folder / "ca.pem", folder / "server.pem", folder / "server-key.pem"]
+    paths[0].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    paths[1].write_bytes(server.public_bytes(serialization.Encoding.PEM))
+    paths[2].write_bytes(
+        server_key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return str(paths[0]), str(paths[1]), str(paths[2])
+
+
+@pytest.mark.parametrize("trusted", ["AWS_CA_BUNDLE", "verify"])
+def test_a_store_behind_a_private_ca_is_trusted_as_boto3_trusts_it(tmp_path, monkeypatch, trusted):
+    ca, certificate, key = private_ca_certificates(tmp_path)
+    handler = type("Recorder", (_Recorder,), {"seen": [], "objects": {}})
+    server = _QuietServer(("127.0.0.1", free_port(range(9700, 9750))), handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(certificate, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    if trusted == "AWS_CA_BUNDLE":
+        monkeypatch.setenv("AWS_CA_BUNDLE", ca)
+    try:
+        storage = storage_of(f"https://127.0.0.1:{server.server_address[1]}")
+        if trusted == "verify":
+            storage.verify = ca  # AWS_S3_VERIFY, django-storages' option
+        data = b'{"type":"user"}\n'
+        sha256 = hashlib.sha256(data).hexdigest()
+
+        storage.save(blob_name(sha256), BlobContent.of(data, sha256))
+        with storage.open_hashed(blob_name(sha256)) as f:
+            assert f.read() == data
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+    assert storage.fast_client() is not None  # obstore's requests, not boto3's
+    assert [line.split()[0] for line, _ in handler.seen] == ["PUT", "GET"]
