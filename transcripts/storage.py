@@ -425,6 +425,28 @@ def tls_verification(client: Any) -> bool | str:
     return verify
 
 
+# The proxies of the environment, which reqwest (obstore's HTTP client) reads by itself, as
+# botocore does, but with NO_PROXY read its own way (`*`, a CIDR, a host:port).
+_PROXY_VARIABLES = (
+    "HTTP_PROXY",
+    "http_proxy",
+    "HTTPS_PROXY",
+    "https_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+)
+
+
+def proxy_of(client: Any, url: str) -> str | None:
+    """Return the URL of the proxy boto3's `client` sends its requests to `url` through, or None.
+
+    botocore chose it when it made the client (`Config(proxies=...)`, else
+    HTTP_PROXY and HTTPS_PROXY less NO_PROXY's hosts, as urllib reads them).
+    """
+    proxy: str | None = client._endpoint.http_session._proxy_config.proxy_url_for(url)
+    return proxy
+
+
 class ObjectStoreClient:
     """A bucket's GETs and single PUTs through obstore (Rust's object_store), for less CPU.
 
@@ -442,7 +464,8 @@ class ObjectStoreClient:
     and attempts are those of the boto3 client (`connect_timeout`,
     `read_timeout` between reads, `max_attempts`), and so is its TLS
     verification (`tls_verification`: a CA bundle's certificates are
-    trusted besides the default roots). The settings obstore
+    trusted besides the default roots), and its proxy (`proxy_of`: the
+    environment's proxy settings are not read again). The settings obstore
     would read from the environment by itself (AWS_SKIP_SIGNATURE,
     AWS_REQUEST_PAYER, AWS_S3_EXPRESS...) are those boto3 has; raises
     ValueError when one it cannot be told (`_ENCRYPTION_VARIABLES`) is set,
@@ -471,6 +494,11 @@ class ObjectStoreClient:
         }
         if isinstance(verify, str):
             options["root_certificate"] = Path(verify).read_bytes()
+        if proxy := proxy_of(client, self.endpoint):
+            options["proxy_url"] = proxy  # which turns off reqwest's own reading of them
+        elif proxies := [value for name in _PROXY_VARIABLES if (value := os.environ.get(name))]:
+            # boto3 goes straight to the store: the one way to tell reqwest is to name its host.
+            options["proxy_url"], options["proxy_excludes"] = proxies[0], url.hostname or ""
         self.store = S3Store(
             bucket,
             endpoint=self.endpoint,

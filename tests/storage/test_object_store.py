@@ -8,6 +8,7 @@ algorithm, so it cannot show what a real S3 checks); moto's server elsewhere.
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime
 import hashlib
 import http.server
@@ -551,3 +552,32 @@ def test_a_store_behind_a_private_ca_is_trusted_as_boto3_trusts_it(tmp_path, mon
 
     assert storage.fast_client() is not None  # obstore's requests, not boto3's
     assert [line.split()[0] for line, _ in handler.seen] == ["PUT", "GET"]
+
+
+@pytest.mark.parametrize(
+    "variables",
+    [
+        {"HTTP_PROXY": "http://127.0.0.1:{dead}"},
+        {"HTTP_PROXY": "http://127.0.0.1:{dead}", "NO_PROXY": "127.0.0.1"},
+        {"HTTP_PROXY": "http://127.0.0.1:{dead}", "NO_PROXY": "*"},
+        {"HTTP_PROXY": "http://127.0.0.1:{dead}", "NO_PROXY": "127.0.0.0/8"},
+        {"http_proxy": "http://127.0.0.1:{dead}", "no_proxy": "127.0.0.1:{port}"},
+    ],
+)
+def test_both_clients_take_the_same_way_to_the_store_through_a_proxy_or_not(
+    recorder, monkeypatch, variables
+):
+    # botocore and obstore (reqwest) each read HTTP_PROXY and NO_PROXY, each its own way.
+    endpoint, handler = recorder
+    port, dead = endpoint.rsplit(":", 1)[1], free_port(range(9700, 9750))  # no proxy there
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value.format(port=port, dead=dead))
+    ways = {}
+    for client in ("boto3", "obstore"):
+        storage = storage_of(endpoint, STORAGE_CLIENT=client)
+        handler.seen.clear()
+        with contextlib.suppress(UNREACHABLE):
+            storage.save("blob", BlobContent.of(b"x", hashlib.sha256(b"x").hexdigest()))
+        ways[client] = "direct" if handler.seen else "proxy"
+
+    assert ways["obstore"] == ways["boto3"]
