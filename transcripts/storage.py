@@ -93,13 +93,15 @@ def is_server_failing(exc: BaseException) -> bool:
     """Return True for S3's answer that it is failing, not that the request is wrong.
 
     That is a ClientError with a 5xx status (500 InternalError, 503 SlowDown
-    or ServiceUnavailable), which botocore raises once its retries are spent:
-    the storage is down or throttling, as when it cannot be reached.
+    or ServiceUnavailable) or 429 Too Many Requests (the throttling of
+    S3-compatible stores and proxies that do not answer 503 SlowDown), which
+    botocore raises once its retries are spent: the storage is down or
+    throttling, as when it cannot be reached.
     """
     if not isinstance(exc, ClientError):
         return False
     status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-    return isinstance(status, int) and status >= 500
+    return isinstance(status, int) and (status >= 500 or status == 429)
 
 
 def parse_s3_timestamp(value: str) -> datetime:

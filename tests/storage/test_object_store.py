@@ -302,6 +302,10 @@ class _Misbehaving(http.server.BaseHTTPRequestHandler):
         elif key == "chunked":  # the whole body, but no Content-Length (chunked transfer coding)
             self._start(200, {"Transfer-Encoding": "chunked"})
             self.wfile.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(self.BODY), self.BODY))
+        elif key == "throttled":  # as R2, GCS's XML API or a rate-limiting proxy throttle
+            xml = b"<Error><Code>TooManyRequests</Code><Message>slow down</Message></Error>"
+            self._start(429, {"Content-Length": str(len(xml)), "Content-Type": "application/xml"})
+            self.wfile.write(xml)
         elif key == "escaped":
             xml = b"<Error><Code>AccessDenied</Code><Message>a &lt;b&gt; &amp; c</Message></Error>"
             self._start(403, {"Content-Length": str(len(xml)), "Content-Type": "application/xml"})
@@ -374,6 +378,14 @@ def test_a_put_answered_without_etag_is_no_outage(misbehaving):
 
     assert outage_of(raised.value) is None, repr(raised.value)
     assert str(raised.value).startswith("Generic S3 error: Unable to extract metadata")
+
+
+@pytest.mark.parametrize("client", ["obstore", "boto3"])
+def test_a_429_is_throttling_storage_down_as_a_503_slowdown_is(misbehaving, client):
+    error = read_error(storage_of(misbehaving, STORAGE_CLIENT=client), "throttled")
+
+    assert isinstance(error, ClientError) and is_server_failing(error)
+    assert outage_of(error) is not None
 
 
 @pytest.mark.parametrize("client", ["obstore", "boto3"])
