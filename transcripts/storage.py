@@ -285,11 +285,11 @@ def as_botocore_error(exc: Exception, operation: str, endpoint: str) -> Exceptio
     else the status's reason ("Forbidden"), as botocore reads them; refused
     credentials or permission a ClientError 401 or 403. A request obstore
     cannot make as asked (a key it cannot parse), or an answer whose headers
-    it cannot use (a GET's without Content-Length, a PUT's without ETag:
-    the object stored, or not), is an error of `exc`'s
-    class: no outage, as asking again would meet it again. Anything else (no
-    connection, a timeout, a body cut short) is EndpointConnectionError, or
-    ReadTimeoutError for a timeout: errors of a server that cannot be
+    it cannot use (a GET's without Content-Length, a PUT's without ETag: the
+    object stored, or not), is an error of `exc`'s class, its debug source
+    left out: no outage, as asking again would meet it again. Anything else
+    (no connection, a timeout, a body cut short) is EndpointConnectionError,
+    or ReadTimeoutError for a timeout: errors of a server that cannot be
     reached. `endpoint` is the server's URL, for the message.
     """
     text = str(exc)
@@ -313,7 +313,7 @@ def as_botocore_error(exc: Exception, operation: str, endpoint: str) -> Exceptio
         )
         return refused
     if isinstance(exc, _UNMADE) or _UNUSABLE_ANSWER.search(text):
-        unused: Exception = type(exc)(text.split("\n\n", 1)[0])  # its debug source left out
+        unused: Exception = type(exc)(text.split("\n\n", 1)[0])
         return unused
     unreachable: Exception = (
         ReadTimeoutError(endpoint_url=endpoint)
@@ -469,9 +469,10 @@ class ObjectStoreClient:
     trusted besides the default roots), and its proxy (`proxy_of`: the
     environment's proxy settings are not read again). The settings obstore
     would read from the environment by itself (AWS_SKIP_SIGNATURE,
-    AWS_REQUEST_PAYER, AWS_S3_EXPRESS...) are those boto3 has; raises
+    AWS_REQUEST_PAYER, AWS_S3_EXPRESS...) are those boto3 has. Raises
     ValueError when one it cannot be told (`_ENCRYPTION_VARIABLES`) is set,
-    so that boto3 serves every request. Errors are raised as
+    OSError when the CA bundle cannot be read, so that boto3 serves every
+    request. Errors of its requests are raised as
     botocore's (`as_botocore_error`), a missing key as FileNotFoundError.
     Safe to share between threads; not across a fork (S3BlobStorage makes
     one per process, and none in a process forked from one that used
