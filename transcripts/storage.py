@@ -30,6 +30,7 @@ errors that mean the server could not be reached or stopped answering;
 from __future__ import annotations
 
 import base64
+import html
 import io
 import os
 import re
@@ -37,7 +38,8 @@ import threading
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from email.utils import parsedate_to_datetime
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import boto3
@@ -50,6 +52,7 @@ from botocore.exceptions import (
     EndpointConnectionError,
     FlexibleChecksumError,
     HTTPClientError,
+    IncompleteReadError,
     NoCredentialsError,
     ReadTimeoutError,
 )
@@ -59,30 +62,46 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.files import File
 from obstore.auth.boto3 import Boto3CredentialProvider
 from obstore.exceptions import BaseError as ObjectStoreError
-from obstore.exceptions import PermissionDeniedError, UnauthenticatedError
+from obstore.exceptions import (
+    InvalidPathError,
+    NotSupportedError,
+    PermissionDeniedError,
+    UnauthenticatedError,
+    UnknownConfigurationKeyError,
+)
 from obstore.store import S3Store
 from storages.backends.s3 import S3Storage
 from storages.utils import clean_name
 
 from transcripts.blob_errors import BlobUnreadable, damaged
 
+if TYPE_CHECKING:
+    from obstore.store import ClientConfig
+
 # botocore's errors of a server that cannot be reached or stops answering, its retries spent:
 # EndpointConnectionError and ConnectTimeoutError are ConnectionErrors; ReadTimeoutError,
-# ConnectionClosedError and ResponseStreamingError (a body cut mid-read) HTTPClientErrors.
-UNREACHABLE: tuple[type[Exception], ...] = (BotocoreConnectionError, HTTPClientError)
+# ConnectionClosedError and ResponseStreamingError (a body cut mid-read by a reset)
+# HTTPClientErrors; IncompleteReadError a body whose stream ended before its Content-Length.
+UNREACHABLE: tuple[type[Exception], ...] = (
+    BotocoreConnectionError,
+    HTTPClientError,
+    IncompleteReadError,
+)
 
 
 def is_server_failing(exc: BaseException) -> bool:
     """Return True for S3's answer that it is failing, not that the request is wrong.
 
     That is a ClientError with a 5xx status (500 InternalError, 503 SlowDown
-    or ServiceUnavailable), which botocore raises once its retries are spent:
-    the storage is down or throttling, as when it cannot be reached.
+    or ServiceUnavailable) or 429 Too Many Requests (the throttling of
+    S3-compatible stores and proxies that do not answer 503 SlowDown), which
+    botocore raises once its retries are spent: the storage is down or
+    throttling, as when it cannot be reached.
     """
     if not isinstance(exc, ClientError):
         return False
     status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-    return isinstance(status, int) and status >= 500
+    return isinstance(status, int) and (status >= 500 or status == 429)
 
 
 def parse_s3_timestamp(value: str) -> datetime:
@@ -245,49 +264,62 @@ class S3ObjectReader(io.RawIOBase):
 
 # obstore's message of an answer that is not 2xx: "... non-2xx status code: 503 Service
 # Unavailable: <?xml ...><Error><Code>SlowDown</Code><Message>...</Message></Error>".
-_STATUS = re.compile(r"status code: (\d{3})")
+_STATUS = re.compile(r"status code: (\d{3}) ?([^:\n]*)")
 _CODE = re.compile(r"<Code>([^<]*)</Code>")
 _MESSAGE = re.compile(r"<Message>([^<]*)</Message>")
+# Its debug source of a timeout (reqwest's), and of an answer whose headers it cannot use
+# (a GET's without Content-Length, a PUT's without ETag): asking again gets the same answer.
+_TIMED_OUT = re.compile(r"kind: Timeout|TimedOut")
+_UNUSABLE_ANSWER = re.compile(r"source: (?:Header|Metadata) \{")
+# Its errors of a request it cannot make as asked: none is an outage.
+_UNMADE = (InvalidPathError, NotSupportedError, UnknownConfigurationKeyError)
 
 
-def as_botocore_error(
-    exc: ObjectStoreError | FileNotFoundError, operation: str, endpoint: str
-) -> Exception:
+def as_botocore_error(exc: Exception, operation: str, endpoint: str) -> Exception:
     """Return the botocore error that stands for obstore's `exc`, raised by `operation` (GetObject).
 
     So a caller handles both clients' errors alike (`UNREACHABLE`,
     `is_server_failing`, `outages.outage_of`). An answer with a status (its
     retries spent on a 5xx) is a ClientError of that status, with S3's code
-    and message when the answer carried its XML error; refused credentials
-    or permission a ClientError 401 or 403; anything else (no connection, a
-    timeout, a body cut short) EndpointConnectionError, or ReadTimeoutError
-    for a timeout: errors of a server that cannot be reached. `endpoint` is
-    the server's URL, for the message.
+    and message (XML entities read) when the answer carried its XML error,
+    else the status's reason ("Forbidden"), as botocore reads them; refused
+    credentials or permission a ClientError 401 or 403. A request obstore
+    cannot make as asked (a key it cannot parse), or an answer whose headers
+    it cannot use (a GET's without Content-Length, a PUT's without ETag: the
+    object stored, or not), is an error of `exc`'s class, its debug source
+    left out: no outage, as asking again would meet it again. Anything else
+    (no connection, a timeout, a body cut short) is EndpointConnectionError,
+    or ReadTimeoutError for a timeout: errors of a server that cannot be
+    reached. `endpoint` is the server's URL, for the message.
     """
     text = str(exc)
     status: int | None = None
+    found = _STATUS.search(text)
     if isinstance(exc, PermissionDeniedError):
         status = 403
     elif isinstance(exc, UnauthenticatedError):
         status = 401
-    elif found := _STATUS.search(text):
+    elif found:
         status = int(found[1])
     elif isinstance(exc, FileNotFoundError):
         status = 404
     if status is not None:
         code, message = _CODE.search(text), _MESSAGE.search(text)
+        reason = found[2].strip() if found else ""
         error = {
             "Code": code[1] if code else str(status),
-            "Message": message[1] if message else text.split("\n", 1)[0],
+            "Message": html.unescape(message[1]) if message else reason or str(status),
         }
         refused: Exception = ClientError(
             {"Error": error, "ResponseMetadata": {"HTTPStatusCode": status}}, operation
         )
         return refused
-    # Not "timeout": every message of obstore's retries names its retry_timeout.
+    if isinstance(exc, _UNMADE) or _UNUSABLE_ANSWER.search(text):
+        unused: Exception = type(exc)(text.split("\n\n", 1)[0])
+        return unused
     unreachable: Exception = (
         ReadTimeoutError(endpoint_url=endpoint)
-        if "timed out" in text
+        if _TIMED_OUT.search(text)
         else EndpointConnectionError(endpoint_url=endpoint)
     )
     return unreachable
@@ -339,6 +371,86 @@ def _runtime_usable() -> bool:
     return os.getpid() == _RUNTIME_PID
 
 
+# obstore reads its S3 settings from AWS_* environment variables too, where boto3 reads none
+# of these. Those a request would show are set in ObjectStoreClient as boto3 has them; these
+# (server-side encryption) cannot be unset there, so where one is set boto3 serves every request.
+_ENCRYPTION_VARIABLES = (
+    "AWS_SERVER_SIDE_ENCRYPTION",
+    "AWS_SSE_KMS_KEY_ID",
+    "AWS_SSE_BUCKET_KEY_ENABLED",
+    "AWS_SSE_CUSTOMER_KEY_BASE64",
+)
+
+
+class _Unsent(Exception):
+    """Stops a request of `request_url` before it is sent, carrying its URL."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.url = url
+
+
+def request_url(client: Any, bucket: str, key: str) -> str:
+    """Return the URL boto3's S3 `client` sends a GetObject of `key` in `bucket` to; send nothing.
+
+    botocore resolves it (the region's host, path or virtual-hosted
+    addressing: its endpoint rules) only as it builds a request; the request
+    is built and signed, then stopped by a before-send hook. A presigned URL
+    would not do: botocore names in it the global host s3.amazonaws.com
+    whatever the region, which the buckets of a region opened since 2019
+    (ap-east-1) do not answer on, and others answer with redirects. Raises
+    NoCredentialsError when the client has no credentials to sign with.
+    """
+
+    def stop(request: Any, **kwargs: Any) -> None:
+        raise _Unsent(request.url)
+
+    events = client.meta.events
+    events.register_first("before-send.s3.GetObject", stop, unique_id="pairfix-request-url")
+    try:
+        client.get_object(Bucket=bucket, Key=key)
+    except _Unsent as unsent:
+        return unsent.url
+    finally:
+        events.unregister("before-send.s3.GetObject", unique_id="pairfix-request-url")
+    raise AssertionError("the before-send hook did not run")
+
+
+def tls_verification(client: Any) -> bool | str:
+    """Return how boto3's `client` checks a server's TLS certificate.
+
+    True: against the default roots; False: not at all (django-storages'
+    AWS_S3_VERIFY=False); a path: against that CA bundle (AWS_S3_VERIFY,
+    AWS_CA_BUNDLE, a profile's ca_bundle), for a store behind a private CA.
+    Read from the client's HTTP session: botocore resolved it there when it
+    made the client, from all of those.
+    """
+    verify: bool | str = client._endpoint.http_session._verify
+    return verify
+
+
+# The proxies of the environment, which reqwest (obstore's HTTP client) reads by itself, as
+# botocore does, but with NO_PROXY read its own way (`*`, a CIDR, a host:port).
+_PROXY_VARIABLES = (
+    "HTTP_PROXY",
+    "http_proxy",
+    "HTTPS_PROXY",
+    "https_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+)
+
+
+def proxy_of(client: Any, url: str) -> str | None:
+    """Return the URL of the proxy boto3's `client` sends its requests to `url` through, or None.
+
+    botocore chose it when it made the client (`Config(proxies=...)`, else
+    HTTP_PROXY and HTTPS_PROXY less NO_PROXY's hosts, as urllib reads them).
+    """
+    proxy: str | None = client._endpoint.http_session._proxy_config.proxy_url_for(url)
+    return proxy
+
+
 class ObjectStoreClient:
     """A bucket's GETs and single PUTs through obstore (Rust's object_store), for less CPU.
 
@@ -347,40 +459,51 @@ class ObjectStoreClient:
     the request made and signed in Rust with the GIL released
     (`bench/s3_client.py` measures both). It is made from the storage's
     boto3 `client` and `session`: it asks botocore for the URL of an object
-    (a presigned URL, made offline) and sends its requests to that host, in
+    (`request_url`, nothing sent) and sends its requests to that host, in
     the same addressing style (path or virtual-hosted), signed with the
     session's credentials (refreshed through botocore's own chain every
-    five minutes at most), trusting the certificates boto3 trusts
-    (`verify`: AWS_S3_VERIFY, else AWS_CA_BUNDLE). A PUT carries the body's SHA-256 as its checksum
+    five minutes at most). A PUT carries the body's SHA-256 as its checksum
     (x-amz-checksum-sha256; obstore computes it, and the payload is not
     hashed again to sign it), which the server checks and keeps. Timeouts
     and attempts are those of the boto3 client (`connect_timeout`,
-    `read_timeout` between reads, `max_attempts`). Errors are raised as
+    `read_timeout` between reads, `max_attempts`), and so is its TLS
+    verification (`tls_verification`: a CA bundle's certificates are
+    trusted besides the default roots), and its proxy (`proxy_of`: the
+    environment's proxy settings are not read again). The settings obstore
+    would read from the environment by itself (AWS_SKIP_SIGNATURE,
+    AWS_REQUEST_PAYER, AWS_S3_EXPRESS...) are those boto3 has. Raises
+    ValueError when one it cannot be told (`_ENCRYPTION_VARIABLES`) is set,
+    OSError when the CA bundle cannot be read, so that boto3 serves every
+    request. Errors of its requests are raised as
     botocore's (`as_botocore_error`), a missing key as FileNotFoundError.
     Safe to share between threads; not across a fork (S3BlobStorage makes
     one per process, and none in a process forked from one that used
     obstore: `_runtime_usable`).
     """
 
-    def __init__(
-        self, client: Any, session: boto3.Session, bucket: str, verify: bool | str | None = None
-    ) -> None:
-        url = urlsplit(
-            client.generate_presigned_url(
-                "get_object", Params={"Bucket": bucket, "Key": "k"}, ExpiresIn=60
-            )
-        )
+    def __init__(self, client: Any, session: boto3.Session, bucket: str) -> None:
+        if found := [name for name in _ENCRYPTION_VARIABLES if os.environ.get(name)]:
+            raise ValueError(f"obstore would encrypt as {', '.join(found)} say; boto3 would not")
+        url = urlsplit(request_url(client, bucket, "k"))
         self.endpoint = f"{url.scheme}://{url.netloc}"
         config = client.meta.config
         attempts = int((config.retries or {}).get("max_attempts", 3))
-        tls: dict[str, Any] = {}
-        # The certificates boto3 trusts: `verify` (AWS_S3_VERIFY) False trusts any, a path
-        # those of its PEM file, else AWS_CA_BUNDLE's beside the system's own.
-        if verify is False:
-            tls["allow_invalid_certificates"] = True
-        elif bundle := verify if isinstance(verify, str) else os.environ.get("AWS_CA_BUNDLE"):
-            with open(bundle, "rb") as pem:
-                tls["root_certificate"] = pem.read()
+        verify = tls_verification(client)
+        options: ClientConfig = {
+            "allow_http": url.scheme == "http",
+            "allow_invalid_certificates": verify is False,
+            "connect_timeout": timedelta(seconds=config.connect_timeout),
+            "read_timeout": timedelta(seconds=config.read_timeout),
+            # A whole request (a blob of gigabytes streamed) is bounded by its reads only.
+            "timeout": timedelta(days=1),
+        }
+        if isinstance(verify, str):
+            options["root_certificate"] = Path(verify).read_bytes()
+        if proxy := proxy_of(client, self.endpoint):
+            options["proxy_url"] = proxy  # which turns off reqwest's own reading of them
+        elif proxies := [value for name in _PROXY_VARIABLES if (value := os.environ.get(name))]:
+            # boto3 goes straight to the store: the one way to tell reqwest is to name its host.
+            options["proxy_url"], options["proxy_excludes"] = proxies[0], url.hostname or ""
         self.store = S3Store(
             bucket,
             endpoint=self.endpoint,
@@ -388,15 +511,11 @@ class ObjectStoreClient:
             virtual_hosted_style_request=not url.path.startswith(f"/{bucket}/"),
             unsigned_payload=True,
             checksum_algorithm="sha256",
+            skip_signature=False,
+            request_payer=False,
+            s3_express=False,
             credential_provider=Boto3CredentialProvider(session, ttl=timedelta(minutes=5)),
-            client_options={  # type: ignore[arg-type]  # `tls` holds ClientConfig keys
-                "allow_http": url.scheme == "http",
-                "connect_timeout": timedelta(seconds=config.connect_timeout),
-                "read_timeout": timedelta(seconds=config.read_timeout),
-                # A whole request (a blob of gigabytes streamed) is bounded by its reads only.
-                "timeout": timedelta(days=1),
-                **tls,
-            },
+            client_options=options,
             retry_config={
                 "max_retries": max(0, attempts - 1),
                 "retry_timeout": timedelta(seconds=config.connect_timeout + config.read_timeout),
@@ -433,7 +552,8 @@ class ObjectStoreClient:
     def put(self, key: str, data: bytes, content_type: str) -> None:
         """PUT `data` as `key` in one request, its SHA-256 as the object's checksum.
 
-        Raises ClientError 404 when there is no such bucket, as boto3 does.
+        obstore's "not found" (404: NoSuchBucket, there being no object to
+        miss) is raised as botocore's ClientError of S3's code, as any refusal.
         """
         try:
             obstore.put(
@@ -500,7 +620,8 @@ class S3BlobStorage(S3Storage):
     def fast_client(self) -> ObjectStoreClient | None:
         """Return this process's ObjectStoreClient, or None when the client is boto3.
 
-        None too when the session has no credentials (anonymous access), or
+        None too when the session has no credentials (anonymous access), when
+        obstore cannot be set up as boto3 is (`ObjectStoreClient`), or
         in a process forked from one that had used obstore (its runtime's
         threads are not in the child): boto3 then serves every request.
         Celery's prefork children and gunicorn's workers are forked before
@@ -518,10 +639,9 @@ class S3BlobStorage(S3Storage):
                             self.connection.meta.client,
                             self._create_session(),
                             self.bucket_name,
-                            self.verify,
                         )
-                    except (NoCredentialsError, ValueError, OSError):
-                        made = None  # no credentials, or a CA bundle that cannot be read
+                    except (NoCredentialsError, ValueError, OSError, ObjectStoreError):
+                        made = None
                     fast = self._fast = (os.getpid(), made)
         return fast[1]
 

@@ -14,7 +14,8 @@ import time
 from typing import Any
 
 import pytest
-from botocore.exceptions import EndpointConnectionError
+from botocore.exceptions import ClientError, EndpointConnectionError
+from django.db import connection
 
 from tests.helpers import generated_sessions
 from tests.storage.conftest import keys
@@ -234,4 +235,90 @@ def test_no_more_than_the_window_is_held_or_stored_at_once(alice, workspace, mon
     assert held == putting == 0
     # One pool for the process, its threads kept from one chunk to the next.
     assert pools[0] is pools[1]
-    assert len(pools[0]._threads) <= 2 * runner.BLOB_WINDOW
+    assert len(pools[0]._threads) <= runner.BLOB_WINDOW
+
+
+def test_the_blob_threads_never_ask_the_database(alice, workspace, monkeypatch):
+    # Django's connections are per thread: one a blob thread opened would stay open for ever.
+    from django.db.backends import utils
+
+    sessions = ingest_faulty(workspace, alice)
+    asking = threads_of(monkeypatch, utils.CursorWrapper, "_execute")
+    reads = threads_of(monkeypatch, runner, "read_revision")
+
+    repair, ids = start(workspace, sessions, alice)
+    assert actions.do_run_job_items(repair.pk, ids) == []
+    repair.refresh_from_db()
+    rollback = actions.do_start_rollback_job(repair, acting_user=alice)
+    [ids] = actions.do_fan_out_job(rollback.pk)
+    assert actions.do_run_job_items(rollback.pk, ids) == []
+    export = actions.do_start_job(
+        workspace, sessions, policy="synthesize", kind=Job.Kind.EXPORT, acting_user=alice
+    )
+    [ids] = actions.do_fan_out_job(export.pk)
+    assert actions.do_run_job_items(export.pk, ids) == []
+
+    for job in (repair, rollback, export):
+        job.refresh_from_db()
+        assert (job.status, job.done, job.failed) == (Job.Status.DONE, SESSIONS, 0)
+    # Every base of the three jobs was read ahead, and never a query from a blob thread.
+    assert len(reads) == 3 * SESSIONS
+    assert set(reads) <= {f"pairfix-blob_{n}" for n in range(runner.BLOB_WINDOW)}
+    assert asking and not [name for name in asking if name.startswith("pairfix-blob")]
+
+
+def test_a_store_behind_refused_fails_only_its_own_session(
+    alice, workspace, s3_endpoint, bucket, monkeypatch
+):
+    sessions = ingest_faulty(workspace, alice)
+    refused = sessions[2]
+    gone = repaired_name(refused)
+    save = S3BlobStorage._save
+
+    def refusing(self: Any, name: str, *args: Any) -> Any:
+        if name == gone:
+            error = {"Code": "AccessDenied", "Message": "Access Denied"}
+            raise ClientError({"Error": error, "ResponseMetadata": {"HTTPStatusCode": 403}}, "Put")
+        return save(self, name, *args)
+
+    monkeypatch.setattr(S3BlobStorage, "_save", refusing)
+    job, ids = start(workspace, sessions, alice)
+
+    assert actions.do_run_job_items(job.pk, ids) == []
+
+    statuses = dict(JobItem.objects.filter(pk__in=ids).values_list("session", "status"))
+    assert statuses == {s.pk: "failed" if s is refused else "repaired" for s in sessions}
+    assert "AccessDenied" in JobItem.objects.get(session=refused).error
+    refused.refresh_from_db()
+    assert refused.head.number == 0
+    assert not AuditRecord.objects.filter(job=job, session=refused).exists()
+    assert_every_revision_is_stored(s3_endpoint, bucket)
+    job.refresh_from_db()
+    assert (job.status, job.done, job.failed) == (Job.Status.DONE, SESSIONS - 1, 1)
+
+
+def test_a_cancel_while_repairs_are_stored_behind_writes_none_of_them(
+    transactional_db, alice, workspace, monkeypatch
+):
+    sessions = ingest_faulty(workspace, alice)
+    job, ids = start(workspace, sessions, alice)
+    cancel_at = repaired_name(sessions[2])
+    save = S3BlobStorage._save
+
+    def cancelling(self: Any, name: str, *args: Any) -> Any:
+        if name == cancel_at:  # from a blob thread, while the chunk goes on
+            assert actions.do_cancel_job(job, acting_user=alice)
+            connection.close()  # the thread's own, which would outlive the test
+        return save(self, name, *args)
+
+    monkeypatch.setattr(S3BlobStorage, "_save", cancelling)
+    started = time.monotonic()
+
+    assert actions.do_run_job_items(job.pk, ids) == []
+
+    assert time.monotonic() - started < 30
+    job.refresh_from_db()
+    assert (job.status, job.done, job.cancelled) == (Job.Status.CANCELLED, 0, SESSIONS)
+    assert set(JobItem.objects.filter(pk__in=ids).values_list("status", flat=True)) == {"cancelled"}
+    assert [s.revisions.count() for s in sessions] == [1] * SESSIONS
+    assert not AuditRecord.objects.filter(job=job).exclude(op="").exists()

@@ -326,16 +326,16 @@ def _blob_pool() -> ThreadPoolExecutor:
 
     They live as long as the process, so each makes its storage client
     once (django-storages keeps one per thread, some 100 ms of CPU to
-    make), not once a chunk. There are twice BLOB_WINDOW: a chunk has at
-    most BLOB_WINDOW reads ahead and as many stores behind under way, so a
-    read the next item waits for never queues behind the stores of the
-    items before it. A forked child has none of its parent's threads: it
+    make), not once a chunk. There are BLOB_WINDOW, shared by the reads
+    ahead and the stores behind in the order they were asked for: the
+    read the next item waits for was asked for before the stores of the
+    items between. A forked child has none of its parent's threads: it
     makes threads of its own.
     """
     global _blob_threads
     pid = os.getpid()
     if _blob_threads is None or _blob_threads[0] != pid:
-        pool = ThreadPoolExecutor(2 * BLOB_WINDOW, thread_name_prefix="pairfix-blob")
+        pool = ThreadPoolExecutor(BLOB_WINDOW, thread_name_prefix="pairfix-blob")
         _blob_threads = (pid, pool)
     return _blob_threads[1]
 
