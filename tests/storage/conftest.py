@@ -10,10 +10,13 @@ the test's, which must stay empty.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
+import socketserver
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 import uuid
@@ -50,6 +53,19 @@ def free_port(ports: range) -> int:
                 continue
             return port
     raise RuntimeError(f"no free port in {ports.start}-{ports.stop - 1}")
+
+
+@contextlib.contextmanager
+def serving(server: socketserver.BaseServer) -> Iterator[int]:
+    """Serve `server` (bound to 127.0.0.1) on a thread of its own; yield its port; stop it."""
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]  # type: ignore[misc]  # an (address, port) pair
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
 
 
 @pytest.fixture(scope="session")

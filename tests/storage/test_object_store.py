@@ -18,7 +18,6 @@ import socket
 import ssl
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -31,7 +30,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from obstore.exceptions import PermissionDeniedError
 
-from tests.storage.conftest import KEY, free_port, storage_url
+from tests.storage.conftest import KEY, free_port, serving, storage_url
 from transcripts.models import BlobContent, blob_name
 from transcripts.outages import outage_of
 from transcripts.storage import (
@@ -89,14 +88,8 @@ def recorder() -> Iterator[tuple[str, type[_Recorder]]]:
     """Yield (endpoint, handler class) of a recording S3 stand-in on 127.0.0.1."""
     handler = type("Recorder", (_Recorder,), {"seen": [], "objects": {}})
     server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port(range(9700, 9750))), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", handler
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    with serving(server) as port:
+        yield f"http://127.0.0.1:{port}", handler
 
 
 def storage_of(endpoint: str, bucket: str = "b", **env: str) -> S3BlobStorage:
@@ -340,14 +333,8 @@ class _QuietServer(http.server.ThreadingHTTPServer):
 def misbehaving() -> Iterator[str]:
     """Yield the endpoint of a misbehaving S3 stand-in on 127.0.0.1."""
     server = _QuietServer(("127.0.0.1", free_port(range(9700, 9750))), _Misbehaving)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    with serving(server) as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 def read_error(storage: S3BlobStorage, key: str) -> Exception:
@@ -483,15 +470,9 @@ def test_a_redirect_to_another_host_gets_no_credentials(recorder, monkeypatch, c
     monkeypatch.setenv("AWS_SESSION_TOKEN", "the-session-token")
     handler = type("Redirecting", (_Redirecting,), {"target": f"{elsewhere}/b/blob"})
     server = _QuietServer(("127.0.0.1", free_port(range(9700, 9750))), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        storage = storage_of(f"http://127.0.0.1:{server.server_address[1]}", STORAGE_CLIENT=client)
+    with serving(server) as port:
+        storage = storage_of(f"http://127.0.0.1:{port}", STORAGE_CLIENT=client)
         read_error(storage, "blob")
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
 
     assert other.seen == []
 
@@ -547,12 +528,10 @@ def test_a_store_behind_a_private_ca_is_trusted_as_boto3_trusts_it(tmp_path, mon
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(certificate, key)
     server.socket = context.wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
     if trusted == "AWS_CA_BUNDLE":
         monkeypatch.setenv("AWS_CA_BUNDLE", ca)
-    try:
-        storage = storage_of(f"https://127.0.0.1:{server.server_address[1]}")
+    with serving(server) as port:
+        storage = storage_of(f"https://127.0.0.1:{port}")
         if trusted == "verify":
             storage.verify = ca  # AWS_S3_VERIFY, django-storages' option
         data = b'{"type":"user"}\n'
@@ -561,10 +540,6 @@ def test_a_store_behind_a_private_ca_is_trusted_as_boto3_trusts_it(tmp_path, mon
         storage.save(blob_name(sha256), BlobContent.of(data, sha256))
         with storage.open_hashed(blob_name(sha256)) as f:
             assert f.read() == data
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
 
     assert storage.fast_client() is not None  # obstore's requests, not boto3's
     assert [line.split()[0] for line, _ in handler.seen] == ["PUT", "GET"]

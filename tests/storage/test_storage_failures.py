@@ -7,7 +7,6 @@ The unreachable S3 is an endpoint on a port of 9700-9749 nothing listens on (`fr
 from __future__ import annotations
 
 import http.server
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,7 +16,7 @@ from django.test import Client
 from django.urls import reverse
 
 from tests.helpers import sample
-from tests.storage.conftest import free_port, s3_client
+from tests.storage.conftest import free_port, s3_client, serving
 from transcripts import actions
 from transcripts.models import BlobUnreadable, blob_name
 from transcripts.storage import s3_storage
@@ -74,14 +73,8 @@ class _SlowDown(http.server.BaseHTTPRequestHandler):
 def throttling_s3() -> Iterator[str]:
     """Yield the endpoint of a server on 127.0.0.1 that answers 503 SlowDown to everything."""
     server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port(range(9700, 9750))), _SlowDown)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    with serving(server) as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 def body(response: Any) -> bytes:
