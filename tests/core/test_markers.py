@@ -51,3 +51,13 @@ def test_a_result_keeps_its_text_without_previews_exactly_when_it_is_a_marker(
 ) -> None:
     shown = preview(content)
     assert marker_text(content) == (shown if synthetic_marker(shown) else "")
+
+
+def test_pairfixs_own_synthesized_result_is_not_put_down_to_openmaic_alone() -> None:
+    # `synthesize` writes OpenMAIC's receipt: the text cannot tell the two apart.
+    from transcripts.core.policy import INTERRUPTED_TEXT
+
+    assert synthetic_marker(INTERRUPTED_TEXT) == (
+        "OpenMAIC's receipt, which Pairfix's synthesize policy writes too"
+    )
+    assert synthetic_marker("[Tool result missing due to internal error]") == "Claude Code"

@@ -52,5 +52,6 @@ def synthetic_marker(text: str) -> str | None:
         brand = match.group(1)  # the names OpenClaw has gone by, each its own prefix
         return "OpenClaw" if brand == "openclaw" else f"OpenClaw, as [{brand}]"
     if _OPENMAIC.match(text):
-        return "OpenMAIC"
+        # Pairfix's own `synthesize` writes the same receipt (policy.INTERRUPTED_TEXT).
+        return "OpenMAIC's receipt, which Pairfix's synthesize policy writes too"
     return _EXACT.get(text)
