@@ -606,12 +606,17 @@ class S3BlobStorage(S3Storage):
 
     def __init__(self, **settings: Any) -> None:
         super().__init__(**settings)
-        if self.client not in self.CLIENTS:
-            raise ImproperlyConfigured(
-                f"STORAGE_CLIENT must be one of {', '.join(self.CLIENTS)}, not {self.client!r}"
-            )
+        self.check_client(self.client)
         self._fast: tuple[int, ObjectStoreClient | None] | None = None
         self._fast_lock = threading.Lock()
+
+    @classmethod
+    def check_client(cls, client: str) -> None:
+        """Raise ImproperlyConfigured unless `client` (STORAGE_CLIENT) is one of CLIENTS."""
+        if client not in cls.CLIENTS:
+            raise ImproperlyConfigured(
+                f"STORAGE_CLIENT must be one of {', '.join(cls.CLIENTS)}, not {client!r}"
+            )
 
     def get_default_settings(self) -> dict[str, Any]:
         settings: dict[str, Any] = super().get_default_settings()
@@ -808,10 +813,7 @@ def s3_storage(
     if not options["bucket_name"]:
         raise ImproperlyConfigured("S3 storage needs a bucket: AWS_STORAGE_BUCKET_NAME")
     client = env.get("STORAGE_CLIENT", "obstore")
-    if client not in S3BlobStorage.CLIENTS:
-        raise ImproperlyConfigured(
-            f"STORAGE_CLIENT must be one of {', '.join(S3BlobStorage.CLIENTS)}, not {client!r}"
-        )
+    S3BlobStorage.check_client(client)  # at start-up, not at the first request
     return {
         "BACKEND": "transcripts.storage.S3BlobStorage",
         "OPTIONS": {
