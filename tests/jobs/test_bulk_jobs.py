@@ -134,6 +134,49 @@ def test_the_kickoff_fans_the_items_out_in_chunks(alice, workspace, faulty, inge
     assert AuditRecord.objects.filter(job=job).count() == 3
 
 
+def test_chunks_of_large_sessions_are_cut_by_their_bytes(alice, workspace, ingest, settings):
+    settings.JOB_CHUNK_SIZE = 10
+    body = sample("formats/claude_code.jsonl")
+    sizes = [1, 1, 3, 1, 1, 1]  # in multiples of the sample's size
+    sessions = [
+        ingest(workspace, f"s{n}.jsonl", body + b"\n" * (len(body) * (k - 1)))
+        for n, k in enumerate(sizes)
+    ]
+    settings.JOB_CHUNK_BYTES = int(len(body) * 2.5)
+    job = actions.do_start_job(workspace, sessions, policy="synthesize", acting_user=alice)
+
+    chunks = actions.do_fan_out_job(job.pk)
+
+    ids = list(job.items.order_by("pk").values_list("pk", flat=True))
+    # Two small ones fill a chunk; the large one passes the cap alone; three small ones
+    # would pass it, so two, then the last.
+    assert chunks == [ids[0:2], ids[2:3], ids[3:5], ids[5:6]]
+    for chunk in chunks:
+        assert actions.do_run_job_items(job.pk, chunk) == []
+    job.refresh_from_db()
+    assert (job.status, job.done, job.failed) == ("done", 6, 0)
+
+    # A rollback is cut by the bytes it restores: the parents, the sizes above again.
+    settings.JOB_CHUNK_SIZE = 4
+    rollback = actions.do_start_rollback_job(job, acting_user=alice)
+    back = list(rollback.items.order_by("pk").values_list("pk", flat=True))
+    assert actions.do_fan_out_job(rollback.pk) == [back[0:2], back[2:3], back[3:5], back[5:6]]
+
+
+def test_the_chunk_cap_in_items_holds_for_small_sessions(settings):
+    settings.JOB_CHUNK_SIZE = 3
+    settings.JOB_CHUNK_BYTES = 100
+    assert runner.chunked([(n, 10) for n in range(7)]) == [[0, 1, 2], [3, 4, 5], [6]]
+    # One over the cap is alone; one with nothing to read (None) weighs nothing.
+    assert runner.chunked([(1, 500), (2, None), (3, 0), (4, 101), (5, 50), (6, 50)]) == [
+        [1],
+        [2, 3],
+        [4],
+        [5, 6],
+    ]
+    assert runner.chunked([]) == []
+
+
 def test_an_item_claimed_by_a_live_worker_is_left_to_it(alice, workspace, faulty):
     job = actions.do_start_job(workspace, faulty[:1], policy="synthesize", acting_user=alice)
     actions.do_fan_out_job(job.pk)

@@ -113,10 +113,11 @@ BLOB_WINDOW = 4
 def do_fan_out_job(job_id: int) -> list[list[int]]:
     """Mark job `job_id` running and return its unfinished item ids in chunks.
 
-    Chunks hold `settings.JOB_CHUNK_SIZE` items. A job with nothing left to
-    do is finished here; one cancelled, finished or gone gives no chunk. The
-    kickoff is sent once the job's transaction has committed, so the job is
-    there to be read.
+    Chunks hold at most `settings.JOB_CHUNK_SIZE` items and, past their
+    first, revisions of at most `settings.JOB_CHUNK_BYTES` together (see
+    `chunked`). A job with nothing left to do is finished here; one
+    cancelled, finished or gone gives no chunk. The kickoff is sent once
+    the job's transaction has committed, so the job is there to be read.
     """
     with transaction.atomic(durable=True):
         started = Job.objects.filter(pk=job_id, status=Job.Status.QUEUED).update(
@@ -136,11 +137,44 @@ def do_fan_out_job(job_id: int) -> list[list[int]]:
             )
     if job.status != Job.Status.RUNNING:
         return []
-    ids = list(job.items.filter(status__in=UNFINISHED).order_by("pk").values_list("pk", flat=True))
-    if not ids:
+    sized = list(
+        job.items.filter(status__in=UNFINISHED).order_by("pk").values_list("pk", _read_size(job))
+    )
+    if not sized:
         _maybe_finish(job_id)
-    size = settings.JOB_CHUNK_SIZE
-    return [ids[i : i + size] for i in range(0, len(ids), size)]
+    return chunked(sized)
+
+
+def _read_size(job: Job) -> str:
+    """Return the JobItem lookup of the size of the revision `job` reads for an item."""
+    # A rollback restores each base's parent; the other kinds read the base.
+    return "base__parent__size" if job.kind == Job.Kind.ROLLBACK else "base__size"
+
+
+def chunked(sized: list[tuple[int, int | None]]) -> list[list[int]]:
+    """Cut [(item pk, bytes to read)] into chunks of item pks, in order.
+
+    A chunk takes at most settings.JOB_CHUNK_SIZE items, and no further
+    item once its bytes together would pass settings.JOB_CHUNK_BYTES; an
+    item larger than that gets a chunk of its own. So a chunk of small
+    sessions shares its database round trips among many, and one of large
+    sessions stays well inside the claim lease (JOB_CLAIM_LEASE). None
+    bytes (no revision to read) count as 0.
+    """
+    size, cap = settings.JOB_CHUNK_SIZE, settings.JOB_CHUNK_BYTES
+    chunks: list[list[int]] = []
+    chunk: list[int] = []
+    total = 0
+    for pk, nbytes in sized:
+        nbytes = nbytes or 0
+        if chunk and (len(chunk) >= size or total + nbytes > cap):
+            chunks.append(chunk)
+            chunk, total = [], 0
+        chunk.append(pk)
+        total += nbytes
+    if chunk:
+        chunks.append(chunk)
+    return chunks
 
 
 def chunk_queues(job_id: int, chunks: list[list[int]]) -> list[tuple[list[int], str | None]]:
@@ -152,21 +186,24 @@ def chunk_queues(job_id: int, chunks: list[list[int]]) -> list[tuple[list[int], 
     that queue, whose worker has the folder; the rest keep the default.
     """
     queue = settings.CELERY_SYNC_QUEUE
-    if not queue or not chunks or not Job.objects.get(pk=job_id).writes:
+    if not queue or not chunks:
+        return [(chunk, None) for chunk in chunks]
+    job = Job.objects.get(pk=job_id)
+    if not job.writes:
         return [(chunk, None) for chunk in chunks]
     ids = [pk for chunk in chunks for pk in chunk]
+    sized = dict(JobItem.objects.filter(pk__in=ids).values_list("pk", _read_size(job)))
     local = set(
         JobItem.objects.filter(
             pk__in=ids, session__synced_file__source__write_back=True
         ).values_list("pk", flat=True)
     )
-    size = settings.JOB_CHUNK_SIZE
     routed: list[tuple[list[int], str | None]] = []
     for group, to in (
         ([pk for pk in ids if pk in local], queue),
         ([pk for pk in ids if pk not in local], None),
     ):
-        routed += [(group[i : i + size], to) for i in range(0, len(group), size)]
+        routed += [(chunk, to) for chunk in chunked([(pk, sized.get(pk)) for pk in group])]
     return routed
 
 
