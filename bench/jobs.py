@@ -37,6 +37,12 @@ pays a new connection. The in-process run counts the S3 requests a session
 costs, by operation, and the connections opened. The default storage,
 `local`, keeps the blobs in a folder.
 
+`--variant NAME=VALUE` (repeatable) adds, to each round, a run with one
+worker whose environment also sets those variables (JOB_CHUNK_SIZE=20, say),
+right after the round's own run with one worker, from the same fresh copy:
+a change is judged against a run made minutes apart, under the same load,
+not against another day's figures.
+
 It never touches the configured database: on PostgreSQL it (re)creates the
 databases `<configured name>_bench` (the ingested sessions) and
 `<configured name>_bench_run` (each run's copy) on the same server and drops
@@ -707,7 +713,17 @@ def main() -> None:
         help="Serve moto's S3 API with gunicorn, keeping connections open as S3 does "
         "(keep-alive, the default), or with moto's own server, which closes each one (moto).",
     )
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="Also run one worker with this environment variable set, each round.",
+    )
     args = parser.parse_args()
+    variant = dict(pair.split("=", 1) for pair in args.variant)
+    if any(not name for name in variant):
+        parser.error("--variant takes NAME=VALUE")
 
     paths = workload(args.sessions, args.records, args.fault_rate, args.result_bytes)
     size = sum(p.stat().st_size for p in paths)
@@ -744,6 +760,7 @@ def main() -> None:
     from transcripts.models import Workspace
 
     rows: list[tuple[float, float, float, float, Run, Run]] = []
+    variants: list[tuple[Run, Run]] = []  # per round: the run with one worker, the variant's
     engines_read: list[float] = []
     breakdowns: list[Breakdown] = []
     renders: list[float] = []
@@ -782,8 +799,8 @@ def main() -> None:
             repaired, faulty = alone.repaired, alone.faulty
             renders.append(alone.render)
             engines_read.append(alone.faulty_cpu)
-            runs = {}
-            for workers in (0, 1, 2):
+            runs: dict[int | str, Run] = {}
+            for workers in (0, 1, "variant", 2) if variant else (0, 1, 2):
                 # Each run from the ingested state: no revision, blob or row left by another.
                 use_database(databases.copy)
                 databases.fresh_copy()
@@ -795,6 +812,7 @@ def main() -> None:
                     **env,
                     "DATABASE_URL": databases.url(databases.copy),
                     "MEDIA_ROOT": str(run_media),
+                    **(variant if workers == "variant" else {}),
                 }
                 copy = Workspace.objects.get(pk=workspace.pk)
                 if workers == 0:
@@ -805,10 +823,13 @@ def main() -> None:
                         broker.default_channel.queue_purge(QUEUE)  # its kickoff, never run
                 else:
                     name = databases.copy if databases.postgres else None
-                    runs[workers] = run_job(copy, workers, run_env, args.policy, name, s3)
+                    count = 1 if workers == "variant" else int(workers)
+                    runs[workers] = run_job(copy, count, run_env, args.policy, name, s3)
                 use_database(databases.base)
             one, two = runs[1], runs[2]
             rows.append((engine, with_counts, engine_cpu, engine / one.rate, one, two))
+            if variant:
+                variants.append((one, runs["variant"]))
             print(
                 f"{n:>5} {engine:9.1f} {with_counts:9.1f} {one.rate:9.1f} {two.rate:9.1f} "
                 f"{engine / one.rate:8.2f} {two.rate / one.rate:7.2f} "
@@ -884,6 +905,19 @@ def main() -> None:
             "S3 server CPU ms per session (moto, on the same CPUs): "
             f"{spread([r[4].storage * 1000 for r in rows], 2)} (1 worker), "
             f"{spread([r[5].storage * 1000 for r in rows], 2)} (2 workers)"
+        )
+    if variants:
+        label = " ".join(f"{name}={value}" for name, value in variant.items())
+        print(
+            f"variant, 1 worker, with {label}: sessions/s "
+            f"{spread([v.rate for _, v in variants])} "
+            f"(against {spread([b.rate for b, _ in variants])} without), "
+            f"{spread([v.rate / b.rate for b, v in variants], 2)} of its rate; "
+            f"CPU ms per session {spread([v.cpu * 1000 for _, v in variants], 2)} "
+            f"(against {spread([b.cpu * 1000 for b, _ in variants], 2)}), "
+            f"{spread([v.cpu / b.cpu for b, v in variants], 2)} of its CPU; "
+            f"job / engine by the clock "
+            f"{spread([r[0] / v.rate for r, (_, v) in zip(rows, variants, strict=True)], 2)}"
         )
     print()
     print("where a session's time goes, the job run in this process (ms per session, low–high):")
