@@ -327,7 +327,7 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # the first (runner.chunked), and how long a worker's claim on a chunk of items holds
 # before another worker may take it over (its worker presumably died). Keep the
 # lease above the time one chunk takes and below BROKER_VISIBILITY_TIMEOUT.
-JOB_CHUNK_SIZE = envint("JOB_CHUNK_SIZE", "50")
+JOB_CHUNK_SIZE = envint("JOB_CHUNK_SIZE", "20")
 JOB_CHUNK_BYTES = envint("JOB_CHUNK_BYTES", str(64 * 1024 * 1024))
 JOB_CLAIM_LEASE = envint("JOB_CLAIM_LEASE", "120")
 # A job reads a revision of at most this many bytes whole and analyses it in memory
