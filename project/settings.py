@@ -455,7 +455,12 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     # Django's own server logs every request again; request_finished has them.
-    "loggers": {"django.server": {"level": "WARNING"}},
+    "loggers": {
+        "django.server": {"level": "WARNING"},
+        # django-axes announces its version when each process starts (every manage.py
+        # command included); its lockouts are logged at WARNING, and still are.
+        "axes.apps": {"level": "WARNING"},
+    },
 }
 structlog.configure(
     processors=[

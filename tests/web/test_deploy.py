@@ -63,6 +63,8 @@ def test_check_deploy_reports_nothing_with_production_settings():
     result = _run(["manage.py", "check", "--deploy", "--fail-level", "DEBUG"], **PRODUCTION)
     assert result.returncode == 0, result.stderr
     assert "System check identified no issues (0 silenced)." in result.stdout
+    # Nothing else is said: no library's start-up banner on every command.
+    assert result.stderr == ""
 
 
 def test_production_defaults_to_https_only():
