@@ -31,9 +31,11 @@ single PUTs is obstore unless STORAGE_CLIENT=boto3 is set, as in
 transcripts/storage.py); each run starts from the ingested
 bucket (the blobs a run added are deleted). gunicorn serves it, keeping each
 connection open between requests as a real S3 endpoint does
-(bench/moto_wsgi.py); `--s3-server moto` runs moto's own server instead,
-which closes the connection after every answer, so that each request also
-pays a new connection. The in-process run counts the S3 requests a session
+(bench/moto_wsgi.py); `--s3-latency MS` holds each request that long
+before moto serves it, as a real S3's round trip would, at no CPU cost.
+`--s3-server moto` runs moto's own server instead, which closes the
+connection after every answer, so that each request also pays a new
+connection. The in-process run counts the S3 requests a session
 costs, by operation, and the connections opened. The default storage,
 `local`, keeps the blobs in a folder.
 
@@ -188,7 +190,7 @@ class S3Server:
 
     BUCKET = "pairfix-bench"
 
-    def __init__(self, ports: range, *, keep_alive: bool = True) -> None:
+    def __init__(self, ports: range, *, keep_alive: bool = True, latency: float = 0) -> None:
         import socket
         import urllib.request
 
@@ -204,7 +206,8 @@ class S3Server:
         self.endpoint = f"http://127.0.0.1:{port}"
         if keep_alive:
             # One process (moto holds the buckets in its memory), a thread per connection
-            # at work; an idle connection stays open for a minute.
+            # at work; an idle connection stays open for a minute. With a latency, more
+            # threads: each request holds one while it waits.
             command = [
                 str(Path(sys.executable).with_name("gunicorn")),
                 "--chdir",
@@ -216,16 +219,19 @@ class S3Server:
                 "--workers",
                 "1",
                 "--threads",
-                "8",
+                "32" if latency else "8",
                 "--keep-alive",
                 "60",
                 "moto_wsgi:app",
             ]
         else:
+            if latency:
+                raise SystemExit("--s3-latency needs the keep-alive server")
             command = [str(Path(sys.executable).with_name("moto_server")), "-H", "127.0.0.1"]
             command += ["-p", str(port)]
         self.process = subprocess.Popen(
             command,
+            env={**os.environ, "BENCH_S3_LATENCY_MS": str(latency)},
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -720,6 +726,14 @@ def main() -> None:
         metavar="NAME=VALUE",
         help="Also run one worker with this environment variable set, each round.",
     )
+    parser.add_argument(
+        "--s3-latency",
+        type=float,
+        default=0,
+        metavar="MS",
+        help="Hold each S3 request this many milliseconds before serving it, as a real "
+        "S3's round trip would (default 0).",
+    )
     args = parser.parse_args()
     variant = dict(pair.split("=", 1) for pair in args.variant)
     if any(not name for name in variant):
@@ -742,7 +756,9 @@ def main() -> None:
     }
     s3 = None
     if args.storage == "s3":
-        s3 = S3Server(args.s3_ports, keep_alive=args.s3_server == "keep-alive")
+        s3 = S3Server(
+            args.s3_ports, keep_alive=args.s3_server == "keep-alive", latency=args.s3_latency
+        )
     if s3 is not None:
         env["STORAGE_URL"] = s3.url
     os.environ.update(env)
@@ -773,7 +789,9 @@ def main() -> None:
             f"broker {app.conf.broker_url.split(':', 1)[0]}; "
             f"chunks of {settings.JOB_CHUNK_SIZE}; storage {args.storage}"
             + (
-                f" ({args.s3_server} server, client {os.getenv('STORAGE_CLIENT', 'obstore')})"
+                f" ({args.s3_server} server, client {os.getenv('STORAGE_CLIENT', 'obstore')}"
+                + (f", {args.s3_latency:g} ms a request" if args.s3_latency else "")
+                + ")"
                 if s3 is not None
                 else ""
             ),

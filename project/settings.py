@@ -330,6 +330,10 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 JOB_CHUNK_SIZE = envint("JOB_CHUNK_SIZE", "20")
 JOB_CHUNK_BYTES = envint("JOB_CHUNK_BYTES", str(64 * 1024 * 1024))
 JOB_CLAIM_LEASE = envint("JOB_CLAIM_LEASE", "120")
+# On S3, a chunk reads this many sessions' bases ahead of the one analysed (it
+# included) and stores as many repairs behind it, on as many threads of each worker
+# (runner.blob_window). A real S3 answers in tens of milliseconds: enough ahead hides it.
+JOB_BLOB_WINDOW = envint("JOB_BLOB_WINDOW", "4")
 # A job reads a revision of at most this many bytes whole and analyses it in memory
 # (about twice its size); a larger one is streamed from its blob.
 JOB_INLINE_BYTES = envint("JOB_INLINE_BYTES", str(4 * 1024 * 1024))

@@ -2,7 +2,7 @@
 
 The same revisions, blobs and audit as one chunk processed an item at a
 time; an outage on a read ahead or on a store behind leaves the items from
-the one it hit on claimed and unwritten; never more than BLOB_WINDOW bases
+the one it hit on claimed and unwritten; never more than JOB_BLOB_WINDOW bases
 held, nor stores under way, at once.
 """
 
@@ -230,12 +230,12 @@ def test_no_more_than_the_window_is_held_or_stored_at_once(alice, workspace, mon
 
     job.refresh_from_db()
     assert (job.status, job.done) == (Job.Status.DONE, SESSIONS)
-    assert 1 < most_held <= runner.BLOB_WINDOW
-    assert 1 < most_putting <= runner.BLOB_WINDOW
+    assert 1 < most_held <= runner.blob_window()
+    assert 1 < most_putting <= runner.blob_window()
     assert held == putting == 0
     # One pool for the process, its threads kept from one chunk to the next.
     assert pools[0] is pools[1]
-    assert len(pools[0]._threads) <= runner.BLOB_WINDOW
+    assert len(pools[0]._threads) <= runner.blob_window()
 
 
 def test_the_blob_threads_never_ask_the_database(alice, workspace, monkeypatch):
@@ -263,7 +263,7 @@ def test_the_blob_threads_never_ask_the_database(alice, workspace, monkeypatch):
         assert (job.status, job.done, job.failed) == (Job.Status.DONE, SESSIONS, 0)
     # Every base of the three jobs was read ahead, and never a query from a blob thread.
     assert len(reads) == 3 * SESSIONS
-    assert set(reads) <= {f"pairfix-blob_{n}" for n in range(runner.BLOB_WINDOW)}
+    assert set(reads) <= {f"pairfix-blob_{n}" for n in range(runner.blob_window())}
     assert asking and not [name for name in asking if name.startswith("pairfix-blob")]
 
 

@@ -105,9 +105,6 @@ DIFF_MAX_BYTES = 16 << 20  # a dry run diffs sessions up to this size (it reads 
 DIFF_LINE_CHARS = 300
 # Seconds between two writes of a chunk's progress (`Progress`).
 PROGRESS_INTERVAL = 0.5
-# On remote storage, how many items' bases a chunk reads ahead (the one analysed
-# included), and how many repairs may be on their way to storage behind it.
-BLOB_WINDOW = 4
 
 
 def do_fan_out_job(job_id: int) -> list[list[int]]:
@@ -354,6 +351,17 @@ def _is_outage(exc: BaseException) -> bool:
     return outage_of(exc) is not None and not isinstance(exc, BlobUnreadable)
 
 
+def blob_window() -> int:
+    """Return how many bases a chunk reads ahead on remote storage, and repairs stores behind.
+
+    settings.JOB_BLOB_WINDOW: the item analysed counts among those read
+    ahead; as many repairs may be on their way to storage at once, and a
+    process has as many blob threads. Each base read ahead is held in
+    memory whole (at most JOB_INLINE_BYTES).
+    """
+    return max(1, settings.JOB_BLOB_WINDOW)
+
+
 # This process's blob I/O threads and the pid that made them (a forked child makes its own).
 _blob_threads: tuple[int, ThreadPoolExecutor] | None = None
 
@@ -363,7 +371,7 @@ def _blob_pool() -> ThreadPoolExecutor:
 
     They live as long as the process, so each makes its storage client
     once (django-storages keeps one per thread, some 100 ms of CPU to
-    make), not once a chunk. There are BLOB_WINDOW, shared by the reads
+    make), not once a chunk. There are `blob_window()`, shared by the reads
     ahead and the stores behind in the order they were asked for: the
     read the next item waits for was asked for before the stores of the
     items between. A forked child has none of its parent's threads: it
@@ -372,7 +380,7 @@ def _blob_pool() -> ThreadPoolExecutor:
     global _blob_threads
     pid = os.getpid()
     if _blob_threads is None or _blob_threads[0] != pid:
-        pool = ThreadPoolExecutor(BLOB_WINDOW, thread_name_prefix="pairfix-blob")
+        pool = ThreadPoolExecutor(blob_window(), thread_name_prefix="pairfix-blob")
         _blob_threads = (pid, pool)
     return _blob_threads[1]
 
@@ -382,7 +390,7 @@ class ChunkBlobs:
 
     On storage whose class says `remote_io` (S3: each request waits on the
     network), the blob threads (`_blob_pool`) read the bases of the next
-    BLOB_WINDOW items while one is analysed, and store each repair while
+    `blob_window()` items while one is analysed, and store each repair while
     the next items are; `settle` waits for every store before a row names
     its blob. Only a base read whole from one blob (`_read_whole`) is read
     ahead, and only the bytes of a repair are stored behind: the threads
@@ -394,6 +402,7 @@ class ChunkBlobs:
         remote = bool(getattr(default_storage, "remote_io", False))
         self.pool = _blob_pool() if remote else None
         self.items = items
+        self.window = blob_window()
         self.ahead = 0  # the index of the next item whose base is to be read ahead
         self.reads: dict[int, Future[bytes]] = {}  # by item pk
         self.stores: dict[int, Future[object]] = {}  # by item pk, in the items' order
@@ -402,7 +411,7 @@ class ChunkBlobs:
             self.wholes = _read_whole(job, items)
 
     def read_ahead(self, index: int) -> None:
-        """Read the bases of items `index` to `index + BLOB_WINDOW - 1` ahead, if not yet.
+        """Read the bases of items `index` to `index + self.window - 1` ahead, if not yet.
 
         A base read for an item before `index` that its processing did
         not take is let go (its read cancelled if it has not started).
@@ -411,7 +420,7 @@ class ChunkBlobs:
             return
         if index and (untaken := self.reads.pop(self.items[index - 1].pk, None)):
             untaken.cancel()
-        while self.ahead < min(index + BLOB_WINDOW, len(self.items)):
+        while self.ahead < min(index + self.window, len(self.items)):
             item = self.items[self.ahead]
             if item.pk in self.wholes:
                 self.reads[item.pk] = self.pool.submit(read_revision, self.wholes[item.pk])
@@ -429,7 +438,7 @@ class ChunkBlobs:
         """Store `item`'s repair as `store_repaired` does; return (sha256, size in bytes).
 
         On remote storage the bytes of an analysis of bytes are hashed
-        here and stored by a blob thread, at most BLOB_WINDOW at once
+        here and stored by a blob thread, at most `self.window` at once
         (this waits for one to finish first); its errors come out of
         `settle`. Others are stored here, at once.
         """
@@ -437,7 +446,7 @@ class ChunkBlobs:
             return store_repaired(analysis, stored=stored)
         sha256, put = repaired_put(analysis.repaired, stored=stored)
         if put is not None:
-            while len(running := [f for f in self.stores.values() if not f.done()]) >= BLOB_WINDOW:
+            while len(running := [f for f in self.stores.values() if not f.done()]) >= self.window:
                 wait(running, return_when=FIRST_COMPLETED)
             self.stores[item.pk] = self.pool.submit(put)
         return sha256, len(analysis.repaired)
