@@ -697,6 +697,15 @@ class Job(models.Model):
     archive = models.CharField(
         max_length=255, blank=True, help_text="Storage name of an export's zip archive."
     )
+    # Set when a chunk stops on an outage (`runner.note_outage`), cleared as soon as
+    # the job progresses again: what the page says while the bar stands still.
+    waiting_for = models.CharField(
+        max_length=40, blank=True, help_text="The service a chunk of the job waits for."
+    )
+    waiting_error = StorableTextField(blank=True, help_text="The error that service gave.")
+    retry_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the waiting chunk is retried."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -800,6 +809,11 @@ class JobItem(models.Model):
     ops = StorableJSONField(default=list, blank=True)
     diff = StorableTextField(blank=True, help_text="A dry run's unified diff, cut short.")
     error = StorableTextField(blank=True)
+    unreadable = models.BooleanField(
+        default=False,
+        help_text="Failed because the session's stored file is missing or damaged: "
+        "a retry cannot succeed.",
+    )
 
     class Meta:
         ordering = ["job", "id"]

@@ -33,12 +33,14 @@ def run_job_items(self: Task[Any, Any], job_id: int, item_ids: list[int]) -> Any
 
     A database error the chunk's write could not survive (the server gone, a
     statement cancelled) retries the whole chunk once the claim's lease has
-    passed, so the retry takes over the items this run had claimed.
+    passed, so the retry takes over the items this run had claimed; the job
+    page says so if the database takes the note by then.
     """
     try:
         busy = runner.do_run_job_items(job_id, item_ids)
     except DatabaseError as exc:
         logger.warning("job_chunk_retried", job=job_id, items=len(item_ids), error=str(exc))
+        runner.note_database_outage(job_id, exc)
         raise self.retry(countdown=settings.JOB_CLAIM_LEASE, exc=exc) from None
     if busy:
         # Their worker may have died: once its lease has passed, the retry takes them over.

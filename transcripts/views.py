@@ -38,6 +38,7 @@ from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.defaultfilters import pluralize
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.http import content_disposition_header
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -711,6 +712,9 @@ def job_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     for counts in items.exclude(op_counts={}).values_list("op_counts", flat=True):
         op_totals.update(counts)
     failed_items = list(items.filter(status=JobItem.Status.FAILED)[:FAILED_SHOWN])
+    unreadable = 0
+    if job.failed:
+        unreadable = items.filter(status=JobItem.Status.FAILED, unreadable=True).count()
     context = {
         "job": job,
         "can_edit": Membership.has_role(request.user, job.workspace_id, Membership.Role.EDITOR),
@@ -718,6 +722,10 @@ def job_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         "seconds_left": job.seconds_left(),
         "failed_items": failed_items,
         "failed_more": job.failed - len(failed_items),
+        # A retry reads each failed session again: one whose stored file is gone fails again.
+        "retryable": job.failed - unreadable,
+        "unreadable": unreadable,
+        "waiting": _waiting(job),
         "items_page": Paginator(items, ITEMS_PER_PAGE).get_page(request.GET.get("page")),
         "op_totals": op_totals.most_common(),
         "affected": items.filter(op_count__gt=0).count(),
@@ -735,6 +743,23 @@ def job_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     if request.htmx:
         template += "#progress"
     return render(request, template, context)
+
+
+def _waiting(job: Job) -> dict[str, Any] | None:
+    """Return what a running job's stopped chunk waits for, or None when none is waiting.
+
+    {"service": what is down, "error": its error, "retry_at": when the
+    chunk is retried, "retry_in": the seconds until then (0 once due)}.
+    """
+    if job.is_finished or not job.waiting_for or job.retry_at is None:
+        return None
+    now = timezone.now()
+    return {
+        "service": job.waiting_for,
+        "error": job.waiting_error,
+        "retry_at": job.retry_at,
+        "retry_in": max(0, round((job.retry_at - now).total_seconds())),
+    }
 
 
 def _back_to_job(request: HttpRequest, job: Job, error: Exception | None = None) -> HttpResponse:
@@ -766,6 +791,12 @@ def retry_job(request: HttpRequest, pk: int) -> HttpResponse:
         return _back_to_job(request, job, exc)
     if retried:
         messages.success(request, f"Retrying {retried} failed item(s).")
+    elif job.items.filter(status=JobItem.Status.FAILED, unreadable=True).exists():
+        messages.error(
+            request,
+            "Nothing to retry: the failed sessions' stored files are missing or damaged, "
+            "so a retry would fail again.",
+        )
     else:
         messages.error(request, "Nothing to retry: the job is not finished or has no failures.")
     return redirect(job)

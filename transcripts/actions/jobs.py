@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F, QuerySet, Value
+from django.db.models import Exists, F, QuerySet, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
@@ -208,15 +208,18 @@ def do_cancel_job(job: Job, *, acting_user: Any) -> bool:
 def do_retry_failed_items(job: Job, *, acting_user: Any) -> int:
     """Queue the failed items of the finished job `job` again; return how many.
 
-    They keep their fence. Raises BrokerUnavailable (and changes nothing)
-    when the task queue is down.
+    They keep their fence. An item whose session's stored file is missing
+    or damaged (`JobItem.unreadable`) would fail again: it stays failed. A
+    job with no other failed item is left done, and 0 returned. Raises
+    BrokerUnavailable (and changes nothing) when the task queue is down.
     """
+    retryable = JobItem.objects.filter(job=job, status=JobItem.Status.FAILED, unreadable=False)
     with transaction.atomic(durable=True):
-        if not Job.objects.filter(pk=job.pk, status=Job.Status.DONE, failed__gt=0).update(
+        if not Job.objects.filter(Exists(retryable), pk=job.pk, status=Job.Status.DONE).update(
             status=Job.Status.QUEUED, finished_at=None
         ):
             return 0
-        retried = JobItem.objects.filter(job=job, status=JobItem.Status.FAILED).update(
+        retried = retryable.update(
             status=JobItem.Status.QUEUED, error="", claim=None, claimed_at=None, counted=False
         )
         Job.objects.filter(pk=job.pk).update(

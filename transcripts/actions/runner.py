@@ -30,7 +30,7 @@ import structlog
 from django.conf import settings
 from django.core.files import File
 from django.core.files.storage import default_storage
-from django.db import DataError, IntegrityError, transaction
+from django.db import DatabaseError, DataError, IntegrityError, connection, transaction
 from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
@@ -105,6 +105,11 @@ DIFF_MAX_BYTES = 16 << 20  # a dry run diffs sessions up to this size (it reads 
 DIFF_LINE_CHARS = 300
 # Seconds between two writes of a chunk's progress (`Progress`).
 PROGRESS_INTERVAL = 0.5
+# The job fields that say a chunk waits for a service (`note_outage`): cleared as the job
+# progresses, by every UPDATE that counts items into the job row.
+NOT_WAITING: dict[str, Any] = {"waiting_for": "", "waiting_error": "", "retry_at": None}
+# How much of the outage's error the job row keeps for the page.
+WAITING_ERROR_CHARS = 500
 
 
 def do_fan_out_job(job_id: int) -> list[list[int]]:
@@ -290,7 +295,8 @@ def _run_claimed(job: Job, claim: uuid.UUID, items: list[JobItem]) -> list[int]:
     stored behind: `ChunkBlobs`). An outage (`outages.outage_of`, a blob
     unreadable aside) stops the chunk: the items from the one it hit on
     (its read, its processing or its store) are left claimed and
-    unwritten, for a retry. A session whose
+    unwritten, for a retry, and the job row says what it waits for
+    (`note_outage`) once the items before it are written. A session whose
     source file is written back is written in a transaction of its own, as
     is each session again when another writer took a revision number under
     the chunk's transaction, so one session never costs the others their
@@ -310,6 +316,7 @@ def _run_claimed(job: Job, claim: uuid.UUID, items: list[JobItem]) -> list[int]:
         # The same session, already loaded: reading the base needs its name and format.
         item.base.session = item.session
     blobs = ChunkBlobs(job, items)
+    outage: BaseException | None = None
     try:
         for index, item in enumerate(items):
             if blobs.stopped():
@@ -324,9 +331,9 @@ def _run_claimed(job: Job, claim: uuid.UUID, items: list[JobItem]) -> list[int]:
                     # and are returned busy, for the task's retry once the lease has passed;
                     # processing on would wait out the outage once an item.
                     logger.warning("job_chunk_outage", job=job.pk, item=item.pk, error=str(exc))
+                    outage = exc
                     break
-                error = f"{type(exc).__name__}: {exc}"
-                outcomes.append(Outcome(item, JobItem.Status.FAILED, {"error": error}))
+                outcomes.append(Outcome(item, JobItem.Status.FAILED, _failure(exc)))
             progress.add(item.pk)
         # No row may name a blob before it is stored.
         outcomes = blobs.settle(outcomes)
@@ -343,6 +350,10 @@ def _run_claimed(job: Job, claim: uuid.UUID, items: list[JobItem]) -> list[int]:
         alone, written = outcomes, []
     for outcome in alone:
         written.extend(_write_alone(job, claim, outcome))
+    # After the writes: they count items into the job row, which clears what it waits for.
+    outage = outage or blobs.outage
+    if outage is not None:
+        note_outage(job.pk, outage)
     return written
 
 
@@ -360,6 +371,51 @@ def blob_window() -> int:
     memory whole (at most JOB_INLINE_BYTES).
     """
     return max(1, settings.JOB_BLOB_WINDOW)
+
+
+def _failure(exc: BaseException) -> dict[str, Any]:
+    """Return the fields of an item that `exc` failed: its error, and whether a retry is in vain.
+
+    A blob unreadable (missing or damaged in storage) fails the same way
+    on every retry: the item is marked `unreadable`, and not offered again.
+    """
+    return {"error": f"{type(exc).__name__}: {exc}", "unreadable": isinstance(exc, BlobUnreadable)}
+
+
+def note_outage(job_id: int, exc: BaseException) -> None:
+    """Record on job `job_id` that a chunk stopped on the outage `exc`, until it progresses.
+
+    Sets the job's `waiting_for` (the service `outages.outage_of` names),
+    `waiting_error` (the error, cut to WAITING_ERROR_CHARS) and `retry_at`
+    (now plus settings.JOB_CLAIM_LEASE: when the task retries the chunk).
+    The next UPDATE that counts items into the job row clears them
+    (NOT_WAITING). A job no longer running is left alone. Raises
+    DatabaseError when the database cannot take the row.
+    """
+    outage = outage_of(exc)
+    if outage is None:
+        return
+    retry_at = timezone.now() + timedelta(seconds=settings.JOB_CLAIM_LEASE)
+    Job.objects.filter(pk=job_id, status=Job.Status.RUNNING).update(
+        waiting_for=outage[0], waiting_error=str(exc)[:WAITING_ERROR_CHARS], retry_at=retry_at
+    )
+
+
+def note_database_outage(job_id: int, exc: DatabaseError) -> bool:
+    """Record on job `job_id` that a chunk stopped on the database error `exc`, if it can.
+
+    The chunk's task retries after the lease. The database may be back
+    already (a restart, a statement cancelled): the connection `exc` broke
+    is dropped and the note (`note_outage`) made on a new one. Return False
+    when the database still cannot take it; that error is logged, not raised.
+    """
+    connection.close_if_unusable_or_obsolete()
+    try:
+        note_outage(job_id, exc)
+    except DatabaseError as again:
+        logger.warning("job_outage_not_noted", job=job_id, error=str(again))
+        return False
+    return True
 
 
 # This process's blob I/O threads and the pid that made them (a forked child makes its own).
@@ -407,6 +463,7 @@ class ChunkBlobs:
         self.reads: dict[int, Future[bytes]] = {}  # by item pk
         self.stores: dict[int, Future[object]] = {}  # by item pk, in the items' order
         self.wholes: dict[int, Revision] = {}
+        self.outage: BaseException | None = None  # the outage a store stopped on (`settle`)
         if remote:
             self.wholes = _read_whole(job, items)
 
@@ -461,7 +518,8 @@ class ChunkBlobs:
 
         An item whose repair could not be stored fails, with the error; one
         whose store found storage down is cut off with every later item
-        (they stay claimed and unwritten, as an outage leaves them).
+        (they stay claimed and unwritten, as an outage leaves them), and
+        that error kept in `outage`.
         """
         wait(self.stores.values())
         settled = []
@@ -473,10 +531,10 @@ class ChunkBlobs:
             elif _is_outage(exc):
                 item = outcome.item
                 logger.warning("job_chunk_outage", job=item.job_id, item=item.pk, error=str(exc))
+                self.outage = exc
                 break
             else:
-                error = f"{type(exc).__name__}: {exc}"
-                settled.append(Outcome(outcome.item, JobItem.Status.FAILED, {"error": error}))
+                settled.append(Outcome(outcome.item, JobItem.Status.FAILED, _failure(exc)))
         return settled
 
     def close(self) -> None:
@@ -532,7 +590,8 @@ class Progress:
     that long has passed since its last count here, a chunk's write
     included (`_write` counts its items too, and calls `written`). Each item
     is counted once (`JobItem.counted`): a chunk taken over from a worker
-    that died after counting it adds only the items it had not.
+    that died after counting it adds only the items it had not. Each write
+    clears what the job waited for (NOT_WAITING): its chunks are moving.
     """
 
     # (job id, time.monotonic()) of the last count this process wrote.
@@ -561,9 +620,14 @@ class Progress:
                     .filter(pk__in=self.unwritten, counted=False)
                     .values_list("pk", flat=True)
                 )
+                job = Job.objects.filter(pk=self.job_id)
                 if new:
                     JobItem.objects.filter(pk__in=new).update(counted=True)
-                    Job.objects.filter(pk=self.job_id).update(processed=F("processed") + len(new))
+                    job.update(processed=F("processed") + len(new), **NOT_WAITING)
+                else:
+                    # A chunk retried after an outage counted these before it stopped:
+                    # it has resumed all the same.
+                    job.exclude(waiting_for="").update(**NOT_WAITING)
             self.unwritten = []
         Progress.written(self.job_id, now)
 
@@ -669,7 +733,9 @@ def _write(job: Job, claim: uuid.UUID, outcomes: list[Outcome]) -> list[int]:
         counts = Counter(COUNTERS[JobItem.Status(status)] for status, _ in results.values())
         counts["processed"] = sum(not was for was in counted.values())
         # Last in the transaction: the job row is the one row every worker writes.
-        Job.objects.filter(pk=job.pk).update(**{c: F(c) + n for c, n in counts.items() if n})
+        Job.objects.filter(pk=job.pk).update(
+            **{c: F(c) + n for c, n in counts.items() if n}, **NOT_WAITING
+        )
     Progress.written(job.pk)
     return [o.item.pk for o in kept]
 
@@ -981,7 +1047,10 @@ def _maybe_finish(job_id: int) -> None:
     previous = job.archive
     with transaction.atomic(durable=True):
         won = Job.objects.filter(pk=job_id, status=Job.Status.RUNNING).update(
-            status=Job.Status.DONE, finished_at=timezone.now(), archive=archive or job.archive
+            status=Job.Status.DONE,
+            finished_at=timezone.now(),
+            archive=archive or job.archive,
+            **NOT_WAITING,
         )
         if won:
             job.refresh_from_db()
