@@ -1,7 +1,7 @@
 """A blob missing, truncated or unreachable on S3: the pages say so (503/404), never a 500 nor a
 200 with the wrong bytes; a storage outage leaves a timeline to be built on the next visit.
 
-The unreachable S3 is an endpoint on a port of 9700-9749 nothing listens on (`free_port`).
+The unreachable S3 is an endpoint on a port that refuses connections (`refusing_port`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from django.test import Client
 from django.urls import reverse
 
 from tests.helpers import sample
-from tests.storage.conftest import free_port, s3_client, serving
+from tests.storage.conftest import free_port, refusing_port, s3_client, serving
 from transcripts import actions
 from transcripts.models import BlobUnreadable, blob_name
 from transcripts.storage import s3_storage
@@ -32,7 +32,7 @@ def dead_s3(endpoint: str | None = None) -> dict[str, Any]:
     With `endpoint`, that server's instead. One attempt a request: the
     client's retries would only add their backoff (2 s a test).
     """
-    endpoint = endpoint or f"http://127.0.0.1:{free_port(range(9700, 9750))}"
+    endpoint = endpoint or f"http://127.0.0.1:{refusing_port()}"
     entry = s3_storage(
         {"STORAGE_URL": f"s3://k:s@gone?endpoint_url={endpoint}&region=us-east-1"},
         multipart_bytes=5 * 1024 * 1024,
