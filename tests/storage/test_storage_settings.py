@@ -92,3 +92,8 @@ def test_manage_py_check_names_a_bad_storage_client_in_one_line():
         "manage.py: STORAGE_CLIENT must be one of obstore, boto3, not 'botox'"
     ]
 
+
+def test_the_read_deadline_is_four_read_timeouts_unless_given():
+    assert s3_storage({"STORAGE_URL": "s3://b"}, **LIMITS)["OPTIONS"]["read_deadline"] == 120
+    given = s3_storage({"STORAGE_URL": "s3://b"}, **LIMITS, read_deadline=7)
+    assert given["OPTIONS"]["read_deadline"] == 7
