@@ -249,12 +249,17 @@ BLOB_STORAGE: dict[str, Any] = {"BACKEND": "django.core.files.storage.FileSystem
 if os.getenv("STORAGE_URL") or os.getenv("AWS_STORAGE_BUCKET_NAME"):
     from transcripts.storage import s3_storage
 
+    storage_read_timeout = envint("STORAGE_READ_TIMEOUT", "30")
+
     BLOB_STORAGE = s3_storage(
         os.environ,
         # A part is held in memory while it is sent (S3 wants 5 MiB at least), four at once.
         multipart_bytes=envint("STORAGE_MULTIPART_BYTES", str(8 * 1024 * 1024)),
         connect_timeout=envint("STORAGE_CONNECT_TIMEOUT", "2"),
-        read_timeout=envint("STORAGE_READ_TIMEOUT", "30"),
+        read_timeout=storage_read_timeout,
+        # Seconds a read of a GET's body may take in all (the read timeout bounds each wait
+        # for the next bytes only); four read timeouts unless set.
+        read_deadline=envint("STORAGE_READ_DEADLINE", str(4 * storage_read_timeout)),
     )
 STORAGES = {
     "default": BLOB_STORAGE,

@@ -3,13 +3,16 @@
 For load balancers and orchestrators, so no login. Each check has a short
 timeout; the answer is JSON with a status per check, 200 when all pass and 503
 when one fails; the checks run side by side, so the answer takes about TIMEOUT
-at most. A failure is logged in full but answered with the exception's
-type only: the endpoint is public, and error texts name hosts and users.
+at most (twice that for a server that takes as long to accept as to answer).
+A failure is logged in full but answered with the exception's type only, and
+a reason of a few fixed words where one is known ("no answer within 2 s"):
+the endpoint is public, and error texts name hosts, buckets and users.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -60,26 +63,54 @@ def check_broker() -> None:
 
 
 def check_storage() -> None:
-    """Ask the blob storage for its bucket (one HEAD, TIMEOUT to connect); raise if it fails.
+    """Ask the blob storage for its bucket (one HEAD, TIMEOUT to connect and to answer).
 
-    For local storage, MEDIA_ROOT must be a writable directory.
+    Raises if it fails (`S3BlobStorage.check`). For local storage,
+    MEDIA_ROOT must be a writable directory.
     """
     check = getattr(default_storage, "check", None)
     if check is not None:  # transcripts.storage.S3BlobStorage
-        check()
+        check(TIMEOUT)
         return
     folder = settings.MEDIA_ROOT
     if not (os.path.isdir(folder) and os.access(folder, os.W_OK)):
         raise OSError(f"media folder {folder} is not a writable directory")
 
 
+def reason_of(exc: Exception) -> str | None:
+    """Return the few words that say why a check failed, where known, naming nothing.
+
+    "no answer within 2 s" (a server that accepts and stays silent),
+    "no connection within 2 s", or for S3's NoSuchBucket "the bucket does not
+    exist (NoSuchBucket)"; None for any other error.
+    """
+    if "transcripts.storage" not in sys.modules:  # only the S3 storage's errors have reasons
+        return None
+    from botocore.exceptions import ConnectTimeoutError, ReadTimeoutError
+
+    from transcripts.storage import is_missing_bucket
+
+    if isinstance(exc, ReadTimeoutError):
+        return f"no answer within {TIMEOUT} s"
+    if isinstance(exc, ConnectTimeoutError):
+        return f"no connection within {TIMEOUT} s"
+    if is_missing_bucket(exc):
+        return "the bucket does not exist (NoSuchBucket)"
+    return None
+
+
 def _run(name: str, check: Callable[[], None]) -> dict[str, object]:
-    """Run one check; return its status and milliseconds, and the error's type if it failed."""
+    """Run one check; return its status and milliseconds, and the error's type if it failed.
+
+    With the error's type comes its `reason_of`, where one is known.
+    """
     start = time.perf_counter()
     try:
         check()
     except Exception as exc:
         result: dict[str, object] = {"status": "error", "error": type(exc).__name__}
+        if reason := reason_of(exc):
+            result["reason"] = reason
         logger.warning("health_check_failed", check=name, error=str(exc), exc_info=exc)
     else:
         result = {"status": "ok"}
@@ -91,7 +122,7 @@ def _run(name: str, check: Callable[[], None]) -> dict[str, object]:
 @never_cache
 @require_GET
 def healthz(request: HttpRequest) -> JsonResponse:
-    """Answer `{"status": "ok"|"error", "checks": {name: {"status", "ms"[, "error"]}}}`.
+    """Answer `{"status": "ok"|"error", "checks": {name: {"status", "ms"[, "error", "reason"]}}}`.
 
     Status 200 when every check passes, 503 otherwise.
     """

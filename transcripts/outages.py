@@ -74,13 +74,47 @@ def storage_failing(exc: BaseException) -> bool:
     return isinstance(exc, storage.UNREACHABLE) or storage.is_server_failing(exc)
 
 
+def storage_misconfigured(exc: BaseException | None) -> str | None:
+    """Return why the S3 storage cannot work as configured, or None when `exc` does not say.
+
+    That is S3's answer that the bucket does not exist (`storage.is_missing_bucket`):
+    "file storage is misconfigured: its bucket “b” does not exist (NoSuchBucket)",
+    the bucket being the default storage's. The error's causes and contexts
+    are looked through too.
+    """
+    if "transcripts.storage" not in sys.modules:
+        return None
+    from django.core.files.storage import default_storage
+
+    from transcripts import storage
+
+    while exc is not None:
+        if storage.is_missing_bucket(exc):
+            bucket = getattr(default_storage, "bucket_name", "?")
+            return (
+                f"file storage is misconfigured: its bucket “{bucket}” does not exist "
+                "(NoSuchBucket)"
+            )
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
 def outage_of(exc: BaseException | None) -> tuple[str, str] | None:
     """Return (what is down, what that stops) for an error that means a service is down.
 
     The error's causes and contexts are looked through too; None when none is an outage.
     S3 that cannot be reached, or answers 5xx (`storage_failing`), counts as
-    file storage down.
+    file storage down; so does a bucket that does not exist
+    (`storage_misconfigured`): every request would meet it, whatever the
+    session, until the operator makes the bucket or configures another, so
+    the work waits for that as for storage that is down, rather than fail
+    each session as if its bytes were at fault.
     """
+    if reason := storage_misconfigured(exc):
+        return "file storage", (
+            f"Pairfix cannot read or write the sessions' files: its {reason}, so no upload, "
+            "download or timeline that needs them can be made."
+        )
     while exc is not None:
         for kinds, service, effect in OUTAGES:
             if isinstance(exc, kinds) or (service == "file storage" and storage_failing(exc)):

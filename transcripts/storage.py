@@ -23,19 +23,24 @@ the checked GETs) stays with boto3.
 
 `s3_storage` builds the STORAGES entry from the environment (settings.py
 calls it), `parse_storage_url` reads `STORAGE_URL`. `UNREACHABLE` are the
-errors that mean the server could not be reached or stopped answering;
-`is_server_failing` tells its 5xx answers (throttling included).
+errors that mean the server could not be reached or stopped answering (a
+read that does not end within its deadline too: `ReadDeadlineError`);
+`is_server_failing` tells its 5xx answers (throttling included),
+`is_missing_bucket` its answer that the bucket does not exist.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import html
 import io
+import itertools
 import os
 import re
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime, timedelta
 from email.utils import parsedate_to_datetime
 from pathlib import Path
@@ -89,6 +94,31 @@ UNREACHABLE: tuple[type[Exception], ...] = (
 )
 
 
+class ReadDeadlineError(ReadTimeoutError):
+    """A read of a GET's body that did not end within the storage's read deadline.
+
+    The read timeout bounds each wait for the next bytes only, so a body
+    that drips (a byte a second) would never end. One of `UNREACHABLE`: the
+    storage answers too slowly to be of use, as when it does not answer.
+    """
+
+    fmt = (
+        "No whole answer from {endpoint_url} within {seconds} s for {key} "
+        "(STORAGE_READ_DEADLINE): the storage answers too slowly"
+    )
+
+
+def is_missing_bucket(exc: BaseException) -> bool:
+    """Return True for S3's answer that the bucket does not exist (a ClientError NoSuchBucket).
+
+    No session's bytes cause it, and asking again meets it again until the
+    bucket is made or another one configured: the storage is misconfigured.
+    """
+    return (
+        isinstance(exc, ClientError) and exc.response.get("Error", {}).get("Code") == "NoSuchBucket"
+    )
+
+
 def is_server_failing(exc: BaseException) -> bool:
     """Return True for S3's answer that it is failing, not that the request is wrong.
 
@@ -138,6 +168,91 @@ def send_body_at_once(request: Any, **kwargs: Any) -> None:
     request.headers.pop("Expect", None)
 
 
+class _Watchdog:
+    """One thread that runs the callback of each armed deadline once it has passed.
+
+    It looks once every CHECK_SECONDS, so a callback runs up to that much
+    late; arming costs a dict insertion, and nothing wakes the thread. It
+    is started on first use in each process (a forked child has none).
+    """
+
+    CHECK_SECONDS = 0.5
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._armed: dict[int, tuple[float, Callable[[], None]]] = {}
+        self._ids = itertools.count()
+        self._pid: int | None = None
+
+    @contextlib.contextmanager
+    def armed(self, seconds: float, callback: Callable[[], None]) -> Iterator[list[bool]]:
+        """Run `callback` if the block has not ended `seconds` from now; yield [fired]."""
+        fired = [False]
+
+        def fire() -> None:
+            fired[0] = True
+            callback()
+
+        key = next(self._ids)
+        with self._lock:
+            if self._pid != os.getpid():
+                self._pid = os.getpid()
+                threading.Thread(target=self._watch, name="storage-deadlines", daemon=True).start()
+            self._armed[key] = (time.monotonic() + seconds, fire)
+        try:
+            yield fired
+        finally:
+            with self._lock:
+                self._armed.pop(key, None)
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(self.CHECK_SECONDS)
+            now = time.monotonic()
+            with self._lock:
+                due = [key for key, (when, _) in self._armed.items() if when <= now]
+                callbacks = [self._armed.pop(key)[1] for key in due]
+            for callback in callbacks:
+                with contextlib.suppress(Exception):  # a connection already gone
+                    callback()
+
+
+_WATCHDOG = _Watchdog()
+
+
+class _DeadlineBody:
+    """botocore's StreamingBody of a GET, each `read` of which must end within `seconds`.
+
+    A read still going at its deadline has its connection shut down (urllib3's
+    `HTTPResponse.shutdown`, which interrupts a blocked read) and raises
+    ReadDeadlineError. botocore's checks (Content-Length, the checksum) are
+    the body's own, as before.
+    """
+
+    def __init__(self, body: Any, seconds: float, endpoint: str, key: str) -> None:
+        self._body, self._seconds = body, seconds
+        self._endpoint, self._key = endpoint, key
+
+    def read(self, size: int | None = None) -> bytes:
+        raw = self._body._raw_stream  # urllib3's HTTPResponse
+        with _WATCHDOG.armed(self._seconds, raw.shutdown) as fired:
+            try:
+                data: bytes = self._body.read(size)
+            except Exception as exc:
+                if fired[0]:
+                    raise self._late() from exc
+                raise
+        if fired[0]:  # ended as the deadline passed, maybe short
+            raise self._late()
+        return data
+
+    def _late(self) -> ReadDeadlineError:
+        return ReadDeadlineError(endpoint_url=self._endpoint, seconds=self._seconds, key=self._key)
+
+    def close(self) -> None:
+        self._body.close()
+
+
 class S3ObjectReader(io.RawIOBase):
     """The object `key` of `bucket`, read from the network a `read` at a time.
 
@@ -148,17 +263,22 @@ class S3ObjectReader(io.RawIOBase):
     other seek makes the next read start a new ranged GET. Raises
     FileNotFoundError for a missing key, BlobUnreadable when a whole
     object's bytes do not match the checksum stored with it, botocore's
-    errors on anything else the server refuses. `client` is a boto3 S3 client
-    whose `response_checksum_validation` is `when_required` (`s3_storage`):
-    a GET asks for the check (`ChecksumMode=ENABLED`) unless `checked` is
-    False, for a caller that hashes what it reads itself.
+    errors on anything else the server refuses, ReadDeadlineError when a read
+    (of up to the bytes asked) does not end within `deadline` seconds.
+    `client` is a boto3 S3 client whose `response_checksum_validation` is
+    `when_required` (`s3_storage`): a GET asks for the check
+    (`ChecksumMode=ENABLED`) unless `checked` is False, for a caller that
+    hashes what it reads itself.
     """
 
     SKIP_BYTES = 64 * 1024
 
-    def __init__(self, client: Any, bucket: str, key: str, *, checked: bool = True) -> None:
+    def __init__(
+        self, client: Any, bucket: str, key: str, *, checked: bool = True, deadline: float = 120
+    ) -> None:
         self._client, self._bucket, self.key = client, bucket, key
         self._checked = checked
+        self._deadline = deadline
         self._position = 0
         self._size: int | None = None
         self._body: Any = None
@@ -189,7 +309,9 @@ class S3ObjectReader(io.RawIOBase):
                 )
                 return
             raise
-        self._body, self._body_position = response["Body"], start
+        endpoint = self._client.meta.endpoint_url
+        self._body = _DeadlineBody(response["Body"], self._deadline, endpoint, self.key)
+        self._body_position = start
         content_range = response.get("ContentRange")  # "bytes 10-99/100"
         self._size = (
             int(content_range.rsplit("/", 1)[1]) if content_range else response["ContentLength"]
@@ -328,18 +450,28 @@ def as_botocore_error(exc: Exception, operation: str, endpoint: str) -> Exceptio
 class _ObjectStoreBody:
     """An obstore GET's body, read as botocore's StreamingBody is: `read(n)`, `close()`.
 
-    Raises the botocore errors of `as_botocore_error` when the body stops.
+    Raises the botocore errors of `as_botocore_error` when the body stops,
+    ReadDeadlineError when a read has not ended `deadline` seconds after it
+    began. The chunks are taken as they arrive, so the clock is looked at
+    between them: obstore's wait for a chunk cannot be cut short, and one of
+    a set size would wait for all its bytes (a body that drips, for ever).
     """
 
-    def __init__(self, result: Any, endpoint: str) -> None:
-        self._chunks = iter(result.stream(min_chunk_size=256 * 1024))
+    def __init__(self, result: Any, endpoint: str, key: str, deadline: float) -> None:
+        self._chunks = iter(result.stream(min_chunk_size=1))
         self._held = memoryview(b"")
-        self._endpoint = endpoint
+        self._endpoint, self._key, self._deadline = endpoint, key, deadline
 
     def read(self, size: int = -1) -> bytes:
         parts, want = [], size
+        stop = time.monotonic() + self._deadline
         while size < 0 or want > 0:
             if not self._held:
+                if time.monotonic() > stop:
+                    self.close()
+                    raise ReadDeadlineError(
+                        endpoint_url=self._endpoint, seconds=self._deadline, key=self._key
+                    )
                 try:
                     self._held = memoryview(next(self._chunks))
                 except StopIteration:
@@ -481,11 +613,14 @@ class ObjectStoreClient:
     obstore: `_runtime_usable`).
     """
 
-    def __init__(self, client: Any, session: boto3.Session, bucket: str) -> None:
+    def __init__(
+        self, client: Any, session: boto3.Session, bucket: str, *, read_deadline: float = 120
+    ) -> None:
         if found := [name for name in _ENCRYPTION_VARIABLES if os.environ.get(name)]:
             raise ValueError(f"obstore would encrypt as {', '.join(found)} say; boto3 would not")
         url = urlsplit(request_url(client, bucket, "k"))
         self.endpoint = f"{url.scheme}://{url.netloc}"
+        self.read_deadline = read_deadline
         config = client.meta.config
         attempts = int((config.retries or {}).get("max_attempts", 3))
         verify = tls_verification(client)
@@ -538,7 +673,8 @@ class ObjectStoreClient:
             raise as_botocore_error(exc, "GetObject", self.endpoint) from exc
         except ObjectStoreError as exc:
             raise as_botocore_error(exc, "GetObject", self.endpoint) from exc
-        return _ObjectStoreBody(result, self.endpoint), int(result.meta["size"])
+        body = _ObjectStoreBody(result, self.endpoint, key, self.read_deadline)
+        return body, int(result.meta["size"])
 
     def size(self, key: str) -> int:
         """Return the size in bytes of the object `key` (a HEAD); FileNotFoundError if none."""
@@ -571,7 +707,7 @@ class ObjectStoreReader(S3ObjectReader):
     """S3ObjectReader whose GETs go through an ObjectStoreClient, unchecked (the caller hashes)."""
 
     def __init__(self, client: ObjectStoreClient, key: str) -> None:
-        super().__init__(None, "", key, checked=False)
+        super().__init__(None, "", key, checked=False, deadline=client.read_deadline)
         self._fast = client
 
     def _get(self, start: int) -> None:
@@ -609,6 +745,7 @@ class S3BlobStorage(S3Storage):
         self.check_client(self.client)
         self._fast: tuple[int, ObjectStoreClient | None] | None = None
         self._fast_lock = threading.Lock()
+        self._probe_client: tuple[tuple[int, float], Any] | None = None
 
     @classmethod
     def check_client(cls, client: str) -> None:
@@ -620,7 +757,7 @@ class S3BlobStorage(S3Storage):
 
     def get_default_settings(self) -> dict[str, Any]:
         settings: dict[str, Any] = super().get_default_settings()
-        return {**settings, "client": "obstore"}
+        return {**settings, "client": "obstore", "read_deadline": 120}
 
     def fast_client(self) -> ObjectStoreClient | None:
         """Return this process's ObjectStoreClient, or None when the client is boto3.
@@ -644,6 +781,7 @@ class S3BlobStorage(S3Storage):
                             self.connection.meta.client,
                             self._create_session(),
                             self.bucket_name,
+                            read_deadline=self.read_deadline,
                         )
                     except (NoCredentialsError, ValueError, OSError, ObjectStoreError):
                         made = None
@@ -699,7 +837,13 @@ class S3BlobStorage(S3Storage):
         reader = (
             ObjectStoreReader(fast, key)
             if fast is not None
-            else S3ObjectReader(self.connection.meta.client, self.bucket_name, key, checked=checked)
+            else S3ObjectReader(
+                self.connection.meta.client,
+                self.bucket_name,
+                key,
+                checked=checked,
+                deadline=self.read_deadline,
+            )
         )
         return File(reader, name)  # type: ignore[arg-type]  # an io.RawIOBase, not typing.IO
 
@@ -735,9 +879,46 @@ class S3BlobStorage(S3Storage):
         )
         return cleaned
 
-    def check(self) -> None:
-        """Ask the server for the bucket's headers (HEAD); raise if it is unreachable or refuses."""
-        self.connection.meta.client.head_bucket(Bucket=self.bucket_name)
+    def check(self, timeout: float) -> None:
+        """Ask the server for the bucket's headers (one HEAD); raise if it cannot or refuses.
+
+        One attempt, `timeout` seconds to connect and as many to answer, not
+        the client's own (STORAGE_READ_TIMEOUT, 30 s, and its retries): a
+        probe must answer quickly. Raises botocore's errors: ConnectTimeoutError,
+        ReadTimeoutError, EndpointConnectionError, ClientError; a bucket that
+        does not exist as the ClientError NoSuchBucket of a GET (a HEAD's
+        answer has no body to name it, only 404).
+        """
+        try:
+            self._probe(timeout).head_bucket(Bucket=self.bucket_name)
+        except ClientError as exc:
+            if exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") != 404:
+                raise
+            error = {"Code": "NoSuchBucket", "Message": "The specified bucket does not exist"}
+            raise ClientError({**exc.response, "Error": error}, "HeadBucket") from None
+
+    def _probe(self, timeout: float) -> Any:
+        """Return this process's boto3 client for `check`, made as `connection`'s is."""
+        with self._fast_lock:
+            probe = self._probe_client
+            if probe is None or probe[0] != (os.getpid(), timeout):
+                config = self.client_config.merge(
+                    Config(
+                        connect_timeout=timeout,
+                        read_timeout=timeout,
+                        retries={"total_max_attempts": 1, "mode": "standard"},
+                    )
+                )
+                client = self._create_session().client(
+                    "s3",
+                    region_name=self.region_name,
+                    use_ssl=self.use_ssl,
+                    endpoint_url=self.endpoint_url,
+                    config=config,
+                    verify=self.verify,
+                )
+                probe = self._probe_client = ((os.getpid(), timeout), client)
+        return probe[1]
 
 
 def parse_storage_url(url: str) -> dict[str, Any]:
@@ -773,7 +954,12 @@ def parse_storage_url(url: str) -> dict[str, Any]:
 
 
 def s3_storage(
-    env: Mapping[str, str], *, multipart_bytes: int, connect_timeout: int, read_timeout: int
+    env: Mapping[str, str],
+    *,
+    multipart_bytes: int,
+    connect_timeout: int,
+    read_timeout: int,
+    read_deadline: int | None = None,
 ) -> dict[str, Any]:
     """Return the STORAGES entry of an S3BlobStorage configured by the environment `env`.
 
@@ -785,8 +971,10 @@ def s3_storage(
     auto, path or virtual). Blobs larger than `multipart_bytes` go up in
     parts of that size, four at once; the client gives up connecting after
     `connect_timeout` seconds and waiting for an answer after `read_timeout`,
-    with up to 3 attempts. A GET's body is checked against the checksum the
-    object was stored with when the reader asks for it (`ChecksumMode`,
+    with up to 3 attempts; a read of a GET's body (of up to the bytes asked)
+    must end within `read_deadline` seconds (four read timeouts unless
+    given), else ReadDeadlineError. A GET's body is checked against the
+    checksum the object was stored with when the reader asks for it (`ChecksumMode`,
     `response_checksum_validation` set to `when_required`): every read does
     but one whose caller hashes the bytes itself (`open_hashed`), so a body
     damaged on the way is refused, not repaired and stored under a hash of
@@ -822,6 +1010,7 @@ def s3_storage(
             # saving never asks whether the name is taken.
             "file_overwrite": True,
             "client": client,
+            "read_deadline": read_deadline if read_deadline is not None else 4 * read_timeout,
             "querystring_auth": False,
             "transfer_config": TransferConfig(
                 multipart_threshold=multipart_bytes,

@@ -91,7 +91,12 @@ from transcripts.models import (
     Workspace,
     WorkspacePolicy,
 )
-from transcripts.outages import outage_of, storage_failing, storage_unreachable
+from transcripts.outages import (
+    outage_of,
+    storage_failing,
+    storage_misconfigured,
+    storage_unreachable,
+)
 from transcripts.policies import policy_for
 from transcripts.uploads import Limits, LimitUploadHandler, keep_unusable_names
 from transcripts.verdict import Verdict, verdicts
@@ -255,13 +260,17 @@ def _store_upload(request: HttpRequest, form: UploadForm) -> HttpResponse:
             format=form.cleaned_data["format"] or None,
         )
     except Exception as exc:
+        misconfigured = storage_misconfigured(exc)
         # S3's 5xx (throttling) is a ClientError, told by `outages.storage_failing`.
-        if not isinstance(exc, store_errors) and not storage_failing(exc):
+        if not isinstance(exc, store_errors) and not storage_failing(exc) and not misconfigured:
             raise
         logger.exception("upload_failed")
         form.add_error(
             None,
-            f"The upload could not be stored ({type(exc).__name__}); nothing was kept. "
+            f"The upload could not be stored: the {misconfigured}. Nothing was kept. "
+            "The operator must create the bucket or configure one that exists."
+            if misconfigured
+            else f"The upload could not be stored ({type(exc).__name__}); nothing was kept. "
             "Try again in a moment.",
         )
         return _session_list_page(request, upload_form=form, status=503)

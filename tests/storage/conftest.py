@@ -55,6 +55,25 @@ def free_port(ports: range) -> int:
     raise RuntimeError(f"no free port in {ports.start}-{ports.stop - 1}")
 
 
+# A socket bound on 127.0.0.1 and never listening: connections to its port are refused.
+_REFUSING: list[socket.socket] = []
+
+
+def refusing_port() -> int:
+    """Return a port of 127.0.0.1 that refuses every connection while this process lives.
+
+    It is held by a socket bound there that never listens, so no server (another
+    pytest-xdist worker's stand-in) can take it meanwhile, as one could take a
+    port `free_port` only found free.
+    """
+    if not _REFUSING:
+        held = socket.socket()
+        held.bind(("127.0.0.1", 0))
+        _REFUSING.append(held)
+    port: int = _REFUSING[0].getsockname()[1]
+    return port
+
+
 @contextlib.contextmanager
 def serving(server: socketserver.BaseServer) -> Iterator[int]:
     """Serve `server` (bound to 127.0.0.1) on a thread of its own; yield its port; stop it."""

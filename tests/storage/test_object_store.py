@@ -92,12 +92,15 @@ def recorder() -> Iterator[tuple[str, type[_Recorder]]]:
         yield f"http://127.0.0.1:{port}", handler
 
 
-def storage_of(endpoint: str, bucket: str = "b", **env: str) -> S3BlobStorage:
+def storage_of(
+    endpoint: str, bucket: str = "b", *, read_deadline: int | None = None, **env: str
+) -> S3BlobStorage:
     entry = s3_storage(
         {"STORAGE_URL": storage_url(endpoint, bucket), **env},
         multipart_bytes=5 * 1024 * 1024,
         connect_timeout=1,
         read_timeout=1,
+        read_deadline=read_deadline,
     )
     return S3BlobStorage(**entry["OPTIONS"])
 
@@ -299,6 +302,16 @@ class _Misbehaving(http.server.BaseHTTPRequestHandler):
         elif key == "chunked":  # the whole body, but no Content-Length (chunked transfer coding)
             self._start(200, {"Transfer-Encoding": "chunked"})
             self.wfile.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(self.BODY), self.BODY))
+        elif key == "drip":  # a byte every 0.25 s, well within the read timeout (1 s), for ever
+            self._start(200, {"Content-Length": str(len(self.BODY))})
+            for byte in self.BODY[:240]:
+                try:
+                    self.wfile.write(bytes([byte]))
+                    self.wfile.flush()
+                except OSError:  # the client gave up
+                    break
+                time.sleep(0.25)
+            self.close_connection = True
         elif key == "throttled":  # as R2, GCS's XML API or a rate-limiting proxy throttle
             xml = b"<Error><Code>TooManyRequests</Code><Message>slow down</Message></Error>"
             self._start(429, {"Content-Length": str(len(xml)), "Content-Type": "application/xml"})
@@ -350,6 +363,28 @@ def test_a_body_cut_short_is_storage_down_with_either_client(misbehaving, client
     error = read_error(storage_of(misbehaving, STORAGE_CLIENT=client), "cut-short")
 
     assert outage_of(error) is not None, repr(error)
+
+
+@pytest.mark.parametrize("client", ["obstore", "boto3"])
+@pytest.mark.parametrize("hashed", [True, False])
+def test_a_body_that_drips_is_storage_down_once_the_read_deadline_passes(
+    misbehaving, client, hashed
+):
+    storage = storage_of(misbehaving, read_deadline=2, STORAGE_CLIENT=client)
+    start = time.monotonic()
+
+    opened = storage.open_hashed("drip") if hashed else storage.open("drip")
+    with pytest.raises(UNREACHABLE) as raised, opened as f:
+        f.read()
+
+    # The deadline (2 s) and the watchdog's look or the wait for the next byte at most;
+    # the whole body would take 2,500 s.
+    assert time.monotonic() - start < 6
+    assert str(raised.value) == (
+        f"No whole answer from {misbehaving} within 2 s for drip "
+        "(STORAGE_READ_DEADLINE): the storage answers too slowly"
+    )
+    assert outage_of(raised.value) is not None
 
 
 @pytest.mark.parametrize("client", ["obstore", "boto3"])

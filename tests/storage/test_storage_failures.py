@@ -1,13 +1,14 @@
 """A blob missing, truncated or unreachable on S3: the pages say so (503/404), never a 500 nor a
 200 with the wrong bytes; a storage outage leaves a timeline to be built on the next visit.
 
-The unreachable S3 is an endpoint on a port of 9700-9749 nothing listens on (`free_port`).
+The unreachable S3 is an endpoint on a port that refuses connections (`refusing_port`).
 """
 
 from __future__ import annotations
 
 import http.server
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,7 +17,7 @@ from django.test import Client
 from django.urls import reverse
 
 from tests.helpers import sample
-from tests.storage.conftest import free_port, s3_client, serving
+from tests.storage.conftest import free_port, refusing_port, s3_client, serving, storage_url
 from transcripts import actions
 from transcripts.models import BlobUnreadable, blob_name
 from transcripts.storage import s3_storage
@@ -32,7 +33,7 @@ def dead_s3(endpoint: str | None = None) -> dict[str, Any]:
     With `endpoint`, that server's instead. One attempt a request: the
     client's retries would only add their backoff (2 s a test).
     """
-    endpoint = endpoint or f"http://127.0.0.1:{free_port(range(9700, 9750))}"
+    endpoint = endpoint or f"http://127.0.0.1:{refusing_port()}"
     entry = s3_storage(
         {"STORAGE_URL": f"s3://k:s@gone?endpoint_url={endpoint}&region=us-east-1"},
         multipart_bytes=5 * 1024 * 1024,
@@ -345,3 +346,125 @@ def test_a_page_waiting_for_its_build_with_storage_down_shows_the_bar_alone(
     html = response.content.decode()
     assert response.status_code == 200
     assert "Preparing the timeline" in html and "A first look" not in html
+
+
+# A bucket that does not exist: the storage is misconfigured, which no session's bytes cause.
+MISSING_BUCKET = "pairfix-no-such-bucket"
+
+
+def missing_bucket(settings: Any, s3_endpoint: str, storage_client: str) -> None:
+    """Make the default storage a bucket the test server does not have."""
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "default": s3_storage(
+            {
+                "STORAGE_URL": storage_url(s3_endpoint, MISSING_BUCKET),
+                "STORAGE_CLIENT": storage_client,
+            },
+            multipart_bytes=5 * 1024 * 1024,
+            connect_timeout=1,
+            read_timeout=2,
+        ),
+    }
+
+
+def test_an_upload_to_a_bucket_that_does_not_exist_is_a_503_naming_it(
+    alice, workspace, settings, s3_endpoint, storage_client
+):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from transcripts.models import Session
+
+    missing_bucket(settings, s3_endpoint, storage_client)
+    staging = Path(settings.FILE_UPLOAD_TEMP_DIR)
+    before = set(staging.iterdir())
+
+    response = client_for(alice).post(
+        reverse("transcripts:upload"),
+        {"workspace": workspace.pk, "files": [SimpleUploadedFile("s.jsonl", sample(FAULTY))]},
+    )
+
+    assert response.status_code == 503
+    page = " ".join(response.content.decode().split())
+    assert (
+        "The upload could not be stored: the file storage is misconfigured: its bucket "
+        f"“{MISSING_BUCKET}” does not exist (NoSuchBucket). Nothing was kept."
+    ) in page
+    assert Session.objects.count() == 0
+    assert set(staging.iterdir()) == before
+
+
+def test_an_api_upload_to_a_bucket_that_does_not_exist_is_a_503_naming_it(
+    alice, workspace, settings, s3_endpoint, storage_client
+):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+    from rest_framework.test import APIClient
+
+    from transcripts.models import Session
+
+    _, secret = actions.do_create_api_token(workspace, "runtime", acting_user=alice)
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    missing_bucket(settings, s3_endpoint, storage_client)
+    staging = Path(settings.FILE_UPLOAD_TEMP_DIR)
+    before = set(staging.iterdir())
+
+    response = api.post(
+        "/api/sessions", {"file": SimpleUploadedFile("s.jsonl", sample(FAULTY))}, format="multipart"
+    )
+
+    assert response.status_code == 503
+    assert response.json() == {
+        "error": {
+            "code": "unavailable",
+            "message": (
+                "The file storage is misconfigured: its bucket "
+                f"“{MISSING_BUCKET}” does not exist (NoSuchBucket). Nothing was stored."
+            ),
+        }
+    }
+    assert Session.objects.count() == 0
+    assert set(staging.iterdir()) == before
+
+
+def test_a_bucket_that_does_not_exist_leaves_a_job_chunk_to_its_retry(
+    alice, workspace, settings, s3_endpoint, storage_client
+):
+    from transcripts.models import Job, JobItem
+
+    sessions = [
+        actions.do_ingest_session(workspace, f"s{n}.jsonl", sample(FAULTY), acting_user=alice)
+        for n in range(2)
+    ]
+    job = actions.do_start_job(workspace, sessions, policy="synthesize", acting_user=alice)
+    [ids] = actions.do_fan_out_job(job.pk)
+    saved = settings.STORAGES
+    missing_bucket(settings, s3_endpoint, storage_client)
+
+    # Every session would fail alike: the chunk stops, as for storage that is down.
+    assert actions.do_run_job_items(job.pk, ids) == ids
+    assert set(JobItem.objects.filter(pk__in=ids).values_list("status", flat=True)) == {"running"}
+    job.refresh_from_db()
+    assert (job.status, job.failed, job.done) == (Job.Status.RUNNING, 0, 0)
+
+    settings.STORAGES = saved  # the bucket set right
+    settings.JOB_CLAIM_LEASE = 0
+    assert actions.do_run_job_items(job.pk, ids) == []
+    job.refresh_from_db()
+    assert (job.status, job.failed, job.done) == (Job.Status.DONE, 0, 2)
+
+
+def test_a_download_from_a_bucket_that_does_not_exist_is_a_503_naming_it(
+    alice, workspace, settings, s3_endpoint, storage_client
+):
+    session = actions.do_ingest_session(workspace, "s.jsonl", sample(FAULTY), acting_user=alice)
+    missing_bucket(settings, s3_endpoint, storage_client)
+
+    response = client_for(alice).get(reverse("transcripts:download_revision", args=[session.pk, 0]))
+
+    assert response.status_code == 503
+    page = " ".join(response.content.decode().split())
+    assert (
+        "its file storage is misconfigured: its bucket "
+        f"“{MISSING_BUCKET}” does not exist (NoSuchBucket)"
+    ) in page

@@ -1,6 +1,11 @@
 """STORAGE_URL and django-storages' AWS_* names become the S3 backend's options."""
 
+import os
+import subprocess
+import sys
+
 import pytest
+from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from transcripts.storage import parse_storage_url, s3_storage
@@ -67,3 +72,28 @@ def test_an_unknown_storage_client_stops_start_up_naming_the_variable():
     env = {"STORAGE_URL": "s3://k:s@bucket", "STORAGE_CLIENT": "botocore"}
     with pytest.raises(ImproperlyConfigured, match="STORAGE_CLIENT must be one of obstore, boto3"):
         s3_storage(env, multipart_bytes=8 << 20, connect_timeout=2, read_timeout=30)
+
+
+def test_manage_py_check_names_a_bad_storage_client_in_one_line():
+    env = {**os.environ, "STORAGE_URL": "s3://k:s@bucket", "STORAGE_CLIENT": "botox"}
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+
+    done = subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=settings.BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        "manage.py: STORAGE_CLIENT must be one of obstore, boto3, not 'botox'"
+    ]
+
+
+def test_the_read_deadline_is_four_read_timeouts_unless_given():
+    assert s3_storage({"STORAGE_URL": "s3://b"}, **LIMITS)["OPTIONS"]["read_deadline"] == 120
+    given = s3_storage({"STORAGE_URL": "s3://b"}, **LIMITS, read_deadline=7)
+    assert given["OPTIONS"]["read_deadline"] == 7

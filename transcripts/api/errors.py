@@ -16,7 +16,7 @@ from django.urls import Resolver404, resolve
 from rest_framework import exceptions, status
 from rest_framework.views import set_rollback
 
-from transcripts.outages import outage_of
+from transcripts.outages import outage_of, storage_misconfigured
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +53,15 @@ class TooLarge(ApiError):
     status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
     default_code = "too_large"
     default_detail = "The upload is larger than the limits allow."
+
+
+class StorageMisconfigured(ApiError):
+    """The file storage cannot work as configured (`outages.storage_misconfigured`)."""
+
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_code = "unavailable"
+    default_detail = "The file storage is misconfigured."
+    wait = 30  # seconds, the Retry-After of an outage: the operator may fix it meanwhile
 
 
 class BrokerUnavailable(ApiError):
@@ -109,8 +118,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> JsonResponse:
 
     DRF's exceptions and Django's 404, permission and suspicious-request
     errors keep their status; an outage (`outages.outage_of`: the database,
-    queue or file storage down, a blob unreadable) is a 503; anything else
-    is a bug: logged, and answered with a 500 in the same shape.
+    queue or file storage down, a blob unreadable) is a 503, and so is a
+    bucket that does not exist, its message naming it
+    (`outages.storage_misconfigured`); anything else is a bug: logged, and
+    answered with a 500 in the same shape.
     """
     set_rollback()
     if isinstance(exc, Http404):
@@ -121,6 +132,9 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> JsonResponse:
         return error_response(413, "too_large", "The request body is too large.")
     elif isinstance(exc, SuspiciousOperation):
         return error_response(400, "bad_request", str(exc) or "The request is not valid.")
+    if not isinstance(exc, exceptions.APIException) and (reason := storage_misconfigured(exc)):
+        logger.warning("API storage misconfigured", exc_info=exc)
+        exc = StorageMisconfigured(f"The {reason}.")
     if not isinstance(exc, exceptions.APIException) and (outage := outage_of(exc)):
         logger.warning("API outage", exc_info=exc)
         return error_response(

@@ -49,6 +49,7 @@ from transcripts.api.strict import KnownQuery, refuse_body
 from transcripts.engine import DEFAULT_POLICY, PRESETS
 from transcripts.filters import SessionFilter
 from transcripts.models import Job, Membership, Revision, Session, SessionQuerySet
+from transcripts.outages import storage_misconfigured
 from transcripts.policies import names_for, policy_for
 from transcripts.uploads import (
     Limits,
@@ -243,15 +244,20 @@ class SessionList(KnownQuery, generics.ListAPIView[Session]):
             except UploadRefused as exc:
                 raise errors.TooLarge(f"{exc} Nothing was stored.") from None
             [staged] = unpacker.sessions
-            session = actions.do_ingest_session(
-                permissions.workspace(request),
-                data["name"],
-                staged,
-                acting_user=permissions.acting_user(request),
-                format=data.get("format"),
-                last_write=timezone.now() if data["live"] else None,
-                api_token=permissions.request_token(request),
-            )
+            try:
+                session = actions.do_ingest_session(
+                    permissions.workspace(request),
+                    data["name"],
+                    staged,
+                    acting_user=permissions.acting_user(request),
+                    format=data.get("format"),
+                    last_write=timezone.now() if data["live"] else None,
+                    api_token=permissions.request_token(request),
+                )
+            except Exception as exc:
+                if reason := storage_misconfigured(exc):
+                    raise errors.StorageMisconfigured(f"The {reason}. Nothing was stored.") from exc
+                raise
         return Response(SessionSerializer(session).data, status=status.HTTP_201_CREATED)
 
 
