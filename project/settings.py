@@ -331,14 +331,17 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Bulk jobs: items per task, at most, and the bytes of their revisions together past
 # the first (runner.chunked), and how long a worker's claim on a chunk of items holds
 # before another worker may take it over (its worker presumably died). Keep the
-# lease above the time one chunk takes and below BROKER_VISIBILITY_TIMEOUT.
-JOB_CHUNK_SIZE = envint("JOB_CHUNK_SIZE", "20")
+# lease above the time one chunk takes and below BROKER_VISIBILITY_TIMEOUT. On S3 a
+# chunk waits a round trip for its first base and another for its last store: more
+# sessions share them (bench/jobs.py --s3-latency; README, Benchmarks).
+on_s3 = "S3BlobStorage" in BLOB_STORAGE["BACKEND"]
+JOB_CHUNK_SIZE = envint("JOB_CHUNK_SIZE", "60" if on_s3 else "20")
 JOB_CHUNK_BYTES = envint("JOB_CHUNK_BYTES", str(64 * 1024 * 1024))
 JOB_CLAIM_LEASE = envint("JOB_CLAIM_LEASE", "120")
 # On S3, a chunk reads this many sessions' bases ahead of the one analysed (it
 # included) and stores as many repairs behind it, on as many threads of each worker
 # (runner.blob_window). A real S3 answers in tens of milliseconds: enough ahead hides it.
-JOB_BLOB_WINDOW = envint("JOB_BLOB_WINDOW", "4")
+JOB_BLOB_WINDOW = envint("JOB_BLOB_WINDOW", "8")
 # A job reads a revision of at most this many bytes whole and analyses it in memory
 # (about twice its size); a larger one is streamed from its blob.
 JOB_INLINE_BYTES = envint("JOB_INLINE_BYTES", str(4 * 1024 * 1024))
