@@ -34,13 +34,20 @@ def envbool(name: str, default: str) -> bool:
     return value == "True"
 
 
-def envint(name: str, default: str) -> int:
-    """Return the integer environment variable `name`; raise on a non-integer."""
+def envint(name: str, default: str, minimum: int | None = None) -> int:
+    """Return the integer environment variable `name`.
+
+    Raises ImproperlyConfigured, naming the variable and its value, on a
+    non-integer or one below `minimum`.
+    """
     value = os.getenv(name, default)
     try:
-        return int(value)
+        number = int(value)
     except ValueError:
         raise ImproperlyConfigured(f"{name} must be an integer, not {value!r}") from None
+    if minimum is not None and number < minimum:
+        raise ImproperlyConfigured(f"{name} must be {minimum} or more, not {number}")
+    return number
 
 
 def envpath(name: str, default: Path) -> Path:
@@ -259,7 +266,7 @@ if os.getenv("STORAGE_URL") or os.getenv("AWS_STORAGE_BUCKET_NAME"):
         read_timeout=storage_read_timeout,
         # Seconds a read of a GET's body may take in all (the read timeout bounds each wait
         # for the next bytes only); four read timeouts unless set.
-        read_deadline=envint("STORAGE_READ_DEADLINE", str(4 * storage_read_timeout)),
+        read_deadline=envint("STORAGE_READ_DEADLINE", str(4 * storage_read_timeout), minimum=1),
     )
 STORAGES = {
     "default": BLOB_STORAGE,
@@ -335,13 +342,13 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # chunk waits a round trip for its first base and another for its last store: more
 # sessions share them (bench/jobs.py --s3-latency; README, Benchmarks).
 on_s3 = "S3BlobStorage" in BLOB_STORAGE["BACKEND"]
-JOB_CHUNK_SIZE = envint("JOB_CHUNK_SIZE", "60" if on_s3 else "20")
-JOB_CHUNK_BYTES = envint("JOB_CHUNK_BYTES", str(64 * 1024 * 1024))
+JOB_CHUNK_SIZE = envint("JOB_CHUNK_SIZE", "60" if on_s3 else "20", minimum=1)
+JOB_CHUNK_BYTES = envint("JOB_CHUNK_BYTES", str(64 * 1024 * 1024), minimum=1)
 JOB_CLAIM_LEASE = envint("JOB_CLAIM_LEASE", "120")
 # On S3, a chunk reads this many sessions' bases ahead of the one analysed (it
 # included) and stores as many repairs behind it, on as many threads of each worker
 # (runner.blob_window). A real S3 answers in tens of milliseconds: enough ahead hides it.
-JOB_BLOB_WINDOW = envint("JOB_BLOB_WINDOW", "8")
+JOB_BLOB_WINDOW = envint("JOB_BLOB_WINDOW", "8", minimum=1)
 # A job reads a revision of at most this many bytes whole and analyses it in memory
 # (about twice its size); a larger one is streamed from its blob.
 JOB_INLINE_BYTES = envint("JOB_INLINE_BYTES", str(4 * 1024 * 1024))

@@ -27,6 +27,9 @@ _XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 if _XDIST_WORKER:
     _OWN = Path(settings.VAR_DIR) / "xdist" / _XDIST_WORKER
     settings.MEDIA_ROOT = os.environ["MEDIA_ROOT"] = str(_OWN / "media")
+    # Made now, as settings.py makes its own (envpath): /healthz wants it there before
+    # any blob is stored.
+    (_OWN / "media").mkdir(parents=True, exist_ok=True)
     (_OWN / "tmp").mkdir(parents=True, exist_ok=True)
     settings.FILE_UPLOAD_TEMP_DIR = os.environ["FILE_UPLOAD_TEMP_DIR"] = str(_OWN / "tmp")
 celery_app.conf.task_default_queue = f"pairfix-tests-{_XDIST_WORKER}".rstrip("-")

@@ -4,18 +4,23 @@ For load balancers and orchestrators, so no login. Each check has a short
 timeout; the answer is JSON with a status per check, 200 when all pass and 503
 when one fails; the checks run side by side, so the answer takes about TIMEOUT
 at most (twice that for a server that takes as long to accept as to answer).
-A failure is logged in full but answered with the exception's type only, and
-a reason of a few fixed words where one is known ("no answer within 2 s"):
-the endpoint is public, and error texts name hosts, buckets and users.
+A server that answers a byte at a time passes every timeout (each bounds one
+wait for the next bytes): a check is waited for WAIT seconds at most, and one
+still running then is not started again beside itself (`_start`). A failure
+is logged in full but answered with the exception's type only, and a reason
+of a few fixed words where one is known ("no answer within 2 s"): the
+endpoint is public, and error texts name hosts, buckets and users.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 
 import structlog
 from django.conf import settings
@@ -32,6 +37,9 @@ logger = structlog.get_logger(__name__)
 
 # Seconds a check may take: well under a typical probe's own timeout.
 TIMEOUT = 2  # seconds
+# Seconds the answer waits for the broker's and storage's checks: their timeouts to
+# connect and to answer, and one more.
+WAIT = 2 * TIMEOUT + 1
 
 
 def check_database() -> None:
@@ -118,6 +126,49 @@ def _run(name: str, check: Callable[[], None]) -> dict[str, object]:
     return result
 
 
+# This process's threads of the broker's and storage's checks, its pid, and the check of
+# each name not yet ended: one a server holds (a byte at a time) is waited for again by
+# the next request, not run again beside it, so a process holds one thread a check at most.
+_checks: tuple[int, ThreadPoolExecutor] | None = None
+_running: dict[str, Future[dict[str, object]]] = {}
+_running_lock = threading.Lock()
+
+
+def _start(name: str, check: Callable[[], None]) -> Future[dict[str, object]]:
+    """Start `_run` of `check` on a thread of this process's; return its future.
+
+    A check of `name` still running from an earlier request is returned
+    instead of started again beside it. A forked child makes threads of its own.
+    """
+    global _checks
+    with _running_lock:
+        if _checks is None or _checks[0] != os.getpid():
+            _checks = (os.getpid(), ThreadPoolExecutor(2, thread_name_prefix="healthz"))
+            _running.clear()
+        future = _running.get(name)
+        if future is None or future.done():
+            future = _running[name] = _checks[1].submit(_run, name, check)
+        return future
+
+
+def _result(name: str, future: Future[dict[str, object]], until: float) -> dict[str, object]:
+    """Return the check's result, or an error when it has not ended by `until` (perf_counter).
+
+    That error is {"status": "error", "error": "TimeoutError", "reason":
+    "no whole answer within 5 s", "ms"}; the check keeps its thread until it ends.
+    """
+    try:
+        return future.result(timeout=max(0.0, until - time.perf_counter()))
+    except FutureTimeout:
+        logger.warning("health_check_unfinished", check=name, seconds=WAIT)
+        return {
+            "status": "error",
+            "error": "TimeoutError",
+            "reason": f"no whole answer within {WAIT} s",
+            "ms": round(WAIT * 1000, 1),
+        }
+
+
 @login_not_required
 @never_cache
 @require_GET
@@ -127,15 +178,15 @@ def healthz(request: HttpRequest) -> JsonResponse:
     Status 200 when every check passes, 503 otherwise.
     """
     # The broker's and storage's checks run beside the database's (which keeps this
-    # thread's connection), so the answer takes about TIMEOUT even when all are down.
-    with ThreadPoolExecutor(2) as pool:
-        broker = pool.submit(_run, "broker", check_broker)
-        storage = pool.submit(_run, "storage", check_storage)
-        checks = {
-            "database": _run("database", check_database),
-            "broker": broker.result(),
-            "storage": storage.result(),
-        }
+    # thread's connection), so the answer takes about TIMEOUT even when all are down,
+    # and WAIT at most.
+    until = time.perf_counter() + WAIT
+    broker, storage = _start("broker", check_broker), _start("storage", check_storage)
+    checks = {
+        "database": _run("database", check_database),
+        "broker": _result("broker", broker, until),
+        "storage": _result("storage", storage, until),
+    }
     ok = all(result["status"] == "ok" for result in checks.values())
     return JsonResponse(
         {"status": "ok" if ok else "error", "checks": checks}, status=200 if ok else 503

@@ -173,15 +173,23 @@ class _Watchdog:
 
     It looks once every CHECK_SECONDS, so a callback runs up to that much
     late; arming costs a dict insertion, and nothing wakes the thread. It
-    is started on first use in each process (a forked child has none).
+    is started on first use in each process (a forked child has none). A
+    forked child forgets its parent's deadlines: their callbacks shut down
+    sockets it shares with the parent, whose reads may have ended since and
+    whose connections may carry another request by then.
     """
 
     CHECK_SECONDS = 0.5
 
     def __init__(self) -> None:
+        self._forked()
+        self._ids = itertools.count()
+        os.register_at_fork(after_in_child=self._forked)
+
+    def _forked(self) -> None:
+        # Anew, not cleared: the fork may have copied the lock held by a thread of the parent's.
         self._lock = threading.Lock()
         self._armed: dict[int, tuple[float, Callable[[], None]]] = {}
-        self._ids = itertools.count()
         self._pid: int | None = None
 
     @contextlib.contextmanager

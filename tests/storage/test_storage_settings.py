@@ -97,3 +97,30 @@ def test_the_read_deadline_is_four_read_timeouts_unless_given():
     assert s3_storage({"STORAGE_URL": "s3://b"}, **LIMITS)["OPTIONS"]["read_deadline"] == 120
     given = s3_storage({"STORAGE_URL": "s3://b"}, **LIMITS, read_deadline=7)
     assert given["OPTIONS"]["read_deadline"] == 7
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        # 0 is no "off": every read would miss its deadline, and storage read as down.
+        ("STORAGE_READ_DEADLINE", "0"),
+        ("JOB_CHUNK_SIZE", "0"),
+        ("JOB_CHUNK_BYTES", "-1"),
+        ("JOB_BLOB_WINDOW", "0"),
+    ],
+)
+def test_manage_py_check_refuses_a_size_or_deadline_below_one_naming_it(variable, value):
+    env = {**os.environ, "STORAGE_URL": "s3://k:s@bucket", variable: value}
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+
+    done = subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=settings.BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [f"manage.py: {variable} must be 1 or more, not {value}"]
