@@ -78,23 +78,18 @@ def storage_misconfigured(exc: BaseException | None) -> str | None:
     """Return why the S3 storage cannot work as configured, or None when `exc` does not say.
 
     That is S3's answer that the bucket does not exist (`storage.is_missing_bucket`):
-    "file storage is misconfigured: its bucket “b” does not exist (NoSuchBucket)",
-    the bucket being the default storage's. The error's causes and contexts
-    are looked through too.
+    "file storage is misconfigured: its bucket does not exist (NoSuchBucket)".
+    The bucket is not named: the words reach every member and API token,
+    and the operator has the name (the configuration, the logs). The
+    error's causes and contexts are looked through too.
     """
     if "transcripts.storage" not in sys.modules:
         return None
-    from django.core.files.storage import default_storage
-
     from transcripts import storage
 
     while exc is not None:
         if storage.is_missing_bucket(exc):
-            bucket = getattr(default_storage, "bucket_name", "?")
-            return (
-                f"file storage is misconfigured: its bucket “{bucket}” does not exist "
-                "(NoSuchBucket)"
-            )
+            return "file storage is misconfigured: its bucket does not exist (NoSuchBucket)"
         exc = exc.__cause__ or exc.__context__
     return None
 

@@ -228,13 +228,19 @@ class _Watchdog:
 _WATCHDOG = _Watchdog()
 
 
-class _DeadlineBody:
-    """botocore's StreamingBody of a GET, each `read` of which must end within `seconds`.
+# A read of a GET's body must receive each this many bytes within its deadline: a large
+# read (a whole revision) on a slow but working link is not taken for an outage.
+DEADLINE_BYTES = 1024 * 1024
 
-    A read still going at its deadline has its connection shut down (urllib3's
+
+class _DeadlineBody:
+    """botocore's StreamingBody of a GET, each MiB of which must come within `seconds`.
+
+    A read is made in pieces of at most DEADLINE_BYTES; one still going at
+    its deadline has its connection shut down (urllib3's
     `HTTPResponse.shutdown`, which interrupts a blocked read) and raises
     ReadDeadlineError. botocore's checks (Content-Length, the checksum) are
-    the body's own, as before.
+    the body's own, as before: the end is read as it would be.
     """
 
     def __init__(self, body: Any, seconds: float, endpoint: str, key: str) -> None:
@@ -242,6 +248,19 @@ class _DeadlineBody:
         self._endpoint, self._key = endpoint, key
 
     def read(self, size: int | None = None) -> bytes:
+        if size is not None and size <= DEADLINE_BYTES:
+            return self._piece(size)
+        parts, want = [], size
+        while want is None or want > 0:
+            piece = self._piece(DEADLINE_BYTES if want is None else min(want, DEADLINE_BYTES))
+            if not piece:  # the end: botocore has checked the length and checksum
+                break
+            parts.append(piece)
+            if want is not None:
+                want -= len(piece)
+        return b"".join(parts)
+
+    def _piece(self, size: int) -> bytes:
         raw = self._body._raw_stream  # urllib3's HTTPResponse
         with _WATCHDOG.armed(self._seconds, raw.shutdown) as fired:
             try:
@@ -459,10 +478,11 @@ class _ObjectStoreBody:
     """An obstore GET's body, read as botocore's StreamingBody is: `read(n)`, `close()`.
 
     Raises the botocore errors of `as_botocore_error` when the body stops,
-    ReadDeadlineError when a read has not ended `deadline` seconds after it
-    began. The chunks are taken as they arrive, so the clock is looked at
-    between them: obstore's wait for a chunk cannot be cut short, and one of
-    a set size would wait for all its bytes (a body that drips, for ever).
+    ReadDeadlineError when a read has not received its next DEADLINE_BYTES
+    (or its last bytes) `deadline` seconds after it began or received the
+    MiB before. The chunks are taken as they arrive, so the clock is looked
+    at between them: obstore's wait for a chunk cannot be cut short, and one
+    of a set size would wait for all its bytes (a body that drips, for ever).
     """
 
     def __init__(self, result: Any, endpoint: str, key: str, deadline: float) -> None:
@@ -471,9 +491,11 @@ class _ObjectStoreBody:
         self._endpoint, self._key, self._deadline = endpoint, key, deadline
 
     def read(self, size: int = -1) -> bytes:
-        parts, want = [], size
+        parts, want, got = [], size, 0
         stop = time.monotonic() + self._deadline
         while size < 0 or want > 0:
+            if got >= DEADLINE_BYTES:  # a MiB in time: the next has a deadline of its own
+                stop, got = time.monotonic() + self._deadline, got - DEADLINE_BYTES
             if not self._held:
                 if time.monotonic() > stop:
                     self.close()
@@ -490,6 +512,7 @@ class _ObjectStoreBody:
             parts.append(bytes(taken))
             self._held = self._held[len(taken) :]
             want -= len(taken)
+            got += len(taken)
         return b"".join(parts)
 
     def close(self) -> None:

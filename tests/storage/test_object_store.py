@@ -283,6 +283,7 @@ class _Misbehaving(http.server.BaseHTTPRequestHandler):
 
     protocol_version = "HTTP/1.1"
     BODY = b'{"type":"user"}\n' * 625  # 10,000 bytes
+    STEADY = bytes(range(256)) * (16 * 1024)  # 4 MiB
 
     def _start(self, status: int, headers: dict[str, str]) -> None:
         self.send_response(status)
@@ -311,6 +312,16 @@ class _Misbehaving(http.server.BaseHTTPRequestHandler):
                 except OSError:  # the client gave up
                     break
                 time.sleep(0.25)
+            self.close_connection = True
+        elif key == "steady":  # 4 MiB at about 1.3 MB/s: slow, but each MiB within a second
+            self._start(200, {"Content-Length": str(len(self.STEADY))})
+            for start in range(0, len(self.STEADY), 64 * 1024):
+                try:
+                    self.wfile.write(self.STEADY[start : start + 64 * 1024])
+                    self.wfile.flush()
+                except OSError:  # the client gave up
+                    break
+                time.sleep(0.05)
             self.close_connection = True
         elif key == "throttled":  # as R2, GCS's XML API or a rate-limiting proxy throttle
             xml = b"<Error><Code>TooManyRequests</Code><Message>slow down</Message></Error>"
@@ -385,6 +396,21 @@ def test_a_body_that_drips_is_storage_down_once_the_read_deadline_passes(
         "(STORAGE_READ_DEADLINE): the storage answers too slowly"
     )
     assert outage_of(raised.value) is not None
+
+
+@pytest.mark.parametrize("client", ["obstore", "boto3"])
+@pytest.mark.parametrize("hashed", [True, False])
+def test_a_large_body_on_a_slow_link_is_read_whole_past_the_deadline(misbehaving, client, hashed):
+    # Each MiB has the deadline (2 s) of its own: the 4 MiB take about 3.3 s in all.
+    storage = storage_of(misbehaving, read_deadline=2, STORAGE_CLIENT=client)
+    start = time.monotonic()
+
+    opened = storage.open_hashed("steady") if hashed else storage.open("steady")
+    with opened as f:
+        data = f.read()
+
+    assert data == _Misbehaving.STEADY
+    assert time.monotonic() - start > 2.5
 
 
 @pytest.mark.parametrize("client", ["obstore", "boto3"])
