@@ -74,18 +74,22 @@ def test_an_unknown_storage_client_stops_start_up_naming_the_variable():
         s3_storage(env, multipart_bytes=8 << 20, connect_timeout=2, read_timeout=30)
 
 
-def test_manage_py_check_names_a_bad_storage_client_in_one_line():
-    env = {**os.environ, "STORAGE_URL": "s3://k:s@bucket", "STORAGE_CLIENT": "botox"}
-    env.pop("DJANGO_SETTINGS_MODULE", None)
-
-    done = subprocess.run(
+def manage_py_check(**env: str) -> subprocess.CompletedProcess[str]:
+    """Run `manage.py check` on S3 storage with `env` added to this process's environment."""
+    whole = {**os.environ, "STORAGE_URL": "s3://k:s@bucket", **env}
+    whole.pop("DJANGO_SETTINGS_MODULE", None)
+    return subprocess.run(
         [sys.executable, "manage.py", "check"],
         cwd=settings.BASE_DIR,
-        env=env,
+        env=whole,
         capture_output=True,
         text=True,
         timeout=120,
     )
+
+
+def test_manage_py_check_names_a_bad_storage_client_in_one_line():
+    done = manage_py_check(STORAGE_CLIENT="botox")
 
     assert done.returncode == 1
     assert done.stderr.splitlines() == [
@@ -110,17 +114,7 @@ def test_the_read_deadline_is_four_read_timeouts_unless_given():
     ],
 )
 def test_manage_py_check_refuses_a_size_or_deadline_below_one_naming_it(variable, value):
-    env = {**os.environ, "STORAGE_URL": "s3://k:s@bucket", variable: value}
-    env.pop("DJANGO_SETTINGS_MODULE", None)
-
-    done = subprocess.run(
-        [sys.executable, "manage.py", "check"],
-        cwd=settings.BASE_DIR,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = manage_py_check(**{variable: value})
 
     assert done.returncode == 1
     assert done.stderr.splitlines() == [f"manage.py: {variable} must be 1 or more, not {value}"]
