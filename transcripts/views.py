@@ -799,7 +799,7 @@ def retry_job(request: HttpRequest, pk: int) -> HttpResponse:
     except actions.BrokerUnavailable as exc:
         return _back_to_job(request, job, exc)
     if retried:
-        messages.success(request, f"Retrying {retried} failed item(s).")
+        messages.success(request, f"Retrying {retried} failed session{pluralize(retried)}.")
     elif job.items.filter(status=JobItem.Status.FAILED, unreadable=True).exists():
         messages.error(
             request,

@@ -59,7 +59,7 @@ def test_retry_queues_the_failed_items(alice_client, alice, workspace, ingest):
         actions.do_start_job(workspace, [broken], policy="synthesize", acting_user=alice)
     )
     response = alice_client.post(url("retry_job", job), follow=True)
-    assert "Retrying 1 failed item(s)." in response.content.decode()
+    assert "Retrying 1 failed session." in response.content.decode()
     job.refresh_from_db()
     assert (job.status, job.failed) == ("queued", 0)
 

@@ -87,7 +87,7 @@ def test_the_retry_leaves_out_the_sessions_that_cannot_be_read(
     ) in html
 
     response = alice_client.post(retry_url(job), follow=True)
-    assert "Retrying 1 failed item(s)." in response.content.decode()
+    assert "Retrying 1 failed session." in response.content.decode()
     job.refresh_from_db()
     assert (job.status, job.failed) == ("queued", 2)
     assert dict(job.items.values_list("session__name", "status")) == {
