@@ -12,8 +12,11 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
 
 from transcripts import actions
 from transcripts.models import Job
@@ -41,6 +44,13 @@ ORPHANED_CALL = "toolu_01CCCCCCCCCCCCCCCCCCCCCC"
 def sample(name: str) -> bytes:
     """Return the bytes of a demo sample, e.g. "formats/claude_code.jsonl"."""
     return (SAMPLES / name).read_bytes()
+
+
+def migrate(targets: list[tuple[str, str]]) -> Any:
+    """Migrate the test database to `targets` ((app, migration) pairs); return their apps."""
+    executor = MigrationExecutor(connection)
+    executor.migrate(targets)
+    return executor.loader.project_state(targets).apps
 
 
 def wait_for_job(job: Job, timeout: float = 60) -> Job:

@@ -4,15 +4,10 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
+from tests.helpers import migrate
 from transcripts.models import AuditRecord, JobItem
 
 BEFORE = [("transcripts", "0003_audit_target_and_ops")]
-
-
-def migrate(targets):
-    executor = MigrationExecutor(connection)
-    executor.migrate(targets)
-    return executor.loader.project_state(targets).apps
 
 
 @pytest.mark.django_db(transaction=True)

@@ -4,14 +4,10 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
+from tests.helpers import migrate
+
 BEFORE = [("transcripts", "0001_initial")]
 AFTER = [("transcripts", "0002_job_fence_lost")]
-
-
-def migrate(targets):
-    executor = MigrationExecutor(connection)
-    executor.migrate(targets)
-    return executor.loader.project_state(targets).apps
 
 
 @pytest.mark.django_db(transaction=True)

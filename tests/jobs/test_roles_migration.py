@@ -4,14 +4,10 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
+from tests.helpers import migrate
+
 BEFORE = [("transcripts", "0007_sync_sources")]
 AFTER = [("transcripts", "0008_workspace_roles")]
-
-
-def migrate(targets):
-    executor = MigrationExecutor(connection)
-    executor.migrate(targets)
-    return executor.loader.project_state(targets).apps
 
 
 @pytest.mark.django_db(transaction=True)
