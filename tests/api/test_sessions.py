@@ -266,6 +266,22 @@ def test_a_nul_only_name_is_refused(api):
     assert Session.objects.count() == 0
 
 
+def test_a_name_longer_than_the_schema_allows_is_refused_as_sent(api):
+    # 1,001 characters as sent, one a NUL: the schema's maxLength (1,000) counts them all.
+    response = upload(api, sample("formats/claude_code.jsonl"), name="a\x00" + "b" * 999)
+    assert error_of(response) == (400, "bad_request")
+    assert response.json()["error"]["fields"]["name"] == [
+        "Ensure this field has no more than 1000 characters."
+    ]
+    assert Session.objects.count() == 0
+    # At the limit it is taken, the NUL dropped.
+    assert (
+        upload(api, sample("formats/claude_code.jsonl"), name="a\x00" + "b" * 998).status_code
+        == 201
+    )
+    assert Session.objects.get().name.startswith("abbb")  # cut short as any long name is
+
+
 def _timeline_of(session_id):
     """Return the default timeline of session `session_id`'s head, as its page would make it."""
     session = Session.objects.get(pk=session_id)

@@ -102,6 +102,9 @@ class TextField(OneValue, serializers.CharField):
     def to_internal_value(self, data: Any) -> str:
         if not isinstance(data, str):
             self.fail("invalid")
+        if self.max_length is not None and len(data) > self.max_length:
+            # As given, as the schema's maxLength counts it: not once its NULs are dropped.
+            self.fail("max_length", max_length=self.max_length)
         text = super().to_internal_value(data).replace("\x00", "")
         if self.refuse_emptied and data and not text:
             raise serializers.ValidationError(NUL_ONLY)
